@@ -1,0 +1,4 @@
+from queue_manager.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""`qm` / `python -m queue_manager`: read the environment, refuse or warn, serve."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import Any
+
+import uvicorn
+
+from queue_manager import __version__
+from queue_manager.config import ConfigRefusal, Settings, load_settings
+from queue_manager.http.app import App
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, app: App, settings: Settings) -> None:
+        super().__init__(config)
+        self.qm_app = app
+        self.qm_settings = settings
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit:
+            return
+        port = self.qm_settings.port
+        for server in getattr(self, "servers", []):
+            for sock in server.sockets:
+                port = sock.getsockname()[1]
+                break
+        host = self.qm_settings.host
+        shown = f"[{host}]" if ":" in host else host
+        s = self.qm_settings
+        print(f"Queue Manager {__version__} listening on http://{shown}:{port} (STORE={s.store})", flush=True)
+        key_hint = "the default key qm-dev-admin-key" if s.admin_key_is_default else "your ADMIN_KEY"
+        print(f"  admin API: curl -H 'Authorization: Bearer <ADMIN_KEY>' http://{shown}:{port}/api/admin/rooms "
+              f"(sign in with {key_hint})", flush=True)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.qm_app.begin_stop()
+        await super().shutdown(sockets)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        settings = load_settings()
+    except ConfigRefusal as refusal:
+        print(f"queue-manager: refusing to start: {refusal.message}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    for warning in settings.warnings:
+        print(f"WARNING {warning.variable}: {warning.message}", file=sys.stderr, flush=True)
+    app = App(settings)
+    kwargs: dict[str, Any] = {}
+    try:
+        import uvloop  # noqa: F401
+
+        kwargs["loop"] = "uvloop"
+    except ImportError:  # pragma: no cover - Windows
+        kwargs["loop"] = "asyncio"
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        http="httptools",
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=max(1, settings.shutdown_grace_ms // 1000),
+        **kwargs,
+    )
+    server = _Server(config, app, settings)
+    server.run()

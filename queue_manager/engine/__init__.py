@@ -1,0 +1,12 @@
+"""The queue's rules: pure, clock injected, no I/O.
+
+``Room`` holds one room's live state and applies every rule of the guide; ``Engine`` keeps the
+rooms of one store, their generations and the finished-ticket look-up. Every state change is an
+``Event`` — the unit a journal stores and a rebuild replays.
+"""
+
+from queue_manager.engine.errors import EngineError
+from queue_manager.engine.events import Event
+from queue_manager.engine.model import ClientId, RoomConfig
+
+__all__ = ["ClientId", "EngineError", "Event", "RoomConfig"]

@@ -1,0 +1,162 @@
+"""All rooms of one store: create/update/delete with generations, schedules, the tick, look-ups."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from queue_manager.clock import Clock
+from queue_manager.engine.errors import EngineError, bad_field, no_room
+from queue_manager.engine.events import Event
+from queue_manager.engine.model import RoomConfig, apply_fields, check_room_id, normalise_body, parse_opens_at
+from queue_manager.engine.room import Room, draw_order
+from queue_manager.engine.ticket import make_ref
+
+GENERATIONS_KEPT = 3
+ARCHIVE_TICKETS = 50_000
+
+
+@dataclass(slots=True)
+class Archive:
+    """What is kept of a deleted generation: enough to say ``previous_generation`` to a caller."""
+
+    gen: int
+    refs: dict[str, list[int]] = field(default_factory=dict)
+    tickets: int = 0
+    deleted_ms: int = 0
+
+
+class Engine:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.rooms: dict[str, Room] = {}
+        self.generations: dict[str, int] = {}
+        self.archives: dict[str, deque[Archive]] = {}
+        self.events: list[Event] = []
+
+    def _emit(self, type_: str, room: str, gen: int, **data: Any) -> None:
+        self.events.append(Event(type_, room, gen, self.clock.wall_ms(), data))
+
+    def drain_events(self) -> list[Event]:
+        out = self.events
+        for room in self.rooms.values():
+            if room.events:
+                out.extend(room.events)
+                room.events = []
+        self.events = []
+        return out
+
+    def room(self, room_id: str) -> Room:
+        room = self.rooms.get(room_id)
+        if room is None:
+            raise no_room(room_id)
+        return room
+
+    # ------------------------------------------------------------------ room definitions
+
+    def upsert(self, body: dict[str, Any]) -> tuple[Room, bool, list[str]]:
+        """Create the room named by ``body["id"]`` or change exactly the fields sent."""
+        body = normalise_body(body)
+        if "id" not in body:
+            raise bad_field("id", "id is required.", "invalid_room_id")
+        room_id = body["id"]
+        existing = self.rooms.get(room_id) if isinstance(room_id, str) else None
+        if existing is None:
+            check_room_id(room_id)
+            cfg, changed = apply_fields(None, body)
+            gen = self.generations.get(room_id, 0) + 1
+            self.generations[room_id] = gen
+            room = Room(cfg, gen, self.clock)
+            self.rooms[room_id] = room
+            self._emit("room.create", room_id, gen, fields=changed, config=cfg.to_public())
+            return room, True, changed
+        cfg, changed = apply_fields(existing.cfg, body)
+        old = existing.cfg
+        # keep rule match counters across an edit when the rule itself is unchanged
+        old_rules = {(r.id, r.pattern, r.action): r for r in old.rules}
+        for rule in cfg.rules:
+            prev = old_rules.get((rule.id, rule.pattern, rule.action))
+            if prev is not None:
+                rule.matches, rule.last_match_ms = prev.matches, prev.last_match_ms
+        existing.advance()
+        existing.cfg = cfg
+        if old.state != cfg.state or old.rate_per_minute != cfg.rate_per_minute:
+            existing.last_tick = self.clock.mono()
+            if cfg.state != "active":
+                existing.credit = min(existing.credit, 1.0)
+        self._emit("room.update", room_id, existing.gen, fields=changed, config=cfg.to_public())
+        return existing, False, changed
+
+    def delete(self, room_id: str) -> Room:
+        room = self.room(room_id)
+        archive = Archive(room.gen, deleted_ms=self.clock.wall_ms(), tickets=room.next_n - 1)
+        for n in range(1, min(room.next_n, ARCHIVE_TICKETS + 1)):
+            archive.refs.setdefault(make_ref(room_id, room.gen, n), []).append(n)
+        kept = self.archives.setdefault(room_id, deque(maxlen=GENERATIONS_KEPT))
+        kept.append(archive)
+        del self.rooms[room_id]
+        self._emit("room.delete", room_id, room.gen)
+        return room
+
+    def schedule(self, room_id: str, body: Any) -> Room:
+        room = self.room(room_id)
+        if not isinstance(body, dict):
+            raise EngineError(400, "bad_request", "The body must be a JSON object.")
+        unknown = sorted(set(body) - {"opensAt", "preQueueMaxPerIp"})
+        if unknown:
+            raise EngineError(400, "unknown_field", f"Unknown schedule field(s): {', '.join(unknown)}.",
+                              fields=unknown)
+        if not body:
+            raise EngineError(400, "nothing_to_change",
+                              "Send opensAt (null cancels the drop) and/or preQueueMaxPerIp; the body had neither.")
+        room.advance()
+        fields: dict[str, Any] = {}
+        if "opensAt" in body:
+            fields["opensAt"] = parse_opens_at(body["opensAt"])
+        if "preQueueMaxPerIp" in body:
+            fields["preQueueMaxPerIp"] = body["preQueueMaxPerIp"]
+        cfg, changed = apply_fields(room.cfg, {"id": room_id, **fields})
+        cancelled = "opensAt" in body and body["opensAt"] is None and room.cfg.opens_at_ms is not None
+        room.cfg = cfg
+        if cancelled and room.prequeue:
+            # cancelling opens the doors now: the pre-queue is drawn, never thrown away
+            room.apply_draw(draw_order(room.prequeue.values()))
+        self._emit("room.schedule", room_id, room.gen, fields=changed, opensAt=cfg.opens_at_ms)
+        return room
+
+    # ------------------------------------------------------------------ time
+
+    def tick(self) -> int:
+        promoted = 0
+        for room in list(self.rooms.values()):
+            promoted += room.tick()
+        return promoted
+
+    # ------------------------------------------------------------------ look-ups
+
+    def lookup(self, room_id: str, query: str) -> dict[str, Any]:
+        room = self.rooms.get(room_id)
+        if room is not None:
+            try:
+                return room.lookup(query)
+            except EngineError as err:
+                if err.code != "no_ticket" or query.strip().isdigit():
+                    raise
+        q = query.strip().upper()
+        for archive in reversed(self.archives.get(room_id, ())):
+            numbers = archive.refs.get(q)
+            if numbers:
+                return {
+                    "state": "previous_generation",
+                    "generation": archive.gen,
+                    "tickets": numbers,
+                    "ref": q,
+                    "message": f"Ref {q} was ticket {', '.join(map(str, numbers))} of an earlier generation "
+                    f"({archive.gen}) of this room, which was deleted and created again. The caller has to "
+                    "join again.",
+                }
+        if room is None:
+            raise no_room(room_id)
+        raise EngineError(404, "no_ticket", f"No ticket {query!r} in this room.", query=query)
+

@@ -1,0 +1,48 @@
+"""Events: every state change the engine makes, in the form a journal stores and a rebuild replays.
+
+A new kind of change gets a new ``type``; changing what an existing type means stamps it with the
+next ``lv`` (``EVENT_LOG_VERSION``). A rebuild that meets an unknown type or a newer ``lv`` must
+fence the room instead of skipping the event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+EVENT_LOG_VERSION = 1
+
+# Every type this build writes (and can replay).
+EVENT_TYPES = frozenset(
+    {
+        "room.create",
+        "room.update",
+        "room.delete",
+        "room.schedule",
+        "join",
+        "prequeue.join",
+        "prequeue.draw",
+        "promote",
+        "admit",
+        "admit.revoke",
+        "reclaim",
+        "bounce",
+        "eject",
+        "purge",
+        "expire",
+        "session.end",
+    }
+)
+
+
+@dataclass(slots=True)
+class Event:
+    type: str
+    room: str
+    gen: int
+    ts: int  # wall ms
+    data: dict[str, Any] = field(default_factory=dict)
+    lv: int = EVENT_LOG_VERSION
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "room": self.room, "gen": self.gen, "ts": self.ts, "lv": self.lv, "data": self.data}

@@ -1,0 +1,341 @@
+"""A room's settings, their validation, and the client identity the engine binds tickets to."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from queue_manager.engine.errors import EngineError, bad_field
+from queue_manager.engine.origins import OriginPattern, is_absolute_http_url, origin_of, parse_origin_pattern
+from queue_manager.engine.targeting import TargetRule, parse_rules
+
+ROOM_STATES = ("active", "paused", "bypass")
+ROOM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+RESERVED_PREFIXES = ("dk_", "meta_", "notify_", "email_")
+RESERVED_IDS = frozenset(
+    {
+        "console",
+        "theme",
+        "lang",
+        "admin_key",
+        "autotune",
+        "autotune_cfg",
+        "wait_samples",
+        "hidden_series",
+        "selected_room",
+        "alerts",
+        "offline_attempts",
+        "origin_down_attempts",
+    }
+)
+
+DEFAULT_RATE_PER_MINUTE = 60
+DEFAULT_PASSED_TTL_SEC = 600
+DEFAULT_SESSION_TTL_SEC = 1800
+DEFAULT_PRESENCE_SEC = 30
+DEFAULT_QUEUE_MAX_PER_IP = 16
+DEFAULT_PREQUEUE_MAX_PER_IP = 16
+CLAIM_WINDOW_SEC = 120
+MAX_RATE_PER_MINUTE = 1_000_000
+
+# Every field a room may carry (plus the `rate` alias); anything else is 400 unknown_field.
+ROOM_FIELDS = frozenset(
+    {
+        "id",
+        "name",
+        "targetUrl",
+        "state",
+        "ratePerMinute",
+        "maxConcurrent",
+        "passedTtlSec",
+        "sessionTtlSec",
+        "sessionMaxSec",
+        "presenceSec",
+        "queueMaxPerIp",
+        "preQueueMaxPerIp",
+        "opensAt",
+        "returnOrigins",
+        "tagOrigins",
+        "rules",
+        "proxyOrigin",
+        "onBackendDown",
+        "protection",
+        "autoActivate",
+    }
+)
+ALIASES = {"rate": "ratePerMinute"}
+
+
+@dataclass(frozen=True, slots=True)
+class ClientId:
+    """Who is asking, computed once per request by the HTTP layer.
+
+    ``ident`` is the resolved client address (per-address ceilings charge it); ``fp`` the strict
+    fingerprint (socket peer + forwarded identity + User-Agent); ``fp2`` the second tier (without
+    the socket peer; only behind a listed proxy); ``cookie`` the hash of the ``qms_<room>`` value.
+    """
+
+    ident: str
+    fp: bytes
+    fp2: bytes | None = None
+    cookie: bytes | None = None
+
+
+@dataclass(slots=True)
+class RoomConfig:
+    id: str
+    target_url: str
+    name: str | None = None
+    state: str = "active"
+    rate_per_minute: int = DEFAULT_RATE_PER_MINUTE
+    max_concurrent: int | None = None
+    passed_ttl_sec: int = DEFAULT_PASSED_TTL_SEC
+    session_ttl_sec: int = DEFAULT_SESSION_TTL_SEC
+    session_max_sec: int | None = None
+    presence_sec: int | None = DEFAULT_PRESENCE_SEC
+    queue_max_per_ip: int | None = DEFAULT_QUEUE_MAX_PER_IP
+    prequeue_max_per_ip: int | None = DEFAULT_PREQUEUE_MAX_PER_IP
+    opens_at_ms: int | None = None
+    return_origins: tuple[OriginPattern, ...] = ()
+    tag_origins: tuple[OriginPattern, ...] | None = None
+    rules: tuple[TargetRule, ...] = ()
+    proxy_origin: str | None = None
+    on_backend_down: str = "closed"
+    protection: dict[str, Any] | None = None
+    auto_activate: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def claim_window_sec(self) -> int:
+        return min(CLAIM_WINDOW_SEC, self.passed_ttl_sec)
+
+    def to_public(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "targetUrl": self.target_url,
+            "state": self.state,
+            "ratePerMinute": self.rate_per_minute,
+            "rate": self.rate_per_minute,
+            "maxConcurrent": self.max_concurrent,
+            "passedTtlSec": self.passed_ttl_sec,
+            "sessionTtlSec": self.session_ttl_sec,
+            "sessionMaxSec": self.session_max_sec,
+            "presenceSec": self.presence_sec,
+            "queueMaxPerIp": self.queue_max_per_ip,
+            "preQueueMaxPerIp": self.prequeue_max_per_ip,
+            "opensAt": ms_to_iso(self.opens_at_ms),
+            "returnOrigins": [str(p) for p in self.return_origins],
+            "tagOrigins": None if self.tag_origins is None else [str(p) for p in self.tag_origins],
+            "rules": [r.to_public() for r in self.rules],
+            "proxyOrigin": self.proxy_origin,
+            "onBackendDown": self.on_backend_down,
+            "protection": self.protection,
+            "autoActivate": self.auto_activate,
+        }
+
+
+def ms_to_iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def check_room_id(room_id: Any) -> str:
+    if not isinstance(room_id, str) or not ROOM_ID_RE.match(room_id):
+        raise EngineError(
+            400,
+            "invalid_room_id",
+            "A room id is 1-64 characters: letters, digits, '-' and '_', starting with a letter or digit.",
+            field="id",
+        )
+    if room_id in RESERVED_IDS or room_id.startswith(RESERVED_PREFIXES):
+        raise EngineError(
+            400,
+            "invalid_room_id",
+            f"Room id {room_id!r} is reserved: its ticket cookie qm_{room_id} would collide with a name "
+            "the queue already uses.",
+            field="id",
+        )
+    return room_id
+
+
+def normalise_body(body: dict[str, Any]) -> dict[str, Any]:
+    """Refuse unknown fields and resolve the ``rate`` alias (``conflicting_field`` when they disagree)."""
+    unknown = sorted(k for k in body if k not in ROOM_FIELDS and k not in ALIASES)
+    if unknown:
+        raise EngineError(
+            400,
+            "unknown_field",
+            f"Unknown room field(s): {', '.join(unknown)}. Nothing was changed.",
+            fields=unknown,
+        )
+    out = dict(body)
+    for alias, canonical in ALIASES.items():
+        if alias in out:
+            value = out.pop(alias)
+            if canonical in out and out[canonical] != value:
+                raise EngineError(
+                    400,
+                    "conflicting_field",
+                    f"{alias} and {canonical} name the same setting and disagree ({value!r} vs {out[canonical]!r}).",
+                    fields=[alias, canonical],
+                )
+            out[canonical] = value
+    return out
+
+
+def _int(body: dict[str, Any], key: str, lo: int, hi: int, *, nullable: bool, code: str = "invalid_field") -> Any:
+    value = body[key]
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        extra = " or null" if nullable else ""
+        raise bad_field(key, f"{key} must be a whole number from {lo} to {hi}{extra}.", code)
+    return value
+
+
+def parse_opens_at(value: Any, field_name: str = "opensAt") -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise bad_field(field_name, "opensAt must be an ISO 8601 time, epoch milliseconds, or null.", "invalid_opens_at")
+    if isinstance(value, int):
+        if 0 < value < 10**14:
+            return value
+    elif isinstance(value, str) and len(value) <= 64:
+        try:
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            dt = None
+        if dt is not None:
+            if dt.tzinfo is None:
+                dt = dt.replace(tzinfo=UTC)
+            return int(dt.timestamp() * 1000)
+    raise bad_field(field_name, "opensAt must be an ISO 8601 time, epoch milliseconds, or null.", "invalid_opens_at")
+
+
+def _origins(body: dict[str, Any], key: str, *, nullable: bool) -> tuple[OriginPattern, ...] | None:
+    value = body[key]
+    if value is None and nullable:
+        return None
+    if not isinstance(value, list) or len(value) > 100:
+        raise bad_field(key, f"{key} must be a list of origins (at most 100).", "invalid_origin")
+    out = []
+    for item in value:
+        pattern = parse_origin_pattern(item) if isinstance(item, str) else None
+        if pattern is None:
+            raise bad_field(
+                key,
+                f"{item!r} in {key} is not an origin: use scheme://host[:port] or scheme://*.domain[:port].",
+                "invalid_origin",
+            )
+        out.append(pattern)
+    return tuple(out)
+
+
+def _bare_origin(value: Any) -> str:
+    if isinstance(value, str) and len(value) <= 300:
+        o = origin_of(value)
+        parsed = parse_origin_pattern(value)
+        if o is not None and parsed is not None and not parsed.wildcard:
+            return str(parsed)
+    raise bad_field("proxyOrigin", "proxyOrigin must be a bare origin: scheme, host, port, nothing else.",
+                    "invalid_proxy_origin")
+
+
+def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomConfig, list[str]]:
+    """Validate ``body`` (already normalised) and return the new config and the names of the fields set.
+
+    ``base`` None means a create: ``targetUrl`` is required then.
+    """
+    room_id = body["id"]
+    changed: list[str] = []
+    if base is None:
+        if "targetUrl" not in body:
+            raise bad_field("targetUrl", "targetUrl is required when creating a room.", "invalid_target_url")
+        cfg = RoomConfig(id=room_id, target_url="")
+    else:
+        cfg = replace(base)
+    for key in body:
+        if key == "id":
+            continue
+        changed.append(key)
+        value = body[key]
+        if key == "name":
+            if value is not None and (not isinstance(value, str) or len(value) > 120):
+                raise bad_field(key, "name must be a string of at most 120 characters, or null.")
+            cfg.name = value
+        elif key == "targetUrl":
+            if not isinstance(value, str) or not is_absolute_http_url(value):
+                raise bad_field(key, "targetUrl must be an absolute http(s) URL without credentials.",
+                                "invalid_target_url")
+            cfg.target_url = value
+        elif key == "state":
+            if value not in ROOM_STATES:
+                raise bad_field(key, "state must be one of active, paused, bypass.", "invalid_state")
+            cfg.state = value
+        elif key == "ratePerMinute":
+            cfg.rate_per_minute = _int(body, key, 0, MAX_RATE_PER_MINUTE, nullable=False, code="invalid_rate")
+        elif key == "maxConcurrent":
+            cfg.max_concurrent = _int(body, key, 1, 10_000_000, nullable=True)
+        elif key == "passedTtlSec":
+            cfg.passed_ttl_sec = _int(body, key, 10, 86_400, nullable=False)
+        elif key == "sessionTtlSec":
+            cfg.session_ttl_sec = _int(body, key, 10, 7 * 86_400, nullable=False)
+        elif key == "sessionMaxSec":
+            cfg.session_max_sec = _int(body, key, 10, 30 * 86_400, nullable=True)
+        elif key == "presenceSec":
+            cfg.presence_sec = _int(body, key, 5, 86_400, nullable=True)
+        elif key == "queueMaxPerIp":
+            cfg.queue_max_per_ip = _int(body, key, 1, 10_000_000, nullable=True)
+        elif key == "preQueueMaxPerIp":
+            cfg.prequeue_max_per_ip = _int(body, key, 1, 10_000_000, nullable=True)
+        elif key == "opensAt":
+            cfg.opens_at_ms = parse_opens_at(value)
+        elif key == "returnOrigins":
+            cfg.return_origins = _origins(body, key, nullable=False) or ()
+        elif key == "tagOrigins":
+            cfg.tag_origins = _origins(body, key, nullable=True)
+        elif key == "rules":
+            cfg.rules = parse_rules(value)
+        elif key == "proxyOrigin":
+            cfg.proxy_origin = None if value is None else _bare_origin(value)
+        elif key == "onBackendDown":
+            if value not in ("open", "closed"):
+                raise bad_field(key, "onBackendDown must be open or closed.", "invalid_on_backend_down")
+            cfg.on_backend_down = value
+        elif key == "protection":
+            if value is not None and (
+                not isinstance(value, dict) or set(value) - {"mode"} or value.get("mode") not in ("monitor", "enforce")
+            ):
+                raise bad_field(key, 'protection must be {"mode": "monitor"|"enforce"} or null.', "invalid_protection")
+            cfg.protection = value
+        elif key == "autoActivate":
+            cfg.auto_activate = _auto_activate(value)
+    if cfg.proxy_origin is not None:
+        target = origin_of(cfg.target_url)
+        proxy = origin_of(cfg.proxy_origin)
+        if target is not None and proxy is not None and target[1] == proxy[1]:
+            raise bad_field("proxyOrigin", "proxyOrigin points back at the room's public host: that is a loop "
+                            "through your CDN.", "proxy_origin_loop")
+    return cfg, changed
+
+
+def _auto_activate(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    keys = {"enabled", "joinsPerMin", "sustainSec", "releaseAfterSec"}
+    if not isinstance(value, dict) or set(value) - keys:
+        raise bad_field("autoActivate", f"autoActivate takes {sorted(keys)} or null.", "invalid_auto_activate")
+    out: dict[str, Any] = {"enabled": False, "joinsPerMin": 120, "sustainSec": 60, "releaseAfterSec": 300}
+    for k, v in value.items():
+        if k == "enabled":
+            if not isinstance(v, bool):
+                raise bad_field("autoActivate", "autoActivate.enabled must be true or false.", "invalid_auto_activate")
+        elif isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > 10_000_000:
+            raise bad_field("autoActivate", f"autoActivate.{k} must be a whole number >= 0.", "invalid_auto_activate")
+        out[k] = v
+    return out

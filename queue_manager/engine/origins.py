@@ -1,0 +1,94 @@
+"""Origin lists and where a visitor may land (returnOrigins, tagOrigins).
+
+An origin pattern is ``scheme://host[:port]`` or ``scheme://*.suffix[:port]``; the dot after the
+``*`` is required so ``https://*.shop.example`` never matches ``evilshop.example``. Scheme and port
+must match exactly (a missing port means the scheme's default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import SplitResult, urlsplit
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True, slots=True)
+class OriginPattern:
+    scheme: str
+    host: str  # lowercase; for a wildcard, the suffix including its leading dot (".shop.example")
+    port: int
+    wildcard: bool
+
+    def matches(self, scheme: str, host: str, port: int) -> bool:
+        if scheme != self.scheme or port != self.port:
+            return False
+        if self.wildcard:
+            return host.endswith(self.host) and len(host) > len(self.host)
+        return host == self.host
+
+    def __str__(self) -> str:
+        host = ("*" + self.host) if self.wildcard else self.host
+        default = _DEFAULT_PORTS[self.scheme]
+        return f"{self.scheme}://{host}" + ("" if self.port == default else f":{self.port}")
+
+
+def _split(url: str) -> SplitResult | None:
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises on a bad port
+    except ValueError:
+        return None
+    return parts
+
+
+def parse_origin_pattern(text: str) -> OriginPattern | None:
+    """A bare origin or ``scheme://*.suffix``; None when it is anything else."""
+    if not isinstance(text, str) or len(text) > 300:
+        return None
+    parts = _split(text.strip())
+    if parts is None or parts.scheme not in _DEFAULT_PORTS:
+        return None
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
+        return None
+    host = (parts.hostname or "").lower()
+    if not host:
+        return None
+    port = parts.port or _DEFAULT_PORTS[parts.scheme]
+    if host.startswith("*"):
+        if not host.startswith("*.") or len(host) < 4 or "*" in host[1:]:
+            return None
+        return OriginPattern(parts.scheme, host[1:], port, True)
+    if "*" in host:
+        return None
+    return OriginPattern(parts.scheme, host, port, False)
+
+
+def origin_of(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an absolute http(s) URL without credentials; None otherwise."""
+    if not isinstance(url, str) or len(url) > 4096:
+        return None
+    parts = _split(url)
+    if parts is None or parts.scheme not in _DEFAULT_PORTS:
+        return None
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return None
+    host = (parts.hostname or "").lower()
+    if not host:
+        return None
+    return parts.scheme, host, parts.port or _DEFAULT_PORTS[parts.scheme]
+
+
+def is_absolute_http_url(url: str) -> bool:
+    return origin_of(url) is not None
+
+
+def origin_allowed(url: str, target_url: str, patterns: tuple[OriginPattern, ...]) -> bool:
+    """Whether ``url`` may be used: the target's own origin always, plus the listed patterns."""
+    origin = origin_of(url)
+    if origin is None:
+        return False
+    target = origin_of(target_url)
+    if target is not None and origin == target:
+        return True
+    return any(p.matches(*origin) for p in patterns)

@@ -1,0 +1,669 @@
+"""One room's live state and every rule of the line.
+
+Read this with the guide's "Passes vs sessions" and "Absent holders do not hold slots" at hand:
+
+* Outflow: credit accrues at ``ratePerMinute`` on the monotonic clock; unused credit banks at most
+  one slot. Paused, bypass, scheduled or a rate of 0 promote nobody.
+* Capacity (``maxConcurrent``): live sessions + unused passes still holding their slot. A slot is
+  held for the claim window (min(120 s, passedTtlSec)), or until the holder — never told — has been
+  unseen for ``presenceSec``.
+* At their turn, an absent holder (unseen for ``presenceSec``) is promoted in order without a slot
+  and without costing the rate.
+* At the door a pass holding its slot walks in; otherwise it takes a free slot only when no older
+  bounced pass-holder is waiting; otherwise it is bounced and keeps its pass while it polls.
+"""
+
+from __future__ import annotations
+
+import heapq
+import secrets
+from collections import OrderedDict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from queue_manager.clock import Clock
+from queue_manager.engine.errors import EngineError
+from queue_manager.engine.events import Event
+from queue_manager.engine.line import Line
+from queue_manager.engine.model import ClientId, RoomConfig
+from queue_manager.engine.targeting import match as match_rule
+from queue_manager.engine.ticket import Finished, PreEntry, Ticket, make_ref
+
+FINISHED_KEEP = 50_000
+BOUNCED_GRACE_SEC = 30.0  # how long a bounced pass-holder keeps a claim on the next free slot without polling
+
+
+@dataclass(frozen=True, slots=True)
+class Presented:
+    """A verified visitor token: a ticket number or a pre-queue handle, in a room generation."""
+
+    gen: int
+    n: int | None = None
+    handle: str | None = None
+
+
+@dataclass(slots=True)
+class Lookup:
+    """What a join or status resolved a presented token to."""
+
+    ticket: Ticket | None = None
+    pre: PreEntry | None = None
+    finished: Finished | None = None
+    n: int | None = None
+    reason: str | None = None  # why the presented token was not (or no longer) a live place
+    new: bool = False
+
+
+@dataclass(slots=True)
+class CheckResult:
+    admit: bool
+    state: str | None = None  # admitted | bypass | unprotected
+    reason: str | None = None
+    door_key: str | None = None  # raw key, only when a new one was issued
+    ticket: Ticket | None = None
+    session_expires_ms: int | None = None
+    rule: str | None = None
+
+
+class Room:
+    def __init__(self, cfg: RoomConfig, gen: int, clock: Clock) -> None:
+        self.cfg = cfg
+        self.gen = gen
+        self.clock = clock
+        self.next_n = 1
+        self.tickets: dict[int, Ticket] = {}
+        self.line = Line()
+        self.per_ident: dict[str, int] = {}
+        self.passes: set[int] = set()
+        self.sessions: set[int] = set()
+        self.slot_holders: set[int] = set()
+        self.bounced: set[int] = set()
+        self._pass_heap: list[tuple[float, int]] = []
+        self._slot_heap: list[tuple[float, int]] = []
+        self._session_heap: list[tuple[float, int]] = []
+        self.finished: OrderedDict[int, Finished] = OrderedDict()
+        self.refs: dict[str, list[int]] = {}
+        self.prequeue: dict[str, PreEntry] = {}
+        self.pq_per_ident: dict[str, int] = {}
+        self.drawn: dict[str, int] = {}
+        self.credit = 0.0
+        self.last_tick = clock.mono()
+        self.created_ms = clock.wall_ms()
+        self.events: list[Event] = []
+        self.join_times: deque[float] = deque()
+        self.pass_times: deque[float] = deque()
+        self.joins_total = 0
+        self.passes_total = 0
+        self.unscoped_checks = 0
+        self.blocked_returns = 0
+        self.ejected_total = 0
+
+    # ------------------------------------------------------------------ helpers
+
+    def _emit(self, type_: str, **data: Any) -> None:
+        self.events.append(Event(type_, self.cfg.id, self.gen, self.clock.wall_ms(), data))
+
+    def effective_state(self, now_ms: int | None = None) -> str:
+        if self.cfg.state == "bypass":
+            return "bypass"
+        opens = self.cfg.opens_at_ms
+        if opens is not None and (self.clock.wall_ms() if now_ms is None else now_ms) < opens:
+            return "scheduled"
+        return self.cfg.state
+
+    def _absent(self, seen: float, now: float) -> bool:
+        presence = self.cfg.presence_sec
+        return presence is not None and now - seen >= presence
+
+    def owns(self, holder: Ticket | PreEntry, client: ClientId) -> bool:
+        """Cookie first (a different cookie is a different browser), then the fingerprints."""
+        if holder.cookie is not None and client.cookie is not None:
+            return holder.cookie == client.cookie
+        if client.fp == holder.fp:
+            return True
+        return client.fp2 is not None and holder.fp2 is not None and client.fp2 == holder.fp2
+
+    def _slot_deadline(self, t: Ticket) -> float:
+        deadline = t.pass_at + self.cfg.claim_window_sec
+        if not t.told and self.cfg.presence_sec is not None:
+            deadline = min(deadline, t.seen + self.cfg.presence_sec)
+        return deadline
+
+    def _session_deadline(self, t: Ticket) -> float:
+        deadline = t.session_last + self.cfg.session_ttl_sec
+        if self.cfg.session_max_sec is not None:
+            deadline = min(deadline, t.session_start + self.cfg.session_max_sec)
+        return deadline
+
+    def occupancy(self) -> int:
+        return len(self.sessions) + len(self.slot_holders)
+
+    def _active_bounced(self, now: float, older_than: int | None = None) -> int:
+        grace = float(self.cfg.presence_sec or BOUNCED_GRACE_SEC)
+        count = 0
+        for n in list(self.bounced):
+            t = self.tickets.get(n)
+            if t is None or t.state != "passed" or t.slot or t.bounced_at is None or now - t.bounced_at >= grace:
+                self.bounced.discard(n)
+                continue
+            if older_than is None or n < older_than:
+                count += 1
+        return count
+
+    def _free_slots(self, now: float, older_than: int | None = None) -> int | None:
+        cap = self.cfg.max_concurrent
+        if cap is None:
+            return None
+        return cap - self.occupancy() - self._active_bounced(now, older_than)
+
+    def see(self, holder: Ticket | PreEntry) -> None:
+        holder.seen = self.clock.mono()
+
+    # ------------------------------------------------------------------ time
+
+    def sweep(self, now: float) -> None:
+        """Release slots, expire passes and end sessions whose clocks have run out."""
+        heap = self._slot_heap
+        while heap and heap[0][0] <= now:
+            _, n = heapq.heappop(heap)
+            t = self.tickets.get(n)
+            if t is None or n not in self.slot_holders:
+                continue
+            real = self._slot_deadline(t)
+            if real <= now:
+                self.slot_holders.discard(n)
+                t.slot = False
+            else:
+                heapq.heappush(heap, (real, n))
+        heap = self._pass_heap
+        ttl = self.cfg.passed_ttl_sec
+        while heap and heap[0][0] <= now:
+            _, n = heapq.heappop(heap)
+            t = self.tickets.get(n)
+            if t is None or t.state != "passed":
+                continue
+            if t.pass_at + ttl <= now:
+                self._finish(t, "expired")
+                self._emit("expire", n=n)
+            else:
+                heapq.heappush(heap, (t.pass_at + ttl, n))
+        heap = self._session_heap
+        while heap and heap[0][0] <= now:
+            _, n = heapq.heappop(heap)
+            t = self.tickets.get(n)
+            if t is None or t.state != "admitted":
+                continue
+            real = self._session_deadline(t)
+            if real <= now:
+                self._finish(t, "expired")
+                self._emit("session.end", n=n)
+            else:
+                heapq.heappush(heap, (real, n))
+
+    def _maybe_draw(self, now_ms: int) -> None:
+        opens = self.cfg.opens_at_ms
+        if opens is None or now_ms < opens or not self.prequeue:
+            return
+        order = draw_order(self.prequeue.values())
+        self.apply_draw(order)
+
+    def apply_draw(self, order: list[str]) -> None:
+        """Turn the pre-queue into the FIFO line in the drawn order (recorded, never recomputed)."""
+        numbers = []
+        for handle in order:
+            entry = self.prequeue.pop(handle)
+            t = self._mint(entry.ident, entry.fp, entry.fp2, entry.cookie, entry.joined_ms, entry.return_url,
+                           charge=True)
+            t.seen = entry.seen
+            self.drawn[handle] = t.n
+            numbers.append(t.n)
+        self.pq_per_ident.clear()
+        self._emit("prequeue.draw", order=order, tickets=numbers)
+
+    def advance(self) -> None:
+        """Bring clocks up to date; cheap when nothing is due. Called before every read or change."""
+        self._maybe_draw(self.clock.wall_ms())
+        self.sweep(self.clock.mono())
+
+    def tick(self) -> int:
+        """The one-second tick: credit the elapsed time and promote. Returns how many were promoted."""
+        now = self.clock.mono()
+        elapsed = max(0.0, now - self.last_tick)
+        self.last_tick = now
+        self.advance()
+        state = self.effective_state()
+        moving = state == "active" and self.cfg.rate_per_minute > 0
+        if moving:
+            self.credit += self.cfg.rate_per_minute * elapsed / 60.0
+        promoted = 0
+        while moving:
+            head = self.line.head()
+            if head is None:
+                break
+            t = self.tickets[head[1]]
+            if self._absent(t.seen, now):
+                self._promote(t, slot=False, now=now)
+                promoted += 1
+                continue
+            if self.credit < 1.0:
+                break
+            free = self._free_slots(now)
+            if free is not None and free <= 0:
+                break
+            self.credit -= 1.0
+            self._promote(t, slot=True, now=now)
+            promoted += 1
+        if self.credit > 1.0:
+            self.credit = 1.0  # the one-slot bank
+        if not moving:
+            self.credit = min(self.credit, 1.0)
+        return promoted
+
+    # ------------------------------------------------------------------ transitions
+
+    def _mint(
+        self,
+        ident: str,
+        fp: bytes,
+        fp2: bytes | None,
+        cookie: bytes | None,
+        joined_ms: int,
+        return_url: str | None,
+        *,
+        charge: bool,
+    ) -> Ticket:
+        n = self.next_n
+        self.next_n += 1
+        t = Ticket(n=n, ident=ident, fp=fp, fp2=fp2, cookie=cookie, joined_ms=joined_ms, seen=self.clock.mono(),
+                   return_url=return_url)
+        t.seq = self.line.push(n)
+        self.tickets[n] = t
+        if charge:
+            self.per_ident[ident] = self.per_ident.get(ident, 0) + 1
+        self.refs.setdefault(make_ref(self.cfg.id, self.gen, n), []).append(n)
+        self.joins_total += 1
+        self.join_times.append(self.clock.mono())
+        return t
+
+    def _leave_line(self, t: Ticket) -> None:
+        if t.seq:
+            self.line.remove(t.seq)
+            t.seq = 0
+            left = self.per_ident.get(t.ident, 0) - 1
+            if left > 0:
+                self.per_ident[t.ident] = left
+            else:
+                self.per_ident.pop(t.ident, None)
+
+    def _promote(self, t: Ticket, *, slot: bool, now: float) -> None:
+        self._leave_line(t)
+        now_ms = self.clock.wall_ms()
+        t.state = "passed"
+        t.pass_at = now
+        if t.passed_ms is None:
+            t.passed_ms = now_ms
+            t.waited_ms = max(0, now_ms - t.joined_ms)
+        t.told = False
+        t.bounced_at = None
+        self.passes.add(t.n)
+        heapq.heappush(self._pass_heap, (now + self.cfg.passed_ttl_sec, t.n))
+        self._grant_slot(t, slot, now)
+        self.passes_total += 1
+        self.pass_times.append(now)
+        self._emit("promote", n=t.n, slot=slot)
+
+    def _grant_slot(self, t: Ticket, slot: bool, now: float) -> None:
+        t.slot = slot
+        if slot:
+            self.slot_holders.add(t.n)
+            heapq.heappush(self._slot_heap, (self._slot_deadline(t), t.n))
+
+    def _drop_pass_and_session(self, t: Ticket) -> None:
+        self.passes.discard(t.n)
+        self.sessions.discard(t.n)
+        self.slot_holders.discard(t.n)
+        self.bounced.discard(t.n)
+        t.slot = False
+        t.door = None
+        t.bounced_at = None
+
+    def _finish(self, t: Ticket, reason: str) -> None:
+        self._leave_line(t)
+        self._drop_pass_and_session(t)
+        self.tickets.pop(t.n, None)
+        self.finished[t.n] = Finished(t.joined_ms, t.passed_ms, t.waited_ms, reason, self.clock.wall_ms())
+        while len(self.finished) > FINISHED_KEEP:
+            self.finished.popitem(last=False)
+
+    def _admit(self, t: Ticket, door_hash: bytes, now: float) -> None:
+        self.passes.discard(t.n)
+        self.slot_holders.discard(t.n)
+        self.bounced.discard(t.n)
+        t.slot = False
+        t.bounced_at = None
+        t.state = "admitted"
+        t.door = door_hash
+        t.session_start = t.session_last = now
+        self.sessions.add(t.n)
+        heapq.heappush(self._session_heap, (self._session_deadline(t), t.n))
+        self._emit("admit", n=t.n, door=door_hash.hex())
+
+    # ------------------------------------------------------------------ visitor operations
+
+    def resolve(self, presented: Presented | None, client: ClientId) -> Lookup:
+        """What a presented token stands for, for this client. Never mints."""
+        if presented is None:
+            return Lookup()
+        if presented.gen != self.gen:
+            return Lookup(reason="previous_generation")
+        if presented.handle is not None:
+            entry = self.prequeue.get(presented.handle)
+            if entry is not None:
+                return Lookup(pre=entry) if self.owns(entry, client) else Lookup(reason="not_owner")
+            n = self.drawn.get(presented.handle)
+            if n is None:
+                return Lookup(reason="expired")
+        else:
+            n = presented.n
+        assert n is not None
+        t = self.tickets.get(n)
+        if t is not None:
+            return Lookup(ticket=t, n=n) if self.owns(t, client) else Lookup(n=n, reason="not_owner")
+        fin = self.finished.get(n)
+        if fin is not None:
+            return Lookup(finished=fin, n=n, reason=fin.reason)
+        return Lookup(n=n, reason="expired")
+
+    def join(self, client: ClientId, presented: Presented | None, return_url: str | None) -> Lookup:
+        """A visitor asks for a place. Re-presenting a held place returns it; anything else mints."""
+        self.advance()
+        found = self.resolve(presented, client)
+        if found.ticket is not None:
+            t = found.ticket
+            self.see(t)
+            if return_url is not None:
+                t.return_url = return_url
+            if t.state == "admitted" and client.cookie is not None and t.cookie == client.cookie:
+                self._reclaim(t)
+            return found
+        if found.pre is not None:
+            self.see(found.pre)
+            if return_url is not None:
+                found.pre.return_url = return_url
+            return found
+        state = self.effective_state()
+        if state == "bypass":
+            return Lookup(reason=found.reason)
+        now_ms = self.clock.wall_ms()
+        if state == "scheduled":
+            limit = self.cfg.prequeue_max_per_ip
+            if limit is not None and self.pq_per_ident.get(client.ident, 0) >= limit:
+                raise _identity_limit()
+            entry = PreEntry(secrets.token_hex(8), client.ident, client.fp, client.fp2, client.cookie, now_ms,
+                             self.clock.mono(), return_url)
+            self.prequeue[entry.handle] = entry
+            self.pq_per_ident[client.ident] = self.pq_per_ident.get(client.ident, 0) + 1
+            self.joins_total += 1
+            self.join_times.append(self.clock.mono())
+            self._emit("prequeue.join", handle=entry.handle, ident=client.ident, fp=client.fp.hex(),
+                       joined=now_ms)
+            return Lookup(pre=entry, reason=found.reason, new=True)
+        limit = self.cfg.queue_max_per_ip
+        if limit is not None and self.per_ident.get(client.ident, 0) >= limit:
+            raise _identity_limit()
+        t = self._mint(client.ident, client.fp, client.fp2, client.cookie, now_ms, return_url, charge=True)
+        t.reason = found.reason
+        self._emit("join", n=t.n, ident=client.ident, fp=client.fp.hex(), joined=now_ms)
+        return Lookup(ticket=t, n=t.n, reason=found.reason, new=True)
+
+    def _reclaim(self, t: Ticket) -> None:
+        """The cookie holder takes their session back: a fresh pass, the old door key void."""
+        now = self.clock.mono()
+        self.sessions.discard(t.n)
+        t.door = None
+        t.state = "passed"
+        t.pass_at = now
+        t.told = True
+        self.passes.add(t.n)
+        heapq.heappush(self._pass_heap, (now + self.cfg.passed_ttl_sec, t.n))
+        self._grant_slot(t, True, now)
+        self._emit("reclaim", n=t.n)
+
+    def status(self, client: ClientId, presented: Presented | None) -> Lookup:
+        """A poll (or a stream frame): marks the holder seen, and told when a pass is shown."""
+        self.advance()
+        found = self.resolve(presented, client)
+        if found.ticket is not None:
+            self.see(found.ticket)
+            if found.ticket.state == "passed":
+                found.ticket.told = True
+        elif found.pre is not None:
+            self.see(found.pre)
+        return found
+
+    def check(
+        self, client: ClientId, presented: Presented | None, door_hash: bytes | None, url: str | None,
+        new_door: tuple[str, bytes],
+    ) -> CheckResult:
+        """The door: admit (starting or sliding the session) or say why not."""
+        self.advance()
+        now = self.clock.mono()
+        state = self.effective_state()
+        if state == "bypass":
+            return CheckResult(True, state="bypass")
+        rule_id = None
+        if url is None:
+            self.unscoped_checks += 1
+        elif self.cfg.rules:
+            rule = match_rule(self.cfg.rules, url)
+            if rule is not None:
+                rule.matches += 1
+                rule.last_match_ms = self.clock.wall_ms()
+                rule_id = rule.id
+            if rule is None or rule.action == "skip":
+                return CheckResult(True, state="unprotected", rule=rule_id)
+        if presented is None:
+            return CheckResult(False, reason="no_ticket", rule=rule_id)
+        found = self.resolve(presented, client)
+        if found.pre is not None:
+            return CheckResult(False, reason="waiting", rule=rule_id)
+        t = self.tickets.get(found.n) if found.n is not None else None
+        if t is None:
+            return CheckResult(False, reason=found.reason or "expired", rule=rule_id)
+        if t.state == "admitted":
+            if door_hash is not None and t.door is not None and door_hash == t.door:
+                t.session_last = now
+                return CheckResult(True, state="admitted", ticket=t, rule=rule_id,
+                                   session_expires_ms=self._session_expires_ms(t))
+            if client.cookie is not None and t.cookie == client.cookie:
+                t.door = new_door[1]
+                t.session_last = now
+                self._emit("admit", n=t.n, door=new_door[1].hex(), reclaim=True)
+                return CheckResult(True, state="admitted", door_key=new_door[0], ticket=t, rule=rule_id,
+                                   session_expires_ms=self._session_expires_ms(t))
+            return CheckResult(False, reason="session_elsewhere", ticket=t, rule=rule_id)
+        if found.ticket is None:
+            return CheckResult(False, reason=found.reason or "not_owner", rule=rule_id)
+        if t.state == "waiting":
+            return CheckResult(False, reason="paused" if state == "paused" else "waiting", ticket=t, rule=rule_id)
+        # t.state == "passed"
+        self.see(t)
+        if not t.slot:
+            free = self._free_slots(now, older_than=t.n)
+            if free is not None and free <= 0:
+                t.bounced_at = now
+                self.bounced.add(t.n)
+                self._emit("bounce", n=t.n)
+                return CheckResult(False, reason="at_capacity", ticket=t, rule=rule_id)
+        self._admit(t, new_door[1], now)
+        return CheckResult(True, state="admitted", door_key=new_door[0], ticket=t, rule=rule_id,
+                           session_expires_ms=self._session_expires_ms(t))
+
+    def _session_expires_ms(self, t: Ticket) -> int:
+        return self.clock.wall_ms() + int((self._session_deadline(t) - self.clock.mono()) * 1000)
+
+    # ------------------------------------------------------------------ operator operations
+
+    def eject(self, n: int) -> bool:
+        """Revoke the pass, drop any session and send the visitor to the back of the line."""
+        self.advance()
+        t = self.tickets.get(n)
+        if t is None:
+            if self.finished.pop(n, None) is not None:
+                self._emit("eject", n=n, forgotten=True)
+                return True
+            return False
+        self._leave_line(t)
+        self._drop_pass_and_session(t)
+        t.state = "waiting"
+        t.reason = "ejected"
+        t.seq = self.line.push(n)
+        self.per_ident[t.ident] = self.per_ident.get(t.ident, 0) + 1
+        self.ejected_total += 1
+        self._emit("eject", n=n)
+        return True
+
+    def purge(self) -> int:
+        """Empty the line; passes, sessions and the room itself survive."""
+        self.advance()
+        numbers = self.line.clear()
+        for n in numbers:
+            t = self.tickets.get(n)
+            if t is not None:
+                t.seq = 0
+                self._finish(t, "purged")
+        self.per_ident.clear()
+        dropped = len(self.prequeue)
+        self.prequeue.clear()
+        self.pq_per_ident.clear()
+        self._emit("purge", count=len(numbers) + dropped)
+        return len(numbers) + dropped
+
+    # ------------------------------------------------------------------ reading
+
+    def position(self, t: Ticket) -> int | None:
+        return self.line.position(t.seq) if t.seq else None
+
+    def eta_sec(self, position: int | None) -> int | None:
+        if position is None or self.effective_state() != "active" or self.cfg.rate_per_minute <= 0:
+            return None
+        return max(1, -(-position * 60 // self.cfg.rate_per_minute))
+
+    def last_minute(self, times: deque[float]) -> int:
+        cutoff = self.clock.mono() - 60.0
+        while times and times[0] <= cutoff:
+            times.popleft()
+        return len(times)
+
+    def oldest_wait_sec(self) -> float:
+        head = self.line.head()
+        if head is None:
+            return 0.0
+        return max(0.0, (self.clock.wall_ms() - self.tickets[head[1]].joined_ms) / 1000.0)
+
+    def stats(self) -> dict[str, Any]:
+        self.advance()
+        cap = self.cfg.max_concurrent
+        waiting = len(self.line)
+        passed_min = self.last_minute(self.pass_times)
+        est = None
+        if waiting and self.effective_state() == "active" and self.cfg.rate_per_minute > 0:
+            est = -(-waiting * 60 // self.cfg.rate_per_minute)
+        holding = len(self.passes) - len(self.slot_holders)
+        return {
+            "effectiveState": self.effective_state(),
+            "generation": self.gen,
+            "waiting": waiting,
+            "preQueue": len(self.prequeue),
+            "activeSessions": len(self.sessions),
+            "pendingEntry": len(self.passes),
+            "passesOutstanding": len(self.passes),
+            "holdingPasses": holding,
+            "occupancy": self.occupancy(),
+            "capacity": cap,
+            "joinsLastMinute": self.last_minute(self.join_times),
+            "passedLastMinute": passed_min,
+            "oldestWaitSec": round(self.oldest_wait_sec(), 3),
+            "estWaitSec": est,
+            "joinsTotal": self.joins_total,
+            "passesTotal": self.passes_total,
+            "unscopedChecks": self.unscoped_checks,
+            "blockedReturnUrls": self.blocked_returns,
+            "nextTicket": self.next_n,
+            "rules": [r.stats() for r in self.cfg.rules],
+        }
+
+    def lookup(self, query: str) -> dict[str, Any]:
+        """The visitor drill-down: by ticket number or Ref code."""
+        self.advance()
+        q = query.strip()
+        if q.isdigit():
+            return self.describe(int(q))
+        numbers = self.refs.get(q.upper())
+        if not numbers:
+            raise EngineError(404, "no_ticket", f"No ticket {query!r} in this room's current generation.",
+                              query=query)
+        if len(numbers) > 1:
+            return {"candidates": [self.describe(n) for n in numbers], "ref": q.upper()}
+        return self.describe(numbers[0])
+
+    def describe(self, n: int) -> dict[str, Any]:
+        now_ms = self.clock.wall_ms()
+        now = self.clock.mono()
+        base: dict[str, Any] = {"ticket": n, "ref": make_ref(self.cfg.id, self.gen, n), "generation": self.gen}
+        t = self.tickets.get(n)
+        if t is None:
+            fin = self.finished.get(n)
+            if fin is None:
+                raise EngineError(404, "no_ticket", f"No ticket {n} in this room's current generation.", ticket=n)
+            return {**base, "state": "expired", "reason": fin.reason, "position": None,
+                    "joined": fin.joined_ms, "passed": fin.passed_ms,
+                    "waited": None if fin.waited_ms is None else fin.waited_ms / 1000.0,
+                    "onSite": False, "bound": None}
+        out = {**base, "state": t.state, "reason": t.reason, "position": self.position(t), "joined": t.joined_ms,
+               "passed": t.passed_ms, "onSite": t.state == "admitted",
+               "bound": {"cookie": t.cookie is not None, "fingerprint": True},
+               "lastSeenSecAgo": round(now - t.seen, 1)}
+        if t.passed_ms is None:
+            out["waiting"] = round((now_ms - t.joined_ms) / 1000.0, 3)
+        else:
+            out["waited"] = (t.waited_ms or 0) / 1000.0
+        if t.state == "passed":
+            out["passExpiresInSec"] = round(t.pass_at + self.cfg.passed_ttl_sec - now, 1)
+            out["holdsSlot"] = t.slot
+        if t.state == "admitted":
+            out["sessionExpiresInSec"] = round(self._session_deadline(t) - now, 1)
+        return out
+
+    def waiting_tickets(self) -> Iterable[int]:
+        return iter(self.line)
+
+
+def _identity_limit() -> EngineError:
+    err = EngineError(
+        429,
+        "queue_identity_limit",
+        "Too many places in this line are already held from your address. Try again later.",
+    )
+    err.headers["Retry-After"] = "30"
+    return err
+
+
+def draw_order(entries: Iterable[PreEntry]) -> list[str]:
+    """The crypto-grade round-robin draw: an identity's k-th entry is drawn behind every identity's (k-1)-th."""
+    rng = secrets.SystemRandom()
+    by_ident: dict[str, list[str]] = {}
+    for entry in entries:
+        by_ident.setdefault(entry.ident, []).append(entry.handle)
+    for handles in by_ident.values():
+        rng.shuffle(handles)
+    order: list[str] = []
+    depth = 0
+    while True:
+        round_ = [handles[depth] for handles in by_ident.values() if len(handles) > depth]
+        if not round_:
+            return order
+        rng.shuffle(round_)
+        order.extend(round_)
+        depth += 1

@@ -1,0 +1,72 @@
+"""URL targeting: which pages a room protects.
+
+A rule is ``{"pattern": "...", "action": "queue"|"skip"}``. A pattern starting with ``/`` is matched
+against the path; otherwise against ``scheme://host/path``. ``*`` matches any run of characters.
+The first rule that matches decides. A room with no rules protects every page; with rules, a URL
+that matches none is not protected. A check with no page URL is protected (counted as unscoped).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from queue_manager.engine.errors import bad_field
+
+MAX_RULES = 100
+
+
+@dataclass(slots=True)
+class TargetRule:
+    id: str
+    pattern: str
+    action: str
+    regex: re.Pattern[str]
+    matches: int = 0
+    last_match_ms: int | None = None
+    on_path: bool = field(default=False)
+
+    def to_public(self) -> dict[str, Any]:
+        return {"id": self.id, "pattern": self.pattern, "action": self.action}
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.to_public(), "matchCount": self.matches, "lastMatchAt": self.last_match_ms}
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    return re.compile("^" + ".*".join(re.escape(part) for part in pattern.split("*")) + "$")
+
+
+def parse_rules(value: Any) -> tuple[TargetRule, ...]:
+    if not isinstance(value, list) or len(value) > MAX_RULES:
+        raise bad_field("rules", f"rules must be a list of at most {MAX_RULES} rules.", "invalid_rules")
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or set(item) - {"id", "pattern", "action"}:
+            raise bad_field("rules", 'each rule is {"pattern": str, "action": "queue"|"skip", "id"?: str}.',
+                            "invalid_rules")
+        pattern = item.get("pattern")
+        action = item.get("action", "queue")
+        rid = item.get("id", f"r{i + 1}")
+        if not isinstance(pattern, str) or not 1 <= len(pattern) <= 500 or action not in ("queue", "skip") or (
+            not isinstance(rid, str) or not 1 <= len(rid) <= 40
+        ):
+            raise bad_field("rules", 'each rule is {"pattern": str, "action": "queue"|"skip", "id"?: str}.',
+                            "invalid_rules")
+        out.append(TargetRule(rid, pattern, action, _compile(pattern), on_path=pattern.startswith("/")))
+    return tuple(out)
+
+
+def match(rules: tuple[TargetRule, ...], url: str) -> TargetRule | None:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    path = parts.path or "/"
+    full = f"{parts.scheme}://{parts.netloc.lower()}{path}"
+    for rule in rules:
+        if rule.regex.match(path if rule.on_path else full):
+            return rule
+    return None

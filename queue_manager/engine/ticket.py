@@ -1,0 +1,64 @@
+"""A place in line and what it becomes: waiting → passed → admitted → finished."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+_REF_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32: no I, L, O, U
+
+
+def make_ref(room_id: str, gen: int, n: int) -> str:
+    """The short code a visitor reads out: a 30-bit digest naming ticket and room generation."""
+    digest = hashlib.blake2b(f"{room_id}\x00{gen}\x00{n}".encode(), digest_size=4).digest()
+    value = int.from_bytes(digest, "big") >> 2
+    return "".join(_REF_ALPHABET[(value >> shift) & 31] for shift in (25, 20, 15, 10, 5, 0))
+
+
+@dataclass(slots=True)
+class Ticket:
+    n: int
+    ident: str
+    fp: bytes
+    fp2: bytes | None
+    cookie: bytes | None
+    joined_ms: int
+    seen: float  # monotonic instant the holder was last seen
+    return_url: str | None = None
+    seq: int = 0  # place in the line while waiting
+    state: str = "waiting"  # waiting | passed | admitted
+    reason: str | None = None  # why the visitor was put back (ejected, expired, …)
+    passed_ms: int | None = None  # first promotion (kept across reclaims and ejects' re-grants)
+    waited_ms: int | None = None
+    pass_at: float = 0.0  # monotonic instant the current pass was granted
+    slot: bool = False  # the unused pass holds a capacity slot
+    told: bool = False  # the holder has been shown the pass since it was granted
+    bounced_at: float | None = None  # last time the door turned this pass away (no slot)
+    door: bytes | None = None  # hash of the door key of the live session
+    session_start: float = 0.0
+    session_last: float = 0.0
+
+
+@dataclass(slots=True)
+class PreEntry:
+    """A pre-queue entry before the doors open: an opaque handle, no number."""
+
+    handle: str
+    ident: str
+    fp: bytes
+    fp2: bytes | None
+    cookie: bytes | None
+    joined_ms: int
+    seen: float
+    return_url: str | None = None
+
+
+@dataclass(slots=True)
+class Finished:
+    """What is kept of a ticket the engine has finished with (the last 50,000 per room)."""
+
+    joined_ms: int
+    passed_ms: int | None
+    waited_ms: int | None
+    reason: str
+    ended_ms: int

@@ -1,0 +1,171 @@
+"""The ASGI application: one router, a lifespan that owns the store and the tick, errors mapped once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+
+from queue_manager.clock import SystemClock
+from queue_manager.config import Settings
+from queue_manager.engine.errors import EngineError
+from queue_manager.http import admin, visitor
+from queue_manager.http.context import Context
+from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, send_error
+from queue_manager.store.base import Store, StoreUnavailable
+
+log = logging.getLogger("queue_manager")
+
+Handler = Callable[[Context, Request, Send], Awaitable[None]]
+
+# (method set, handler, needs admin)
+ROUTES: dict[str, tuple[frozenset[str], Handler, bool]] = {
+    "/api/join": (frozenset({"POST"}), visitor.join, False),
+    "/api/status": (frozenset({"GET", "HEAD"}), visitor.status, False),
+    "/api/check": (frozenset({"GET", "HEAD"}), visitor.check, False),
+    "/qm.js": (frozenset({"GET", "HEAD"}), visitor.qm_js, False),
+    "/healthz": (frozenset({"GET", "HEAD"}), admin.healthz, False),
+    "/api/version": (frozenset({"GET", "HEAD"}), admin.version, False),
+    "/metrics": (frozenset({"GET", "HEAD"}), admin.metrics, True),
+    "/api/admin/health": (frozenset({"GET", "HEAD"}), admin.admin_health, True),
+}
+
+
+def create_store(settings: Settings, clock: SystemClock) -> Store:
+    if settings.store == "memory":
+        from queue_manager.store.memory import MemoryStore
+
+        return MemoryStore(clock)
+    raise RuntimeError(f"STORE={settings.store} is not available in this build yet")
+
+
+class App:
+    def __init__(self, settings: Settings, store: Store | None = None, clock: SystemClock | None = None) -> None:
+        self.clock = clock or SystemClock()
+        self.settings = settings
+        self.ctx = Context.build(settings, store or create_store(settings, self.clock), self.clock)
+        self._tick_task: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self.http(scope, receive, send)
+        elif kind == "lifespan":
+            await self.lifespan(receive, send)
+        elif kind == "websocket":
+            await send({"type": "websocket.close", "code": 1003})
+
+    # ------------------------------------------------------------------ lifespan
+
+    async def lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as exc:  # pragma: no cover - reported to the server
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def startup(self) -> None:
+        await self.ctx.store.start()
+        self._tick_task = asyncio.create_task(self._ticker())
+        self.ctx.ready = True
+
+    def begin_stop(self) -> None:
+        """Not ready from this instant; live streams are told to end."""
+        self.ctx.shutting_down = True
+        self.ctx.ready = False
+        self.ctx.broadcaster.close_all()
+
+    async def shutdown(self) -> None:
+        self.begin_stop()
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._tick_task
+        await self.ctx.store.close()
+
+    async def _ticker(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while True:
+            next_at += 1.0
+            await asyncio.sleep(max(0.0, next_at - loop.time()))
+            try:
+                await self.ctx.store.tick()
+            except StoreUnavailable as exc:
+                log.warning("tick: store unavailable: %s", exc)
+            except Exception:
+                log.exception("tick failed")
+            step = self.clock.check_step()
+            if step is not None:
+                self.ctx.clock_incidents.append({"at": self.clock.wall_ms(), "stepMs": step})
+                print(f"WARNING: the wall clock stepped by {step} ms; tickets issued around it may be refused",
+                      file=sys.stderr, flush=True)
+            if loop.time() - next_at > 5.0:
+                next_at = loop.time()
+
+    # ------------------------------------------------------------------ requests
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope["path"]
+        if path.startswith("/api/v1/"):
+            path = "/api/" + path[8:]
+        req = Request(scope, receive, path)
+        ctx = self.ctx
+        head = req.method == "HEAD"
+        try:
+            route = ROUTES.get(path)
+            if route is not None:
+                methods, handler, needs_admin = route
+                if req.method not in methods:
+                    raise HttpError(405, "method_not_allowed", f"Use {' or '.join(sorted(methods))}.",
+                                    headers=[("Allow", ", ".join(sorted(methods)))])
+                if needs_admin:
+                    admin.require_admin(ctx, req)
+                await handler(ctx, req, send)
+                return
+            if path == "/events":
+                if req.method != "GET":
+                    raise HttpError(405, "method_not_allowed", "Use GET.", headers=[("Allow", "GET")])
+                await visitor.events(ctx, req, send, receive)
+                return
+            if path.startswith("/w/"):
+                if req.method not in ("GET", "HEAD"):
+                    raise HttpError(405, "method_not_allowed", "Use GET.", headers=[("Allow", "GET, HEAD")])
+                await visitor.waiting_page(ctx, req, send, path[3:])
+                return
+            if path == "/api/admin/rooms":
+                admin.require_admin(ctx, req)
+                if req.method in ("GET", "HEAD"):
+                    await admin.rooms_list(ctx, req, send)
+                elif req.method == "POST":
+                    await admin.rooms_upsert(ctx, req, send)
+                else:
+                    raise HttpError(405, "method_not_allowed", "Use GET or POST.", headers=[("Allow", "GET, POST")])
+                return
+            if path.startswith("/api/admin/rooms/"):
+                admin.require_admin(ctx, req)
+                await admin.room_route(ctx, req, send)
+                return
+            if path.startswith("/api/admin/"):
+                admin.require_admin(ctx, req)
+            raise HttpError(404, "not_found", "No such route.")
+        except HttpError as err:
+            await send_error(send, err, head)
+        except EngineError as err:
+            await send_error(send, admin.engine_error(err), head)
+        except StoreUnavailable as err:
+            await send_error(send, HttpError(503, "storage_unavailable", str(err),
+                                             headers=[("Retry-After", str(err.retry_after))]), head)
+        except Exception:
+            log.exception("unhandled error on %s %s", req.method, path)
+            await send_error(send, HttpError(500, "internal_error", "Something went wrong on our side."), head)

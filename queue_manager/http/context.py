@@ -1,0 +1,97 @@
+"""Everything a route needs, built once at start-up and handed down."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from queue_manager import __version__
+from queue_manager.clock import SystemClock
+from queue_manager.config import Settings
+from queue_manager.engine.room import Presented
+from queue_manager.engine.view import VisitorView
+from queue_manager.http.identity import IdentityResolver
+from queue_manager.http.ratelimit import Budget
+from queue_manager.http.sse import Broadcaster
+from queue_manager.metrics import Counters
+from queue_manager.store.base import Store
+from queue_manager.tokens import TokenError, TokenSigner
+
+
+@dataclass
+class Context:
+    settings: Settings
+    store: Store
+    clock: SystemClock
+    signer: TokenSigner
+    identity: IdentityResolver
+    broadcaster: Broadcaster
+    counters: Counters = field(default_factory=Counters)
+    started_ms: int = 0
+    started_mono: float = 0.0
+    shutting_down: bool = False
+    ready: bool = False
+    clock_incidents: list[dict[str, Any]] = field(default_factory=list)
+    budgets: dict[str, Budget] = field(default_factory=dict)
+    pid: int = field(default_factory=os.getpid)
+    version: str = __version__
+
+    @classmethod
+    def build(cls, settings: Settings, store: Store, clock: SystemClock) -> Context:
+        signer = TokenSigner(settings.secret, clock, previous=settings.secret_previous,
+                             sign_v2=settings.token_sign_v2, max_age_sec=settings.token_max_age_sec)
+        ctx = cls(settings, store, clock, signer, IdentityResolver(settings), Broadcaster())
+        ctx.started_ms = clock.wall_ms()
+        ctx.started_mono = clock.mono()
+        keys = settings.rate_limit_max_keys
+        ctx.budgets = {
+            "join": Budget(settings.join_limit_per_min, keys, clock),
+            "check": Budget(settings.check_limit_per_min, keys, clock),
+            "waiting": Budget(settings.waiting_limit_per_min, keys, clock),
+        }
+        store.on_change(ctx.broadcaster.notify)
+        return ctx
+
+    # ------------------------------------------------------------------ tokens
+
+    def read_ticket(self, room_id: str, token: str | None) -> tuple[Presented | None, int | None]:
+        """Verify a visitor token for ``room_id``; a refused one is counted and treated as absent."""
+        if not token:
+            return None, None
+        try:
+            payload = self.signer.verify(token, "visitor")
+        except TokenError as err:
+            self.counters.reject_token(err.reason)
+            return None, None
+        kind, gen = payload.get("t"), payload.get("g")
+        if payload.get("r") != room_id or not isinstance(gen, int) or isinstance(gen, bool):
+            self.counters.reject_token("wrong_room")
+            return None, None
+        iat = payload.get("iat")
+        if kind == "tk" and isinstance(payload.get("n"), int) and not isinstance(payload.get("n"), bool):
+            return Presented(gen=gen, n=payload["n"]), iat
+        if kind == "pq" and isinstance(payload.get("h"), str):
+            return Presented(gen=gen, handle=payload["h"]), iat
+        self.counters.reject_token("malformed")
+        return None, None
+
+    def sign_ticket(self, view: VisitorView) -> str | None:
+        if view.ticket is not None:
+            return self.signer.sign({"t": "tk", "r": view.room_id, "g": view.gen, "n": view.ticket}, "visitor")
+        if view.handle is not None:
+            return self.signer.sign({"t": "pq", "r": view.room_id, "g": view.gen, "h": view.handle}, "visitor")
+        return None
+
+    def refresh_due_ms(self, view: VisitorView, iat_ms: int) -> int:
+        """When a stream standing for this place must be re-signed: the window plus a fixed per-place jitter."""
+        window = self.settings.token_refresh_after_ms
+        place = f"{view.room_id}:{view.gen}:{view.ticket if view.ticket is not None else view.handle}"
+        spread = max(1, window // 10)
+        jitter = int.from_bytes(hashlib.blake2b(place.encode(), digest_size=8).digest(), "big") % spread
+        return iat_ms + window + jitter
+
+    def uptime(self) -> float:
+        return time.monotonic() - self.started_mono

@@ -1,0 +1,108 @@
+"""Who a request is: the one client address everything uses, computed once per request.
+
+* The socket peer, unless
+* the peer is listed in TRUST_PROXY_IPS and TRUST_PROXY > 0: then the address TRUST_PROXY hops
+  back in X-Forwarded-For (and X-Forwarded-Proto decides the scheme), or
+* EDGE_SECRET is set: then ``cf-connecting-ip`` (the socket address when it is missing or invalid).
+
+Fingerprints for ticket binding: the strict tier pins the socket peer; the second tier leaves it
+out and is computed only for a request that came through a listed proxy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from dataclasses import dataclass
+
+from queue_manager.config import Settings
+from queue_manager.engine.model import ClientId
+from queue_manager.http.wire import Request
+
+FORWARDED_HEADERS = (b"x-forwarded-for", b"forwarded", b"cf-connecting-ip", b"x-real-ip", b"true-client-ip")
+
+
+def _digest(*parts: str) -> bytes:
+    return hashlib.blake2b("\x00".join(parts).encode("utf-8", "surrogateescape"), digest_size=12).digest()
+
+
+def cookie_hash(value: str) -> bytes:
+    return hashlib.sha256(value.encode("utf-8", "surrogateescape")).digest()[:16]
+
+
+def _valid_ip(text: str) -> str | None:
+    text = text.strip()
+    if text.startswith("[") and "]" in text:
+        text = text[1 : text.index("]")]
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None
+
+
+@dataclass(slots=True)
+class Identity:
+    ip: str
+    peer: str
+    scheme: str
+    trusted_peer: bool
+    forwarded: str  # the forwarded chain believed (empty when none)
+    user_agent: str
+    edge_fallback: bool = False
+
+    def client(self, qms_value: str | None) -> ClientId:
+        fp = _digest(self.peer, self.forwarded, self.user_agent)
+        fp2 = _digest(self.ip, self.user_agent) if self.trusted_peer else None
+        return ClientId(ident=self.ip, fp=fp, fp2=fp2, cookie=cookie_hash(qms_value) if qms_value else None)
+
+
+class IdentityResolver:
+    def __init__(self, settings: Settings) -> None:
+        self.hops = settings.trust_proxy
+        self.nets = settings.trust_proxy_ips
+        self.edge = bool(settings.edge_secrets)
+        self.cookie_secure = settings.cookie_secure
+        self._trusted_cache: dict[str, bool] = {}
+
+    def _trusted(self, peer: str) -> bool:
+        hit = self._trusted_cache.get(peer)
+        if hit is None:
+            try:
+                addr = ipaddress.ip_address(peer)
+                hit = any(addr in net for net in self.nets)
+            except ValueError:
+                hit = False
+            if len(self._trusted_cache) > 10_000:
+                self._trusted_cache.clear()
+            self._trusted_cache[peer] = hit
+        return hit
+
+    def resolve(self, req: Request) -> Identity:
+        client = req.scope.get("client")
+        peer = _valid_ip(client[0]) if client else None
+        peer = peer or "0.0.0.0"
+        ua = req.header(b"user-agent") or ""
+        scheme = req.scope.get("scheme", "http")
+        if self.edge:
+            cf = req.header(b"cf-connecting-ip")
+            ip = _valid_ip(cf) if cf else None
+            proto = req.header(b"x-forwarded-proto")
+            if proto in ("http", "https"):
+                scheme = proto
+            return Identity(ip or peer, peer, scheme, False, ip or "", ua, edge_fallback=ip is None)
+        trusted = bool(self.hops) and bool(self.nets) and self._trusted(peer)
+        if not trusted:
+            return Identity(peer, peer, scheme, False, "", ua)
+        xff = req.header(b"x-forwarded-for") or ""
+        chain = [p.strip() for p in xff.split(",") if p.strip()]
+        ip = peer
+        if chain:
+            pick = chain[-self.hops] if len(chain) >= self.hops else chain[0]
+            ip = _valid_ip(pick) or peer
+        proto = (req.header(b"x-forwarded-proto") or "").split(",")[0].strip().lower()
+        if proto in ("http", "https"):
+            scheme = proto
+        return Identity(ip, peer, scheme, True, xff, ua)
+
+    def secure(self, ident: Identity) -> bool:
+        return self.cookie_secure or ident.scheme == "https"

@@ -1,0 +1,53 @@
+"""Per-address budgets: a fixed one-minute window per address in an LRU map capped at RATE_LIMIT_MAX_KEYS.
+
+A client being limited is by definition the most recently used key, so eviction never reaches it.
+Every throttled route answers X-RateLimit-Limit, -Remaining and -Reset (seconds); a 429 adds Retry-After.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+from queue_manager.clock import Clock
+
+
+class Budget:
+    def __init__(self, per_minute: int, max_keys: int, clock: Clock) -> None:
+        self.limit = per_minute
+        self.max_keys = max(1, max_keys)
+        self.clock = clock
+        self._buckets: OrderedDict[str, list[float]] = OrderedDict()  # key -> [window_start, used]
+
+    @property
+    def enabled(self) -> bool:
+        return self.limit > 0
+
+    def take(self, key: str) -> tuple[bool, list[tuple[bytes, bytes]]]:
+        """Spend one; returns (allowed, headers)."""
+        if self.limit <= 0:
+            return True, []
+        now = self.clock.mono()
+        bucket = self._buckets.get(key)
+        if bucket is None or now - bucket[0] >= 60.0:
+            bucket = [now, 0.0]
+            self._buckets[key] = bucket
+            if len(self._buckets) > self.max_keys:
+                self._buckets.popitem(last=False)
+        self._buckets.move_to_end(key)
+        reset = max(1, math.ceil(bucket[0] + 60.0 - now))
+        allowed = bucket[1] < self.limit
+        if allowed:
+            bucket[1] += 1
+        remaining = max(0, self.limit - int(bucket[1]))
+        headers = [
+            (b"x-ratelimit-limit", str(self.limit).encode()),
+            (b"x-ratelimit-remaining", str(remaining).encode()),
+            (b"x-ratelimit-reset", str(reset).encode()),
+        ]
+        if not allowed:
+            headers.append((b"retry-after", str(reset).encode()))
+        return allowed, headers
+
+    def __len__(self) -> int:
+        return len(self._buckets)

@@ -1,0 +1,331 @@
+"""The visitor wire: /api/join, /api/status, /events, /api/check, /w/<roomId>, /qm.js."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import html
+import secrets
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import orjson
+
+from queue_manager.engine.model import ROOM_ID_RE
+from queue_manager.engine.origins import origin_allowed
+from queue_manager.engine.view import VisitorView
+from queue_manager.http.context import Context
+from queue_manager.http.identity import Identity
+from queue_manager.http.sse import run_stream
+from queue_manager.http.wire import (
+    JSON_TYPE,
+    NO_STORE,
+    HttpError,
+    Receive,
+    Request,
+    Send,
+    cookie_header,
+    send_json,
+    send_response,
+)
+from queue_manager.web import asset
+
+MAX_URL = 4096
+
+
+def room_param(req: Request, value: Any = None) -> str:
+    room_id = req.query.get("roomId") if value is None else value
+    if not isinstance(room_id, str) or not room_id:
+        raise HttpError(400, "bad_request", "roomId is required.")
+    if not ROOM_ID_RE.match(room_id):
+        raise HttpError(404, "no_room", f"No room with id {room_id[:80]!r}.", roomId=room_id[:80])
+    return room_id
+
+
+def with_token(url: str, token: str) -> str:
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "qm_token"]
+    query.append(("qm_token", token))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", urlencode(query), parts.fragment))
+
+
+def public_base(ctx: Context, req: Request, ident: Identity) -> str:
+    if ctx.settings.public_url:
+        return ctx.settings.public_url.rstrip("/")
+    host = req.header(b"host") or f"{ctx.settings.host}:{ctx.settings.port}"
+    return f"{ident.scheme}://{host}"
+
+
+def render_view(ctx: Context, view: VisitorView, token: str | None) -> dict[str, Any]:
+    redirect = None
+    if view.state in ("passed", "admitted") and token is not None:
+        redirect = with_token(view.return_url or view.target_url, token)
+    elif view.state == "bypass":
+        redirect = view.return_url or view.target_url
+    return {
+        "roomId": view.room_id,
+        "state": view.state,
+        "roomState": view.room_state,
+        "position": view.position,
+        "ahead": view.ahead,
+        "ticket": view.ticket,
+        "ref": view.ref,
+        "token": token,
+        "etaSec": view.eta_sec,
+        "ratePerMinute": view.rate_per_minute,
+        "joinedAt": view.joined_ms,
+        "now": ctx.clock.wall_ms(),
+        "opensAt": view.opens_at_ms,
+        "preQueued": view.state == "scheduled",
+        "preCount": view.pre_count,
+        "passExpiresAt": view.pass_expires_ms,
+        "redirectUrl": redirect,
+        "reason": view.reason,
+    }
+
+
+def ticket_cookies(ctx: Context, room_id: str, token: str | None, qms: str | None, secure: bool
+                   ) -> list[tuple[bytes, bytes]]:
+    headers = []
+    age = ctx.settings.queue_cookie_max_age_sec
+    if token is not None:
+        headers.append(cookie_header(f"qm_{room_id}", token, max_age=age, secure=secure))
+    if qms is not None:
+        headers.append(cookie_header(f"qms_{room_id}", qms, max_age=age, secure=secure))
+    return headers
+
+
+def _limit(ctx: Context, name: str, ident: Identity) -> list[tuple[bytes, bytes]]:
+    allowed, headers = ctx.budgets[name].take(ident.ip)
+    if not allowed:
+        if name == "check":
+            ctx.counters.rate_limited_checks += 1
+        raise HttpError(429, "rate_limited", "Too many requests from your address; slow down.",
+                        headers=[(k.decode(), v.decode()) for k, v in headers])
+    return headers
+
+
+async def _permitted_return(ctx: Context, room_id: str, url: Any) -> str | None:
+    if url is None:
+        return None
+    if not isinstance(url, str) or len(url) > MAX_URL:
+        raise HttpError(400, "bad_request", "returnUrl must be a string of at most 4096 characters.")
+    policy = await ctx.store.room_policy(room_id)
+    if policy is None:
+        return None
+    if origin_allowed(url, policy["targetUrl"], policy["returnOrigins"]):
+        return url
+    ctx.counters.blocked_return_urls += 1
+    await ctx.store.note_blocked_return(room_id)
+    return None
+
+
+# ---------------------------------------------------------------------- routes
+
+
+async def join(ctx: Context, req: Request, send: Send) -> None:
+    body = await req.json_object()
+    room_id = room_param(req, body.get("roomId"))
+    token = body.get("token")
+    if token is not None and not isinstance(token, str):
+        raise HttpError(400, "bad_request", "token must be a string.")
+    ident = ctx.identity.resolve(req)
+    limit_headers = _limit(ctx, "join", ident)
+    if not await ctx.store.room_exists(room_id):
+        raise HttpError(404, "no_room", f"No room with id {room_id!r}.", roomId=room_id)
+    return_url = await _permitted_return(ctx, room_id, body.get("returnUrl"))
+    presented, _ = ctx.read_ticket(room_id, token or req.cookies.get(f"qm_{room_id}"))
+    qms = req.cookies.get(f"qms_{room_id}")
+    new_qms = None
+    if not qms or len(qms) > 64:
+        qms = new_qms = secrets.token_urlsafe(18)
+    view = await ctx.store.join(room_id, ident.client(qms), presented, return_url)
+    signed = ctx.sign_ticket(view)
+    headers = ticket_cookies(ctx, room_id, signed, new_qms, ctx.identity.secure(ident))
+    headers.extend(limit_headers)
+    await send_json(send, 200, render_view(ctx, view, signed), headers)
+
+
+def _ticket_token(req: Request, room_id: str) -> str | None:
+    return req.query.get("token") or _cookie_ticket(req, room_id)
+
+
+def _cookie_ticket(req: Request, room_id: str) -> str | None:
+    return req.cookies.get(f"qm_{room_id}")
+
+
+async def status(ctx: Context, req: Request, send: Send) -> None:
+    room_id = room_param(req)
+    ident = ctx.identity.resolve(req)
+    if not await ctx.store.room_exists(room_id):
+        raise HttpError(404, "no_room", f"No room with id {room_id!r}.", roomId=room_id)
+    token = _ticket_token(req, room_id)
+    presented, _ = ctx.read_ticket(room_id, token)
+    view = await ctx.store.status(room_id, ident.client(req.cookies.get(f"qms_{room_id}")), presented)
+    live = token if presented is not None and view.state not in ("expired",) else None
+    await send_json(send, 200, render_view(ctx, view, live))
+
+
+async def events(ctx: Context, req: Request, send: Send, receive: Receive) -> None:
+    room_id = room_param(req)
+    ident = ctx.identity.resolve(req)
+    if not await ctx.store.room_exists(room_id):
+        raise HttpError(404, "no_room", f"No room with id {room_id!r}.", roomId=room_id)
+    presented, _ = ctx.read_ticket(room_id, _ticket_token(req, room_id))
+    settings = ctx.settings
+    b = ctx.broadcaster
+    if settings.sse_max_total and b.streams >= settings.sse_max_total:
+        raise HttpError(429, "too_many_streams", "This server holds as many live streams as it may.",
+                        headers=[("Retry-After", "5")])
+    if settings.sse_per_ip and b.per_ip.get(ident.ip, 0) >= settings.sse_per_ip:
+        raise HttpError(429, "too_many_streams", "Too many live streams from your address.",
+                        headers=[("Retry-After", "5")])
+    client = ident.client(req.cookies.get(f"qms_{room_id}"))
+    view = await ctx.store.status(room_id, client, presented)
+    token = ctx.sign_ticket(view) if presented is not None and view.state != "expired" else None
+    due_ms = ctx.refresh_due_ms(view, ctx.clock.wall_ms()) if token is not None else None
+    headers = [
+        (b"content-type", b"text/event-stream; charset=utf-8"),
+        NO_STORE,
+        (b"x-accel-buffering", b"no"),
+        *ticket_cookies(ctx, room_id, token, None, ctx.identity.secure(ident)),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    first = [render_view(ctx, view, token)]
+    loop = asyncio.get_running_loop()
+    deadline = None if due_ms is None else loop.time() + (due_ms - ctx.clock.wall_ms()) / 1000.0
+
+    async def next_frame() -> bytes | None:
+        if first:
+            payload = first.pop()
+        else:
+            if deadline is not None and loop.time() >= deadline:
+                await send({"type": "http.response.body", "body": b"event: refresh\ndata: {}\n\n",
+                            "more_body": True})
+                return None
+            try:
+                current = await ctx.store.status(room_id, client, presented)
+            except HttpError:
+                return None
+            payload = render_view(ctx, current, token if current.state != "expired" else None)
+        return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+    wake = b.subscribe(room_id)
+    b.streams += 1
+    b.per_ip[ident.ip] = b.per_ip.get(ident.ip, 0) + 1
+    try:
+        await run_stream(send, receive, wake, b, next_frame, deadline, loop.time)
+    finally:
+        b.unsubscribe(room_id, wake)
+        b.streams -= 1
+        left = b.per_ip.get(ident.ip, 1) - 1
+        if left:
+            b.per_ip[ident.ip] = left
+        else:
+            b.per_ip.pop(ident.ip, None)
+        try:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except (OSError, RuntimeError):
+            pass
+
+
+async def check(ctx: Context, req: Request, send: Send) -> None:
+    q = req.query
+    room_id = room_param(req)
+    ident = ctx.identity.resolve(req)
+    limit_headers = _limit(ctx, "check", ident)
+    if not await ctx.store.room_exists(room_id):
+        ctx.counters.unknown_room_checks += 1
+        raise HttpError(404, "no_room", f"No room with id {room_id!r}.", roomId=room_id)
+    url = q.get("url") or None
+    if url is not None and (len(url) > MAX_URL or urlsplit(url).scheme not in ("http", "https")):
+        raise HttpError(400, "invalid_url", "url must be the absolute http(s) address of the page.")
+    if url is None:
+        ctx.counters.unscoped_checks += 1
+    cors = await _door_cors(ctx, req, room_id)
+    token = q.get("qm_token") or _cookie_ticket(req, room_id)
+    presented, _ = ctx.read_ticket(room_id, token)
+    dk = q.get("dk") or req.cookies.get(f"qm_dk_{room_id}")
+    door_hash = hashlib.sha256(dk.encode()).digest()[:16] if dk and len(dk) <= 64 else None
+    raw = secrets.token_urlsafe(18)
+    new_door = (raw, hashlib.sha256(raw.encode()).digest()[:16])
+    client = ident.client(req.cookies.get(f"qms_{room_id}"))
+    result = await ctx.store.check(room_id, client, presented, door_hash, url, new_door)
+    headers = [*limit_headers, *cors]
+    if result.admit:
+        if result.door_key:
+            headers.append(cookie_header(f"qm_dk_{room_id}", result.door_key, max_age=None,
+                                         secure=ctx.identity.secure(ident)))
+        payload: dict[str, Any] = {"admit": True, "roomId": room_id, "state": result.state,
+                                   "doorKey": result.door_key, "sessionExpiresAt": result.session_expires_ms}
+    else:
+        wait = f"{public_base(ctx, req, ident)}/w/{quote(room_id)}"
+        if url is not None:
+            wait += "?" + urlencode({"qm_return": url})
+        payload = {"admit": False, "roomId": room_id, "reason": result.reason, "waitUrl": wait}
+    await send_json(send, 200, payload, headers)
+
+
+async def _door_cors(ctx: Context, req: Request, room_id: str) -> list[tuple[bytes, bytes]]:
+    """The tag calls /api/check cross-origin: answer CORS only for an origin the room lists.
+
+    tagOrigins (null: returnOrigins) plus the target's own origin. Refusals are counted per (room, origin).
+    """
+    origin = req.header(b"origin")
+    if not origin or origin == "null":
+        return []
+    policy = await ctx.store.room_policy(room_id)
+    if policy is None:
+        return []
+    listed = policy["tagOrigins"] if policy["tagOrigins"] is not None else policy["returnOrigins"]
+    if not origin_allowed(origin, policy["targetUrl"], listed):
+        key = (room_id, origin[:200])
+        refused = ctx.counters.refused_origin_checks
+        if key in refused or len(refused) < 10_000:
+            refused[key] = refused.get(key, 0) + 1
+        raise HttpError(403, "origin_not_allowed",
+                        "This page's origin is not in the room's tagOrigins; the tag fails open.")
+    return [(b"access-control-allow-origin", origin.encode("latin-1")),
+            (b"access-control-allow-credentials", b"true"), (b"vary", b"Origin")]
+
+
+async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> None:
+    ident = ctx.identity.resolve(req)
+    allowed, headers = ctx.budgets["waiting"].take(ident.ip)
+    if not allowed:
+        body = asset.refusal_page(headers)
+        await send_response(send, 429, body, [(b"content-type", b"text/html; charset=utf-8"), NO_STORE, *headers],
+                            req.method == "HEAD")
+        return
+    policy = await ctx.store.room_policy(room_id) if ROOM_ID_RE.match(room_id) else None
+    if policy is None:
+        body = asset.not_found_page(room_id)
+        await send_response(send, 404, body, [(b"content-type", b"text/html; charset=utf-8"), NO_STORE],
+                            req.method == "HEAD")
+        return
+    name = policy.get("name") or room_id
+    config = {"roomId": room_id, "name": name, "apiBase": ""}
+    page = asset.waiting_template().replace("__QM_CONFIG__", _script_json(config), 1)
+    page = page.replace("__QM_TITLE__", html.escape(name))
+    await send_response(
+        send, 200, page.encode(),
+        [(b"content-type", b"text/html; charset=utf-8"), (b"cache-control", b"private, no-cache"),
+         (b"x-robots-tag", b"noindex"), *headers],
+        req.method == "HEAD",
+    )
+
+
+def _script_json(value: Any) -> str:
+    return orjson.dumps(value).decode().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+async def qm_js(ctx: Context, req: Request, send: Send) -> None:
+    await send_response(
+        send, 200, asset.qm_js(),
+        [(b"content-type", b"text/javascript; charset=utf-8"), (b"cache-control", b"public, max-age=300"),
+         (b"access-control-allow-origin", b"*")],
+        req.method == "HEAD",
+    )
+
+
+__all__ = ["JSON_TYPE", "check", "events", "join", "qm_js", "status", "waiting_page"]

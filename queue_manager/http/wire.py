@@ -1,0 +1,150 @@
+"""Request parsing and response writing on raw ASGI (no framework on the hot path)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+MAX_BODY = 16 * 1024
+JSON_TYPE = (b"content-type", b"application/json")
+NO_STORE = (b"cache-control", b"no-store")
+
+
+class HttpError(Exception):
+    """An answer with a status and the spec's ``code``; raised anywhere below a route."""
+
+    def __init__(self, status: int, code: str, message: str, headers: Iterable[tuple[str, str]] = (),
+                 **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = list(headers)
+        self.extra = extra
+
+
+class Request:
+    __slots__ = ("_cookies", "_query", "headers", "method", "path", "receive", "scope")
+
+    def __init__(self, scope: Scope, receive: Receive, path: str) -> None:
+        self.scope = scope
+        self.receive = receive
+        self.method: str = scope["method"]
+        self.path = path
+        self.headers: dict[bytes, bytes] = {}
+        for k, v in scope["headers"]:
+            if k in self.headers:
+                self.headers[k] = self.headers[k] + b"," + v if k != b"cookie" else self.headers[k] + b"; " + v
+            else:
+                self.headers[k] = v
+        self._query: dict[str, str] | None = None
+        self._cookies: dict[str, str] | None = None
+
+    def header(self, name: bytes) -> str | None:
+        v = self.headers.get(name)
+        return None if v is None else v.decode("latin-1")
+
+    @property
+    def query(self) -> dict[str, str]:
+        if self._query is None:
+            raw = self.scope.get("query_string", b"")
+            q: dict[str, str] = {}
+            if raw:
+                try:
+                    pairs = parse_qsl(raw.decode("latin-1"), keep_blank_values=True, max_num_fields=64,
+                                      errors="strict", encoding="utf-8")
+                except (ValueError, UnicodeDecodeError) as exc:
+                    raise HttpError(400, "bad_request", "The query string could not be parsed.") from exc
+                for k, v in pairs:
+                    q.setdefault(k, v)
+            self._query = q
+        return self._query
+
+    @property
+    def cookies(self) -> dict[str, str]:
+        if self._cookies is None:
+            jar: dict[str, str] = {}
+            raw = self.headers.get(b"cookie")
+            if raw:
+                for part in raw.decode("latin-1").split(";"):
+                    name, sep, value = part.strip().partition("=")
+                    if sep and name and name not in jar:
+                        jar[name] = value.strip().strip('"')
+            self._cookies = jar
+        return self._cookies
+
+    async def body(self, limit: int = MAX_BODY) -> bytes:
+        declared = self.headers.get(b"content-length")
+        if declared is not None:
+            try:
+                if int(declared) > limit:
+                    raise HttpError(413, "payload_too_large", f"The body is over {limit} bytes.")
+            except ValueError as exc:
+                raise HttpError(400, "bad_request", "Content-Length is not a number.") from exc
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                raise HttpError(400, "bad_request", "The client went away.")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise HttpError(413, "payload_too_large", f"The body is over {limit} bytes.")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def json_object(self) -> dict[str, Any]:
+        raw = await self.body()
+        if not raw.strip():
+            raise HttpError(400, "bad_request", "The body must be a JSON object.")
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise HttpError(400, "bad_request", "The body is not valid JSON.") from exc
+        if not isinstance(data, dict):
+            raise HttpError(400, "bad_request", "The body must be a JSON object.")
+        return data
+
+
+async def send_response(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]], head: bool = False
+) -> None:
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else body})
+
+
+async def send_json(
+    send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None, head: bool = False
+) -> None:
+    hdrs = [JSON_TYPE, NO_STORE]
+    if headers:
+        hdrs.extend(headers)
+    await send_response(send, status, orjson.dumps(payload), hdrs, head)
+
+
+async def send_error(send: Send, err: HttpError, head: bool = False) -> None:
+    payload = {"error": err.message, "code": err.code, **err.extra}
+    await send_json(send, err.status, payload, [(k.encode(), v.encode()) for k, v in err.headers], head)
+
+
+def cookie_header(name: str, value: str, *, max_age: int | None, secure: bool, http_only: bool = True,
+                  same_site: str = "Lax", path: str = "/") -> tuple[bytes, bytes]:
+    parts = [f"{name}={value}", f"Path={path}", f"SameSite={same_site}"]
+    if max_age is not None:
+        parts.append(f"Max-Age={max_age}")
+    if http_only:
+        parts.append("HttpOnly")
+    if secure:
+        parts.append("Secure")
+    return b"set-cookie", "; ".join(parts).encode("latin-1")

@@ -1,0 +1,93 @@
+"""The one contract every store implements.
+
+The HTTP layer calls only these coroutines. A store applies the engine's rules to its state
+atomically (the memory store in-process, the Valkey store in Lua) and acknowledges a change only
+once it is durable (the Valkey store: committed to the PostgreSQL journal). Driver errors are mapped
+here, once, to ``StoreUnavailable``; the HTTP layer answers it ``503 storage_unavailable``.
+
+Example::
+
+    store = MemoryStore(clock)
+    await store.start()
+    room, created, fields = await store.upsert_room({"id": "shop", "targetUrl": "https://shop.example"})
+    view = await store.join("shop", client, presented=None, return_url=None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from queue_manager.engine.model import ClientId
+from queue_manager.engine.room import CheckResult, Presented
+from queue_manager.engine.view import VisitorView
+
+
+class StoreUnavailable(Exception):
+    """The store cannot serve or persist this request now; answered 503 storage_unavailable."""
+
+    def __init__(self, message: str, retry_after: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+ChangeListener = Callable[[set[str]], None]
+
+
+class Store(Protocol):
+    kind: str
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def on_change(self, listener: ChangeListener) -> None:
+        """``listener(room_ids)`` after every change and every tick that moved a room."""
+
+    # rooms
+    async def list_rooms(self) -> list[dict[str, Any]]: ...
+
+    async def get_room(self, room_id: str) -> dict[str, Any]: ...
+
+    async def upsert_room(self, body: dict[str, Any]) -> tuple[dict[str, Any], bool, list[str]]: ...
+
+    async def delete_room(self, room_id: str) -> None: ...
+
+    async def schedule(self, room_id: str, body: Any) -> dict[str, Any]: ...
+
+    async def room_exists(self, room_id: str) -> bool: ...
+
+    async def room_policy(self, room_id: str) -> dict[str, Any] | None:
+        """What the HTTP layer needs to judge return URLs: target and origin lists (None: no room)."""
+
+    # visitors
+    async def join(
+        self, room_id: str, client: ClientId, presented: Presented | None, return_url: str | None
+    ) -> VisitorView: ...
+
+    async def status(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView: ...
+
+    async def check(
+        self,
+        room_id: str,
+        client: ClientId,
+        presented: Presented | None,
+        door_hash: bytes | None,
+        url: str | None,
+        new_door: tuple[str, bytes],
+    ) -> CheckResult: ...
+
+    async def note_blocked_return(self, room_id: str) -> None: ...
+
+    # operators
+    async def eject(self, room_id: str, query: str) -> dict[str, Any]: ...
+
+    async def purge(self, room_id: str) -> int: ...
+
+    async def lookup(self, room_id: str, query: str) -> dict[str, Any]: ...
+
+    async def match_rule(self, room_id: str, url: str) -> dict[str, Any]: ...
+
+    # time
+    async def tick(self) -> set[str]:
+        """Credit elapsed time and promote; returns the ids of rooms that changed."""

@@ -1,0 +1,168 @@
+"""The embedded store (STORE=memory): the engine's state in this process, nothing kept on restart.
+
+There is no journal, so every change is acknowledged at once and 503 storage_unavailable cannot
+happen. Several memory instances share nothing but SECRET: each is its own queue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queue_manager.clock import Clock
+from queue_manager.engine.engine import Engine
+from queue_manager.engine.errors import EngineError
+from queue_manager.engine.model import ClientId
+from queue_manager.engine.room import CheckResult, Presented, Room
+from queue_manager.engine.targeting import match as match_rule
+from queue_manager.engine.view import VisitorView, visitor_view
+from queue_manager.store.base import ChangeListener
+
+
+def room_summary(room: Room) -> dict[str, Any]:
+    return {**room.cfg.to_public(), **room.stats()}
+
+
+class MemoryStore:
+    kind = "memory"
+
+    def __init__(self, clock: Clock) -> None:
+        self.engine = Engine(clock)
+        self._listeners: list[ChangeListener] = []
+        self.events_total = 0
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def on_change(self, listener: ChangeListener) -> None:
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        events = self.engine.drain_events()
+        if not events:
+            return
+        self.events_total += len(events)
+        rooms = {e.room for e in events}
+        for listener in self._listeners:
+            listener(rooms)
+
+    # rooms ------------------------------------------------------------------
+
+    async def list_rooms(self) -> list[dict[str, Any]]:
+        return [room_summary(r) for r in self.engine.rooms.values()]
+
+    async def get_room(self, room_id: str) -> dict[str, Any]:
+        return room_summary(self.engine.room(room_id))
+
+    async def room_exists(self, room_id: str) -> bool:
+        return room_id in self.engine.rooms
+
+    async def room_policy(self, room_id: str) -> dict[str, Any] | None:
+        room = self.engine.rooms.get(room_id)
+        if room is None:
+            return None
+        cfg = room.cfg
+        return {"targetUrl": cfg.target_url, "returnOrigins": cfg.return_origins, "tagOrigins": cfg.tag_origins,
+                "name": cfg.name}
+
+    async def upsert_room(self, body: dict[str, Any]) -> tuple[dict[str, Any], bool, list[str]]:
+        try:
+            room, created, changed = self.engine.upsert(body)
+        finally:
+            self._changed()
+        return room_summary(room), created, changed
+
+    async def delete_room(self, room_id: str) -> None:
+        self.engine.delete(room_id)
+        self._changed()
+
+    async def schedule(self, room_id: str, body: Any) -> dict[str, Any]:
+        try:
+            room = self.engine.schedule(room_id, body)
+        finally:
+            self._changed()
+        return room_summary(room)
+
+    # visitors ---------------------------------------------------------------
+
+    async def join(
+        self, room_id: str, client: ClientId, presented: Presented | None, return_url: str | None
+    ) -> VisitorView:
+        room = self.engine.room(room_id)
+        try:
+            found = room.join(client, presented, return_url)
+        finally:
+            self._changed()
+        return visitor_view(room, found)
+
+    async def status(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView:
+        room = self.engine.room(room_id)
+        found = room.status(client, presented)
+        self._changed()
+        return visitor_view(room, found)
+
+    async def check(
+        self,
+        room_id: str,
+        client: ClientId,
+        presented: Presented | None,
+        door_hash: bytes | None,
+        url: str | None,
+        new_door: tuple[str, bytes],
+    ) -> CheckResult:
+        room = self.engine.room(room_id)
+        result = room.check(client, presented, door_hash, url, new_door)
+        if room.events:
+            self._changed()
+        return result
+
+    async def note_blocked_return(self, room_id: str) -> None:
+        room = self.engine.rooms.get(room_id)
+        if room is not None:
+            room.blocked_returns += 1
+
+    # operators --------------------------------------------------------------
+
+    async def eject(self, room_id: str, query: str) -> dict[str, Any]:
+        room = self.engine.room(room_id)
+        found = room.lookup(query)
+        if "candidates" in found:
+            raise EngineError(409, "ambiguous_ref", "That Ref matches several tickets; eject by ticket number.",
+                              candidates=found["candidates"])
+        n = int(found["ticket"])
+        room.eject(n)
+        self._changed()
+        return room.describe(n) if n in room.tickets else {"ticket": n, "state": "forgotten"}
+
+    async def purge(self, room_id: str) -> int:
+        room = self.engine.room(room_id)
+        count = room.purge()
+        self._changed()
+        return count
+
+    async def lookup(self, room_id: str, query: str) -> dict[str, Any]:
+        return self.engine.lookup(room_id, query)
+
+    async def match_rule(self, room_id: str, url: str) -> dict[str, Any]:
+        room = self.engine.room(room_id)
+        if not room.cfg.rules:
+            return {"url": url, "rule": None, "protected": True, "why": "the room has no rules: every page is protected"}
+        rule = match_rule(room.cfg.rules, url)
+        if rule is None:
+            return {"url": url, "rule": None, "protected": False, "why": "no rule matches: the page is not protected"}
+        return {"url": url, "rule": rule.stats(), "protected": rule.action == "queue"}
+
+    # time -------------------------------------------------------------------
+
+    async def tick(self) -> set[str]:
+        self.engine.tick()
+        events = self.engine.drain_events()
+        rooms = {e.room for e in events}
+        self.events_total += len(events)
+        # every room's frame moves on a tick (waiting clocks, ETAs), so every room is announced
+        rooms |= set(self.engine.rooms)
+        for listener in self._listeners:
+            listener(rooms)
+        return rooms

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Starts what the test suites need when it is not already running.
+# PostgreSQL and Redis (our Valkey-compatible server) are used by the Valkey/PostgreSQL suites.
+set -u
+if command -v pg_isready >/dev/null 2>&1 && ! pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
+  if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start || echo "services: could not start PostgreSQL" >&2
+  fi
+fi
+if command -v redis-cli >/dev/null 2>&1 && ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  if command -v redis-server >/dev/null 2>&1; then
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no || echo "services: could not start Redis" >&2
+  fi
+fi
+exit 0
