@@ -315,8 +315,13 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> 
     )
 
 
+_SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                                  "\u2029": "\\u2029"})
+
+
 def _script_json(value: Any) -> str:
-    return orjson.dumps(value).decode().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    """JSON safe to embed in a <script> element."""
+    return orjson.dumps(value).decode().translate(_SCRIPT_ESCAPES)
 
 
 async def qm_js(ctx: Context, req: Request, send: Send) -> None:
