@@ -49,7 +49,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     for warning in settings.warnings:
         print(f"WARNING {warning.variable}: {warning.message}", file=sys.stderr, flush=True)
-    app = App(settings)
+    try:
+        app = App(settings)
+    except ConfigRefusal as refusal:
+        print(f"queue-manager: refusing to start: {refusal.message}", file=sys.stderr, flush=True)
+        sys.exit(2)
     kwargs: dict[str, Any] = {}
     try:
         import uvloop  # noqa: F401

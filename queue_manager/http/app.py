@@ -9,7 +9,7 @@ import sys
 from collections.abc import Awaitable, Callable
 
 from queue_manager.clock import SystemClock
-from queue_manager.config import Settings
+from queue_manager.config import ConfigRefusal, Settings
 from queue_manager.engine.errors import EngineError
 from queue_manager.http import admin, visitor
 from queue_manager.http.context import Context
@@ -38,7 +38,11 @@ def create_store(settings: Settings, clock: SystemClock) -> Store:
         from queue_manager.store.memory import MemoryStore
 
         return MemoryStore(clock)
-    raise RuntimeError(f"STORE={settings.store} is not available in this build yet")
+    raise ConfigRefusal(
+        "STORE",
+        f"STORE={settings.store} needs the Valkey store, which this build does not include yet. "
+        "Run with STORE=memory (one instance, nothing kept across a restart).",
+    )
 
 
 class App:

@@ -1,0 +1,87 @@
+"""Admin authentication: every /api/admin/* route and /metrics need Authorization: Bearer <ADMIN_KEY>."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from harness import Server, create_room, unique_id
+
+# (method, path, json body) — paths with {room} get a real room id.
+ADMIN_ROUTES: list[tuple[str, str, Any]] = [
+    ("GET", "/api/admin/rooms", None),
+    ("HEAD", "/api/admin/rooms", None),
+    ("POST", "/api/admin/rooms", {"id": "auth-probe", "targetUrl": "https://shop.example/"}),
+    ("GET", "/api/admin/rooms/{room}", None),
+    ("DELETE", "/api/admin/rooms/{room}", None),
+    ("POST", "/api/admin/rooms/{room}/pause", {}),
+    ("POST", "/api/admin/rooms/{room}/resume", {}),
+    ("POST", "/api/admin/rooms/{room}/rate", {"ratePerMinute": 5}),
+    ("POST", "/api/admin/rooms/{room}/schedule", {"opensAt": None}),
+    ("POST", "/api/admin/rooms/{room}/purge", {}),
+    ("POST", "/api/admin/rooms/{room}/eject", {"ticket": 1}),
+    ("GET", "/api/admin/rooms/{room}/visitors/1", None),
+    ("GET", "/api/admin/rooms/{room}/rules", None),
+    ("POST", "/api/admin/rooms/{room}/rules/test", {"url": "https://shop.example/"}),
+    ("GET", "/api/admin/health", None),
+    ("GET", "/api/admin/no-such-route", None),
+    ("GET", "/metrics", None),
+    ("HEAD", "/metrics", None),
+]
+
+CREDENTIALS = {
+    "none": {},
+    "empty-bearer": {"Authorization": "Bearer "},
+    "basic": {"Authorization": "Basic YWRtaW46YWRtaW4="},
+    "bare-key": {"Authorization": "{key}"},
+    "wrong-key": {"Authorization": "Bearer not-the-admin-key"},
+    "key-prefix": {"Authorization": "Bearer {key}x"},
+}
+
+
+@pytest.fixture(scope="module")
+def room_id(server: Server) -> str:
+    with server.admin() as a:
+        return str(create_room(a)["id"])
+
+
+def _expand(path: str, room_id: str) -> str:
+    return path.replace("{room}", room_id)
+
+
+@pytest.mark.parametrize("prefix", ["/api/", "/api/v1/"])
+@pytest.mark.parametrize("cred", list(CREDENTIALS))
+@pytest.mark.parametrize(("method", "path", "body"), ADMIN_ROUTES, ids=[f"{m} {p}" for m, p, _ in ADMIN_ROUTES])
+def test_admin_routes_refuse_without_the_key(
+    server: Server, room_id: str, method: str, path: str, body: Any, cred: str, prefix: str
+) -> None:
+    if path == "/metrics" and prefix != "/api/":
+        pytest.skip("/metrics has no /api/v1 alias")
+    path = _expand(path, room_id).replace("/api/", prefix, 1)
+    headers = {k: v.replace("{key}", server.admin_key) for k, v in CREDENTIALS[cred].items()}
+    with server.client() as c:
+        r = c.request(method, path, json=body, headers=headers)
+    assert r.status_code == 401, (method, path, r.status_code, r.text)
+    if method != "HEAD":
+        assert isinstance(r.json().get("code"), str)
+    # nothing was done: the room is still there
+    with server.admin() as a:
+        assert a.get(f"/api/admin/rooms/{room_id}").status_code == 200
+
+
+def test_right_key_works_and_v1_alias_agrees(server: Server) -> None:
+    with server.admin() as a:
+        room = create_room(a)
+        r1 = a.get("/api/admin/rooms")
+        r2 = a.get("/api/v1/admin/rooms")
+        assert r1.status_code == r2.status_code == 200
+        ids1 = {x["id"] for x in r1.json()["rooms"]}
+        ids2 = {x["id"] for x in r2.json()["rooms"]}
+        assert room["id"] in ids1
+        assert ids1 == ids2
+        other = unique_id()
+        r = a.post("/api/v1/admin/rooms", json={"id": other, "targetUrl": "https://shop.example/"})
+        assert r.status_code == 201, r.text
+        assert a.get(f"/api/admin/rooms/{other}").status_code == 200
+        assert a.get("/metrics").status_code == 200
+        assert a.get("/api/admin/health").status_code == 200
