@@ -30,6 +30,7 @@ run: $(STAMP)
 ## Everything: lint, type check, unit tests, black-box HTTP conformance suite.
 test: $(DEVSTAMP)
 	bash scripts/services.sh
+	bash scripts/browser.sh
 	$(BIN)/ruff check queue_manager tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider

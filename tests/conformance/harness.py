@@ -119,7 +119,7 @@ class Server:
         self.stdout_lines: list[str] = []
         self._listening = threading.Event()
         self._stderr_path = os.path.join(data_dir, "server.stderr")
-        self._stderr_file = open(self._stderr_path, "wb")  # noqa: SIM115 - closed in stop()
+        self._stderr_file = open(self._stderr_path, "wb")
         self.proc = subprocess.Popen(
             argv,
             env=env,

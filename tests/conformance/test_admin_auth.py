@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from harness import Server, create_room, unique_id
 
@@ -31,7 +33,7 @@ ADMIN_ROUTES: list[tuple[str, str, Any]] = [
 
 CREDENTIALS = {
     "none": {},
-    "empty-bearer": {"Authorization": "Bearer "},
+    "empty-bearer": {"Authorization": "Bearer"},
     "basic": {"Authorization": "Basic YWRtaW46YWRtaW4="},
     "bare-key": {"Authorization": "{key}"},
     "wrong-key": {"Authorization": "Bearer not-the-admin-key"},
@@ -49,24 +51,46 @@ def _expand(path: str, room_id: str) -> str:
     return path.replace("{room}", room_id)
 
 
+@pytest.fixture(scope="module")
+def anon(server: Server) -> Iterator[httpx.Client]:
+    with server.client() as c:
+        yield c
+
+
+def _refused(r: httpx.Response, method: str, path: str) -> None:
+    assert r.status_code == 401, (method, path, r.status_code, r.text)
+    if method != "HEAD":
+        assert isinstance(r.json().get("code"), str), r.text
+
+
 @pytest.mark.parametrize("prefix", ["/api/", "/api/v1/"])
-@pytest.mark.parametrize("cred", list(CREDENTIALS))
+@pytest.mark.parametrize("cred", ["none", "wrong-key"])
 @pytest.mark.parametrize(("method", "path", "body"), ADMIN_ROUTES, ids=[f"{m} {p}" for m, p, _ in ADMIN_ROUTES])
 def test_admin_routes_refuse_without_the_key(
-    server: Server, room_id: str, method: str, path: str, body: Any, cred: str, prefix: str
+    server: Server, anon: httpx.Client, room_id: str, method: str, path: str, body: Any, cred: str, prefix: str
 ) -> None:
     if path == "/metrics" and prefix != "/api/":
         pytest.skip("/metrics has no /api/v1 alias")
     path = _expand(path, room_id).replace("/api/", prefix, 1)
+    r = anon.request(method, path, json=body, headers=CREDENTIALS[cred])
+    _refused(r, method, path)
+
+
+@pytest.mark.parametrize("cred", list(CREDENTIALS))
+def test_malformed_credentials_refused(server: Server, anon: httpx.Client, room_id: str, cred: str) -> None:
     headers = {k: v.replace("{key}", server.admin_key) for k, v in CREDENTIALS[cred].items()}
-    with server.client() as c:
-        r = c.request(method, path, json=body, headers=headers)
-    assert r.status_code == 401, (method, path, r.status_code, r.text)
-    if method != "HEAD":
-        assert isinstance(r.json().get("code"), str)
-    # nothing was done: the room is still there
+    for method, path in (("GET", "/api/admin/rooms"), ("DELETE", f"/api/admin/rooms/{room_id}"),
+                         ("GET", "/metrics")):
+        _refused(anon.request(method, path, headers=headers), method, path)
+
+
+def test_refused_requests_changed_nothing(server: Server, room_id: str) -> None:
     with server.admin() as a:
-        assert a.get(f"/api/admin/rooms/{room_id}").status_code == 200
+        r = a.get(f"/api/admin/rooms/{room_id}")
+        assert r.status_code == 200, r.text
+        assert r.json()["room"]["state"] == "active"
+        assert r.json()["room"]["ratePerMinute"] != 5
+        assert a.get("/api/admin/rooms/auth-probe").status_code == 404
 
 
 def test_right_key_works_and_v1_alias_agrees(server: Server) -> None:

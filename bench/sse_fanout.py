@@ -1,0 +1,219 @@
+"""SSE fan-out: hold N /events streams open and measure what the server delivers.
+
+    python bench/sse_fanout.py --base http://127.0.0.1:PORT --room line --streams 2000 [--server-pid PID]
+
+Each stream gets its own waiting ticket (joined first, over a few keep-alive connections), then
+opens ``GET /events?roomId=…&token=…`` on its own socket (raw asyncio, chunked decoding by hand).
+Once every stream has its first frame, a measurement window of ``--measure`` seconds counts the
+``data:`` frames received and, for each, the delay between the frame's ``now`` (server wall clock,
+ms, set when the frame is composed) and its receipt (this process's wall clock: same machine, same
+clock). Frames are grouped into tick bursts (a gap of more than 250 ms in ``now`` starts a new one);
+``fanout`` is receipt minus the first ``now`` of the burst, i.e. how long after the tick started
+composing this stream's frame arrived. Prints one JSON object. Loopback only; bounded in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from httpc import UA, fan_out, run, split_url  # noqa: E402
+
+
+def pct(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    k = min(len(values) - 1, max(0, int(round(p / 100.0 * len(values) + 0.5)) - 1))
+    return round(values[k], 2)
+
+
+def cpu_ticks(pid: int | None) -> int | None:
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+    except OSError:
+        return None
+
+
+class Stream:
+    __slots__ = ("frames", "opened", "status")
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.opened = False
+        self.frames = 0
+
+
+async def run_stream(host: str, port: int, path: str, st: Stream, first: asyncio.Event, counter: list[int],
+                     n: int, sink: list[tuple[float, int]], window: list[float], gate: asyncio.Semaphore) -> None:
+    async with gate:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: {UA}\r\n"
+                     "Accept: text/event-stream\r\n\r\n".encode())
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    st.status = int(head.split(b" ", 2)[1])
+    if st.status != 200 or b"chunked" not in head.lower():
+        writer.close()
+        return
+    raw = b""
+    text = b""
+    try:
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                return
+            recv_ms = time.time() * 1000.0
+            raw += data
+            # de-chunk
+            while True:
+                eol = raw.find(b"\r\n")
+                if eol < 0:
+                    break
+                size = int(raw[:eol].split(b";")[0], 16)
+                if size == 0:
+                    return
+                end = eol + 2 + size + 2
+                if len(raw) < end:
+                    break
+                text += raw[eol + 2: end - 2]
+                raw = raw[end:]
+            # split events
+            while True:
+                sep = text.find(b"\n\n")
+                if sep < 0:
+                    break
+                event, text = text[:sep], text[sep + 2:]
+                for line in event.split(b"\n"):
+                    if line.startswith(b"data: "):
+                        payload = orjson.loads(line[6:])
+                        now = payload.get("now")
+                        st.frames += 1
+                        if not st.opened:
+                            st.opened = True
+                            counter[0] += 1
+                            if counter[0] >= n:
+                                first.set()
+                        if window and window[0] <= recv_ms <= window[1] and isinstance(now, int):
+                            sink.append((recv_ms, now))
+    finally:
+        writer.close()
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    host, port = split_url(args.base)
+    n = args.streams
+    t0 = time.monotonic()
+    joined = await fan_out(host, port, [("POST", "/api/join", {"roomId": args.room})] * n, concurrency=16)
+    tokens = [body["token"] for status, body in joined if status == 200 and body and body.get("token")]
+    join_s = time.monotonic() - t0
+    if len(tokens) < n:
+        return {"error": f"only {len(tokens)} of {n} joins succeeded", "joinSeconds": join_s}
+
+    streams = [Stream() for _ in range(n)]
+    first = asyncio.Event()
+    counter = [0]
+    sink: list[tuple[float, int]] = []
+    window: list[float] = []
+    gate = asyncio.Semaphore(args.connect_concurrency)
+    t1 = time.monotonic()
+    tasks = [
+        asyncio.create_task(run_stream(host, port, f"/events?roomId={args.room}&token={tok}", st, first, counter,
+                                       n, sink, window, gate))
+        for tok, st in zip(tokens, streams, strict=True)
+    ]
+    result: dict[str, Any] = {"streamsRequested": n, "joinSeconds": round(join_s, 2)}
+    try:
+        try:
+            await asyncio.wait_for(first.wait(), args.open_timeout)
+        except TimeoutError:
+            pass
+        opened = counter[0]
+        result["streamsOpen"] = opened
+        result["openSeconds"] = round(time.monotonic() - t1, 2)
+        result["statuses"] = sorted({st.status for st in streams})
+        await asyncio.sleep(args.settle)
+        frames_before = sum(st.frames for st in streams)
+        cpu0 = cpu_ticks(args.server_pid)
+        m0 = time.monotonic()
+        w0 = time.time() * 1000.0
+        window.extend([w0, w0 + args.measure * 1000.0])
+        await asyncio.sleep(args.measure)
+        elapsed = time.monotonic() - m0
+        cpu1 = cpu_ticks(args.server_pid)
+        frames_after = sum(st.frames for st in streams)
+        still_open = sum(1 for t in tasks if not t.done())
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    delays = [r - now for r, now in sink]
+    # tick bursts: sort by the server's now; a gap over 250 ms starts a new burst
+    fanout: list[float] = []
+    spreads: list[int] = []
+    ordered = sorted(sink, key=lambda x: x[1])
+    start = None
+    prev = None
+    burst_first = 0
+    for r, now in ordered:
+        if prev is None or now - prev > 250:
+            if start is not None and prev is not None:
+                spreads.append(prev - burst_first)
+            start = now
+            burst_first = now
+        prev = now
+        fanout.append(r - burst_first)
+    if prev is not None:
+        spreads.append(prev - burst_first)
+    hz = os.sysconf("SC_CLK_TCK")
+    result.update({
+        "measureSeconds": round(elapsed, 3),
+        "framesInWindow": len(sink),
+        "framesPerSec": round(len(sink) / elapsed, 1),
+        "framesPerSecAllStreams": round((frames_after - frames_before) / elapsed, 1),
+        "expectedPerSec": opened,  # one frame a second per stream (the tick)
+        "streamsStillOpen": still_open,
+        "delayMs": {"p50": pct(delays, 50), "p90": pct(delays, 90), "p99": pct(delays, 99),
+                    "max": round(max(delays), 2) if delays else None},
+        "fanoutMs": {"p50": pct(fanout, 50), "p99": pct(fanout, 99),
+                     "max": round(max(fanout), 2) if fanout else None},
+        "burstSpreadMs": {"median": pct([float(s) for s in spreads], 50), "max": max(spreads) if spreads else None,
+                          "bursts": len(spreads)},
+        "serverCpuPct": (None if cpu0 is None or cpu1 is None
+                         else round(100.0 * (cpu1 - cpu0) / hz / elapsed, 1)),
+    })
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", required=True)
+    ap.add_argument("--room", default="line")
+    ap.add_argument("--streams", type=int, default=2000)
+    ap.add_argument("--measure", type=float, default=10.0)
+    ap.add_argument("--settle", type=float, default=1.5)
+    ap.add_argument("--open-timeout", type=float, default=60.0)
+    ap.add_argument("--connect-concurrency", type=int, default=200)
+    ap.add_argument("--server-pid", type=int, default=0)
+    args = ap.parse_args()
+    host, _ = split_url(args.base)
+    if not (host.startswith("127.") or host in ("localhost", "::1")):
+        sys.exit("sse_fanout: loopback addresses only")
+    total_limit = args.open_timeout + args.settle + args.measure + 60
+    result = run(asyncio.wait_for(main_async(args), total_limit))
+    print(orjson.dumps(result).decode(), flush=True)
+
+
+if __name__ == "__main__":
+    main()

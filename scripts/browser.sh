@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs Debian's Chromium for the browser tests when it is missing (root, apt-get).
+# Playwright's Python package drives it; `playwright install` is never used.
+set -u
+[ -x /usr/bin/chromium ] && exit 0
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  echo "browser: installing chromium (apt-get)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; } \
+    || echo "browser: could not install chromium; the browser tests will fail in CI and skip elsewhere" >&2
+else
+  echo "browser: no /usr/bin/chromium (install it: apt-get install chromium)" >&2
+fi
+exit 0
