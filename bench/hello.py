@@ -22,8 +22,9 @@ BODY = b'{"hello":"world"}'
 HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]
 
 
-async def app(scope: Message, receive: Callable[[], Awaitable[Message]],
-              send: Callable[[Message], Awaitable[None]]) -> None:
+async def app(
+    scope: Message, receive: Callable[[], Awaitable[Message]], send: Callable[[Message], Awaitable[None]]
+) -> None:
     if scope["type"] == "http":
         await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
         await send({"type": "http.response.body", "body": BODY})

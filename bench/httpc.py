@@ -36,7 +36,9 @@ class Conn:
         self.writer: asyncio.StreamWriter | None = None
 
     async def open(self) -> Conn:
-        self.reader, self.writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), TIMEOUT)
+        self.reader, self.writer = await asyncio.wait_for(
+            asyncio.open_connection(self.host, self.port), TIMEOUT
+        )
         return self
 
     async def close(self) -> None:
@@ -48,11 +50,14 @@ class Conn:
                 pass
             self.writer = None
 
-    async def request(self, method: str, path: str, body: Any = None,
-                      headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    async def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes]:
         return await asyncio.wait_for(self._request(method, path, body, headers), TIMEOUT)
 
-    async def _request(self, method: str, path: str, body: Any, headers: dict[str, str] | None) -> tuple[int, bytes]:
+    async def _request(
+        self, method: str, path: str, body: Any, headers: dict[str, str] | None
+    ) -> tuple[int, bytes]:
         if self.writer is None:
             await self.open()
         assert self.reader is not None and self.writer is not None
@@ -75,8 +80,9 @@ class Conn:
         data = await self.reader.readexactly(length) if length else b""
         return status, data
 
-    async def json(self, method: str, path: str, body: Any = None,
-                   headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    async def json(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
         status, data = await self.request(method, path, body, headers)
         return status, (orjson.loads(data) if data else None)
 
@@ -87,8 +93,13 @@ def split_url(url: str) -> tuple[str, int]:
     return parts.hostname, parts.port
 
 
-async def fan_out(host: str, port: int, jobs: Iterable[tuple[str, str, Any]], concurrency: int = 32,
-                  headers: dict[str, str] | None = None) -> list[tuple[int, Any]]:
+async def fan_out(
+    host: str,
+    port: int,
+    jobs: Iterable[tuple[str, str, Any]],
+    concurrency: int = 32,
+    headers: dict[str, str] | None = None,
+) -> list[tuple[int, Any]]:
     """Run (method, path, body) jobs over ``concurrency`` keep-alive connections; results in job order."""
     todo = list(enumerate(jobs))
     results: list[tuple[int, Any]] = [(0, None)] * len(todo)

@@ -24,14 +24,14 @@ from typing import Any
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from httpc import UA, fan_out, run, split_url  # noqa: E402
+from httpc import UA, fan_out, run, split_url
 
 
 def pct(values: list[float], p: float) -> float | None:
     if not values:
         return None
     values = sorted(values)
-    k = min(len(values) - 1, max(0, int(round(p / 100.0 * len(values) + 0.5)) - 1))
+    k = min(len(values) - 1, max(0, round(p / 100.0 * len(values) + 0.5) - 1))
     return round(values[k], 2)
 
 
@@ -55,12 +55,24 @@ class Stream:
         self.frames = 0
 
 
-async def run_stream(host: str, port: int, path: str, st: Stream, first: asyncio.Event, counter: list[int],
-                     n: int, sink: list[tuple[float, int]], window: list[float], gate: asyncio.Semaphore) -> None:
+async def run_stream(
+    host: str,
+    port: int,
+    path: str,
+    st: Stream,
+    first: asyncio.Event,
+    counter: list[int],
+    n: int,
+    sink: list[tuple[float, int]],
+    window: list[float],
+    gate: asyncio.Semaphore,
+) -> None:
     async with gate:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: {UA}\r\n"
-                     "Accept: text/event-stream\r\n\r\n".encode())
+        writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: {UA}\r\n"
+            "Accept: text/event-stream\r\n\r\n".encode()
+        )
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
     st.status = int(head.split(b" ", 2)[1])
     if st.status != 200 or b"chunked" not in head.lower():
@@ -86,14 +98,14 @@ async def run_stream(host: str, port: int, path: str, st: Stream, first: asyncio
                 end = eol + 2 + size + 2
                 if len(raw) < end:
                     break
-                text += raw[eol + 2: end - 2]
+                text += raw[eol + 2 : end - 2]
                 raw = raw[end:]
             # split events
             while True:
                 sep = text.find(b"\n\n")
                 if sep < 0:
                     break
-                event, text = text[:sep], text[sep + 2:]
+                event, text = text[:sep], text[sep + 2 :]
                 for line in event.split(b"\n"):
                     if line.startswith(b"data: "):
                         payload = orjson.loads(line[6:])
@@ -128,8 +140,20 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     gate = asyncio.Semaphore(args.connect_concurrency)
     t1 = time.monotonic()
     tasks = [
-        asyncio.create_task(run_stream(host, port, f"/events?roomId={args.room}&token={tok}", st, first, counter,
-                                       n, sink, window, gate))
+        asyncio.create_task(
+            run_stream(
+                host,
+                port,
+                f"/events?roomId={args.room}&token={tok}",
+                st,
+                first,
+                counter,
+                n,
+                sink,
+                window,
+                gate,
+            )
+        )
         for tok, st in zip(tokens, streams, strict=True)
     ]
     result: dict[str, Any] = {"streamsRequested": n, "joinSeconds": round(join_s, 2)}
@@ -177,22 +201,35 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if prev is not None:
         spreads.append(prev - burst_first)
     hz = os.sysconf("SC_CLK_TCK")
-    result.update({
-        "measureSeconds": round(elapsed, 3),
-        "framesInWindow": len(sink),
-        "framesPerSec": round(len(sink) / elapsed, 1),
-        "framesPerSecAllStreams": round((frames_after - frames_before) / elapsed, 1),
-        "expectedPerSec": opened,  # one frame a second per stream (the tick)
-        "streamsStillOpen": still_open,
-        "delayMs": {"p50": pct(delays, 50), "p90": pct(delays, 90), "p99": pct(delays, 99),
-                    "max": round(max(delays), 2) if delays else None},
-        "fanoutMs": {"p50": pct(fanout, 50), "p99": pct(fanout, 99),
-                     "max": round(max(fanout), 2) if fanout else None},
-        "burstSpreadMs": {"median": pct([float(s) for s in spreads], 50), "max": max(spreads) if spreads else None,
-                          "bursts": len(spreads)},
-        "serverCpuPct": (None if cpu0 is None or cpu1 is None
-                         else round(100.0 * (cpu1 - cpu0) / hz / elapsed, 1)),
-    })
+    result.update(
+        {
+            "measureSeconds": round(elapsed, 3),
+            "framesInWindow": len(sink),
+            "framesPerSec": round(len(sink) / elapsed, 1),
+            "framesPerSecAllStreams": round((frames_after - frames_before) / elapsed, 1),
+            "expectedPerSec": opened,  # one frame a second per stream (the tick)
+            "streamsStillOpen": still_open,
+            "delayMs": {
+                "p50": pct(delays, 50),
+                "p90": pct(delays, 90),
+                "p99": pct(delays, 99),
+                "max": round(max(delays), 2) if delays else None,
+            },
+            "fanoutMs": {
+                "p50": pct(fanout, 50),
+                "p99": pct(fanout, 99),
+                "max": round(max(fanout), 2) if fanout else None,
+            },
+            "burstSpreadMs": {
+                "median": pct([float(s) for s in spreads], 50),
+                "max": max(spreads) if spreads else None,
+                "bursts": len(spreads),
+            },
+            "serverCpuPct": (
+                None if cpu0 is None or cpu1 is None else round(100.0 * (cpu1 - cpu0) / hz / elapsed, 1)
+            ),
+        }
+    )
     return result
 
 

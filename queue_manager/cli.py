@@ -33,8 +33,11 @@ class _Server(uvicorn.Server):
         s = self.qm_settings
         print(f"Queue Manager {__version__} listening on http://{shown}:{port} (STORE={s.store})", flush=True)
         key_hint = "the default key qm-dev-admin-key" if s.admin_key_is_default else "your ADMIN_KEY"
-        print(f"  admin API: curl -H 'Authorization: Bearer <ADMIN_KEY>' http://{shown}:{port}/api/admin/rooms "
-              f"(sign in with {key_hint})", flush=True)
+        print(
+            f"  admin API: curl -H 'Authorization: Bearer <ADMIN_KEY>' http://{shown}:{port}/api/admin/rooms "
+            f"(sign in with {key_hint})",
+            flush=True,
+        )
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.qm_app.begin_stop()

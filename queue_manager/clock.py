@@ -69,8 +69,8 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self._mono += seconds
-        self._wall += int(round(seconds * 1000))
+        self._wall += round(seconds * 1000)
 
     def step_wall(self, seconds: float) -> None:
         """Move only the wall clock (an NTP step); monotonic time is untouched."""
-        self._wall += int(round(seconds * 1000))
+        self._wall += round(seconds * 1000)

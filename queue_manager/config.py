@@ -320,9 +320,7 @@ class _Reader:
     def optional(self, name: str) -> str | None:
         return self.raw(name)
 
-    def integer(
-        self, name: str, default: int, unit: str, *, minimum: int = 0, maximum: int = _MAX_INT
-    ) -> int:
+    def integer(self, name: str, default: int, unit: str, *, minimum: int = 0, maximum: int = _MAX_INT) -> int:
         value = self.optional_integer(name, str(default), unit, minimum=minimum, maximum=maximum)
         return default if value is None else value
 
@@ -464,8 +462,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         elif word != "memory":
             raise ConfigRefusal(
                 "STORE",
-                f"STORE={store_raw} is not a store this build has (memory, valkey). "
-                "Set STORE=memory or STORE=valkey.",
+                f"STORE={store_raw} is not a store this build has (memory, valkey). Set STORE=memory or STORE=valkey.",
             )
 
     sidestore_raw = r.raw("SIDESTORE")
@@ -513,11 +510,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "DATABASE_URL",
             f"SIDESTORE=pg{' (STORE=valkey)' if store == 'valkey' else ''} needs DATABASE_URL, the Postgres "
             "connection string (e.g. postgres://user:pass@host:5432/qm). Set DATABASE_URL, or "
-            + (
-                "use STORE=memory for a single development instance."
-                if store == "valkey"
-                else "set SIDESTORE=none."
-            ),
+            + ("use STORE=memory for a single development instance." if store == "valkey" else "set SIDESTORE=none."),
         )
     if store == "memory" and valkey_url is not None:
         r.warn(
@@ -660,9 +653,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     queue_cookie_max_age_sec = r.integer("QUEUE_COOKIE_MAX_AGE_SEC", 86400, "seconds", minimum=1)
     refresh_window_ms = min(token_max_age_sec, queue_cookie_max_age_sec) * 1000
     refresh_default_ms = max(1, refresh_window_ms // 2)
-    token_refresh_after_ms = r.integer(
-        "TOKEN_REFRESH_AFTER_MS", refresh_default_ms, "milliseconds", minimum=1
-    )
+    token_refresh_after_ms = r.integer("TOKEN_REFRESH_AFTER_MS", refresh_default_ms, "milliseconds", minimum=1)
     if r.raw("TOKEN_REFRESH_AFTER_MS") is not None and token_refresh_after_ms >= refresh_window_ms:
         r.warn(
             "TOKEN_REFRESH_AFTER_MS",

@@ -94,12 +94,16 @@ def render(
         cap = room.get("maxConcurrent")
         max_conc.add_metric(lab, -1.0 if cap is None else float(cap))
         state.add_metric(lab, float(_STATE_CODES.get(room.get("effectiveState", ""), 0)))
-    refused_origin = CounterMetricFamily("qm_refused_origin_checks", "Door checks from an origin the room does not list",
-                                         labels=["room", "origin", *labels])
+    refused_origin = CounterMetricFamily(
+        "qm_refused_origin_checks",
+        "Door checks from an origin the room does not list",
+        labels=["room", "origin", *labels],
+    )
     for (room_id, origin), value in counters.refused_origin_checks.items():
         refused_origin.add_metric([room_id, origin, *inst], value)
-    rejected = CounterMetricFamily("qm_rejected_tokens_all_total", "Visitor tokens refused (bad, expired, future)",
-                                   labels=labels)
+    rejected = CounterMetricFamily(
+        "qm_rejected_tokens_all_total", "Visitor tokens refused (bad, expired, future)", labels=labels
+    )
     rejected.add_metric(inst, counters.rejected_tokens)
     metrics: list[Metric] = [
         *families.values(),
@@ -111,14 +115,20 @@ def render(
         gauge("qm_process_start_time_seconds", "Start time of this process (Unix seconds)", start_time),
         gauge("qm_shutting_down", "1 while a stop is in progress", 1.0 if shutting_down else 0.0),
         counter("qm_storage_write_errors", "Journal commits that failed", counters.storage_write_errors),
-        counter("qm_unknown_room_checks", "Door checks naming a room that does not exist",
-                counters.unknown_room_checks),
+        counter(
+            "qm_unknown_room_checks", "Door checks naming a room that does not exist", counters.unknown_room_checks
+        ),
         counter("qm_blocked_return_urls", "Return URLs refused by a room's policy", counters.blocked_return_urls),
         counter("qm_refused_key_checks_all", "Vouched checks refused for their key", counters.refused_key_checks),
         counter("qm_rate_limited_checks_all", "Door checks answered 429", counters.rate_limited_checks),
-        gauge("qm_edge_refused", "Requests refused for a missing or wrong edge secret (a count)", counters.edge_refused),
-        counter("qm_edge_client_ip_fallback", "Edge requests without a usable cf-connecting-ip",
-                counters.edge_client_ip_fallback),
+        gauge(
+            "qm_edge_refused", "Requests refused for a missing or wrong edge secret (a count)", counters.edge_refused
+        ),
+        counter(
+            "qm_edge_client_ip_fallback",
+            "Edge requests without a usable cf-connecting-ip",
+            counters.edge_client_ip_fallback,
+        ),
         rejected,
         refused_origin,
     ]

@@ -9,7 +9,7 @@ from typing import Any
 from queue_manager.clock import Clock
 from queue_manager.engine.errors import EngineError, bad_field, no_room
 from queue_manager.engine.events import Event
-from queue_manager.engine.model import RoomConfig, apply_fields, check_room_id, normalise_body, parse_opens_at
+from queue_manager.engine.model import apply_fields, check_room_id, normalise_body, parse_opens_at
 from queue_manager.engine.room import Room, draw_order
 from queue_manager.engine.ticket import make_ref
 
@@ -105,11 +105,13 @@ class Engine:
             raise EngineError(400, "bad_request", "The body must be a JSON object.")
         unknown = sorted(set(body) - {"opensAt", "preQueueMaxPerIp"})
         if unknown:
-            raise EngineError(400, "unknown_field", f"Unknown schedule field(s): {', '.join(unknown)}.",
-                              fields=unknown)
+            raise EngineError(400, "unknown_field", f"Unknown schedule field(s): {', '.join(unknown)}.", fields=unknown)
         if not body:
-            raise EngineError(400, "nothing_to_change",
-                              "Send opensAt (null cancels the drop) and/or preQueueMaxPerIp; the body had neither.")
+            raise EngineError(
+                400,
+                "nothing_to_change",
+                "Send opensAt (null cancels the drop) and/or preQueueMaxPerIp; the body had neither.",
+            )
         room.advance()
         fields: dict[str, Any] = {}
         if "opensAt" in body:
@@ -159,4 +161,3 @@ class Engine:
         if room is None:
             raise no_room(room_id)
         raise EngineError(404, "no_ticket", f"No ticket {query!r} in this room.", query=query)
-

@@ -201,7 +201,9 @@ def parse_opens_at(value: Any, field_name: str = "opensAt") -> int | None:
     if value is None:
         return None
     if isinstance(value, bool):
-        raise bad_field(field_name, "opensAt must be an ISO 8601 time, epoch milliseconds, or null.", "invalid_opens_at")
+        raise bad_field(
+            field_name, "opensAt must be an ISO 8601 time, epoch milliseconds, or null.", "invalid_opens_at"
+        )
     if isinstance(value, int):
         if 0 < value < 10**14:
             return value
@@ -242,8 +244,9 @@ def _bare_origin(value: Any) -> str:
         parsed = parse_origin_pattern(value)
         if o is not None and parsed is not None and not parsed.wildcard:
             return str(parsed)
-    raise bad_field("proxyOrigin", "proxyOrigin must be a bare origin: scheme, host, port, nothing else.",
-                    "invalid_proxy_origin")
+    raise bad_field(
+        "proxyOrigin", "proxyOrigin must be a bare origin: scheme, host, port, nothing else.", "invalid_proxy_origin"
+    )
 
 
 def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomConfig, list[str]]:
@@ -270,8 +273,9 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
             cfg.name = value
         elif key == "targetUrl":
             if not isinstance(value, str) or not is_absolute_http_url(value):
-                raise bad_field(key, "targetUrl must be an absolute http(s) URL without credentials.",
-                                "invalid_target_url")
+                raise bad_field(
+                    key, "targetUrl must be an absolute http(s) URL without credentials.", "invalid_target_url"
+                )
             cfg.target_url = value
         elif key == "state":
             if value not in ROOM_STATES:
@@ -319,8 +323,11 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
         target = origin_of(cfg.target_url)
         proxy = origin_of(cfg.proxy_origin)
         if target is not None and proxy is not None and target[1] == proxy[1]:
-            raise bad_field("proxyOrigin", "proxyOrigin points back at the room's public host: that is a loop "
-                            "through your CDN.", "proxy_origin_loop")
+            raise bad_field(
+                "proxyOrigin",
+                "proxyOrigin points back at the room's public host: that is a loop through your CDN.",
+                "proxy_origin_loop",
+            )
     return cfg, changed
 
 

@@ -213,8 +213,9 @@ class Room:
         numbers = []
         for handle in order:
             entry = self.prequeue.pop(handle)
-            t = self._mint(entry.ident, entry.fp, entry.fp2, entry.cookie, entry.joined_ms, entry.return_url,
-                           charge=True)
+            t = self._mint(
+                entry.ident, entry.fp, entry.fp2, entry.cookie, entry.joined_ms, entry.return_url, charge=True
+            )
             t.seen = entry.seen
             self.drawn[handle] = t.n
             numbers.append(t.n)
@@ -232,6 +233,8 @@ class Room:
         elapsed = max(0.0, now - self.last_tick)
         self.last_tick = now
         self.advance()
+        self.last_minute(self.join_times)  # keep the per-minute windows bounded
+        self.last_minute(self.pass_times)
         state = self.effective_state()
         moving = state == "active" and self.cfg.rate_per_minute > 0
         if moving:
@@ -275,8 +278,16 @@ class Room:
     ) -> Ticket:
         n = self.next_n
         self.next_n += 1
-        t = Ticket(n=n, ident=ident, fp=fp, fp2=fp2, cookie=cookie, joined_ms=joined_ms, seen=self.clock.mono(),
-                   return_url=return_url)
+        t = Ticket(
+            n=n,
+            ident=ident,
+            fp=fp,
+            fp2=fp2,
+            cookie=cookie,
+            joined_ms=joined_ms,
+            seen=self.clock.mono(),
+            return_url=return_url,
+        )
         t.seq = self.line.push(n)
         self.tickets[n] = t
         if charge:
@@ -334,7 +345,18 @@ class Room:
         self.tickets.pop(t.n, None)
         self.finished[t.n] = Finished(t.joined_ms, t.passed_ms, t.waited_ms, reason, self.clock.wall_ms())
         while len(self.finished) > FINISHED_KEEP:
-            self.finished.popitem(last=False)
+            gone, _ = self.finished.popitem(last=False)
+            self._forget_ref(gone)
+
+    def _forget_ref(self, n: int) -> None:
+        """A ticket nobody can look up any more no longer needs its Ref (keeps memory bounded)."""
+        ref = make_ref(self.cfg.id, self.gen, n)
+        numbers = self.refs.get(ref)
+        if numbers is not None:
+            if n in numbers:
+                numbers.remove(n)
+            if not numbers:
+                del self.refs[ref]
 
     def _admit(self, t: Ticket, door_hash: bytes, now: float) -> None:
         self.passes.discard(t.n)
@@ -400,14 +422,21 @@ class Room:
             limit = self.cfg.prequeue_max_per_ip
             if limit is not None and self.pq_per_ident.get(client.ident, 0) >= limit:
                 raise _identity_limit()
-            entry = PreEntry(secrets.token_hex(8), client.ident, client.fp, client.fp2, client.cookie, now_ms,
-                             self.clock.mono(), return_url)
+            entry = PreEntry(
+                secrets.token_hex(8),
+                client.ident,
+                client.fp,
+                client.fp2,
+                client.cookie,
+                now_ms,
+                self.clock.mono(),
+                return_url,
+            )
             self.prequeue[entry.handle] = entry
             self.pq_per_ident[client.ident] = self.pq_per_ident.get(client.ident, 0) + 1
             self.joins_total += 1
             self.join_times.append(self.clock.mono())
-            self._emit("prequeue.join", handle=entry.handle, ident=client.ident, fp=client.fp.hex(),
-                       joined=now_ms)
+            self._emit("prequeue.join", handle=entry.handle, ident=client.ident, fp=client.fp.hex(), joined=now_ms)
             return Lookup(pre=entry, reason=found.reason, new=True)
         limit = self.cfg.queue_max_per_ip
         if limit is not None and self.per_ident.get(client.ident, 0) >= limit:
@@ -443,7 +472,11 @@ class Room:
         return found
 
     def check(
-        self, client: ClientId, presented: Presented | None, door_hash: bytes | None, url: str | None,
+        self,
+        client: ClientId,
+        presented: Presented | None,
+        door_hash: bytes | None,
+        url: str | None,
         new_door: tuple[str, bytes],
     ) -> CheckResult:
         """The door: admit (starting or sliding the session) or say why not."""
@@ -474,14 +507,21 @@ class Room:
         if t.state == "admitted":
             if door_hash is not None and t.door is not None and door_hash == t.door:
                 t.session_last = now
-                return CheckResult(True, state="admitted", ticket=t, rule=rule_id,
-                                   session_expires_ms=self._session_expires_ms(t))
+                return CheckResult(
+                    True, state="admitted", ticket=t, rule=rule_id, session_expires_ms=self._session_expires_ms(t)
+                )
             if client.cookie is not None and t.cookie == client.cookie:
                 t.door = new_door[1]
                 t.session_last = now
                 self._emit("admit", n=t.n, door=new_door[1].hex(), reclaim=True)
-                return CheckResult(True, state="admitted", door_key=new_door[0], ticket=t, rule=rule_id,
-                                   session_expires_ms=self._session_expires_ms(t))
+                return CheckResult(
+                    True,
+                    state="admitted",
+                    door_key=new_door[0],
+                    ticket=t,
+                    rule=rule_id,
+                    session_expires_ms=self._session_expires_ms(t),
+                )
             return CheckResult(False, reason="session_elsewhere", ticket=t, rule=rule_id)
         if found.ticket is None:
             return CheckResult(False, reason=found.reason or "not_owner", rule=rule_id)
@@ -497,8 +537,14 @@ class Room:
                 self._emit("bounce", n=t.n)
                 return CheckResult(False, reason="at_capacity", ticket=t, rule=rule_id)
         self._admit(t, new_door[1], now)
-        return CheckResult(True, state="admitted", door_key=new_door[0], ticket=t, rule=rule_id,
-                           session_expires_ms=self._session_expires_ms(t))
+        return CheckResult(
+            True,
+            state="admitted",
+            door_key=new_door[0],
+            ticket=t,
+            rule=rule_id,
+            session_expires_ms=self._session_expires_ms(t),
+        )
 
     def _session_expires_ms(self, t: Ticket) -> int:
         return self.clock.wall_ms() + int((self._session_deadline(t) - self.clock.mono()) * 1000)
@@ -511,6 +557,7 @@ class Room:
         t = self.tickets.get(n)
         if t is None:
             if self.finished.pop(n, None) is not None:
+                self._forget_ref(n)
                 self._emit("eject", n=n, forgotten=True)
                 return True
             return False
@@ -602,8 +649,7 @@ class Room:
             return self.describe(int(q))
         numbers = self.refs.get(q.upper())
         if not numbers:
-            raise EngineError(404, "no_ticket", f"No ticket {query!r} in this room's current generation.",
-                              query=query)
+            raise EngineError(404, "no_ticket", f"No ticket {query!r} in this room's current generation.", query=query)
         if len(numbers) > 1:
             return {"candidates": [self.describe(n) for n in numbers], "ref": q.upper()}
         return self.describe(numbers[0])
@@ -617,14 +663,28 @@ class Room:
             fin = self.finished.get(n)
             if fin is None:
                 raise EngineError(404, "no_ticket", f"No ticket {n} in this room's current generation.", ticket=n)
-            return {**base, "state": "expired", "reason": fin.reason, "position": None,
-                    "joined": fin.joined_ms, "passed": fin.passed_ms,
-                    "waited": None if fin.waited_ms is None else fin.waited_ms / 1000.0,
-                    "onSite": False, "bound": None}
-        out = {**base, "state": t.state, "reason": t.reason, "position": self.position(t), "joined": t.joined_ms,
-               "passed": t.passed_ms, "onSite": t.state == "admitted",
-               "bound": {"cookie": t.cookie is not None, "fingerprint": True},
-               "lastSeenSecAgo": round(now - t.seen, 1)}
+            return {
+                **base,
+                "state": "expired",
+                "reason": fin.reason,
+                "position": None,
+                "joined": fin.joined_ms,
+                "passed": fin.passed_ms,
+                "waited": None if fin.waited_ms is None else fin.waited_ms / 1000.0,
+                "onSite": False,
+                "bound": None,
+            }
+        out = {
+            **base,
+            "state": t.state,
+            "reason": t.reason,
+            "position": self.position(t),
+            "joined": t.joined_ms,
+            "passed": t.passed_ms,
+            "onSite": t.state == "admitted",
+            "bound": {"cookie": t.cookie is not None, "fingerprint": True},
+            "lastSeenSecAgo": round(now - t.seen, 1),
+        }
         if t.passed_ms is None:
             out["waiting"] = round((now_ms - t.joined_ms) / 1000.0, 3)
         else:

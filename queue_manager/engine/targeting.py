@@ -45,16 +45,21 @@ def parse_rules(value: Any) -> tuple[TargetRule, ...]:
     out = []
     for i, item in enumerate(value):
         if not isinstance(item, dict) or set(item) - {"id", "pattern", "action"}:
-            raise bad_field("rules", 'each rule is {"pattern": str, "action": "queue"|"skip", "id"?: str}.',
-                            "invalid_rules")
+            raise bad_field(
+                "rules", 'each rule is {"pattern": str, "action": "queue"|"skip", "id"?: str}.', "invalid_rules"
+            )
         pattern = item.get("pattern")
         action = item.get("action", "queue")
         rid = item.get("id", f"r{i + 1}")
-        if not isinstance(pattern, str) or not 1 <= len(pattern) <= 500 or action not in ("queue", "skip") or (
-            not isinstance(rid, str) or not 1 <= len(rid) <= 40
+        if (
+            not isinstance(pattern, str)
+            or not 1 <= len(pattern) <= 500
+            or action not in ("queue", "skip")
+            or (not isinstance(rid, str) or not 1 <= len(rid) <= 40)
         ):
-            raise bad_field("rules", 'each rule is {"pattern": str, "action": "queue"|"skip", "id"?: str}.',
-                            "invalid_rules")
+            raise bad_field(
+                "rules", 'each rule is {"pattern": str, "action": "queue"|"skip", "id"?: str}.', "invalid_rules"
+            )
         out.append(TargetRule(rid, pattern, action, _compile(pattern), on_path=pattern.startswith("/")))
     return tuple(out)
 

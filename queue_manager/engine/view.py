@@ -37,9 +37,17 @@ class VisitorView:
 def visitor_view(room: Room, found: Lookup) -> VisitorView:
     cfg = room.cfg
     room_state = room.effective_state()
-    view = VisitorView(room_id=cfg.id, gen=room.gen, state="expired", room_state=room_state,
-                       target_url=cfg.target_url, rate_per_minute=cfg.rate_per_minute, reason=found.reason,
-                       new=found.new, opens_at_ms=cfg.opens_at_ms)
+    view = VisitorView(
+        room_id=cfg.id,
+        gen=room.gen,
+        state="expired",
+        room_state=room_state,
+        target_url=cfg.target_url,
+        rate_per_minute=cfg.rate_per_minute,
+        reason=found.reason,
+        new=found.new,
+        opens_at_ms=cfg.opens_at_ms,
+    )
     if found.pre is not None:
         view.state = "scheduled"
         view.handle = found.pre.handle

@@ -18,11 +18,19 @@ def require_admin(ctx: Context, req: Request) -> None:
     auth = req.header(b"authorization") or ""
     scheme, _, credential = auth.partition(" ")
     if scheme.lower() != "bearer" or not credential.strip():
-        raise HttpError(401, "unauthorized", "This route needs Authorization: Bearer <ADMIN_KEY>.",
-                        headers=[("WWW-Authenticate", 'Bearer realm="queue-manager"')])
+        raise HttpError(
+            401,
+            "unauthorized",
+            "This route needs Authorization: Bearer <ADMIN_KEY>.",
+            headers=[("WWW-Authenticate", 'Bearer realm="queue-manager"')],
+        )
     if not hmac.compare_digest(credential.strip().encode(), ctx.settings.admin_key.encode()):
-        raise HttpError(401, "unauthorized", "That key is not valid here.",
-                        headers=[("WWW-Authenticate", 'Bearer realm="queue-manager", error="invalid_token"')])
+        raise HttpError(
+            401,
+            "unauthorized",
+            "That key is not valid here.",
+            headers=[("WWW-Authenticate", 'Bearer realm="queue-manager", error="invalid_token"')],
+        )
 
 
 async def rooms_list(ctx: Context, req: Request, send: Send) -> None:
@@ -62,8 +70,12 @@ async def room_route(ctx: Context, req: Request, send: Send) -> None:
         body = await req.json_object()
         unknown = sorted(set(body) - {"ratePerMinute", "rate"})
         if unknown or not body:
-            raise HttpError(400, "unknown_field" if unknown else "nothing_to_change",
-                            "Send {\"ratePerMinute\": n} (or its alias rate).", fields=unknown)
+            raise HttpError(
+                400,
+                "unknown_field" if unknown else "nothing_to_change",
+                'Send {"ratePerMinute": n} (or its alias rate).',
+                fields=unknown,
+            )
         room, _, _ = await store.upsert_room({"id": room_id, **body})
         await send_json(send, 200, {"ok": True, "room": room})
         return
@@ -93,15 +105,16 @@ async def room_route(ctx: Context, req: Request, send: Send) -> None:
         if method not in ("GET", "HEAD"):
             raise _method(["GET"])
         room = await store.get_room(room_id)
-        await send_json(send, 200, {"rules": room["rules"], "unscopedChecks": room["unscopedChecks"]},
-                        head=method == "HEAD")
+        await send_json(
+            send, 200, {"rules": room["rules"], "unscopedChecks": room["unscopedChecks"]}, head=method == "HEAD"
+        )
         return
     if action == "/rules/test" and arg is None:
         _post(method)
         body = await req.json_object()
         url = body.get("url")
         if not isinstance(url, str) or not url or len(url) > 4096:
-            raise HttpError(400, "bad_request", "Send {\"url\": \"https://…\"}.")
+            raise HttpError(400, "bad_request", 'Send {"url": "https://…"}.')
         await send_json(send, 200, await store.match_rule(room_id, url))
         return
     raise HttpError(404, "not_found", "No such route.")
@@ -113,7 +126,7 @@ def _ticket_query(body: dict[str, Any]) -> str:
         return str(ticket)
     if isinstance(ref, str) and 1 <= len(ref) <= 16:
         return ref
-    raise HttpError(400, "bad_request", "Send {\"ticket\": n} or {\"ref\": \"K7Q2MX\"}.")
+    raise HttpError(400, "bad_request", 'Send {"ticket": n} or {"ref": "K7Q2MX"}.')
 
 
 def _post(method: str) -> None:
@@ -136,8 +149,14 @@ def health_status(ctx: Context) -> tuple[str, bool]:
 
 def _public_health(ctx: Context) -> dict[str, Any]:
     status, ready = health_status(ctx)
-    return {"status": status, "ready": ready, "leader": True, "version": ctx.version, "store": ctx.store.kind,
-            "uptimeSec": round(ctx.uptime(), 3)}
+    return {
+        "status": status,
+        "ready": ready,
+        "leader": True,
+        "version": ctx.version,
+        "store": ctx.store.kind,
+        "uptimeSec": round(ctx.uptime(), 3),
+    }
 
 
 async def healthz(ctx: Context, req: Request, send: Send) -> None:
@@ -164,18 +183,31 @@ async def admin_health(ctx: Context, req: Request, send: Send) -> None:
         "now": ctx.clock.wall_ms(),
         "startedAt": ctx.started_ms,
         "rooms": len(rooms),
-        "visitors": {"waiting": sum(r["waiting"] for r in rooms), "preQueue": sum(r["preQueue"] for r in rooms),
-                     "activeSessions": sum(r["activeSessions"] for r in rooms),
-                     "passesOutstanding": sum(r["passesOutstanding"] for r in rooms)},
+        "visitors": {
+            "waiting": sum(r["waiting"] for r in rooms),
+            "preQueue": sum(r["preQueue"] for r in rooms),
+            "activeSessions": sum(r["activeSessions"] for r in rooms),
+            "passesOutstanding": sum(r["passesOutstanding"] for r in rooms),
+        },
         "sse": {"streams": ctx.broadcaster.streams, "perIp": s.sse_per_ip, "maxTotal": s.sse_max_total},
-        "rateLimits": {"joinPerMin": s.join_limit_per_min, "checkPerMin": s.check_limit_per_min,
-                       "waitingPerMin": s.waiting_limit_per_min, "maxKeys": s.rate_limit_max_keys},
+        "rateLimits": {
+            "joinPerMin": s.join_limit_per_min,
+            "checkPerMin": s.check_limit_per_min,
+            "waitingPerMin": s.waiting_limit_per_min,
+            "maxKeys": s.rate_limit_max_keys,
+        },
         "storage": {"kind": ctx.store.kind, "ok": True, "writeErrors": c.storage_write_errors, "lastError": None},
-        "counters": {"unknownRoomChecks": c.unknown_room_checks, "blockedReturnUrls": c.blocked_return_urls,
-                     "rejectedTokens": c.rejected_tokens, "rejectedTokensByReason": c.rejected_tokens_by_reason,
-                     "unscopedChecks": c.unscoped_checks, "rateLimitedChecks": c.rate_limited_checks,
-                     "refusedOriginChecks": [{"roomId": r, "origin": o, "count": n}
-                                             for (r, o), n in c.refused_origin_checks.items()]},
+        "counters": {
+            "unknownRoomChecks": c.unknown_room_checks,
+            "blockedReturnUrls": c.blocked_return_urls,
+            "rejectedTokens": c.rejected_tokens,
+            "rejectedTokensByReason": c.rejected_tokens_by_reason,
+            "unscopedChecks": c.unscoped_checks,
+            "rateLimitedChecks": c.rate_limited_checks,
+            "refusedOriginChecks": [
+                {"roomId": r, "origin": o, "count": n} for (r, o), n in c.refused_origin_checks.items()
+            ],
+        },
         "blockedReturnUrlsByRoom": {r["id"]: r["blockedReturnUrls"] for r in rooms if r["blockedReturnUrls"]},
         "incidents": incidents,
         "warnings": [
@@ -183,9 +215,15 @@ async def admin_health(ctx: Context, req: Request, send: Send) -> None:
             for w in s.warnings
         ],
         "hardening": list(s.hardening),
-        "keys": {"adminKeyDefault": s.admin_key_is_default, "secretDefault": s.secret_is_default,
-                 "tokenSignV2": s.token_sign_v2, "kid": ctx.signer.kid, "secretPrevious": s.secret_previous is not None,
-                 "publicApiKey": s.public_api_key is not None, "edgeSecret": bool(s.edge_secrets)},
+        "keys": {
+            "adminKeyDefault": s.admin_key_is_default,
+            "secretDefault": s.secret_is_default,
+            "tokenSignV2": s.token_sign_v2,
+            "kid": ctx.signer.kid,
+            "secretPrevious": s.secret_previous is not None,
+            "publicApiKey": s.public_api_key is not None,
+            "edgeSecret": bool(s.edge_secrets),
+        },
         "access": {"sso": False},
     }
     await send_json(send, 200, payload, head=req.method == "HEAD")
@@ -194,12 +232,21 @@ async def admin_health(ctx: Context, req: Request, send: Send) -> None:
 async def metrics(ctx: Context, req: Request, send: Send) -> None:
     rooms = await ctx.store.list_rooms()
     body = render_metrics(
-        rooms, ctx.counters, uptime=ctx.uptime(), start_time=ctx.started_ms / 1000.0,
-        sse_subscribers=ctx.broadcaster.streams, shutting_down=ctx.shutting_down,
+        rooms,
+        ctx.counters,
+        uptime=ctx.uptime(),
+        start_time=ctx.started_ms / 1000.0,
+        sse_subscribers=ctx.broadcaster.streams,
+        shutting_down=ctx.shutting_down,
         instance=ctx.settings.instance_id if ctx.settings.store == "valkey" else None,
     )
-    await send_response(send, 200, body, [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8"),
-                                          (b"cache-control", b"no-store")], req.method == "HEAD")
+    await send_response(
+        send,
+        200,
+        body,
+        [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8"), (b"cache-control", b"no-store")],
+        req.method == "HEAD",
+    )
 
 
 def engine_error(err: EngineError) -> HttpError:

@@ -112,8 +112,11 @@ class App:
             step = self.clock.check_step()
             if step is not None:
                 self.ctx.clock_incidents.append({"at": self.clock.wall_ms(), "stepMs": step})
-                print(f"WARNING: the wall clock stepped by {step} ms; tickets issued around it may be refused",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"WARNING: the wall clock stepped by {step} ms; tickets issued around it may be refused",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if loop.time() - next_at > 5.0:
                 next_at = loop.time()
 
@@ -131,8 +134,12 @@ class App:
             if route is not None:
                 methods, handler, needs_admin = route
                 if req.method not in methods:
-                    raise HttpError(405, "method_not_allowed", f"Use {' or '.join(sorted(methods))}.",
-                                    headers=[("Allow", ", ".join(sorted(methods)))])
+                    raise HttpError(
+                        405,
+                        "method_not_allowed",
+                        f"Use {' or '.join(sorted(methods))}.",
+                        headers=[("Allow", ", ".join(sorted(methods)))],
+                    )
                 if needs_admin:
                     admin.require_admin(ctx, req)
                 await handler(ctx, req, send)
@@ -168,8 +175,11 @@ class App:
         except EngineError as err:
             await send_error(send, admin.engine_error(err), head)
         except StoreUnavailable as err:
-            await send_error(send, HttpError(503, "storage_unavailable", str(err),
-                                             headers=[("Retry-After", str(err.retry_after))]), head)
+            await send_error(
+                send,
+                HttpError(503, "storage_unavailable", str(err), headers=[("Retry-After", str(err.retry_after))]),
+                head,
+            )
         except Exception:
             log.exception("unhandled error on %s %s", req.method, path)
             await send_error(send, HttpError(500, "internal_error", "Something went wrong on our side."), head)

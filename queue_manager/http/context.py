@@ -41,8 +41,13 @@ class Context:
 
     @classmethod
     def build(cls, settings: Settings, store: Store, clock: SystemClock) -> Context:
-        signer = TokenSigner(settings.secret, clock, previous=settings.secret_previous,
-                             sign_v2=settings.token_sign_v2, max_age_sec=settings.token_max_age_sec)
+        signer = TokenSigner(
+            settings.secret,
+            clock,
+            previous=settings.secret_previous,
+            sign_v2=settings.token_sign_v2,
+            max_age_sec=settings.token_max_age_sec,
+        )
         ctx = cls(settings, store, clock, signer, IdentityResolver(settings), Broadcaster())
         ctx.started_ms = clock.wall_ms()
         ctx.started_mono = clock.mono()

@@ -86,8 +86,9 @@ async def run_stream(
                 timeout = max(0.0, min(timeout, deadline - loop_time()))
             waiter = asyncio.create_task(wake.wait())
             gone_waiter = asyncio.create_task(gone.wait())
-            done, pending = await asyncio.wait({waiter, gone_waiter}, timeout=timeout,
-                                               return_when=asyncio.FIRST_COMPLETED)
+            done, pending = await asyncio.wait(
+                {waiter, gone_waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
             for task in pending:
                 task.cancel()
             if not done:

@@ -84,8 +84,9 @@ def render_view(ctx: Context, view: VisitorView, token: str | None) -> dict[str,
     }
 
 
-def ticket_cookies(ctx: Context, room_id: str, token: str | None, qms: str | None, secure: bool
-                   ) -> list[tuple[bytes, bytes]]:
+def ticket_cookies(
+    ctx: Context, room_id: str, token: str | None, qms: str | None, secure: bool
+) -> list[tuple[bytes, bytes]]:
     headers = []
     age = ctx.settings.queue_cookie_max_age_sec
     if token is not None:
@@ -100,8 +101,12 @@ def _limit(ctx: Context, name: str, ident: Identity) -> list[tuple[bytes, bytes]
     if not allowed:
         if name == "check":
             ctx.counters.rate_limited_checks += 1
-        raise HttpError(429, "rate_limited", "Too many requests from your address; slow down.",
-                        headers=[(k.decode(), v.decode()) for k, v in headers])
+        raise HttpError(
+            429,
+            "rate_limited",
+            "Too many requests from your address; slow down.",
+            headers=[(k.decode(), v.decode()) for k, v in headers],
+        )
     return headers
 
 
@@ -175,11 +180,13 @@ async def events(ctx: Context, req: Request, send: Send, receive: Receive) -> No
     settings = ctx.settings
     b = ctx.broadcaster
     if settings.sse_max_total and b.streams >= settings.sse_max_total:
-        raise HttpError(429, "too_many_streams", "This server holds as many live streams as it may.",
-                        headers=[("Retry-After", "5")])
+        raise HttpError(
+            429, "too_many_streams", "This server holds as many live streams as it may.", headers=[("Retry-After", "5")]
+        )
     if settings.sse_per_ip and b.per_ip.get(ident.ip, 0) >= settings.sse_per_ip:
-        raise HttpError(429, "too_many_streams", "Too many live streams from your address.",
-                        headers=[("Retry-After", "5")])
+        raise HttpError(
+            429, "too_many_streams", "Too many live streams from your address.", headers=[("Retry-After", "5")]
+        )
     client = ident.client(req.cookies.get(f"qms_{room_id}"))
     view = await ctx.store.status(room_id, client, presented)
     token = ctx.sign_ticket(view) if presented is not None and view.state != "expired" else None
@@ -200,8 +207,7 @@ async def events(ctx: Context, req: Request, send: Send, receive: Receive) -> No
             payload = first.pop()
         else:
             if deadline is not None and loop.time() >= deadline:
-                await send({"type": "http.response.body", "body": b"event: refresh\ndata: {}\n\n",
-                            "more_body": True})
+                await send({"type": "http.response.body", "body": b"event: refresh\ndata: {}\n\n", "more_body": True})
                 return None
             try:
                 current = await ctx.store.status(room_id, client, presented)
@@ -254,10 +260,16 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
     headers = [*limit_headers, *cors]
     if result.admit:
         if result.door_key:
-            headers.append(cookie_header(f"qm_dk_{room_id}", result.door_key, max_age=None,
-                                         secure=ctx.identity.secure(ident)))
-        payload: dict[str, Any] = {"admit": True, "roomId": room_id, "state": result.state,
-                                   "doorKey": result.door_key, "sessionExpiresAt": result.session_expires_ms}
+            headers.append(
+                cookie_header(f"qm_dk_{room_id}", result.door_key, max_age=None, secure=ctx.identity.secure(ident))
+            )
+        payload: dict[str, Any] = {
+            "admit": True,
+            "roomId": room_id,
+            "state": result.state,
+            "doorKey": result.door_key,
+            "sessionExpiresAt": result.session_expires_ms,
+        }
     else:
         wait = f"{public_base(ctx, req, ident)}/w/{quote(room_id)}"
         if url is not None:
@@ -283,10 +295,14 @@ async def _door_cors(ctx: Context, req: Request, room_id: str) -> list[tuple[byt
         refused = ctx.counters.refused_origin_checks
         if key in refused or len(refused) < 10_000:
             refused[key] = refused.get(key, 0) + 1
-        raise HttpError(403, "origin_not_allowed",
-                        "This page's origin is not in the room's tagOrigins; the tag fails open.")
-    return [(b"access-control-allow-origin", origin.encode("latin-1")),
-            (b"access-control-allow-credentials", b"true"), (b"vary", b"Origin")]
+        raise HttpError(
+            403, "origin_not_allowed", "This page's origin is not in the room's tagOrigins; the tag fails open."
+        )
+    return [
+        (b"access-control-allow-origin", origin.encode("latin-1")),
+        (b"access-control-allow-credentials", b"true"),
+        (b"vary", b"Origin"),
+    ]
 
 
 async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> None:
@@ -294,29 +310,38 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> 
     allowed, headers = ctx.budgets["waiting"].take(ident.ip)
     if not allowed:
         body = asset.refusal_page(headers)
-        await send_response(send, 429, body, [(b"content-type", b"text/html; charset=utf-8"), NO_STORE, *headers],
-                            req.method == "HEAD")
+        await send_response(
+            send, 429, body, [(b"content-type", b"text/html; charset=utf-8"), NO_STORE, *headers], req.method == "HEAD"
+        )
         return
     policy = await ctx.store.room_policy(room_id) if ROOM_ID_RE.match(room_id) else None
     if policy is None:
         body = asset.not_found_page(room_id)
-        await send_response(send, 404, body, [(b"content-type", b"text/html; charset=utf-8"), NO_STORE],
-                            req.method == "HEAD")
+        await send_response(
+            send, 404, body, [(b"content-type", b"text/html; charset=utf-8"), NO_STORE], req.method == "HEAD"
+        )
         return
     name = policy.get("name") or room_id
     config = {"roomId": room_id, "name": name, "apiBase": ""}
     page = asset.waiting_template().replace("__QM_CONFIG__", _script_json(config), 1)
     page = page.replace("__QM_TITLE__", html.escape(name))
     await send_response(
-        send, 200, page.encode(),
-        [(b"content-type", b"text/html; charset=utf-8"), (b"cache-control", b"private, no-cache"),
-         (b"x-robots-tag", b"noindex"), *headers],
+        send,
+        200,
+        page.encode(),
+        [
+            (b"content-type", b"text/html; charset=utf-8"),
+            (b"cache-control", b"private, no-cache"),
+            (b"x-robots-tag", b"noindex"),
+            *headers,
+        ],
         req.method == "HEAD",
     )
 
 
-_SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
-                                  "\u2029": "\\u2029"})
+_SCRIPT_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
 
 
 def _script_json(value: Any) -> str:
@@ -326,9 +351,14 @@ def _script_json(value: Any) -> str:
 
 async def qm_js(ctx: Context, req: Request, send: Send) -> None:
     await send_response(
-        send, 200, asset.qm_js(),
-        [(b"content-type", b"text/javascript; charset=utf-8"), (b"cache-control", b"public, max-age=300"),
-         (b"access-control-allow-origin", b"*")],
+        send,
+        200,
+        asset.qm_js(),
+        [
+            (b"content-type", b"text/javascript; charset=utf-8"),
+            (b"cache-control", b"public, max-age=300"),
+            (b"access-control-allow-origin", b"*"),
+        ],
         req.method == "HEAD",
     )
 

@@ -21,8 +21,9 @@ NO_STORE = (b"cache-control", b"no-store")
 class HttpError(Exception):
     """An answer with a status and the spec's ``code``; raised anywhere below a route."""
 
-    def __init__(self, status: int, code: str, message: str, headers: Iterable[tuple[str, str]] = (),
-                 **extra: Any) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: Iterable[tuple[str, str]] = (), **extra: Any
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -59,8 +60,13 @@ class Request:
             q: dict[str, str] = {}
             if raw:
                 try:
-                    pairs = parse_qsl(raw.decode("latin-1"), keep_blank_values=True, max_num_fields=64,
-                                      errors="strict", encoding="utf-8")
+                    pairs = parse_qsl(
+                        raw.decode("latin-1"),
+                        keep_blank_values=True,
+                        max_num_fields=64,
+                        errors="strict",
+                        encoding="utf-8",
+                    )
                 except (ValueError, UnicodeDecodeError) as exc:
                     raise HttpError(400, "bad_request", "The query string could not be parsed.") from exc
                 for k, v in pairs:
@@ -138,8 +144,16 @@ async def send_error(send: Send, err: HttpError, head: bool = False) -> None:
     await send_json(send, err.status, payload, [(k.encode(), v.encode()) for k, v in err.headers], head)
 
 
-def cookie_header(name: str, value: str, *, max_age: int | None, secure: bool, http_only: bool = True,
-                  same_site: str = "Lax", path: str = "/") -> tuple[bytes, bytes]:
+def cookie_header(
+    name: str,
+    value: str,
+    *,
+    max_age: int | None,
+    secure: bool,
+    http_only: bool = True,
+    same_site: str = "Lax",
+    path: str = "/",
+) -> tuple[bytes, bytes]:
     parts = [f"{name}={value}", f"Path={path}", f"SameSite={same_site}"]
     if max_age is not None:
         parts.append(f"Max-Age={max_age}")

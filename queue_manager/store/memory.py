@@ -64,8 +64,12 @@ class MemoryStore:
         if room is None:
             return None
         cfg = room.cfg
-        return {"targetUrl": cfg.target_url, "returnOrigins": cfg.return_origins, "tagOrigins": cfg.tag_origins,
-                "name": cfg.name}
+        return {
+            "targetUrl": cfg.target_url,
+            "returnOrigins": cfg.return_origins,
+            "tagOrigins": cfg.tag_origins,
+            "name": cfg.name,
+        }
 
     async def upsert_room(self, body: dict[str, Any]) -> tuple[dict[str, Any], bool, list[str]]:
         try:
@@ -129,8 +133,12 @@ class MemoryStore:
         room = self.engine.room(room_id)
         found = room.lookup(query)
         if "candidates" in found:
-            raise EngineError(409, "ambiguous_ref", "That Ref matches several tickets; eject by ticket number.",
-                              candidates=found["candidates"])
+            raise EngineError(
+                409,
+                "ambiguous_ref",
+                "That Ref matches several tickets; eject by ticket number.",
+                candidates=found["candidates"],
+            )
         n = int(found["ticket"])
         room.eject(n)
         self._changed()
@@ -148,7 +156,12 @@ class MemoryStore:
     async def match_rule(self, room_id: str, url: str) -> dict[str, Any]:
         room = self.engine.room(room_id)
         if not room.cfg.rules:
-            return {"url": url, "rule": None, "protected": True, "why": "the room has no rules: every page is protected"}
+            return {
+                "url": url,
+                "rule": None,
+                "protected": True,
+                "why": "the room has no rules: every page is protected",
+            }
         rule = match_rule(room.cfg.rules, url)
         if rule is None:
             return {"url": url, "rule": None, "protected": False, "why": "no rule matches: the page is not protected"}

@@ -25,7 +25,7 @@ def serve_site(queue_base: str, room: str) -> Iterator[str]:
     body = PAGE.format(queue=queue_base, room=room).encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        def do_GET(self) -> None:
             if self.path.split("?")[0] not in ("/", "/index.html", "/checkout"):
                 self.send_error(404)
                 return

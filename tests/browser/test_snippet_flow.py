@@ -7,8 +7,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from harness import create_room, join, start_server, unique_id
 from demo_site import serve_site
+from harness import create_room, join, start_server, unique_id
 
 
 @pytest.fixture(scope="module")

@@ -37,8 +37,15 @@ def test_every_error_code_is_documented() -> None:
 def test_every_metric_is_documented() -> None:
     counters = Counters()
     counters.refused_origin_checks[("shop", "https://x.example")] = 1
-    text = render([{"id": "shop", "effectiveState": "active", "maxConcurrent": None}], counters, uptime=1.0,
-                  start_time=1.0, sse_subscribers=0, shutting_down=False, instance=None).decode()
+    text = render(
+        [{"id": "shop", "effectiveState": "active", "maxConcurrent": None}],
+        counters,
+        uptime=1.0,
+        start_time=1.0,
+        sse_subscribers=0,
+        shutting_down=False,
+        instance=None,
+    ).decode()
     exposed = {line.split()[0].split("{")[0] for line in text.splitlines() if line and not line.startswith("#")}
     assert "qm_room_waiting" in exposed and "qm_rejected_tokens_all_total" in exposed
     missing = sorted(n for n in exposed if f"`{n}" not in DOCS and not n.endswith("_created"))

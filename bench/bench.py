@@ -1,0 +1,647 @@
+"""Hot-path benchmarks, side by side with a raw-ASGI hello-world on the same stack (``make bench``).
+
+Run through bench/run.sh, which installs wrk and pins this driver (and so every client it starts) to
+CPU 1; every server it starts is pinned to CPU 0. Loopback only; every load run is bounded in time
+and, where it creates state, in count.
+
+Phases (BENCH_ONLY=comma,list picks some; BENCH_DURATION / BENCH_WARMUP shorten the wrk runs):
+
+  http     hello-world baseline, /api/check (admitted visitor, token + door key, with and without the
+           tag's Origin header), /api/status (waiting visitor), /api/join (new visitors)
+  sse      N /events streams (bench/sse_fanout.py): frames/s and frame delay
+  outflow  a room at 6,000/min with 8,000 waiting: passesTotal over exactly 60 s (monotonic)
+  memory   a fresh server, 100,000 waiting tickets in one room: VmRSS before and after
+
+Writes bench/results/latest.json (and each wrk run's raw output next to it) and prints a table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import importlib.metadata
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+from httpc import UA, Conn, fan_out, run  # noqa: E402
+
+RESULTS = BENCH / "results"
+PY = sys.executable
+SERVER_CPU = "0"
+CLIENT_CPU = "1"
+HOST = "127.0.0.1"
+CONNS = int(os.environ.get("BENCH_CONNECTIONS", "64"))
+DURATION = int(os.environ.get("BENCH_DURATION", "10"))
+WARMUP = int(os.environ.get("BENCH_WARMUP", "2"))
+SSE_STREAMS = int(os.environ.get("BENCH_SSE_STREAMS", "2000"))
+OUTFLOW_WINDOW = float(os.environ.get("BENCH_OUTFLOW_SECONDS", "60"))
+OUTFLOW_RATE = 6000
+OUTFLOW_SEED = 8000
+MEMORY_TICKETS = int(os.environ.get("BENCH_MEMORY_TICKETS", "100000"))
+ADMIN_KEY = "bench-admin-key-0123456789abcdef0123456789"
+SECRET = "bench-secret-0123456789abcdef0123456789abcdef"
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+TARGET = "https://shop.example"
+CHECK_RATIO_TARGET = 0.5
+SSE_DELAY_P99_NOTE_MS = 1000
+RSS_TARGET_MB = 200
+
+SERVER_ENV = {
+    "HOST": HOST,
+    "PORT": "0",
+    "ADMIN_KEY": ADMIN_KEY,
+    "SECRET": SECRET,
+    "JOIN_LIMIT_PER_MIN": "0",
+    "CHECK_LIMIT_PER_MIN": "0",
+    "WAITING_LIMIT_PER_MIN": "0",
+    "SSE_PER_IP": "0",
+    "SSE_MAX_TOTAL": "0",
+}
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------- processes
+
+
+class Server:
+    """A server process pinned to CPU 0; ready once it prints a line with ``listening`` and its URL."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
+        self.name = name
+        self.log_path = RESULTS / f"server-{name}.log"
+        self.log_file = open(self.log_path, "wb")
+        full_env = {**os.environ, **env}
+        self.proc = subprocess.Popen(
+            ["taskset", "-c", SERVER_CPU, *argv],
+            cwd=ROOT,
+            env=full_env,
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        self.url = self._wait_ready(30.0)
+        m = re.match(r"http://([^:/]+):(\d+)", self.url)
+        assert m is not None
+        self.host, self.port = m.group(1), int(m.group(2))
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid  # taskset execs the program: same pid
+
+    def _wait_ready(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log_path.read_text(errors="replace")
+            for line in text.splitlines():
+                if "listening" in line:
+                    m = re.search(r"http://\S+", line)
+                    if m:
+                        return m.group(0).rstrip("/")
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited early:\n{text}")
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.name} did not print 'listening' within {timeout} s")
+
+    def rss_kb(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    out[line.split(":")[0]] = int(line.split()[1])
+        return out
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log_file.close()
+
+
+def qm_server(name: str) -> Server:
+    return Server(name, [PY, "-m", "queue_manager"], SERVER_ENV)
+
+
+def wrk(
+    name: str,
+    url: str,
+    script: str,
+    env: dict[str, str],
+    duration: int,
+    *,
+    connections: int = CONNS,
+    record: bool = True,
+) -> dict[str, Any]:
+    """One wrk run (1 thread, pinned to CPU 1); returns req/s, latency percentiles (ms) and errors."""
+    cmd = [
+        "taskset",
+        "-c",
+        CLIENT_CPU,
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{duration}s",
+        "--latency",
+        "--timeout",
+        "5s",
+        "-s",
+        str(BENCH / "lua" / script),
+        url,
+    ]
+    full_env = {**os.environ, "QM_LUA_DIR": str(BENCH / "lua"), "QM_UA": UA, **env}
+    proc = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=duration + 60)
+    out = proc.stdout + proc.stderr
+    if record:
+        (RESULTS / f"wrk-{name}.txt").write_text(" ".join(cmd) + "\n\n" + out)
+    m = re.search(r"^QMJSON (\{.*\})$", out, re.M)
+    if proc.returncode != 0 or m is None:
+        raise RuntimeError(f"wrk {name} failed ({proc.returncode}):\n{out}")
+    data = orjson.loads(m.group(1))
+    seconds = data["duration_us"] / 1e6
+    lat = data["latency_us"]
+    errors = data["errors"]
+    return {
+        "requests": data["requests"],
+        "seconds": round(seconds, 3),
+        "rps": round(data["requests"] / seconds, 1),
+        "latencyMs": {k: round(lat[k] / 1000.0, 3) for k in ("p50", "p90", "p99", "max", "mean")},
+        "errors": errors,
+        "non2xx": errors["status"],
+        "socketErrors": errors["connect"] + errors["read"] + errors["write"] + errors["timeout"],
+    }
+
+
+def timed(name: str, url: str, script: str, env: dict[str, str]) -> dict[str, Any]:
+    if WARMUP > 0:
+        wrk(f"{name}-warmup", url, script, env, WARMUP, record=False)
+    res = wrk(name, url, script, env, DURATION)
+    log(
+        f"{name}: {res['rps']:.0f} req/s, p99 {res['latencyMs']['p99']} ms, non-2xx {res['non2xx']}, "
+        f"socket errors {res['socketErrors']}"
+    )
+    return res
+
+
+# ---------------------------------------------------------------------- admin helpers
+
+
+async def admin(conn: Conn, method: str, path: str, body: Any = None) -> Any:
+    status, data = await conn.json(method, path, body, ADMIN)
+    if status >= 300:
+        raise RuntimeError(f"{method} {path} -> {status} {data}")
+    return data
+
+
+def room_body(room_id: str, rate: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": room_id,
+        "targetUrl": TARGET,
+        "ratePerMinute": rate,
+        "queueMaxPerIp": None,
+        "presenceSec": None,
+        **extra,
+    }
+
+
+async def room_stats(conn: Conn, room_id: str) -> dict[str, Any]:
+    data = await admin(conn, "GET", "/api/admin/rooms")
+    for room in data["rooms"]:
+        if room["id"] == room_id:
+            return dict(room)
+    raise RuntimeError(f"room {room_id} not listed")
+
+
+async def joins(server: Server, room_id: str, count: int, concurrency: int = 32) -> list[str]:
+    res = await fan_out(
+        server.host,
+        server.port,
+        [("POST", "/api/join", {"roomId": room_id})] * count,
+        concurrency=concurrency,
+    )
+    bad = [r for r in res if r[0] != 200]
+    if bad:
+        raise RuntimeError(f"{len(bad)} joins failed, e.g. {bad[0]}")
+    return [body["token"] for _, body in res]
+
+
+def check_path(room_id: str, token: str, dk: str | None) -> str:
+    path = f"/api/check?roomId={room_id}&url={quote(TARGET + '/', safe='')}&qm_token={token}"
+    return path + (f"&dk={quote(dk, safe='')}" if dk else "")
+
+
+# ---------------------------------------------------------------------- phases
+
+
+def phase_http(results: dict[str, Any]) -> None:
+    http: dict[str, Any] = {}
+    results["http"] = http
+    hello = Server("hello", [PY, str(BENCH / "hello.py")], {"HOST": HOST, "PORT": "0"})
+    try:
+        http["hello"] = timed("hello", hello.url + "/", "get.lua", {})
+    finally:
+        hello.stop()
+
+    server = qm_server("qm")
+    try:
+        setup = run(_http_setup(server))
+        results["httpSetup"] = {k: v for k, v in setup.items() if k not in ("checkPath", "statusPath")}
+        base = server.url
+        http["check"] = timed("check", base + setup["checkPath"], "get.lua", {"QM_ORIGIN": TARGET})
+        http["check"]["variant"] = (
+            "admitted visitor: qm_token + dk, Origin: https://shop.example (as the tag)"
+        )
+        http["check_no_origin"] = timed("check_no_origin", base + setup["checkPath"], "get.lua", {})
+        http["check_no_origin"]["variant"] = "admitted visitor: qm_token + dk, no Origin header"
+        http["status"] = timed("status", base + setup["statusPath"], "get.lua", {})
+        http["status"]["variant"] = "waiting visitor in room 'line' (token in the query)"
+        before = run(_line_len(server))
+        http["join"] = timed("join", base + "/api/join", "join.lua", {"QM_ROOM": "line"})
+        after = run(_line_len(server))
+        http["join"]["variant"] = "new visitor each request into room 'line' (60/min, queueMaxPerIp null)"
+        http["join"]["lineBefore"] = before
+        http["join"]["lineAfter"] = after
+        log(f"join: line length {before} -> {after}")
+        results["httpVerify"] = run(_http_verify(server, setup))
+        results["qmServerRssKb"] = server.rss_kb()
+
+        if "sse" in PHASES:
+            phase_sse(results, server)
+        if "outflow" in PHASES:
+            phase_outflow(results, server)
+    finally:
+        server.stop()
+
+
+async def _line_len(server: Server) -> int:
+    conn = await Conn(server.host, server.port).open()
+    try:
+        return int((await room_stats(conn, "line"))["waiting"])
+    finally:
+        await conn.close()
+
+
+async def _http_setup(server: Server) -> dict[str, Any]:
+    conn = await Conn(server.host, server.port).open()
+    try:
+        await admin(conn, "POST", "/api/admin/rooms", room_body("bench", 600000))
+        await admin(conn, "POST", "/api/admin/rooms", room_body("line", 60))
+        # the admitted visitor: join, wait for the tick to pass them, take the door
+        status, view = await conn.json("POST", "/api/join", {"roomId": "bench"})
+        assert status == 200, view
+        token = view["token"]
+        deadline = time.monotonic() + 5.0
+        while view["state"] != "passed" and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            status, view = await conn.json("GET", f"/api/status?roomId=bench&token={token}")
+        if view["state"] != "passed":
+            raise RuntimeError(f"the bench visitor was not passed within 5 s: {view}")
+        status, first = await conn.json("GET", check_path("bench", token, None))
+        if status != 200 or not first.get("admit") or not first.get("doorKey"):
+            raise RuntimeError(f"first check did not admit: {status} {first}")
+        dk = first["doorKey"]
+        status, replay = await conn.json("GET", check_path("bench", token, dk), headers={"Origin": TARGET})
+        if status != 200 or not replay.get("admit"):
+            raise RuntimeError(f"door-key replay did not admit: {status} {replay}")
+        # the waiting visitor: 1,000 ahead in a room moving at 60/min
+        await joins(server, "line", 1000)
+        status, wview = await conn.json("POST", "/api/join", {"roomId": "line"})
+        assert status == 200, wview
+        wtoken = wview["token"]
+        status, wstatus = await conn.json("GET", f"/api/status?roomId=line&token={wtoken}")
+        if wstatus.get("state") != "waiting":
+            raise RuntimeError(f"the waiting visitor is not waiting: {wstatus}")
+        return {
+            "checkPath": check_path("bench", token, dk),
+            "statusPath": f"/api/status?roomId=line&token={wtoken}",
+            "replayAnswer": replay,
+            "waitingPosition": wstatus.get("position"),
+        }
+    finally:
+        await conn.close()
+
+
+async def _http_verify(server: Server, setup: dict[str, Any]) -> dict[str, Any]:
+    """After the runs: the door key still admits and the waiting visitor still waits."""
+    conn = await Conn(server.host, server.port).open()
+    try:
+        _, check = await conn.json("GET", setup["checkPath"], headers={"Origin": TARGET})
+        _, status = await conn.json("GET", setup["statusPath"])
+        return {
+            "checkAdmit": check.get("admit"),
+            "checkState": check.get("state"),
+            "statusState": status.get("state"),
+            "statusPosition": status.get("position"),
+        }
+    finally:
+        await conn.close()
+
+
+def phase_sse(results: dict[str, Any], server: Server) -> None:
+    log(f"sse: {SSE_STREAMS} streams")
+    cmd = [
+        "taskset",
+        "-c",
+        CLIENT_CPU,
+        PY,
+        str(BENCH / "sse_fanout.py"),
+        "--base",
+        server.url,
+        "--room",
+        "line",
+        "--streams",
+        str(SSE_STREAMS),
+        "--measure",
+        str(DURATION),
+        "--server-pid",
+        str(server.pid),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    (RESULTS / "sse.txt").write_text(" ".join(cmd) + "\n\n" + proc.stdout + proc.stderr)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"sse_fanout failed:\n{proc.stdout}\n{proc.stderr}")
+    sse = orjson.loads(lines[-1])
+    results["sse"] = sse
+    log(
+        f"sse: {sse.get('streamsOpen')} open, {sse.get('framesPerSec')} frames/s, "
+        f"delay p99 {sse.get('delayMs', {}).get('p99')} ms, server CPU {sse.get('serverCpuPct')} %"
+    )
+    time.sleep(1.0)  # let the server finish closing the streams
+
+
+def phase_outflow(results: dict[str, Any], server: Server) -> None:
+    log(f"outflow: room at {OUTFLOW_RATE}/min, {OUTFLOW_SEED} waiting, window {OUTFLOW_WINDOW:.0f} s")
+    results["outflow"] = run(_outflow(server))
+    o = results["outflow"]
+    log(
+        f"outflow: {o['passes']} passes in {o['windowSeconds']} s "
+        f"(expected {o['expected']}, error {o['error']:+d})"
+    )
+
+
+async def _outflow(server: Server) -> dict[str, Any]:
+    conn = await Conn(server.host, server.port).open()
+    try:
+        await admin(conn, "POST", "/api/admin/rooms", room_body("outflow", OUTFLOW_RATE, state="paused"))
+        await joins(server, "outflow", OUTFLOW_SEED)
+        await admin(conn, "POST", "/api/admin/rooms/outflow/resume", {})
+        await asyncio.sleep(1.5)
+
+        async def sample() -> tuple[float, int, float]:
+            a = time.monotonic()
+            passes = int((await room_stats(conn, "outflow"))["passesTotal"])
+            b = time.monotonic()
+            return (a + b) / 2.0, passes, b - a
+
+        # Sample half-way between two ticks: wait for passesTotal to move (a tick), then 0.5 s.
+        _, last, _ = await sample()
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+            _, now_passes, _ = await sample()
+            if now_passes != last:
+                break
+        await asyncio.sleep(0.5)
+        t0, p0, lat0 = await sample()
+        await asyncio.sleep(max(0.0, t0 + OUTFLOW_WINDOW - lat0 / 2.0 - time.monotonic()))
+        t1, p1, lat1 = await sample()
+        end = await room_stats(conn, "outflow")
+        expected = round(OUTFLOW_RATE * (t1 - t0) / 60.0)
+        passes = p1 - p0
+        return {
+            "ratePerMinute": OUTFLOW_RATE,
+            "seeded": OUTFLOW_SEED,
+            "windowSeconds": round(t1 - t0, 4),
+            "passesAtT0": p0,
+            "passesAtT1": p1,
+            "passes": passes,
+            "expected": expected,
+            "error": passes - expected,
+            "sampleLatencyMs": [round(lat0 * 1000, 2), round(lat1 * 1000, 2)],
+            "waitingAtEnd": end["waiting"],
+            "pass": abs(passes - expected) <= 1 and end["waiting"] > 0,
+        }
+    finally:
+        await conn.close()
+
+
+def phase_memory(results: dict[str, Any]) -> None:
+    log(f"memory: fresh server, {MEMORY_TICKETS} waiting tickets in one room")
+    server = qm_server("memory")
+    try:
+        run(_mem_room(server))
+        time.sleep(1.0)
+        before = server.rss_kb()
+        t0 = time.monotonic()
+        fill = wrk(
+            "memory-fill",
+            server.url + "/api/join",
+            "join_count.lua",
+            {"QM_ROOM": "mem", "QM_MAX": str(MEMORY_TICKETS)},
+            duration=120,
+        )
+        waiting = run(_mem_waiting(server))
+        topped = 0
+        if waiting < MEMORY_TICKETS:
+            topped = MEMORY_TICKETS - waiting
+            run(joins(server, "mem", topped))
+            waiting = run(_mem_waiting(server))
+        fill_s = time.monotonic() - t0
+        time.sleep(1.0)
+        after = server.rss_kb()
+        mb = after["VmRSS"] / 1024.0
+        results["memory"] = {
+            "tickets": waiting,
+            "filledWithWrk": fill["requests"],
+            "toppedUp": topped,
+            "fillSeconds": round(fill_s, 1),
+            "fillRps": fill["rps"],
+            "rssBeforeMb": round(before["VmRSS"] / 1024.0, 1),
+            "rssAfterMb": round(mb, 1),
+            "hwmAfterMb": round(after["VmHWM"] / 1024.0, 1),
+            "bytesPerTicket": round((after["VmRSS"] - before["VmRSS"]) * 1024 / max(1, waiting)),
+            "pass": mb <= RSS_TARGET_MB,
+        }
+        log(f"memory: {waiting} waiting, VmRSS {before['VmRSS'] / 1024:.1f} -> {mb:.1f} MB")
+    finally:
+        server.stop()
+
+
+async def _mem_room(server: Server) -> None:
+    conn = await Conn(server.host, server.port).open()
+    try:
+        await admin(conn, "POST", "/api/admin/rooms", room_body("mem", 60, state="paused"))
+    finally:
+        await conn.close()
+
+
+async def _mem_waiting(server: Server) -> int:
+    conn = await Conn(server.host, server.port).open()
+    try:
+        return int((await room_stats(conn, "mem"))["waiting"])
+    finally:
+        await conn.close()
+
+
+# ---------------------------------------------------------------------- report
+
+
+def machine() -> dict[str, Any]:
+    model = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    wrk_v = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.splitlines()
+    versions = {}
+    for pkg in ("uvicorn", "uvloop", "httptools", "orjson"):
+        try:
+            versions[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            versions[pkg] = None
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "nproc": os.cpu_count(),
+        "cpuModel": model,
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "wrk": wrk_v[0] if wrk_v else None,
+        "packages": versions,
+        "commit": commit,
+    }
+
+
+def targets(results: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    http = results.get("http", {})
+    hello = http.get("hello", {}).get("rps")
+    if hello:
+        for _name, res in http.items():
+            res["ratioToHello"] = round(res["rps"] / hello, 3)
+        if "check" in http:
+            ratio = http["check"]["ratioToHello"]
+            out["check_vs_hello"] = {
+                "target": f">= {CHECK_RATIO_TARGET}x hello-world",
+                "value": ratio,
+                "pass": ratio >= CHECK_RATIO_TARGET,
+            }
+    if "outflow" in results:
+        o = results["outflow"]
+        out["outflow"] = {"target": f"{OUTFLOW_RATE} +/- 1 in 60 s", "value": o["passes"], "pass": o["pass"]}
+    if "memory" in results:
+        m = results["memory"]
+        out["memory"] = {
+            "target": f"VmRSS <= {RSS_TARGET_MB} MB with {MEMORY_TICKETS} waiting",
+            "value": m["rssAfterMb"],
+            "pass": m["pass"],
+        }
+    if "sse" in results and "streamsOpen" in results["sse"]:
+        s = results["sse"]
+        ok = s["streamsOpen"] == s["streamsRequested"] and s["framesPerSec"] >= 0.98 * s["streamsRequested"]
+        out["sse"] = {
+            "target": "every stream open and fed one frame a second",
+            "value": s["framesPerSec"],
+            "pass": ok,
+        }
+    return out
+
+
+def table(results: dict[str, Any]) -> str:
+    rows = [
+        "| route | req/s | p50 ms | p99 ms | x hello | non-2xx | socket errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, r in results.get("http", {}).items():
+        rows.append(
+            f"| {name} | {r['rps']:,.0f} | {r['latencyMs']['p50']:.2f} | {r['latencyMs']['p99']:.2f} | "
+            f"{r.get('ratioToHello', 0):.2f} | {r['non2xx']} | {r['socketErrors']} |"
+        )
+    lines = ["\n".join(rows)]
+    if "join" in results.get("http", {}):
+        j = results["http"]["join"]
+        lines.append(f"join: line length {j['lineBefore']:,} -> {j['lineAfter']:,}")
+    if "sse" in results:
+        s = results["sse"]
+        lines.append(
+            f"sse: {s.get('streamsOpen')}/{s.get('streamsRequested')} streams, "
+            f"{s.get('framesPerSec')} frames/s, delay p50 {s.get('delayMs', {}).get('p50')} ms, "
+            f"p99 {s.get('delayMs', {}).get('p99')} ms, server CPU {s.get('serverCpuPct')} %"
+        )
+    if "outflow" in results:
+        o = results["outflow"]
+        lines.append(
+            f"outflow: {o['passes']} passes in {o['windowSeconds']} s at {o['ratePerMinute']}/min "
+            f"(expected {o['expected']}, error {o['error']:+d})"
+        )
+    if "memory" in results:
+        m = results["memory"]
+        lines.append(
+            f"memory: {m['tickets']:,} waiting: VmRSS {m['rssBeforeMb']} -> {m['rssAfterMb']} MB "
+            f"(~{m['bytesPerTicket']} B/ticket)"
+        )
+    for name, t in results.get("targets", {}).items():
+        lines.append(f"target {name}: {t['target']}: {t['value']} -> {'PASS' if t['pass'] else 'FAIL'}")
+    return "\n".join(lines)
+
+
+PHASES = {p.strip() for p in os.environ.get("BENCH_ONLY", "http,sse,outflow,memory").split(",") if p.strip()}
+
+
+def main() -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    results: dict[str, Any] = {
+        "startedAt": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "method": {
+            "serverCpu": SERVER_CPU,
+            "clientCpu": CLIENT_CPU,
+            "connections": CONNS,
+            "threads": 1,
+            "durationSec": DURATION,
+            "warmupSec": WARMUP,
+            "sseStreams": SSE_STREAMS,
+            "outflowWindowSec": OUTFLOW_WINDOW,
+            "memoryTickets": MEMORY_TICKETS,
+        },
+    }
+    try:
+        if PHASES & {"http", "sse", "outflow"}:
+            if "http" not in PHASES:
+                raise SystemExit("sse and outflow run on the server the http phase sets up: include http")
+            phase_http(results)
+        if "memory" in PHASES:
+            phase_memory(results)
+    finally:
+        results["targets"] = targets(results)
+        results["totalSeconds"] = round(time.monotonic() - started, 1)
+        (RESULTS / "latest.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    print()
+    print(table(results))
+    print(f"\nresults: {RESULTS / 'latest.json'} ({results['totalSeconds']} s)")
+
+
+if __name__ == "__main__":
+    main()

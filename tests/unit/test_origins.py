@@ -1,0 +1,69 @@
+"""Return-URL and tag-origin policy (returnOrigins / tagOrigins)."""
+
+from __future__ import annotations
+
+import pytest
+
+from queue_manager.engine.origins import origin_allowed, origin_of, parse_origin_pattern
+
+TARGET = "https://www.shop.example/landing"
+
+
+def patterns(*texts: str) -> tuple:
+    out = tuple(parse_origin_pattern(t) for t in texts)
+    assert all(out)
+    return out  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    "url, allowed",
+    [
+        ("https://www.shop.example/cart?x=1#top", True),  # the target's own origin, always
+        ("https://www.shop.example:443/cart", True),  # default port spelled out
+        ("https://www.shop.example:8443/cart", False),  # port must match
+        ("http://www.shop.example/cart", False),  # scheme must match
+        ("https://a.shop.example/x", True),  # wildcard covers a subdomain
+        ("https://a.b.shop.example/x", True),
+        ("https://shop.example/x", False),  # the wildcard needs the dot: not the bare domain
+        ("https://evilshop.example/x", False),  # …and never a look-alike
+        ("/relative/path", False),
+        ("javascript:alert(1)", False),
+        ("https://user:pass@a.shop.example/x", False),  # embedded credentials
+        ("https://a.shop.example@evil.example/x", False),
+        ("ftp://a.shop.example/x", False),
+        ("", False),
+    ],
+)
+def test_return_policy(url: str, allowed: bool) -> None:
+    assert origin_allowed(url, TARGET, patterns("https://*.shop.example")) is allowed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://*shop.example",
+        "https://a.*.example",
+        "https://shop.example/path",
+        "https://shop.example?q",
+        "mailto:x@y",
+        "https://",
+        "https://*.",
+        "https://u:p@shop.example",
+        7,
+        "https://shop.example:99999",
+    ],
+)
+def test_bad_patterns_are_refused(text: object) -> None:
+    assert parse_origin_pattern(text) is None  # type: ignore[arg-type]
+
+
+def test_pattern_round_trip() -> None:
+    assert str(parse_origin_pattern("https://*.Shop.example")) == "https://*.shop.example"
+    assert str(parse_origin_pattern("http://localhost:8080")) == "http://localhost:8080"
+    assert str(parse_origin_pattern("https://shop.example:443")) == "https://shop.example"
+
+
+def test_origin_of() -> None:
+    assert origin_of("HTTPS://Shop.Example/x") == ("https", "shop.example", 443)
+    assert origin_of("http://[::1]:8080/") == ("http", "::1", 8080)
+    assert origin_of("https://shop.example:bad/") is None
