@@ -7,6 +7,7 @@ bounded (a timeout per request, a fixed count of requests).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -15,6 +16,7 @@ import orjson
 
 UA = "qm-bench/1.0"
 TIMEOUT = 10.0
+IDLE_REOPEN = 3.0
 T = TypeVar("T")
 
 
@@ -34,11 +36,11 @@ class Conn:
         self.extra = {"User-Agent": UA, **(headers or {})}
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.last_used = 0.0
 
     async def open(self) -> Conn:
-        self.reader, self.writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port), TIMEOUT
-        )
+        self.reader, self.writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), TIMEOUT)
+        self.last_used = time.monotonic()
         return self
 
     async def close(self) -> None:
@@ -55,9 +57,9 @@ class Conn:
     ) -> tuple[int, bytes]:
         return await asyncio.wait_for(self._request(method, path, body, headers), TIMEOUT)
 
-    async def _request(
-        self, method: str, path: str, body: Any, headers: dict[str, str] | None
-    ) -> tuple[int, bytes]:
+    async def _request(self, method: str, path: str, body: Any, headers: dict[str, str] | None) -> tuple[int, bytes]:
+        if self.writer is not None and time.monotonic() - self.last_used > IDLE_REOPEN:
+            await self.close()  # uvicorn closes a keep-alive connection idle for 5 s
         if self.writer is None:
             await self.open()
         assert self.reader is not None and self.writer is not None
@@ -78,6 +80,7 @@ class Conn:
             if name.strip().lower() == "content-length":
                 length = int(value.strip())
         data = await self.reader.readexactly(length) if length else b""
+        self.last_used = time.monotonic()
         return status, data
 
     async def json(
@@ -115,3 +118,29 @@ async def fan_out(
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, max(1, len(todo))))))
     return results
+
+
+async def fill(
+    host: str, port: int, room_id: str, count: int, concurrency: int = 64, deadline_s: float = 180.0
+) -> dict[str, Any]:
+    """POST /api/join exactly ``count`` times over ``concurrency`` keep-alive connections (bounded in time)."""
+    body = orjson.dumps({"roomId": room_id})
+    left = [count]
+    statuses: dict[int, int] = {}
+    stop_at = time.monotonic() + deadline_s
+
+    async def worker() -> None:
+        conn = await Conn(host, port).open()
+        try:
+            while left[0] > 0 and time.monotonic() < stop_at:
+                left[0] -= 1
+                status, _ = await conn.request("POST", "/api/join", body)
+                statuses[status] = statuses.get(status, 0) + 1
+        finally:
+            await conn.close()
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    seconds = time.monotonic() - t0
+    sent = sum(statuses.values())
+    return {"sent": sent, "statuses": statuses, "seconds": round(seconds, 2), "rps": round(sent / seconds, 1)}

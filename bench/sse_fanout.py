@@ -225,9 +225,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "max": max(spreads) if spreads else None,
                 "bursts": len(spreads),
             },
-            "serverCpuPct": (
-                None if cpu0 is None or cpu1 is None else round(100.0 * (cpu1 - cpu0) / hz / elapsed, 1)
-            ),
+            "serverCpuPct": (None if cpu0 is None or cpu1 is None else round(100.0 * (cpu1 - cpu0) / hz / elapsed, 1)),
         }
     )
     return result

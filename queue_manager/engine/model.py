@@ -197,9 +197,21 @@ def _int(body: dict[str, Any], key: str, lo: int, hi: int, *, nullable: bool, co
     return value
 
 
+# opensAt must lie between 2000-01-01 and 2100-01-01 (UTC): anything else is a typo, not a drop.
+OPENS_AT_MIN_MS = 946_684_800_000
+OPENS_AT_MAX_MS = 4_102_444_800_000
+
+
 def parse_opens_at(value: Any, field_name: str = "opensAt") -> int | None:
     if value is None:
         return None
+    ms = _opens_at_ms(value, field_name)
+    if not OPENS_AT_MIN_MS <= ms < OPENS_AT_MAX_MS:
+        raise bad_field(field_name, "opensAt must lie between the years 2000 and 2100.", "invalid_opens_at")
+    return ms
+
+
+def _opens_at_ms(value: Any, field_name: str) -> int:
     if isinstance(value, bool):
         raise bad_field(
             field_name, "opensAt must be an ISO 8601 time, epoch milliseconds, or null.", "invalid_opens_at"
@@ -215,7 +227,10 @@ def parse_opens_at(value: Any, field_name: str = "opensAt") -> int | None:
         if dt is not None:
             if dt.tzinfo is None:
                 dt = dt.replace(tzinfo=UTC)
-            return int(dt.timestamp() * 1000)
+            try:
+                return int(dt.timestamp() * 1000)
+            except (OverflowError, ValueError, OSError):
+                pass
     raise bad_field(field_name, "opensAt must be an ISO 8601 time, epoch milliseconds, or null.", "invalid_opens_at")
 
 

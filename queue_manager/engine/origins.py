@@ -7,10 +7,20 @@ must match exactly (a missing port means the scheme's default).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# What a browser could read differently from us is refused outright: a backslash is a slash to a
+# browser (https://evil.example\\.shop.example/ goes to evil.example), and so are tabs and newlines,
+# which browsers strip.
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_HOST_RE = re.compile(rf"^(?:{_LABEL}\.)*{_LABEL}\.?$|^[0-9a-f:.]+$")
+
+
+def _suspicious(text: str) -> bool:
+    return "\\" in text or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +54,7 @@ def _split(url: str) -> SplitResult | None:
 
 def parse_origin_pattern(text: str) -> OriginPattern | None:
     """A bare origin or ``scheme://*.suffix``; None when it is anything else."""
-    if not isinstance(text, str) or len(text) > 300:
+    if not isinstance(text, str) or len(text) > 300 or _suspicious(text.strip()):
         return None
     parts = _split(text.strip())
     if parts is None or parts.scheme not in _DEFAULT_PORTS:
@@ -56,17 +66,17 @@ def parse_origin_pattern(text: str) -> OriginPattern | None:
         return None
     port = parts.port or _DEFAULT_PORTS[parts.scheme]
     if host.startswith("*"):
-        if not host.startswith("*.") or len(host) < 4 or "*" in host[1:]:
+        if not host.startswith("*.") or len(host) < 4 or "*" in host[1:] or not _HOST_RE.match(host[2:]):
             return None
         return OriginPattern(parts.scheme, host[1:], port, True)
-    if "*" in host:
+    if not _HOST_RE.match(host):
         return None
     return OriginPattern(parts.scheme, host, port, False)
 
 
 def origin_of(url: str) -> tuple[str, str, int] | None:
     """(scheme, host, port) of an absolute http(s) URL without credentials; None otherwise."""
-    if not isinstance(url, str) or len(url) > 4096:
+    if not isinstance(url, str) or len(url) > 4096 or _suspicious(url):
         return None
     parts = _split(url)
     if parts is None or parts.scheme not in _DEFAULT_PORTS:
@@ -74,7 +84,7 @@ def origin_of(url: str) -> tuple[str, str, int] | None:
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         return None
     host = (parts.hostname or "").lower()
-    if not host:
+    if not host or not _HOST_RE.match(host):
         return None
     return parts.scheme, host, parts.port or _DEFAULT_PORTS[parts.scheme]
 

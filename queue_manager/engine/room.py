@@ -646,6 +646,8 @@ class Room:
         self.advance()
         q = query.strip()
         if q.isdigit():
+            if len(q) > 15:
+                raise EngineError(404, "no_ticket", "No such ticket in this room.", query=q[:32])
             return self.describe(int(q))
         numbers = self.refs.get(q.upper())
         if not numbers:

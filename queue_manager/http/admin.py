@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import hmac
-import re
 from typing import Any
 
 from queue_manager.engine.errors import EngineError
 from queue_manager.http.context import Context
 from queue_manager.http.wire import HttpError, Request, Send, send_json, send_response
 from queue_manager.metrics import render as render_metrics
-
-ROOM_PATH = re.compile(r"^/api/admin/rooms/([^/]+)(/[a-z/]+)?(?:/([^/]+))?$")
 
 
 def require_admin(ctx: Context, req: Request) -> None:
@@ -44,13 +41,14 @@ async def rooms_upsert(ctx: Context, req: Request, send: Send) -> None:
 
 
 async def room_route(ctx: Context, req: Request, send: Send) -> None:
-    m = ROOM_PATH.match(req.path)
-    if m is None:
+    parts = req.path[len("/api/admin/rooms/") :].split("/")
+    room_id, rest = parts[0], parts[1:]
+    if not room_id or any(not p for p in rest):
         raise HttpError(404, "not_found", "No such route.")
-    room_id, action, arg = m.group(1), (m.group(2) or ""), m.group(3)
     method = req.method
     store = ctx.store
-    if action == "" and arg is None:
+    action = "/".join(rest) if rest and rest[0] != "visitors" else (rest[0] if rest else "")
+    if action == "":
         if method in ("GET", "HEAD"):
             await send_json(send, 200, {"room": await store.get_room(room_id)}, head=method == "HEAD")
             return
@@ -59,15 +57,17 @@ async def room_route(ctx: Context, req: Request, send: Send) -> None:
             await send_json(send, 200, {"ok": True, "deleted": room_id})
             return
         raise _method(["GET", "DELETE"])
-    if action in ("/pause", "/resume") and arg is None:
+    if action in ("pause", "resume"):
         _post(method)
         await req.body()
-        room, _, _ = await store.upsert_room({"id": room_id, "state": "paused" if action == "/pause" else "active"})
+        await _existing(ctx, room_id)
+        room, _, _ = await store.upsert_room({"id": room_id, "state": "paused" if action == "pause" else "active"})
         await send_json(send, 200, {"ok": True, "room": room})
         return
-    if action == "/rate" and arg is None:
+    if action == "rate":
         _post(method)
         body = await req.json_object()
+        await _existing(ctx, room_id)
         unknown = sorted(set(body) - {"ratePerMinute", "rate"})
         if unknown or not body:
             raise HttpError(
@@ -79,29 +79,29 @@ async def room_route(ctx: Context, req: Request, send: Send) -> None:
         room, _, _ = await store.upsert_room({"id": room_id, **body})
         await send_json(send, 200, {"ok": True, "room": room})
         return
-    if action == "/schedule" and arg is None:
+    if action == "schedule":
         _post(method)
         room = await store.schedule(room_id, await req.json_object())
         await send_json(send, 200, {"ok": True, "room": room})
         return
-    if action == "/purge" and arg is None:
+    if action == "purge":
         _post(method)
         await req.body()
         purged = await store.purge(room_id)
         await send_json(send, 200, {"ok": True, "purged": purged})
         return
-    if action == "/eject" and arg is None:
+    if action == "eject":
         _post(method)
         body = await req.json_object()
         query = _ticket_query(body)
         await send_json(send, 200, {"ok": True, "visitor": await store.eject(room_id, query)})
         return
-    if action == "/visitors" and arg is not None:
+    if action == "visitors" and len(rest) == 2:
         if method not in ("GET", "HEAD"):
             raise _method(["GET"])
-        await send_json(send, 200, {"visitor": await store.lookup(room_id, arg[:64])}, head=method == "HEAD")
+        await send_json(send, 200, {"visitor": await store.lookup(room_id, rest[1][:64])}, head=method == "HEAD")
         return
-    if action == "/rules" and arg is None:
+    if action == "rules":
         if method not in ("GET", "HEAD"):
             raise _method(["GET"])
         room = await store.get_room(room_id)
@@ -109,7 +109,7 @@ async def room_route(ctx: Context, req: Request, send: Send) -> None:
             send, 200, {"rules": room["rules"], "unscopedChecks": room["unscopedChecks"]}, head=method == "HEAD"
         )
         return
-    if action == "/rules/test" and arg is None:
+    if action == "rules/test":
         _post(method)
         body = await req.json_object()
         url = body.get("url")
@@ -118,6 +118,11 @@ async def room_route(ctx: Context, req: Request, send: Send) -> None:
         await send_json(send, 200, await store.match_rule(room_id, url))
         return
     raise HttpError(404, "not_found", "No such route.")
+
+
+async def _existing(ctx: Context, room_id: str) -> None:
+    if not await ctx.store.room_exists(room_id):
+        raise HttpError(404, "no_room", f"No room with id {room_id[:80]!r}.", roomId=room_id[:80])
 
 
 def _ticket_query(body: dict[str, Any]) -> str:

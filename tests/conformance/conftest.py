@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
+import httpx
 import pytest
-from harness import Server, start_server
+from harness import START_TIMEOUT_SEC, Server, start_server
 
 ServerFactory = Callable[..., Server]
 
@@ -23,8 +24,10 @@ def server() -> Iterator[Server]:
 def _factory() -> tuple[ServerFactory, list[Server]]:
     started: list[Server] = []
 
-    def make(env: Mapping[str, str | None] | None = None, **kwargs: object) -> Server:
-        srv = start_server(env, **kwargs)  # type: ignore[arg-type]
+    def make(
+        env: Mapping[str, str | None] | None = None, *, cmd: list[str] | None = None, timeout: float = START_TIMEOUT_SEC
+    ) -> Server:
+        srv = start_server(env, cmd=cmd, timeout=timeout)
         started.append(srv)
         return srv
 
@@ -54,6 +57,7 @@ def make_module_server() -> Iterator[ServerFactory]:
 
 
 @pytest.fixture
-def admin(server: Server) -> Iterator[object]:
+def admin(server: Server) -> Iterator[httpx.Client]:
+    """An admin client (Bearer ADMIN_KEY) on the module's server."""
     with server.admin() as client:
         yield client

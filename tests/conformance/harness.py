@@ -132,6 +132,7 @@ class Server:
         self._reader = threading.Thread(target=self._read_stdout, name=f"qm-stdout-{port}", daemon=True)
         self._reader.start()
         self._stopped = False
+        self._stderr_text = ""
         with _LIVE_LOCK:
             _LIVE.add(self)
 
@@ -161,8 +162,11 @@ class Server:
             time.sleep(0.02)
         code = self.proc.poll()
         self.stop()
-        what = (f"the server exited with code {code} before printing a 'listening' line" if code is not None
-                else f"the server printed no 'listening' line within {timeout:g} s")
+        what = (
+            f"the server exited with code {code} before printing a 'listening' line"
+            if code is not None
+            else f"the server printed no 'listening' line within {timeout:g} s"
+        )
         raise ServerStartError(f"{what} (command: {self.argv})", code, self.stderr)
 
     @property
@@ -179,7 +183,7 @@ class Server:
             with open(self._stderr_path, "rb") as fh:
                 return fh.read().decode("utf-8", "replace")
         except FileNotFoundError:
-            return getattr(self, "_stderr_text", "")
+            return self._stderr_text
 
     @property
     def stdout(self) -> str:
@@ -343,8 +347,9 @@ def status(client: httpx.Client, room_id: str, token: str | None = None) -> dict
     return payload
 
 
-def wait_for_state(client: httpx.Client, room_id: str, token: str | None, states: tuple[str, ...],
-                   timeout: float = 8.0) -> dict[str, Any]:
+def wait_for_state(
+    client: httpx.Client, room_id: str, token: str | None, states: tuple[str, ...], timeout: float = 8.0
+) -> dict[str, Any]:
     def probe() -> dict[str, Any] | None:
         payload = status(client, room_id, token)
         return payload if payload["state"] in states else None
@@ -378,7 +383,7 @@ def tamper_signature(token: str) -> str:
     assert body and sig, token
     i = len(sig) // 2
     repl = "A" if sig[i] != "A" else "B"
-    return f"{body}.{sig[:i]}{repl}{sig[i + 1:]}"
+    return f"{body}.{sig[:i]}{repl}{sig[i + 1 :]}"
 
 
 # ---------------------------------------------------------------------- metrics

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,12 +30,6 @@ RESERVED = [
 ]
 
 
-@pytest.fixture
-def admin(server: Server) -> Iterator[httpx.Client]:
-    with server.admin() as a:
-        yield a
-
-
 def _get(admin: httpx.Client, room_id: str) -> dict[str, Any]:
     r = admin.get(f"/api/admin/rooms/{room_id}")
     assert r.status_code == 200, r.text
@@ -52,8 +45,9 @@ def _code(r: httpx.Response) -> str:
 
 def test_create_returns_201_with_the_room(admin: httpx.Client) -> None:
     rid = unique_id()
-    r = admin.post("/api/admin/rooms", json={"id": rid, "targetUrl": "https://shop.example/", "name": "Shop",
-                                             "ratePerMinute": 30})
+    r = admin.post(
+        "/api/admin/rooms", json={"id": rid, "targetUrl": "https://shop.example/", "name": "Shop", "ratePerMinute": 30}
+    )
     assert r.status_code == 201, r.text
     room = r.json()["room"]
     assert room["id"] == rid
@@ -73,8 +67,20 @@ def test_update_changes_exactly_the_fields_sent(admin: httpx.Client) -> None:
     after = _get(admin, rid)
     assert after["ratePerMinute"] == 45
     assert after["rate"] == 45
-    config_keys = ("name", "targetUrl", "state", "maxConcurrent", "presenceSec", "passedTtlSec", "sessionTtlSec",
-                   "queueMaxPerIp", "preQueueMaxPerIp", "opensAt", "returnOrigins", "onBackendDown")
+    config_keys = (
+        "name",
+        "targetUrl",
+        "state",
+        "maxConcurrent",
+        "presenceSec",
+        "passedTtlSec",
+        "sessionTtlSec",
+        "queueMaxPerIp",
+        "preQueueMaxPerIp",
+        "opensAt",
+        "returnOrigins",
+        "onBackendDown",
+    )
     for key in config_keys:
         assert after[key] == before[key], key
     r = admin.post("/api/admin/rooms", json={"id": rid, "name": None})
@@ -100,13 +106,15 @@ def test_unknown_field_refused_and_nothing_changes(admin: httpx.Client) -> None:
 
 def test_rate_alias(admin: httpx.Client) -> None:
     rid = unique_id()
-    r = admin.post("/api/admin/rooms", json={"id": rid, "targetUrl": "https://shop.example/", "rate": 12,
-                                             "ratePerMinute": 20})
+    r = admin.post(
+        "/api/admin/rooms", json={"id": rid, "targetUrl": "https://shop.example/", "rate": 12, "ratePerMinute": 20}
+    )
     assert r.status_code == 400
     assert _code(r) == "conflicting_field"
     assert admin.get(f"/api/admin/rooms/{rid}").status_code == 404
-    r = admin.post("/api/admin/rooms", json={"id": rid, "targetUrl": "https://shop.example/", "rate": 12,
-                                             "ratePerMinute": 12})
+    r = admin.post(
+        "/api/admin/rooms", json={"id": rid, "targetUrl": "https://shop.example/", "rate": 12, "ratePerMinute": 12}
+    )
     assert r.status_code == 201, r.text
     assert _get(admin, rid)["ratePerMinute"] == 12
     r = admin.post("/api/admin/rooms", json={"id": rid, "rate": 7})
@@ -197,6 +205,7 @@ def test_delete_then_404(admin: httpx.Client) -> None:
 
 
 def test_pause_resume_rate_routes(admin: httpx.Client) -> None:
+    # (pause/resume/rate on an unknown room: see test_bad_input.py, unknown-room-*)
     rid = unique_id()
     create_room(admin, rid, ratePerMinute=10)
     assert admin.post(f"/api/admin/rooms/{rid}/pause").status_code == 200
@@ -219,8 +228,8 @@ def test_pause_resume_rate_routes(admin: httpx.Client) -> None:
     assert r.status_code == 400
     _code(r)
     assert _get(admin, rid)["ratePerMinute"] == 7
-    for action in ("pause", "resume", "rate", "purge", "schedule"):
-        r = admin.post(f"/api/admin/rooms/{unique_id('gone')}/{action}", json={"ratePerMinute": 1, "opensAt": None})
+    for action, body in (("purge", None), ("schedule", {"opensAt": None}), ("eject", {"ticket": 1})):
+        r = admin.post(f"/api/admin/rooms/{unique_id('gone')}/{action}", json=body)
         assert r.status_code == 404, (action, r.text)
         assert _code(r) == "no_room"
 
@@ -301,3 +310,46 @@ def test_schedule_accepts_epoch_ms(server: Server, admin: httpx.Client) -> None:
         p = join(v, rid).json()
     assert p["state"] == "scheduled"
     assert p["opensAt"] == ms
+
+
+def test_scheduled_drop_opens_on_time(server: Server, admin: httpx.Client) -> None:
+    rid = unique_id()
+    create_room(admin, rid, ratePerMinute=0)
+    _, ms = _iso_in(1.5)
+    assert admin.post(f"/api/admin/rooms/{rid}/schedule", json={"opensAt": ms}).status_code == 200
+    with server.client() as v1, server.client() as v2:
+        a, b = join(v1, rid).json(), join(v2, rid).json()
+        if a["state"] != "scheduled" or b["state"] != "scheduled":
+            pytest.skip("the doors opened before both joins landed (slow machine)")
+        deadline = time.monotonic() + 10
+        while True:
+            s1, s2 = status(v1, rid), status(v2, rid)
+            if s1["state"] == s2["state"] == "waiting":
+                break
+            assert time.monotonic() < deadline, (s1, s2)
+            time.sleep(0.2)
+        assert {s1["position"], s2["position"]} == {1, 2}
+        assert s1["roomState"] == "active"
+        assert s1["preQueued"] is False
+        assert isinstance(s1["ticket"], int)
+        # the pre-queue token still names the drawn place: a join returns the same ticket
+        assert join(v1, rid).json()["ticket"] == s1["ticket"]
+    assert _get(admin, rid)["waiting"] == 2
+
+
+def test_pre_queue_max_per_ip(server: Server, admin: httpx.Client) -> None:
+    rid = unique_id()
+    create_room(admin, rid, preQueueMaxPerIp=1)
+    iso, _ = _iso_in(3600)
+    assert admin.post(f"/api/admin/rooms/{rid}/schedule", json={"opensAt": iso}).status_code == 200
+    with server.client() as v1, server.client() as v2:
+        assert join(v1, rid).json()["state"] == "scheduled"
+        r = join(v2, rid)
+        assert r.status_code == 429, r.text
+        assert r.json()["code"] == "queue_identity_limit"
+        assert r.headers.get("retry-after") == "30"
+        assert r.headers.get_list("set-cookie") == []
+        again = join(v1, rid)  # the holder comes back: not charged again
+        assert again.status_code == 200
+        assert again.json()["state"] == "scheduled"
+        assert again.json()["preCount"] == 1

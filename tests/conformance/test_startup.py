@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -97,7 +98,25 @@ def test_start_failure_reports_stderr() -> None:
     assert "STORE" in str(info.value)
 
 
+def test_start_timeout_reports_and_kills() -> None:
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys, time; print('warming up', flush=True); "
+        "sys.stderr.write('still starting'); sys.stderr.flush(); time.sleep(60)",
+    ]
+    with pytest.raises(ServerStartError) as info:
+        start_server(cmd=cmd, timeout=1.5)
+    assert info.value.returncode is None  # it was still running: the harness stopped it
+    assert "still starting" in info.value.stderr
+
+
 # ---------------------------------------------------------------------- QM_SERVER_CMD
+
+# These run this repository's server under an explicit QM_SERVER_CMD, to prove the harness honours it.
+needs_this_server = pytest.mark.skipif(
+    importlib.util.find_spec("queue_manager") is None, reason="this repository's server is not installed"
+)
 
 
 def test_server_command_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,6 +129,7 @@ def test_server_command_splitting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert server_command() == ["/opt/my server/bin/python", "-m", "queue_manager", "a b"]
 
 
+@needs_this_server
 def test_qm_server_cmd_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QM_SERVER_CMD", f'"{sys.executable}" -m queue_manager')
     srv = start_server()
@@ -120,16 +140,20 @@ def test_qm_server_cmd_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
         srv.stop()
 
 
+@needs_this_server
 def test_qm_server_cmd_runs_that_command(monkeypatch: pytest.MonkeyPatch) -> None:
     # A command observably different from the default: it fixes the admin key before the server
     # reads its environment, and the double quotes keep the whole program one argument.
-    code = "import os, runpy; os.environ['ADMIN_KEY'] = 'set-by-qm-server-cmd'; " \
-           "runpy.run_module('queue_manager', run_name='__main__')"
+    code = (
+        "import os, runpy; os.environ['ADMIN_KEY'] = 'set-by-qm-server-cmd'; "
+        "runpy.run_module('queue_manager', run_name='__main__')"
+    )
     monkeypatch.setenv("QM_SERVER_CMD", f'"{sys.executable}" -c "{code}"')
     srv = start_server()
     try:
-        r = httpx.get(srv.base_url + "/api/admin/rooms", timeout=5,
-                      headers={"Authorization": "Bearer set-by-qm-server-cmd"})
+        r = httpx.get(
+            srv.base_url + "/api/admin/rooms", timeout=5, headers={"Authorization": "Bearer set-by-qm-server-cmd"}
+        )
         assert r.status_code == 200, r.text
         r = httpx.get(srv.base_url + "/api/admin/rooms", timeout=5, headers=srv.admin_headers)
         assert r.status_code == 401
@@ -138,8 +162,9 @@ def test_qm_server_cmd_runs_that_command(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_qm_server_cmd_failure_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QM_SERVER_CMD", f'"{sys.executable}" -c "import sys; sys.stderr.write(\'boom here\'); '
-                       'sys.exit(3)"')
+    monkeypatch.setenv(
+        "QM_SERVER_CMD", f'"{sys.executable}" -c "import sys; sys.stderr.write(\'boom here\'); sys.exit(3)"'
+    )
     with pytest.raises(ServerStartError) as info:
         start_server()
     assert info.value.returncode == 3

@@ -32,6 +32,11 @@ def patterns(*texts: str) -> tuple:
         ("https://a.shop.example@evil.example/x", False),
         ("ftp://a.shop.example/x", False),
         ("", False),
+        ("https://evil.example\\.shop.example/", False),  # a browser reads the backslash as a slash
+        ("https://evil.example\\x.shop.example/p", False),
+        ("https://a.shop.example\t/x", False),  # browsers strip tabs and newlines
+        ("https://a.shop.example/\nx", False),
+        ("https://a_b.shop.example/x", False),  # not a host name
     ],
 )
 def test_return_policy(url: str, allowed: bool) -> None:
