@@ -110,7 +110,7 @@ async def per_call_us(fn: Callable[[], Awaitable[Any]], n: int, repeat: int = 5)
     return round(best * 1e6, 2)
 
 
-async def main_async(n: int, profile: bool) -> dict[str, Any]:
+async def main_async(n: int, profile: bool, asgi_only: bool = False) -> dict[str, Any]:
     os.environ.update(ENV)
     from queue_manager.config import load_settings
     from queue_manager.http import visitor
@@ -153,6 +153,9 @@ async def main_async(n: int, profile: bool) -> dict[str, Any]:
         await hello.app(dict(scope), recv, noop)
 
     out["asgiUs"] = {"check": await per_call_us(check_call, n), "hello": await per_call_us(hello_call, n)}
+    if asgi_only:
+        await ctx.store.close()
+        return out
 
     # ---- the steps of visitor.check, one by one, on the same inputs
     req = Request(scope, recv, "/api/check")
@@ -268,8 +271,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--cprofile", action="store_true")
+    ap.add_argument("--asgi-only", action="store_true", help="only the whole-call timings (for a sampler)")
     args = ap.parse_args()
-    out = asyncio.run(main_async(args.n, args.cprofile))
+    out = asyncio.run(main_async(args.n, args.cprofile, args.asgi_only))
     cprof = out.pop("cprofile", None)
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
     if cprof:

@@ -39,12 +39,9 @@ class Engine:
         self.events.append(Event(type_, room, gen, self.clock.wall_ms(), data))
 
     def drain_events(self) -> list[Event]:
-        out = self.events
-        for room in self.rooms.values():
-            if room.events:
-                out.extend(room.events)
-                room.events = []
-        self.events = []
+        """Every event since the last drain, in the order they happened (rooms share this list)."""
+        out = list(self.events)
+        self.events.clear()
         return out
 
     def room(self, room_id: str) -> Room:
@@ -67,7 +64,7 @@ class Engine:
             cfg, changed = apply_fields(None, body)
             gen = self.generations.get(room_id, 0) + 1
             self.generations[room_id] = gen
-            room = Room(cfg, gen, self.clock)
+            room = Room(cfg, gen, self.clock, self.events)
             self.rooms[room_id] = room
             self._emit("room.create", room_id, gen, fields=changed, config=cfg.to_public())
             return room, True, changed
@@ -81,6 +78,9 @@ class Engine:
                 rule.matches, rule.last_match_ms = prev.matches, prev.last_match_ms
         existing.advance()
         existing.cfg = cfg
+        clocks = (old.session_ttl_sec, old.session_max_sec, old.passed_ttl_sec, old.presence_sec)
+        if clocks != (cfg.session_ttl_sec, cfg.session_max_sec, cfg.passed_ttl_sec, cfg.presence_sec):
+            existing.reschedule()
         if old.state != cfg.state or old.rate_per_minute != cfg.rate_per_minute:
             existing.last_tick = self.clock.mono()
             if cfg.state != "active":

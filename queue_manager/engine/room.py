@@ -67,7 +67,7 @@ class CheckResult:
 
 
 class Room:
-    def __init__(self, cfg: RoomConfig, gen: int, clock: Clock) -> None:
+    def __init__(self, cfg: RoomConfig, gen: int, clock: Clock, events: list[Event] | None = None) -> None:
         self.cfg = cfg
         self.gen = gen
         self.clock = clock
@@ -90,7 +90,9 @@ class Room:
         self.credit = 0.0
         self.last_tick = clock.mono()
         self.created_ms = clock.wall_ms()
-        self.events: list[Event] = []
+        # shared with the Engine, so drained events keep the order they happened in
+        self.events: list[Event] = [] if events is None else events
+        self.purged_handles: OrderedDict[str, None] = OrderedDict()
         self.join_times: deque[float] = deque()
         self.pass_times: deque[float] = deque()
         self.joins_total = 0
@@ -203,8 +205,8 @@ class Room:
 
     def _maybe_draw(self, now_ms: int) -> None:
         opens = self.cfg.opens_at_ms
-        if opens is None or now_ms < opens or not self.prequeue:
-            return
+        if not self.prequeue or (opens is not None and now_ms < opens):
+            return  # a cancelled drop (opensAt null) with people waiting opens now
         order = draw_order(self.prequeue.values())
         self.apply_draw(order)
 
@@ -214,7 +216,14 @@ class Room:
         for handle in order:
             entry = self.prequeue.pop(handle)
             t = self._mint(
-                entry.ident, entry.fp, entry.fp2, entry.cookie, entry.joined_ms, entry.return_url, charge=True
+                entry.ident,
+                entry.fp,
+                entry.fp2,
+                entry.cookie,
+                entry.joined_ms,
+                entry.return_url,
+                charge=True,
+                count=False,
             )
             t.seen = entry.seen
             self.drawn[handle] = t.n
@@ -275,7 +284,10 @@ class Room:
         return_url: str | None,
         *,
         charge: bool,
+        count: bool = True,
     ) -> Ticket:
+        if not self.line:
+            self._settle_credit()  # credit earned while nobody waited banks at most one slot
         n = self.next_n
         self.next_n += 1
         t = Ticket(
@@ -291,16 +303,33 @@ class Room:
         t.seq = self.line.push(n)
         self.tickets[n] = t
         if charge:
-            self.per_ident[ident] = self.per_ident.get(ident, 0) + 1
+            self._charge(t)
         self.refs.setdefault(make_ref(self.cfg.id, self.gen, n), []).append(n)
-        self.joins_total += 1
-        self.join_times.append(self.clock.mono())
+        if count:
+            self.joins_total += 1
+            self.join_times.append(self.clock.mono())
         return t
+
+    def _charge(self, t: Ticket) -> None:
+        self.per_ident[t.ident] = self.per_ident.get(t.ident, 0) + 1
+        t.charged = True
+
+    def _settle_credit(self) -> None:
+        """Credit the time since the last tick now, capped at the one-slot bank."""
+        now = self.clock.mono()
+        if self.effective_state() == "active" and self.cfg.rate_per_minute > 0:
+            elapsed = max(0.0, now - self.last_tick)
+            self.credit = min(1.0, self.credit + self.cfg.rate_per_minute * elapsed / 60.0)
+        else:
+            self.credit = min(1.0, self.credit)
+        self.last_tick = now
 
     def _leave_line(self, t: Ticket) -> None:
         if t.seq:
             self.line.remove(t.seq)
             t.seq = 0
+        if t.charged:
+            t.charged = False
             left = self.per_ident.get(t.ident, 0) - 1
             if left > 0:
                 self.per_ident[t.ident] = left
@@ -385,7 +414,7 @@ class Room:
                 return Lookup(pre=entry) if self.owns(entry, client) else Lookup(reason="not_owner")
             n = self.drawn.get(presented.handle)
             if n is None:
-                return Lookup(reason="expired")
+                return Lookup(reason="purged" if presented.handle in self.purged_handles else "expired")
         else:
             n = presented.n
         assert n is not None
@@ -526,7 +555,8 @@ class Room:
         if found.ticket is None:
             return CheckResult(False, reason=found.reason or "not_owner", rule=rule_id)
         if t.state == "waiting":
-            return CheckResult(False, reason="paused" if state == "paused" else "waiting", ticket=t, rule=rule_id)
+            reason = "ejected" if t.reason == "ejected" else "paused" if state == "paused" else "waiting"
+            return CheckResult(False, reason=reason, ticket=t, rule=rule_id)
         # t.state == "passed"
         self.see(t)
         if not t.slot:
@@ -545,6 +575,17 @@ class Room:
             rule=rule_id,
             session_expires_ms=self._session_expires_ms(t),
         )
+
+    def reschedule(self) -> None:
+        """Settings that shorten a clock changed: push fresh deadlines so the sweep sees them now."""
+        now = self.clock.mono()
+        for n in self.sessions:
+            heapq.heappush(self._session_heap, (self._session_deadline(self.tickets[n]), n))
+        for n in self.slot_holders:
+            heapq.heappush(self._slot_heap, (self._slot_deadline(self.tickets[n]), n))
+        for n in self.passes:
+            heapq.heappush(self._pass_heap, (self.tickets[n].pass_at + self.cfg.passed_ttl_sec, n))
+        self.sweep(now)
 
     def _session_expires_ms(self, t: Ticket) -> int:
         return self.clock.wall_ms() + int((self._session_deadline(t) - self.clock.mono()) * 1000)
@@ -565,8 +606,7 @@ class Room:
         self._drop_pass_and_session(t)
         t.state = "waiting"
         t.reason = "ejected"
-        t.seq = self.line.push(n)
-        self.per_ident[t.ident] = self.per_ident.get(t.ident, 0) + 1
+        t.seq = self.line.push(n)  # back of the line; the place is not charged to the address again
         self.ejected_total += 1
         self._emit("eject", n=n)
         return True
@@ -582,6 +622,10 @@ class Room:
                 self._finish(t, "purged")
         self.per_ident.clear()
         dropped = len(self.prequeue)
+        for handle in self.prequeue:
+            self.purged_handles[handle] = None
+        while len(self.purged_handles) > FINISHED_KEEP:
+            self.purged_handles.popitem(last=False)
         self.prequeue.clear()
         self.pq_per_ident.clear()
         self._emit("purge", count=len(numbers) + dropped)

@@ -26,6 +26,7 @@ class Ticket:
     seen: float  # monotonic instant the holder was last seen
     return_url: str | None = None
     seq: int = 0  # place in the line while waiting
+    charged: bool = False  # counted against queueMaxPerIp (an ejected place is not)
     state: str = "waiting"  # waiting | passed | admitted
     reason: str | None = None  # why the visitor was put back (ejected, expired, …)
     passed_ms: int | None = None  # first promotion (kept across reclaims and ejects' re-grants)

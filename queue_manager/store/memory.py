@@ -118,7 +118,7 @@ class MemoryStore:
     ) -> CheckResult:
         room = self.engine.room(room_id)
         result = room.check(client, presented, door_hash, url, new_door)
-        if room.events:
+        if self.engine.events:
             self._changed()
         return result
 

@@ -225,9 +225,7 @@ def test_pg_sidestore_without_database_url_refuses() -> None:
     assert err.variable == "DATABASE_URL"
 
 
-@pytest.mark.parametrize(
-    "bad", ["-leading-dash", "a" * 64, "has space", "semi;colon", "ünïcode", "x\n", ":x"]
-)
+@pytest.mark.parametrize("bad", ["-leading-dash", "a" * 64, "has space", "semi;colon", "ünïcode", "x\n", ":x"])
 def test_malformed_instance_id_refuses(bad: str) -> None:
     err = refusal(QM_INSTANCE_ID=bad)
     assert err.variable == "QM_INSTANCE_ID"
@@ -374,9 +372,7 @@ def test_out_of_range_number_warns_and_keeps_the_default(name: str, value: str, 
 
 @pytest.mark.parametrize("word", ["1", "true", "TRUE", "yes", "Yes", "on", "ON", " true "])
 def test_boolean_true_words(word: str) -> None:
-    s = quiet(
-        COOKIE_SECURE=word, AUTOTUNE=word, EMAIL_NOTIFY=word, TOKEN_SIGN_V2=word, PROXY_ALLOW_PRIVATE=word
-    )
+    s = quiet(COOKIE_SECURE=word, AUTOTUNE=word, EMAIL_NOTIFY=word, TOKEN_SIGN_V2=word, PROXY_ALLOW_PRIVATE=word)
     assert s.cookie_secure and s.autotune and s.email_notify and s.token_sign_v2 and s.proxy_allow_private
     assert s.warnings == ()
 

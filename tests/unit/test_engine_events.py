@@ -192,11 +192,6 @@ def test_event_timestamps_are_the_wall_clock(make_room, visitor, engine, clock):
     assert ev.ts == clock.wall_ms()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Engine.delete drops the room's undrained events (a join made "
-    "just before the delete never reaches the journal)",
-)
 def test_events_of_a_deleted_room_are_not_lost(make_room, visitor, engine):
     room = make_room()
     engine.drain_events()
@@ -205,11 +200,6 @@ def test_events_of_a_deleted_room_are_not_lost(make_room, visitor, engine):
     assert types(engine) == ["join", "room.delete"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: drain_events returns the engine's own events (room.*) before "
-    "every room's events, so the drained order is not the order things happened",
-)
 def test_drained_events_are_in_the_order_they_happened(make_room, visitor, engine, clock):
     room = make_room()
     visitor(room).join()

@@ -53,7 +53,7 @@ def test_eject_revokes_a_pass_and_frees_its_slot(make_room, visitor, run):
     assert a.state == "waiting" and a.position == 2
     assert room.occupancy() == 0 and a.n not in room.passes
     result = a.check()
-    assert not result.admit and result.reason == "waiting"
+    assert not result.admit and result.reason == "ejected"  # the door names the cause
     run(1)
     assert b.state == "passed"
 

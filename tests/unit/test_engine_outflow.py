@@ -73,11 +73,6 @@ def test_one_slot_bank_at_a_high_rate(make_room, fill, run):
     assert run(1) <= 101
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: credit for a tick-less gap is accrued at the next tick over the whole gap, including "
-    "the time the line was empty, so joins that arrive during the gap get it all at once",
-)
 def test_one_slot_bank_after_a_long_idle_without_ticks(make_room, fill, run, clock):
     room = make_room(ratePerMinute=60, **QUIET)
     clock.advance(3600)  # nobody ticked while the line was empty (a stalled ticker, a store outage)

@@ -214,11 +214,6 @@ def test_drawn_tickets_are_charged_to_queue_max_per_ip(make_room, visitor, clock
         visitor(room, ident="203.0.113.9").join()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: apply_draw counts every pre-queue entry as a second join "
-    "(joinsTotal and joinsLastMinute double-count at the open instant)",
-)
 def test_the_draw_does_not_count_as_joins(drop, visitor, clock, engine):
     for _ in range(10):
         visitor(drop).join()
@@ -315,10 +310,6 @@ def test_schedule_unknown_room(engine):
     assert (info.value.status, info.value.code) == (404, "no_room")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: cancelling the drop through the room upsert ({'opensAt': null}) leaves the pre-queue undrawn for ever",
-)
 def test_opens_at_null_through_the_room_upsert_draws_the_pre_queue(drop, visitor, engine, run):
     people = [visitor(drop) for _ in range(3)]
     for p in people:
@@ -329,11 +320,6 @@ def test_opens_at_null_through_the_room_upsert_draws_the_pre_queue(drop, visitor
     assert all(p.status().ticket is not None for p in people)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a purged pre-queue handle resolves with reason 'expired', "
-    "not 'purged' (the waiting page then says the turn lapsed)",
-)
 def test_purged_pre_queue_handle_resolves_purged(drop, visitor):
     v = visitor(drop)
     v.join()

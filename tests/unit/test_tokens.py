@@ -74,9 +74,7 @@ def make(secret: str = SECRET, *, clock: FakeClock | None = None, **kw: Any) -> 
 
 def test_rfc5869_vector_3_checks_both_hkdf_implementations() -> None:
     # RFC 5869 A.3: SHA-256, IKM = 0x0b * 22, salt and info empty, L = 42.
-    okm = bytes.fromhex(
-        "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8"
-    )
+    okm = bytes.fromhex("8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8")
     assert rfc5869_hkdf(b"\x0b" * 22, b"", 42) == okm
     assert hkdf_key("\x0b" * 22, "", 42) == okm
 
