@@ -18,6 +18,8 @@ from typing import Protocol
 class Clock(Protocol):
     def mono(self) -> float: ...
 
+    def mono_ms(self) -> int: ...
+
     def wall_ms(self) -> int: ...
 
 
@@ -33,6 +35,9 @@ class SystemClock:
 
     def mono(self) -> float:
         return time.monotonic()
+
+    def mono_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
 
     def wall_ms(self) -> int:
         raw = int(time.time() * 1000)
@@ -59,16 +64,19 @@ class FakeClock:
 
     def __init__(self, wall_ms: int = 1_767_225_600_000, mono: float = 1000.0) -> None:
         self._wall = wall_ms
-        self._mono = mono
+        self._mono_ms = round(mono * 1000)  # kept in whole milliseconds, so arithmetic is exact
 
     def mono(self) -> float:
-        return self._mono
+        return self._mono_ms / 1000
+
+    def mono_ms(self) -> int:
+        return self._mono_ms
 
     def wall_ms(self) -> int:
         return self._wall
 
     def advance(self, seconds: float) -> None:
-        self._mono += seconds
+        self._mono_ms += round(seconds * 1000)
         self._wall += round(seconds * 1000)
 
     def step_wall(self, seconds: float) -> None:

@@ -10,7 +10,7 @@ from queue_manager.clock import Clock
 from queue_manager.engine.errors import EngineError, bad_field, no_room
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import apply_fields, check_room_id, normalise_body, parse_opens_at
-from queue_manager.engine.room import Room, draw_order
+from queue_manager.engine.room import SLOT, Room, draw_order
 from queue_manager.engine.ticket import make_ref
 
 GENERATIONS_KEPT = 3
@@ -82,9 +82,9 @@ class Engine:
         if clocks != (cfg.session_ttl_sec, cfg.session_max_sec, cfg.passed_ttl_sec, cfg.presence_sec):
             existing.reschedule()
         if old.state != cfg.state or old.rate_per_minute != cfg.rate_per_minute:
-            existing.last_tick = self.clock.mono()
+            existing.last_tick = self.clock.mono_ms()
             if cfg.state != "active":
-                existing.credit = min(existing.credit, 1.0)
+                existing.credit = min(existing.credit, SLOT)
         self._emit("room.update", room_id, existing.gen, fields=changed, config=cfg.to_public())
         return existing, False, changed
 

@@ -2,6 +2,8 @@
 
 Read this with the guide's "Passes vs sessions" and "Absent holders do not hold slots" at hand:
 
+* Time is integer milliseconds (monotonic for pacing and clocks, wall for records), so the same
+  arithmetic runs in Lua on the Valkey store.
 * Outflow: credit accrues at ``ratePerMinute`` on the monotonic clock; unused credit banks at most
   one slot. Paused, bypass, scheduled or a rate of 0 promote nobody.
 * Capacity (``maxConcurrent``): live sessions + unused passes still holding their slot. A slot is
@@ -31,7 +33,8 @@ from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import Finished, PreEntry, Ticket, make_ref
 
 FINISHED_KEEP = 50_000
-BOUNCED_GRACE_SEC = 30.0  # how long a bounced pass-holder keeps a claim on the next free slot without polling
+BOUNCED_GRACE_SEC = 30
+SLOT = 60_000  # credit units per slot: ratePerMinute × elapsed ms accrues credit exactly, in integers  # how long a bounced pass-holder keeps a claim on the next free slot without polling
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,22 +82,22 @@ class Room:
         self.sessions: set[int] = set()
         self.slot_holders: set[int] = set()
         self.bounced: set[int] = set()
-        self._pass_heap: list[tuple[float, int]] = []
-        self._slot_heap: list[tuple[float, int]] = []
-        self._session_heap: list[tuple[float, int]] = []
+        self._pass_heap: list[tuple[int, int]] = []
+        self._slot_heap: list[tuple[int, int]] = []
+        self._session_heap: list[tuple[int, int]] = []
         self.finished: OrderedDict[int, Finished] = OrderedDict()
         self.refs: dict[str, list[int]] = {}
         self.prequeue: dict[str, PreEntry] = {}
         self.pq_per_ident: dict[str, int] = {}
         self.drawn: dict[str, int] = {}
-        self.credit = 0.0
-        self.last_tick = clock.mono()
+        self.credit = 0  # in SLOT units
+        self.last_tick = clock.mono_ms()
         self.created_ms = clock.wall_ms()
         # shared with the Engine, so drained events keep the order they happened in
         self.events: list[Event] = [] if events is None else events
         self.purged_handles: OrderedDict[str, None] = OrderedDict()
-        self.join_times: deque[float] = deque()
-        self.pass_times: deque[float] = deque()
+        self.join_times: deque[int] = deque()
+        self.pass_times: deque[int] = deque()
         self.joins_total = 0
         self.passes_total = 0
         self.unscoped_checks = 0
@@ -114,9 +117,9 @@ class Room:
             return "scheduled"
         return self.cfg.state
 
-    def _absent(self, seen: float, now: float) -> bool:
+    def _absent(self, seen: int, now: int) -> bool:
         presence = self.cfg.presence_sec
-        return presence is not None and now - seen >= presence
+        return presence is not None and now - seen >= presence * 1000
 
     def owns(self, holder: Ticket | PreEntry, client: ClientId) -> bool:
         """Cookie first (a different cookie is a different browser), then the fingerprints."""
@@ -126,23 +129,23 @@ class Room:
             return True
         return client.fp2 is not None and holder.fp2 is not None and client.fp2 == holder.fp2
 
-    def _slot_deadline(self, t: Ticket) -> float:
-        deadline = t.pass_at + self.cfg.claim_window_sec
+    def _slot_deadline(self, t: Ticket) -> int:
+        deadline = t.pass_at + self.cfg.claim_window_sec * 1000
         if not t.told and self.cfg.presence_sec is not None:
-            deadline = min(deadline, t.seen + self.cfg.presence_sec)
+            deadline = min(deadline, t.seen + self.cfg.presence_sec * 1000)
         return deadline
 
-    def _session_deadline(self, t: Ticket) -> float:
-        deadline = t.session_last + self.cfg.session_ttl_sec
+    def _session_deadline(self, t: Ticket) -> int:
+        deadline = t.session_last + self.cfg.session_ttl_sec * 1000
         if self.cfg.session_max_sec is not None:
-            deadline = min(deadline, t.session_start + self.cfg.session_max_sec)
+            deadline = min(deadline, t.session_start + self.cfg.session_max_sec * 1000)
         return deadline
 
     def occupancy(self) -> int:
         return len(self.sessions) + len(self.slot_holders)
 
-    def _active_bounced(self, now: float, older_than: int | None = None) -> int:
-        grace = float(self.cfg.presence_sec or BOUNCED_GRACE_SEC)
+    def _active_bounced(self, now: int, older_than: int | None = None) -> int:
+        grace = (self.cfg.presence_sec or BOUNCED_GRACE_SEC) * 1000
         count = 0
         for n in list(self.bounced):
             t = self.tickets.get(n)
@@ -153,18 +156,18 @@ class Room:
                 count += 1
         return count
 
-    def _free_slots(self, now: float, older_than: int | None = None) -> int | None:
+    def _free_slots(self, now: int, older_than: int | None = None) -> int | None:
         cap = self.cfg.max_concurrent
         if cap is None:
             return None
         return cap - self.occupancy() - self._active_bounced(now, older_than)
 
     def see(self, holder: Ticket | PreEntry) -> None:
-        holder.seen = self.clock.mono()
+        holder.seen = self.clock.mono_ms()
 
     # ------------------------------------------------------------------ time
 
-    def sweep(self, now: float) -> None:
+    def sweep(self, now: int) -> None:
         """Release slots, expire passes and end sessions whose clocks have run out."""
         heap = self._slot_heap
         while heap and heap[0][0] <= now:
@@ -179,7 +182,7 @@ class Room:
             else:
                 heapq.heappush(heap, (real, n))
         heap = self._pass_heap
-        ttl = self.cfg.passed_ttl_sec
+        ttl = self.cfg.passed_ttl_sec * 1000
         while heap and heap[0][0] <= now:
             _, n = heapq.heappop(heap)
             t = self.tickets.get(n)
@@ -234,12 +237,12 @@ class Room:
     def advance(self) -> None:
         """Bring clocks up to date; cheap when nothing is due. Called before every read or change."""
         self._maybe_draw(self.clock.wall_ms())
-        self.sweep(self.clock.mono())
+        self.sweep(self.clock.mono_ms())
 
     def tick(self) -> int:
         """The one-second tick: credit the elapsed time and promote. Returns how many were promoted."""
-        now = self.clock.mono()
-        elapsed = max(0.0, now - self.last_tick)
+        now = self.clock.mono_ms()
+        elapsed = max(0, now - self.last_tick)
         self.last_tick = now
         self.advance()
         self.last_minute(self.join_times)  # keep the per-minute windows bounded
@@ -247,7 +250,7 @@ class Room:
         state = self.effective_state()
         moving = state == "active" and self.cfg.rate_per_minute > 0
         if moving:
-            self.credit += self.cfg.rate_per_minute * elapsed / 60.0
+            self.credit += self.cfg.rate_per_minute * elapsed
         promoted = 0
         while moving:
             head = self.line.head()
@@ -258,18 +261,16 @@ class Room:
                 self._promote(t, slot=False, now=now)
                 promoted += 1
                 continue
-            if self.credit < 1.0:
+            if self.credit < SLOT:
                 break
             free = self._free_slots(now)
             if free is not None and free <= 0:
                 break
-            self.credit -= 1.0
+            self.credit -= SLOT
             self._promote(t, slot=True, now=now)
             promoted += 1
-        if self.credit > 1.0:
-            self.credit = 1.0  # the one-slot bank
-        if not moving:
-            self.credit = min(self.credit, 1.0)
+        if self.credit > SLOT:
+            self.credit = SLOT  # the one-slot bank
         return promoted
 
     # ------------------------------------------------------------------ transitions
@@ -297,7 +298,7 @@ class Room:
             fp2=fp2,
             cookie=cookie,
             joined_ms=joined_ms,
-            seen=self.clock.mono(),
+            seen=self.clock.mono_ms(),
             return_url=return_url,
         )
         t.seq = self.line.push(n)
@@ -307,7 +308,7 @@ class Room:
         self.refs.setdefault(make_ref(self.cfg.id, self.gen, n), []).append(n)
         if count:
             self.joins_total += 1
-            self.join_times.append(self.clock.mono())
+            self.join_times.append(self.clock.mono_ms())
         return t
 
     def _charge(self, t: Ticket) -> None:
@@ -316,12 +317,12 @@ class Room:
 
     def _settle_credit(self) -> None:
         """Credit the time since the last tick now, capped at the one-slot bank."""
-        now = self.clock.mono()
+        now = self.clock.mono_ms()
         if self.effective_state() == "active" and self.cfg.rate_per_minute > 0:
-            elapsed = max(0.0, now - self.last_tick)
-            self.credit = min(1.0, self.credit + self.cfg.rate_per_minute * elapsed / 60.0)
+            elapsed = max(0, now - self.last_tick)
+            self.credit = min(SLOT, self.credit + self.cfg.rate_per_minute * elapsed)
         else:
-            self.credit = min(1.0, self.credit)
+            self.credit = min(SLOT, self.credit)
         self.last_tick = now
 
     def _leave_line(self, t: Ticket) -> None:
@@ -336,7 +337,7 @@ class Room:
             else:
                 self.per_ident.pop(t.ident, None)
 
-    def _promote(self, t: Ticket, *, slot: bool, now: float) -> None:
+    def _promote(self, t: Ticket, *, slot: bool, now: int) -> None:
         self._leave_line(t)
         now_ms = self.clock.wall_ms()
         t.state = "passed"
@@ -347,13 +348,13 @@ class Room:
         t.told = False
         t.bounced_at = None
         self.passes.add(t.n)
-        heapq.heappush(self._pass_heap, (now + self.cfg.passed_ttl_sec, t.n))
+        heapq.heappush(self._pass_heap, (now + self.cfg.passed_ttl_sec * 1000, t.n))
         self._grant_slot(t, slot, now)
         self.passes_total += 1
         self.pass_times.append(now)
         self._emit("promote", n=t.n, slot=slot)
 
-    def _grant_slot(self, t: Ticket, slot: bool, now: float) -> None:
+    def _grant_slot(self, t: Ticket, slot: bool, now: int) -> None:
         t.slot = slot
         if slot:
             self.slot_holders.add(t.n)
@@ -387,7 +388,7 @@ class Room:
             if not numbers:
                 del self.refs[ref]
 
-    def _admit(self, t: Ticket, door_hash: bytes, now: float) -> None:
+    def _admit(self, t: Ticket, door_hash: bytes, now: int) -> None:
         self.passes.discard(t.n)
         self.slot_holders.discard(t.n)
         self.bounced.discard(t.n)
@@ -458,13 +459,13 @@ class Room:
                 client.fp2,
                 client.cookie,
                 now_ms,
-                self.clock.mono(),
+                self.clock.mono_ms(),
                 return_url,
             )
             self.prequeue[entry.handle] = entry
             self.pq_per_ident[client.ident] = self.pq_per_ident.get(client.ident, 0) + 1
             self.joins_total += 1
-            self.join_times.append(self.clock.mono())
+            self.join_times.append(self.clock.mono_ms())
             self._emit("prequeue.join", handle=entry.handle, ident=client.ident, fp=client.fp.hex(), joined=now_ms)
             return Lookup(pre=entry, reason=found.reason, new=True)
         limit = self.cfg.queue_max_per_ip
@@ -477,14 +478,14 @@ class Room:
 
     def _reclaim(self, t: Ticket) -> None:
         """The cookie holder takes their session back: a fresh pass, the old door key void."""
-        now = self.clock.mono()
+        now = self.clock.mono_ms()
         self.sessions.discard(t.n)
         t.door = None
         t.state = "passed"
         t.pass_at = now
         t.told = True
         self.passes.add(t.n)
-        heapq.heappush(self._pass_heap, (now + self.cfg.passed_ttl_sec, t.n))
+        heapq.heappush(self._pass_heap, (now + self.cfg.passed_ttl_sec * 1000, t.n))
         self._grant_slot(t, True, now)
         self._emit("reclaim", n=t.n)
 
@@ -510,7 +511,7 @@ class Room:
     ) -> CheckResult:
         """The door: admit (starting or sliding the session) or say why not."""
         self.advance()
-        now = self.clock.mono()
+        now = self.clock.mono_ms()
         state = self.effective_state()
         if state == "bypass":
             return CheckResult(True, state="bypass")
@@ -578,17 +579,17 @@ class Room:
 
     def reschedule(self) -> None:
         """Settings that shorten a clock changed: push fresh deadlines so the sweep sees them now."""
-        now = self.clock.mono()
+        now = self.clock.mono_ms()
         for n in self.sessions:
             heapq.heappush(self._session_heap, (self._session_deadline(self.tickets[n]), n))
         for n in self.slot_holders:
             heapq.heappush(self._slot_heap, (self._slot_deadline(self.tickets[n]), n))
         for n in self.passes:
-            heapq.heappush(self._pass_heap, (self.tickets[n].pass_at + self.cfg.passed_ttl_sec, n))
+            heapq.heappush(self._pass_heap, (self.tickets[n].pass_at + self.cfg.passed_ttl_sec * 1000, n))
         self.sweep(now)
 
     def _session_expires_ms(self, t: Ticket) -> int:
-        return self.clock.wall_ms() + int((self._session_deadline(t) - self.clock.mono()) * 1000)
+        return self.clock.wall_ms() + (self._session_deadline(t) - self.clock.mono_ms())
 
     # ------------------------------------------------------------------ operator operations
 
@@ -641,8 +642,8 @@ class Room:
             return None
         return max(1, -(-position * 60 // self.cfg.rate_per_minute))
 
-    def last_minute(self, times: deque[float]) -> int:
-        cutoff = self.clock.mono() - 60.0
+    def last_minute(self, times: deque[int]) -> int:
+        cutoff = self.clock.mono_ms() - 60_000
         while times and times[0] <= cutoff:
             times.popleft()
         return len(times)
@@ -702,7 +703,7 @@ class Room:
 
     def describe(self, n: int) -> dict[str, Any]:
         now_ms = self.clock.wall_ms()
-        now = self.clock.mono()
+        now = self.clock.mono_ms()
         base: dict[str, Any] = {"ticket": n, "ref": make_ref(self.cfg.id, self.gen, n), "generation": self.gen}
         t = self.tickets.get(n)
         if t is None:
@@ -729,17 +730,17 @@ class Room:
             "passed": t.passed_ms,
             "onSite": t.state == "admitted",
             "bound": {"cookie": t.cookie is not None, "fingerprint": True},
-            "lastSeenSecAgo": round(now - t.seen, 1),
+            "lastSeenSecAgo": round((now - t.seen) / 1000, 1),
         }
         if t.passed_ms is None:
             out["waiting"] = round((now_ms - t.joined_ms) / 1000.0, 3)
         else:
             out["waited"] = (t.waited_ms or 0) / 1000.0
         if t.state == "passed":
-            out["passExpiresInSec"] = round(t.pass_at + self.cfg.passed_ttl_sec - now, 1)
+            out["passExpiresInSec"] = round((t.pass_at + self.cfg.passed_ttl_sec * 1000 - now) / 1000, 1)
             out["holdsSlot"] = t.slot
         if t.state == "admitted":
-            out["sessionExpiresInSec"] = round(self._session_deadline(t) - now, 1)
+            out["sessionExpiresInSec"] = round((self._session_deadline(t) - now) / 1000, 1)
         return out
 
     def waiting_tickets(self) -> Iterable[int]:

@@ -23,7 +23,7 @@ class Ticket:
     fp2: bytes | None
     cookie: bytes | None
     joined_ms: int
-    seen: float  # monotonic instant the holder was last seen
+    seen: int  # monotonic ms the holder was last seen
     return_url: str | None = None
     seq: int = 0  # place in the line while waiting
     charged: bool = False  # counted against queueMaxPerIp (an ejected place is not)
@@ -31,13 +31,13 @@ class Ticket:
     reason: str | None = None  # why the visitor was put back (ejected, expired, …)
     passed_ms: int | None = None  # first promotion (kept across reclaims and ejects' re-grants)
     waited_ms: int | None = None
-    pass_at: float = 0.0  # monotonic instant the current pass was granted
+    pass_at: int = 0  # monotonic ms the current pass was granted
     slot: bool = False  # the unused pass holds a capacity slot
     told: bool = False  # the holder has been shown the pass since it was granted
-    bounced_at: float | None = None  # last time the door turned this pass away (no slot)
+    bounced_at: int | None = None  # last time the door turned this pass away (no slot)
     door: bytes | None = None  # hash of the door key of the live session
-    session_start: float = 0.0
-    session_last: float = 0.0
+    session_start: int = 0
+    session_last: int = 0
 
 
 @dataclass(slots=True)
@@ -50,7 +50,7 @@ class PreEntry:
     fp2: bytes | None
     cookie: bytes | None
     joined_ms: int
-    seen: float
+    seen: int
     return_url: str | None = None
 
 

@@ -74,6 +74,6 @@ def visitor_view(room: Room, found: Lookup) -> VisitorView:
     else:
         view.state = t.state
         if t.state == "passed":
-            remaining = t.pass_at + cfg.passed_ttl_sec - room.clock.mono()
-            view.pass_expires_ms = room.clock.wall_ms() + int(remaining * 1000)
+            remaining = t.pass_at + cfg.passed_ttl_sec * 1000 - room.clock.mono_ms()
+            view.pass_expires_ms = room.clock.wall_ms() + remaining
     return view
