@@ -33,8 +33,8 @@ from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import Finished, PreEntry, Ticket, make_ref
 
 FINISHED_KEEP = 50_000
-BOUNCED_GRACE_SEC = 30
-SLOT = 60_000  # credit units per slot: ratePerMinute × elapsed ms accrues credit exactly, in integers  # how long a bounced pass-holder keeps a claim on the next free slot without polling
+BOUNCED_GRACE_SEC = 30  # how long a bounced pass-holder keeps a claim on the next free slot without polling
+SLOT = 60_000  # credit units per slot: ratePerMinute × elapsed ms accrues credit exactly, in integers
 
 
 @dataclass(frozen=True, slots=True)
