@@ -126,7 +126,7 @@ async def fill(
     """POST /api/join exactly ``count`` times over ``concurrency`` keep-alive connections (bounded in time)."""
     body = orjson.dumps({"roomId": room_id})
     left = [count]
-    statuses: dict[int, int] = {}
+    statuses: dict[str, int] = {}
     stop_at = time.monotonic() + deadline_s
 
     async def worker() -> None:
@@ -135,7 +135,7 @@ async def fill(
             while left[0] > 0 and time.monotonic() < stop_at:
                 left[0] -= 1
                 status, _ = await conn.request("POST", "/api/join", body)
-                statuses[status] = statuses.get(status, 0) + 1
+                statuses[str(status)] = statuses.get(str(status), 0) + 1
         finally:
             await conn.close()
 

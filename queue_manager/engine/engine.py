@@ -35,9 +35,6 @@ class Engine:
         self.archives: dict[str, deque[Archive]] = {}
         self.events: list[Event] = []
 
-    def _emit(self, type_: str, room: str, gen: int, **data: Any) -> None:
-        self.events.append(Event(type_, room, gen, self.clock.wall_ms(), data))
-
     def drain_events(self) -> list[Event]:
         """Every event since the last drain, in the order they happened (rooms share this list)."""
         out = list(self.events)
@@ -66,7 +63,7 @@ class Engine:
             self.generations[room_id] = gen
             room = Room(cfg, gen, self.clock, self.events)
             self.rooms[room_id] = room
-            self._emit("room.create", room_id, gen, fields=changed, config=cfg.to_public())
+            room._emit("room.create", fields=changed, config=cfg.to_public())
             return room, True, changed
         cfg, changed = apply_fields(existing.cfg, body)
         old = existing.cfg
@@ -85,7 +82,7 @@ class Engine:
             existing.last_tick = self.clock.mono_ms()
             if cfg.state != "active":
                 existing.credit = min(existing.credit, SLOT)
-        self._emit("room.update", room_id, existing.gen, fields=changed, config=cfg.to_public())
+        existing._emit("room.update", fields=changed, config=cfg.to_public())
         return existing, False, changed
 
     def delete(self, room_id: str) -> Room:
@@ -95,8 +92,8 @@ class Engine:
             archive.refs.setdefault(make_ref(room_id, room.gen, n), []).append(n)
         kept = self.archives.setdefault(room_id, deque(maxlen=GENERATIONS_KEPT))
         kept.append(archive)
+        room._emit("room.delete")
         del self.rooms[room_id]
-        self._emit("room.delete", room_id, room.gen)
         return room
 
     def schedule(self, room_id: str, body: Any) -> Room:
@@ -124,7 +121,7 @@ class Engine:
         if cancelled and room.prequeue:
             # cancelling opens the doors now: the pre-queue is drawn, never thrown away
             room.apply_draw(draw_order(room.prequeue.values()))
-        self._emit("room.schedule", room_id, room.gen, fields=changed, opensAt=cfg.opens_at_ms)
+        room._emit("room.schedule", fields=changed, config=cfg.to_public())
         return room
 
     # ------------------------------------------------------------------ time

@@ -31,6 +31,9 @@ EVENT_TYPES = frozenset(
         "purge",
         "expire",
         "session.end",
+        "session.touch",
+        "join.revoke",
+        "prequeue.revoke",
     }
 )
 
@@ -42,7 +45,16 @@ class Event:
     gen: int
     ts: int  # wall ms
     data: dict[str, Any] = field(default_factory=dict)
+    seq: int = 0  # per (room, gen), from 1: the event's identity and its replay order
     lv: int = EVENT_LOG_VERSION
 
     def as_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "room": self.room, "gen": self.gen, "ts": self.ts, "lv": self.lv, "data": self.data}
+        return {
+            "type": self.type,
+            "room": self.room,
+            "gen": self.gen,
+            "seq": self.seq,
+            "ts": self.ts,
+            "lv": self.lv,
+            "data": self.data,
+        }

@@ -34,6 +34,7 @@ from queue_manager.engine.ticket import Finished, PreEntry, Ticket, make_ref
 
 FINISHED_KEEP = 50_000
 BOUNCED_GRACE_SEC = 30  # how long a bounced pass-holder keeps a claim on the next free slot without polling
+TOUCH_EVERY_MS = 60_000  # session slides reach the journal at most this often per session
 SLOT = 60_000  # credit units per slot: ratePerMinute × elapsed ms accrues credit exactly, in integers
 
 
@@ -96,6 +97,7 @@ class Room:
         # shared with the Engine, so drained events keep the order they happened in
         self.events: list[Event] = [] if events is None else events
         self.purged_handles: OrderedDict[str, None] = OrderedDict()
+        self.event_seq = 0  # per room generation: (room, gen, seq) names an event uniquely
         self.join_times: deque[int] = deque()
         self.pass_times: deque[int] = deque()
         self.joins_total = 0
@@ -107,7 +109,8 @@ class Room:
     # ------------------------------------------------------------------ helpers
 
     def _emit(self, type_: str, **data: Any) -> None:
-        self.events.append(Event(type_, self.cfg.id, self.gen, self.clock.wall_ms(), data))
+        self.event_seq += 1
+        self.events.append(Event(type_, self.cfg.id, self.gen, self.clock.wall_ms(), data, seq=self.event_seq))
 
     def effective_state(self, now_ms: int | None = None) -> str:
         if self.cfg.state == "bypass":
@@ -396,7 +399,7 @@ class Room:
         t.bounced_at = None
         t.state = "admitted"
         t.door = door_hash
-        t.session_start = t.session_last = now
+        t.session_start = t.session_last = t.session_touched = now
         self.sessions.add(t.n)
         heapq.heappush(self._session_heap, (self._session_deadline(t), t.n))
         self._emit("admit", n=t.n, door=door_hash.hex())
@@ -466,14 +469,32 @@ class Room:
             self.pq_per_ident[client.ident] = self.pq_per_ident.get(client.ident, 0) + 1
             self.joins_total += 1
             self.join_times.append(self.clock.mono_ms())
-            self._emit("prequeue.join", handle=entry.handle, ident=client.ident, fp=client.fp.hex(), joined=now_ms)
+            self._emit(
+                "prequeue.join",
+                h=entry.handle,
+                ident=client.ident,
+                fp=client.fp.hex(),
+                fp2=_hex(client.fp2),
+                ck=_hex(client.cookie),
+                joined=now_ms,
+                ret=return_url,
+            )
             return Lookup(pre=entry, reason=found.reason, new=True)
         limit = self.cfg.queue_max_per_ip
         if limit is not None and self.per_ident.get(client.ident, 0) >= limit:
             raise _identity_limit()
         t = self._mint(client.ident, client.fp, client.fp2, client.cookie, now_ms, return_url, charge=True)
         t.reason = found.reason
-        self._emit("join", n=t.n, ident=client.ident, fp=client.fp.hex(), joined=now_ms)
+        self._emit(
+            "join",
+            n=t.n,
+            ident=client.ident,
+            fp=client.fp.hex(),
+            fp2=_hex(client.fp2),
+            ck=_hex(client.cookie),
+            joined=now_ms,
+            ret=return_url,
+        )
         return Lookup(ticket=t, n=t.n, reason=found.reason, new=True)
 
     def _reclaim(self, t: Ticket) -> None:
@@ -536,13 +557,13 @@ class Room:
             return CheckResult(False, reason=found.reason or "expired", rule=rule_id)
         if t.state == "admitted":
             if door_hash is not None and t.door is not None and door_hash == t.door:
-                t.session_last = now
+                self._slide(t, now)
                 return CheckResult(
                     True, state="admitted", ticket=t, rule=rule_id, session_expires_ms=self._session_expires_ms(t)
                 )
             if client.cookie is not None and t.cookie == client.cookie:
                 t.door = new_door[1]
-                t.session_last = now
+                self._slide(t, now, journal=False)
                 self._emit("admit", n=t.n, door=new_door[1].hex(), reclaim=True)
                 return CheckResult(
                     True,
@@ -576,6 +597,13 @@ class Room:
             rule=rule_id,
             session_expires_ms=self._session_expires_ms(t),
         )
+
+    def _slide(self, t: Ticket, now: int, *, journal: bool = True) -> None:
+        """A door check slides the session; the journal hears of it at most once a minute per session."""
+        t.session_last = now
+        if journal and now - t.session_touched >= TOUCH_EVERY_MS:
+            t.session_touched = now
+            self._emit("session.touch", n=t.n)
 
     def reschedule(self) -> None:
         """Settings that shorten a clock changed: push fresh deadlines so the sweep sees them now."""
@@ -745,6 +773,10 @@ class Room:
 
     def waiting_tickets(self) -> Iterable[int]:
         return iter(self.line)
+
+
+def _hex(value: bytes | None) -> str | None:
+    return None if value is None else value.hex()
 
 
 def _identity_limit() -> EngineError:

@@ -38,6 +38,7 @@ class Ticket:
     door: bytes | None = None  # hash of the door key of the live session
     session_start: int = 0
     session_last: int = 0
+    session_touched: int = 0  # last slide written to the journal
 
 
 @dataclass(slots=True)

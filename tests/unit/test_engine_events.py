@@ -61,7 +61,9 @@ def test_a_full_life_emits_only_known_types_and_every_kind_of_change(make_room, 
     for ev in events:
         assert isinstance(ev, Event)
         assert ev.room == "r" and ev.gen == 1 and ev.lv == EVENT_LOG_VERSION and isinstance(ev.ts, int)
-        assert ev.as_dict() == {"type": ev.type, "room": "r", "gen": 1, "ts": ev.ts, "lv": ev.lv, "data": ev.data}
+        assert ev.as_dict() == {
+            "type": ev.type, "room": "r", "gen": 1, "seq": ev.seq, "ts": ev.ts, "lv": ev.lv, "data": ev.data
+        }
 
 
 def test_drain_empties_the_queue(make_room, visitor, engine):
@@ -176,7 +178,7 @@ def test_prequeue_events(make_room, visitor, engine, clock):
     v = visitor(room, ident="203.0.113.7")
     v.join()
     pre = [e for e in engine.drain_events() if e.type == "prequeue.join"]
-    assert len(pre) == 1 and pre[0].data["handle"] == v.token.handle and pre[0].data["ident"] == "203.0.113.7"
+    assert len(pre) == 1 and pre[0].data["h"] == v.token.handle and pre[0].data["ident"] == "203.0.113.7"
     clock.advance(1)
     engine.tick()
     draws = [e for e in engine.drain_events() if e.type == "prequeue.draw"]
@@ -208,3 +210,13 @@ def test_drained_events_are_in_the_order_they_happened(make_room, visitor, engin
     clock.advance(1)
     visitor(room).join()
     assert types(engine) == ["room.create", "join", "room.update", "join"]
+
+
+def test_event_seq_counts_up_per_room_generation(make_room, visitor, run):
+    room = make_room(ratePerMinute=60)
+    for _ in range(3):
+        visitor(room).join()
+    run(2)
+    events = room.events
+    seqs = [e.seq for e in events if e.room == room.cfg.id]
+    assert seqs == list(range(1, len(seqs) + 1))  # 1, 2, 3, … with no gap: the replay order
