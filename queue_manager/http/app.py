@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from queue_manager.clock import SystemClock
 from queue_manager.config import ConfigRefusal, Settings
 from queue_manager.engine.errors import EngineError
-from queue_manager.http import admin, visitor
+from queue_manager.http import admin, health, visitor
 from queue_manager.http.context import Context
 from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, send_error
 from queue_manager.store.base import Store, StoreUnavailable
@@ -20,16 +20,14 @@ log = logging.getLogger("queue_manager")
 
 Handler = Callable[[Context, Request, Send], Awaitable[None]]
 
-# (method set, handler, needs admin)
-ROUTES: dict[str, tuple[frozenset[str], Handler, bool]] = {
-    "/api/join": (frozenset({"POST"}), visitor.join, False),
-    "/api/status": (frozenset({"GET", "HEAD"}), visitor.status, False),
-    "/api/check": (frozenset({"GET", "HEAD"}), visitor.check, False),
-    "/qm.js": (frozenset({"GET", "HEAD"}), visitor.qm_js, False),
-    "/healthz": (frozenset({"GET", "HEAD"}), admin.healthz, False),
-    "/api/version": (frozenset({"GET", "HEAD"}), admin.version, False),
-    "/metrics": (frozenset({"GET", "HEAD"}), admin.metrics, True),
-    "/api/admin/health": (frozenset({"GET", "HEAD"}), admin.admin_health, True),
+# public routes: (method set, handler)
+ROUTES: dict[str, tuple[frozenset[str], Handler]] = {
+    "/api/join": (frozenset({"POST"}), visitor.join),
+    "/api/status": (frozenset({"GET", "HEAD"}), visitor.status),
+    "/api/check": (frozenset({"GET", "HEAD"}), visitor.check),
+    "/qm.js": (frozenset({"GET", "HEAD"}), visitor.qm_js),
+    "/healthz": (frozenset({"GET", "HEAD"}), health.healthz),
+    "/api/version": (frozenset({"GET", "HEAD"}), health.version),
 }
 
 
@@ -132,7 +130,7 @@ class App:
         try:
             route = ROUTES.get(path)
             if route is not None:
-                methods, handler, needs_admin = route
+                methods, handler = route
                 if req.method not in methods:
                     raise HttpError(
                         405,
@@ -140,8 +138,6 @@ class App:
                         f"Use {' or '.join(sorted(methods))}.",
                         headers=[("Allow", ", ".join(sorted(methods)))],
                     )
-                if needs_admin:
-                    admin.require_admin(ctx, req)
                 await handler(ctx, req, send)
                 return
             if path == "/events":
@@ -154,26 +150,14 @@ class App:
                     raise HttpError(405, "method_not_allowed", "Use GET.", headers=[("Allow", "GET, HEAD")])
                 await visitor.waiting_page(ctx, req, send, path[3:])
                 return
-            if path == "/api/admin/rooms":
-                admin.require_admin(ctx, req)
-                if req.method in ("GET", "HEAD"):
-                    await admin.rooms_list(ctx, req, send)
-                elif req.method == "POST":
-                    await admin.rooms_upsert(ctx, req, send)
-                else:
-                    raise HttpError(405, "method_not_allowed", "Use GET or POST.", headers=[("Allow", "GET, POST")])
+            if path.startswith("/api/admin/") or path == "/metrics":
+                await admin.dispatch(ctx, req, send, receive)
                 return
-            if path.startswith("/api/admin/rooms/"):
-                admin.require_admin(ctx, req)
-                await admin.room_route(ctx, req, send)
-                return
-            if path.startswith("/api/admin/"):
-                admin.require_admin(ctx, req)
             raise HttpError(404, "not_found", "No such route.")
         except HttpError as err:
             await send_error(send, err, head)
         except EngineError as err:
-            await send_error(send, admin.engine_error(err), head)
+            await send_error(send, health.engine_error(err), head)
         except StoreUnavailable as err:
             await send_error(
                 send,

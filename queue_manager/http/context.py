@@ -9,13 +9,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queue_manager import __version__
+from queue_manager.access.records import MemoryAccessStore
+from queue_manager.access.service import Access
 from queue_manager.clock import SystemClock
 from queue_manager.config import Settings
 from queue_manager.engine.room import Presented
 from queue_manager.engine.view import VisitorView
 from queue_manager.http.identity import IdentityResolver
 from queue_manager.http.ratelimit import Budget
-from queue_manager.http.sse import Broadcaster
+from queue_manager.http.sse import AdminStreams, Broadcaster
 from queue_manager.metrics import Counters
 from queue_manager.store.base import Store
 from queue_manager.tokens import TokenError, TokenSigner
@@ -36,6 +38,8 @@ class Context:
     ready: bool = False
     clock_incidents: list[dict[str, Any]] = field(default_factory=list)
     budgets: dict[str, Budget] = field(default_factory=dict)
+    access: Access = field(init=False)
+    admin_streams: AdminStreams = field(default_factory=lambda: AdminStreams())
     pid: int = field(default_factory=os.getpid)
     version: str = __version__
 
@@ -58,6 +62,8 @@ class Context:
             "waiting": Budget(settings.waiting_limit_per_min, keys, clock),
         }
         store.on_change(ctx.broadcaster.notify)
+        ctx.access = Access(settings, signer, clock, MemoryAccessStore())
+        ctx.access.on_revoke(ctx.admin_streams.revoke)
         return ctx
 
     # ------------------------------------------------------------------ tokens

@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
+from queue_manager.access.principal import Principal
 from queue_manager.http.wire import Receive, Send
 
 SEND_TIMEOUT = 10.0
@@ -101,3 +103,36 @@ async def run_stream(
         watcher.cancel()
         with contextlib.suppress(BaseException):
             await watcher
+
+
+@dataclass(eq=False)
+class _Stream:
+    principal: Principal
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    revoked: bool = False
+
+
+class AdminStreams:
+    def __init__(self) -> None:
+        self._streams: set[_Stream] = set()
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def revoke(self, credentials: set[str]) -> None:
+        for s in self._streams:
+            if s.principal.credential in credentials or credentials.intersection(s.principal.rests_on):
+                s.revoked = True
+                s.wake.set()
+
+    def close_all(self) -> None:
+        for s in self._streams:
+            s.wake.set()
+
+    def add(self, principal: Principal) -> _Stream:
+        s = _Stream(principal)
+        self._streams.add(s)
+        return s
+
+    def remove(self, s: _Stream) -> None:
+        self._streams.discard(s)

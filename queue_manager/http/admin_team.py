@@ -1,0 +1,178 @@
+"""Admin routes for people: console sign-in, operators, monitor links, stream tickets, audit, shutdown."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import signal
+
+from queue_manager.access.principal import Role
+from queue_manager.http.authn import CONSOLE_COOKIE, clear_console_cookie
+from queue_manager.http.call import Call
+from queue_manager.http.wire import HttpError, cookie_header, send_json, send_response
+
+OPERATOR_ROLES: tuple[Role, ...] = ("owner", "operator", "viewer")
+
+
+async def whoami(call: Call) -> None:
+    call.need("read")
+    await send_json(call.send, 200, {"principal": call.who.public()})
+
+
+async def session_open(call: Call) -> None:
+    """POST /api/admin/session: trade a key once for the qm_console cookie (never stored by the console)."""
+    if call.who.role == "monitor":
+        raise HttpError(403, "insufficient_role", "A monitor link cannot open a console session.")
+    cookie, sid = call.ctx.access.open_session(call.who)
+    secure = call.ctx.identity.secure(call.ident)
+    header = cookie_header(
+        CONSOLE_COOKIE, cookie, max_age=12 * 3600, secure=secure, same_site="Strict", path="/api/admin"
+    )
+    await call.audit("session.open", target=call.who.who, session=sid)
+    await send_json(call.send, 200, {"ok": True, "principal": call.who.public(), "expiresInSec": 12 * 3600}, [header])
+
+
+async def session_close(call: Call) -> None:
+    await call.ctx.access.end_session(call.who)
+    await call.audit("session.close", target=call.who.who)
+    name, value = clear_console_cookie()
+    await send_json(call.send, 200, {"ok": True}, [(name.lower().encode(), value.encode())])
+
+
+async def operators(call: Call) -> None:
+    method = call.req.method
+    call.need("owner")
+    if method in ("GET", "HEAD"):
+        await send_json(call.send, 200, {"operators": await call.ctx.access.list_operators()}, head=method == "HEAD")
+        return
+    if method != "POST":
+        raise HttpError(405, "method_not_allowed", "Use GET or POST.", headers=[("Allow", "GET, POST")])
+    body = await call.req.json_object()
+    unknown = sorted(set(body) - {"name", "role"})
+    if unknown:
+        raise HttpError(400, "unknown_field", f"Unknown field(s): {', '.join(unknown)}.", fields=unknown)
+    name, role = body.get("name"), body.get("role", "operator")
+    if not isinstance(name, str) or not name.strip() or len(name) > 80:
+        raise HttpError(400, "bad_request", "name is required: 1-80 characters.", field="name")
+    if role not in OPERATOR_ROLES:
+        raise HttpError(400, "invalid_role", "role is one of owner, operator, viewer.", field="role")
+    record, key = await call.ctx.access.mint_operator(name.strip(), role, call.who)
+    await call.audit("operator.create", target=f"{record.name} ({record.id})", role_granted=role)
+    await send_json(call.send, 201, {"operator": {**record.public(), "liveLinks": 0}, "key": key, "shownOnce": True})
+
+
+async def operator_delete(call: Call, op_id: str) -> None:
+    if call.req.method != "DELETE":
+        raise HttpError(405, "method_not_allowed", "Use DELETE.", headers=[("Allow", "DELETE")])
+    call.need("owner")
+    purge = call.req.query.get("purge") in ("1", "true")
+    record, closed = await call.ctx.access.revoke_operator(op_id[:40], purge=purge)
+    if record is None:
+        raise HttpError(404, "no_operator", "No such operator.")
+    action = "operator.purge" if purge else "operator.revoke"
+    await call.audit(action, target=f"{record.name}; closed {closed} monitor links", linksRevoked=closed)
+    await send_json(call.send, 200, {"ok": True, "operator": record.public(), "linksRevoked": closed, "purged": purge})
+
+
+def _link_url(call: Call, token: str) -> str:
+    base = call.ctx.settings.public_url or f"{call.ident.scheme}://{call.req.header(b'host') or 'localhost'}"
+    return f"{base.rstrip('/')}/#monitor={token}"
+
+
+async def monitor_links(call: Call, rest: list[str]) -> None:
+    method = call.req.method
+    access = call.ctx.access
+    call.need("write")
+    if not rest:
+        if method in ("GET", "HEAD"):
+            await send_json(call.send, 200, {"links": await access.list_links()}, head=method == "HEAD")
+            return
+        if method != "POST":
+            raise HttpError(405, "method_not_allowed", "Use GET or POST.", headers=[("Allow", "GET, POST")])
+        await call.req.body()
+        link = await access.mint_link(call.who)
+        await call.audit("monitor_token.mint", target=link.id)
+        now = call.ctx.clock.wall_ms()
+        await send_json(
+            call.send, 201, {"link": link.public(now), "token": link.token, "url": _link_url(call, link.token)}
+        )
+        return
+    if rest == ["revoke-all"]:
+        _post(method)
+        await call.req.body()
+        closed = await access.revoke_all_links()
+        await call.audit("monitor_token.revoke_all", target=f"{closed} links")
+        await send_json(call.send, 200, {"ok": True, "revoked": closed})
+        return
+    link_id = rest[0][:40]
+    if len(rest) == 2 and rest[1] == "reveal":
+        _post(method)
+        await call.req.body()
+        shown = await access.reveal_link(link_id)
+        if shown is None:
+            raise HttpError(404, "no_link", "No live link with that id (a revoked or expired link is never shown).")
+        await call.audit("monitor_token.reveal", target=link_id)
+        await send_json(call.send, 200, {"token": shown.token, "url": _link_url(call, shown.token)})
+        return
+    if len(rest) == 1 and method == "DELETE":
+        if not await access.revoke_link(link_id):
+            raise HttpError(404, "no_link", "No live link with that id.")
+        await call.audit("monitor_token.revoke", target=link_id)
+        await send_json(call.send, 200, {"ok": True})
+        return
+    raise HttpError(404, "not_found", "No such route.")
+
+
+async def sse_ticket(call: Call) -> None:
+    _post(call.req.method)
+    call.need("read")
+    await call.req.body()
+    ticket = await call.ctx.access.mint_ticket(call.who, None)
+    await send_json(call.send, 200, {"ticket": ticket, "expiresInSec": 30})
+
+
+AUDIT_COLUMNS = ("ts", "actor", "actorId", "role", "action", "target", "roomId", "ip", "ok", "detail")
+
+
+async def audit(call: Call) -> None:
+    call.need("team")
+    q = call.req.query
+    room_id = q.get("roomId") or None
+    try:
+        limit = max(1, min(10_000, int(q.get("limit", "1000"))))
+    except ValueError as exc:
+        raise HttpError(400, "bad_request", "limit must be a whole number.") from exc
+    rows = [r.public() for r in await call.ctx.access.store.list_audit(room_id, limit)]
+    if q.get("format") == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=AUDIT_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**row, "detail": "; ".join(f"{k}={v}" for k, v in row["detail"].items())})
+        await send_response(
+            call.send,
+            200,
+            buf.getvalue().encode(),
+            [
+                (b"content-type", b"text/csv; charset=utf-8"),
+                (b"content-disposition", b'attachment; filename="audit.csv"'),
+                (b"cache-control", b"no-store"),
+            ],
+        )
+        return
+    await send_json(call.send, 200, {"audit": rows})
+
+
+async def shutdown(call: Call) -> None:
+    _post(call.req.method)
+    call.need("owner")
+    await call.req.body()
+    await call.audit("server.shutdown", target=call.ctx.settings.instance_id)
+    await send_json(call.send, 200, {"ok": True, "stopping": True, "uptimeSec": round(call.ctx.uptime(), 3)})
+    os.kill(os.getpid(), signal.SIGTERM)  # the same path SIGTERM takes
+
+
+def _post(method: str) -> None:
+    if method != "POST":
+        raise HttpError(405, "method_not_allowed", "Use POST.", headers=[("Allow", "POST")])

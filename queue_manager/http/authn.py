@@ -1,0 +1,83 @@
+"""Who is calling the admin API, judged once per request.
+
+Order: an address locked out by ADMIN_AUTH_FAIL_PER_MIN is answered 429 before any credential is
+checked; a request with ``Authorization`` is judged on that header alone; otherwise the
+``qm_console`` cookie (and a change made with it needs ``X-QM-CSRF``); otherwise, on the event
+stream only, a single-use ``?ticket=``. No credential at all is 401 and is not counted.
+"""
+
+from __future__ import annotations
+
+from queue_manager.access.principal import Grant, Principal
+from queue_manager.http.context import Context
+from queue_manager.http.identity import Identity
+from queue_manager.http.wire import HttpError, Request
+
+CONSOLE_COOKIE = "qm_console"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def clear_console_cookie(path: str = "/api/admin") -> tuple[str, str]:
+    return "Set-Cookie", f"{CONSOLE_COOKIE}=; Path={path}; Max-Age=0; HttpOnly; SameSite=Strict"
+
+
+def _unauthorized(message: str, *, clear_cookie: bool = False) -> HttpError:
+    headers = [("WWW-Authenticate", 'Bearer realm="queue-manager"')]
+    if clear_cookie:
+        headers.append(clear_console_cookie())
+    return HttpError(401, "unauthorized", message, headers=headers)
+
+
+async def authenticate(ctx: Context, req: Request, ident: Identity, *, allow_ticket: bool = False) -> Principal:
+    access = ctx.access
+    auth = req.header(b"authorization")
+    cookie = req.cookies.get(CONSOLE_COOKIE)
+    ticket = req.query.get("ticket") if allow_ticket else None
+    presented = bool(auth) or bool(cookie) or bool(ticket)
+    if presented:
+        retry = access.failures.locked(ident.ip)
+        if retry is not None:
+            raise HttpError(
+                429,
+                "too_many_auth_failures",
+                "Too many failed sign-ins from your address. Try again later.",
+                headers=[("Retry-After", str(retry))],
+            )
+    if auth:
+        scheme, _, credential = auth.partition(" ")
+        credential = credential.strip()
+        if scheme.lower() != "bearer" or not credential:
+            access.failures.fail(ident.ip)
+            raise _unauthorized("Use Authorization: Bearer <key>.")
+        principal = await access.from_bearer(credential)
+        if principal is None:
+            access.failures.fail(ident.ip)
+            raise _unauthorized("That key is not valid here.")
+        return principal
+    if cookie:
+        principal = await access.from_session(cookie)
+        if principal is None:
+            access.failures.fail(ident.ip)
+            raise _unauthorized("Your console session has ended. Sign in again.", clear_cookie=True)
+        if req.method not in SAFE_METHODS:
+            site = req.header(b"sec-fetch-site")
+            if not req.header(b"x-qm-csrf") or (site is not None and site != "same-origin"):
+                raise HttpError(403, "csrf_required", "A change made with the console session needs X-QM-CSRF.")
+        return principal
+    if ticket:
+        principal = await access.spend_ticket(ticket)
+        if principal is None:
+            access.failures.fail(ident.ip)
+            raise _unauthorized("That stream ticket is spent, expired or revoked.")
+        return principal
+    raise _unauthorized("This route needs Authorization: Bearer <key> or a console session.")
+
+
+def require(principal: Principal, grant: Grant) -> None:
+    if not principal.may(grant):
+        raise HttpError(
+            403,
+            "insufficient_role",
+            f"Your credential ({principal.role}) may not do this; it needs the {grant} grant.",
+            role=principal.role,
+        )

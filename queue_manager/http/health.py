@@ -1,0 +1,131 @@
+"""Health (/healthz, /api/version, /api/admin/health) and /metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queue_manager.engine.errors import EngineError
+from queue_manager.http.context import Context
+from queue_manager.http.wire import HttpError, Request, Send, send_json, send_response
+from queue_manager.metrics import render as render_metrics
+
+
+def health_status(ctx: Context) -> tuple[str, bool]:
+    now = ctx.clock.wall_ms()
+    ctx.clock_incidents[:] = [i for i in ctx.clock_incidents if now - i["at"] < 3_600_000]
+    if ctx.shutting_down:
+        return "shutting_down", False
+    status = "degraded" if ctx.clock_incidents else "ok"
+    return status, ctx.ready
+
+
+def _public_health(ctx: Context) -> dict[str, Any]:
+    status, ready = health_status(ctx)
+    return {
+        "status": status,
+        "ready": ready,
+        "leader": True,
+        "version": ctx.version,
+        "store": ctx.store.kind,
+        "uptimeSec": round(ctx.uptime(), 3),
+    }
+
+
+async def healthz(ctx: Context, req: Request, send: Send) -> None:
+    payload = _public_health(ctx)
+    await send_json(send, 200 if payload["ready"] else 503, payload, head=req.method == "HEAD")
+
+
+async def version(ctx: Context, req: Request, send: Send) -> None:
+    await send_json(send, 200, _public_health(ctx), head=req.method == "HEAD")
+
+
+async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = True) -> None:
+    """``full`` False is what a share link sees: nothing that names an address, a key or a misconfiguration."""
+    s = ctx.settings
+    rooms = await ctx.store.list_rooms()
+    status, ready = health_status(ctx)
+    incidents = [f"clock stepped by {i['stepMs']} ms" for i in ctx.clock_incidents]
+    c = ctx.counters
+    payload = {
+        **_public_health(ctx),
+        "status": status,
+        "ready": ready,
+        "instance": s.instance_id,
+        "pid": ctx.pid,
+        "now": ctx.clock.wall_ms(),
+        "startedAt": ctx.started_ms,
+        "rooms": len(rooms),
+        "visitors": {
+            "waiting": sum(r["waiting"] for r in rooms),
+            "preQueue": sum(r["preQueue"] for r in rooms),
+            "activeSessions": sum(r["activeSessions"] for r in rooms),
+            "passesOutstanding": sum(r["passesOutstanding"] for r in rooms),
+        },
+        "sse": {"streams": ctx.broadcaster.streams, "perIp": s.sse_per_ip, "maxTotal": s.sse_max_total},
+        "rateLimits": {
+            "joinPerMin": s.join_limit_per_min,
+            "checkPerMin": s.check_limit_per_min,
+            "waitingPerMin": s.waiting_limit_per_min,
+            "maxKeys": s.rate_limit_max_keys,
+        },
+        "storage": {"kind": ctx.store.kind, "ok": True, "writeErrors": c.storage_write_errors, "lastError": None},
+        "counters": {
+            "unknownRoomChecks": c.unknown_room_checks,
+            "blockedReturnUrls": c.blocked_return_urls,
+            "rejectedTokens": c.rejected_tokens,
+            "rejectedTokensByReason": c.rejected_tokens_by_reason,
+            "unscopedChecks": c.unscoped_checks,
+            "rateLimitedChecks": c.rate_limited_checks,
+            "refusedOriginChecks": [
+                {"roomId": r, "origin": o, "count": n} for (r, o), n in c.refused_origin_checks.items()
+            ],
+        },
+        "blockedReturnUrlsByRoom": {r["id"]: r["blockedReturnUrls"] for r in rooms if r["blockedReturnUrls"]},
+        "incidents": incidents,
+        "warnings": [
+            {"variable": w.variable, "set": w.set_value, "effective": w.effective, "message": w.message}
+            for w in s.warnings
+        ],
+        "hardening": list(s.hardening),
+        "keys": {
+            "adminKeyDefault": s.admin_key_is_default,
+            "secretDefault": s.secret_is_default,
+            "tokenSignV2": s.token_sign_v2,
+            "kid": ctx.signer.kid,
+            "secretPrevious": s.secret_previous is not None,
+            "publicApiKey": s.public_api_key is not None,
+            "edgeSecret": bool(s.edge_secrets),
+        },
+        "access": {"sso": False},
+    }
+    if not full:
+        for key in ("warnings", "hardening", "keys", "blockedReturnUrlsByRoom"):
+            payload.pop(key, None)
+        payload["storage"] = {k: v for k, v in payload["storage"].items() if k != "lastError"}
+        payload["counters"] = {k: v for k, v in payload["counters"].items() if k != "refusedOriginChecks"}
+    await send_json(send, 200, payload, head=req.method == "HEAD")
+
+
+async def metrics(ctx: Context, req: Request, send: Send) -> None:
+    rooms = await ctx.store.list_rooms()
+    body = render_metrics(
+        rooms,
+        ctx.counters,
+        uptime=ctx.uptime(),
+        start_time=ctx.started_ms / 1000.0,
+        sse_subscribers=ctx.broadcaster.streams,
+        shutting_down=ctx.shutting_down,
+        instance=ctx.settings.instance_id if ctx.settings.store == "valkey" else None,
+    )
+    await send_response(
+        send,
+        200,
+        body,
+        [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8"), (b"cache-control", b"no-store")],
+        req.method == "HEAD",
+    )
+
+
+def engine_error(err: EngineError) -> HttpError:
+    return HttpError(err.status, err.code, err.message, headers=list(err.headers.items()), **err.extra)
