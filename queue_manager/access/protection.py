@@ -232,16 +232,27 @@ CRAWLER_TOKENS: Final[tuple[str, ...]] = (
 
 
 def _alternation(tokens: tuple[str, ...], *, word: bool) -> str:
-    """One alternation over the lower-cased tokens, longest first (a token that is a prefix of
-    another never shadows it at the same position). With ``word``, no letter or digit may precede a
-    token, nor follow one that ends in a letter or digit."""
-    lowered = sorted({t.lower() for t in tokens}, key=lambda t: (-len(t), t))
-    branches = "|".join(re.escape(t) + (r"(?![a-z0-9])" if word and t[-1].isalnum() else "") for t in lowered)
-    return (r"(?<![a-z0-9])(?:" if word else "(?:") + branches + ")"
+    """One alternation over the lower-cased tokens, factored as a trie so that sre rejects a position
+    on its first character. Longer tokens are tried before a token that is their prefix. With
+    ``word``, no letter or digit may precede a token, nor follow one that ends in a letter or digit."""
+    root: dict[str, Any] = {}
+    for token in {t.lower() for t in tokens}:
+        node = root
+        for ch in token:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict[str, Any], last: str) -> str:
+        alts = [re.escape(ch) + emit(child, ch) for ch, child in sorted(node.items()) if ch]
+        if "" in node:  # a token ends here; tried after every longer one
+            alts.append(r"(?![a-z0-9])" if word and last.isalnum() else "")
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    return (r"(?<![a-z0-9])" if word else "") + emit(root, "")
 
 
 # Case-insensitive by lower-casing the User-Agent once and matching lower-case tokens: the same
-# answer as re.IGNORECASE at a twentieth of the cost (sre's IGNORECASE defeats its literal scans).
+# answer as re.IGNORECASE, which costs sre an order of magnitude more per search. Compiled once, here.
 _AUTOMATION_RE: Final = re.compile(_alternation(AUTOMATION_TOKENS, word=True))
 _CRAWLER_RE: Final = re.compile(_alternation(CRAWLER_TOKENS, word=False))
 _CRAWLER_NAMES: Final[Mapping[str, str]] = {t.lower(): t for t in CRAWLER_TOKENS}

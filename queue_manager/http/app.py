@@ -13,7 +13,8 @@ from queue_manager.config import ConfigRefusal, Settings
 from queue_manager.engine.errors import EngineError
 from queue_manager.http import admin, health, visitor
 from queue_manager.http.context import Context
-from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, send_error
+from queue_manager.http.edge import REFUSAL_PAGE, wants_page
+from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, send_error, send_response
 from queue_manager.store.base import Store, StoreUnavailable
 
 log = logging.getLogger("queue_manager")
@@ -26,6 +27,7 @@ ROUTES: dict[str, tuple[frozenset[str], Handler]] = {
     "/api/status": (frozenset({"GET", "HEAD"}), visitor.status),
     "/api/check": (frozenset({"GET", "HEAD"}), visitor.check),
     "/qm.js": (frozenset({"GET", "HEAD"}), visitor.qm_js),
+    "/api/verify": (frozenset({"GET", "HEAD"}), visitor.verify),
     "/healthz": (frozenset({"GET", "HEAD"}), health.healthz),
     "/api/version": (frozenset({"GET", "HEAD"}), health.version),
 }
@@ -80,15 +82,21 @@ class App:
         await self.ctx.store.start()
         self._tick_task = asyncio.create_task(self._ticker())
         self.ctx.ready = True
+        # STORE=memory keeps nothing across a restart, so whether the last run stopped cleanly is unknown
+        await self.ctx.access.audit(
+            None, "server.start", target=self.settings.instance_id, previousRunClean=None, store=self.ctx.store.kind
+        )
 
     def begin_stop(self) -> None:
         """Not ready from this instant; live streams are told to end."""
         self.ctx.shutting_down = True
         self.ctx.ready = False
         self.ctx.broadcaster.close_all()
+        self.ctx.admin_streams.close_all()
 
     async def shutdown(self) -> None:
         self.begin_stop()
+        await self.ctx.access.audit(None, "server.stop", target=self.settings.instance_id, clean=True)
         if self._tick_task is not None:
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -120,6 +128,18 @@ class App:
 
     # ------------------------------------------------------------------ requests
 
+    async def _edge_refusal(self, scope: Scope, send: Send, head: bool) -> None:
+        if wants_page(scope):
+            await send_response(
+                send,
+                403,
+                REFUSAL_PAGE,
+                [(b"content-type", b"text/html; charset=utf-8"), (b"cache-control", b"no-store")],
+                head,
+            )
+        else:
+            await send_error(send, HttpError(403, "edge_required", "edge_required"), head)
+
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope["path"]
         if path.startswith("/api/v1/"):
@@ -127,6 +147,14 @@ class App:
         req = Request(scope, receive, path)
         ctx = self.ctx
         head = req.method == "HEAD"
+        if ctx.edge.enabled and not ctx.edge.exempt(scope) and not ctx.edge.passes(scope):
+            ctx.counters.edge_refused += 1
+            await self._edge_refusal(scope, send, head)
+            return
+        ident = ctx.identity.resolve(req)
+        if ident.edge_fallback:
+            ctx.counters.edge_client_ip_fallback += 1
+        ctx.proxywatch.observe(req, ident.peer, ident.trusted_peer)
         try:
             route = ROUTES.get(path)
             if route is not None:

@@ -15,7 +15,9 @@ from queue_manager.clock import SystemClock
 from queue_manager.config import Settings
 from queue_manager.engine.room import Presented
 from queue_manager.engine.view import VisitorView
+from queue_manager.http.edge import EdgeGate
 from queue_manager.http.identity import IdentityResolver
+from queue_manager.http.proxywatch import ProxyWatch
 from queue_manager.http.ratelimit import Budget
 from queue_manager.http.sse import AdminStreams, Broadcaster
 from queue_manager.metrics import Counters
@@ -39,6 +41,8 @@ class Context:
     clock_incidents: list[dict[str, Any]] = field(default_factory=list)
     budgets: dict[str, Budget] = field(default_factory=dict)
     access: Access = field(init=False)
+    edge: EdgeGate = field(init=False)
+    proxywatch: ProxyWatch = field(init=False)
     admin_streams: AdminStreams = field(default_factory=lambda: AdminStreams())
     pid: int = field(default_factory=os.getpid)
     version: str = __version__
@@ -59,10 +63,14 @@ class Context:
         ctx.budgets = {
             "join": Budget(settings.join_limit_per_min, keys, clock),
             "check": Budget(settings.check_limit_per_min, keys, clock),
+            # vouched checks are charged to the visitor named, in a map of their own
+            "check_vouched": Budget(settings.check_limit_per_min, keys, clock),
             "waiting": Budget(settings.waiting_limit_per_min, keys, clock),
         }
         store.on_change(ctx.broadcaster.notify)
         ctx.access = Access(settings, signer, clock, MemoryAccessStore())
+        ctx.edge = EdgeGate(settings.edge_secrets)
+        ctx.proxywatch = ProxyWatch(settings, clock)
         ctx.access.on_revoke(ctx.admin_streams.revoke)
         return ctx
 

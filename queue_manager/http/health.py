@@ -98,7 +98,17 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
             "edgeSecret": bool(s.edge_secrets),
         },
         "access": {"sso": False},
+        "proxy": ctx.proxywatch.health(full=full),
+        "waitingPage": {"enforced": not ctx.proxywatch.exempt, "standsDownFor": len(ctx.proxywatch.exempt)},
+        "edge": {
+            "refusedTotal": c.edge_refused,
+            "clientIpFallbackTotal": c.edge_client_ip_fallback,
+            **({"enforced": bool(s.edge_secrets)} if full else {}),
+        },
     }
+    payload["warnings"].extend(
+        {"variable": "TRUST_PROXY_IPS", "set": None, "effective": None, "message": m} for m in ctx.proxywatch.warnings()
+    )
     if not full:
         for key in ("warnings", "hardening", "keys", "blockedReturnUrlsByRoom"):
             payload.pop(key, None)

@@ -30,7 +30,7 @@ def cookie_hash(value: str) -> bytes:
     return hashlib.sha256(value.encode("utf-8", "surrogateescape")).digest()[:16]
 
 
-def _valid_ip(text: str) -> str | None:
+def valid_ip(text: str) -> str | None:
     text = text.strip()
     if text.startswith("[") and "]" in text:
         text = text[1 : text.index("]")]
@@ -78,14 +78,21 @@ class IdentityResolver:
         return hit
 
     def resolve(self, req: Request) -> Identity:
+        cached = req.ident
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        req.ident = ident = self._resolve(req)
+        return ident
+
+    def _resolve(self, req: Request) -> Identity:
         client = req.scope.get("client")
-        peer = _valid_ip(client[0]) if client else None
+        peer = valid_ip(client[0]) if client else None
         peer = peer or "0.0.0.0"
         ua = req.header(b"user-agent") or ""
         scheme = req.scope.get("scheme", "http")
         if self.edge:
             cf = req.header(b"cf-connecting-ip")
-            ip = _valid_ip(cf) if cf else None
+            ip = valid_ip(cf) if cf else None
             proto = req.header(b"x-forwarded-proto")
             if proto in ("http", "https"):
                 scheme = proto
@@ -98,7 +105,7 @@ class IdentityResolver:
         ip = peer
         if chain:
             pick = chain[-self.hops] if len(chain) >= self.hops else chain[0]
-            ip = _valid_ip(pick) or peer
+            ip = valid_ip(pick) or peer
         proto = (req.header(b"x-forwarded-proto") or "").split(",")[0].strip().lower()
         if proto in ("http", "https"):
             scheme = proto

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import html
 import secrets
+import sys
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -15,7 +17,7 @@ from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.engine.origins import origin_allowed
 from queue_manager.engine.view import VisitorView
 from queue_manager.http.context import Context
-from queue_manager.http.identity import Identity
+from queue_manager.http.identity import Identity, valid_ip
 from queue_manager.http.sse import run_stream
 from queue_manager.http.wire import (
     JSON_TYPE,
@@ -235,11 +237,65 @@ async def events(ctx: Context, req: Request, send: Send, receive: Receive) -> No
             pass
 
 
+def _vouched_key(ctx: Context, req: Request, ident: Identity) -> bool:
+    """A connector vouching for a visitor: Authorization: Bearer <PUBLIC_API_KEY or ADMIN_KEY>.
+
+    ``?key=`` is refused (credential_in_query). A wrong key spends the address's auth-failure allowance;
+    a locked-out address's key is treated as absent (401).
+    """
+    if "key" in req.query:
+        ctx.counters.refused_key_checks += 1
+        print(
+            "WARNING /api/check: a Public API key was sent in the URL (?key=); send it as Authorization: Bearer",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise HttpError(
+            401, "credential_in_query", "Send the Public API key as Authorization: Bearer, never in the URL."
+        )
+    auth = req.header(b"authorization")
+    if not auth:
+        return False
+    scheme, _, credential = auth.partition(" ")
+    presented = credential.strip().encode()
+    settings = ctx.settings
+    locked = ctx.access.failures.locked(ident.ip) is not None
+    good = (
+        scheme.lower() == "bearer"
+        and not locked
+        and (
+            (settings.public_api_key is not None and hmac.compare_digest(presented, settings.public_api_key.encode()))
+            | hmac.compare_digest(presented, settings.admin_key.encode())
+        )
+    )
+    if not good:
+        if not locked:
+            ctx.access.failures.fail(ident.ip)
+        ctx.counters.refused_key_checks += 1
+        raise HttpError(401, "unauthorized", "That key is not valid here.")
+    return True
+
+
 async def check(ctx: Context, req: Request, send: Send) -> None:
     q = req.query
     room_id = room_param(req)
     ident = ctx.identity.resolve(req)
-    limit_headers = _limit(ctx, "check", ident)
+    if _vouched_key(ctx, req, ident):
+        vouched_ip = valid_ip(q.get("ip") or "")
+        if vouched_ip is None:
+            raise HttpError(400, "bad_request", "A vouched check names the visitor: ?ip=<address>&agent=<User-Agent>.")
+        ident = Identity(vouched_ip, vouched_ip, ident.scheme, False, "", (q.get("agent") or "")[:512])
+        allowed, limit_headers = ctx.budgets["check_vouched"].take(vouched_ip)
+        if not allowed:
+            ctx.counters.rate_limited_checks += 1
+            raise HttpError(
+                429,
+                "rate_limited",
+                "Too many checks for this visitor; slow down.",
+                headers=[(k.decode(), v.decode()) for k, v in limit_headers],
+            )
+    else:
+        limit_headers = _limit(ctx, "check", ident)
     if not await ctx.store.room_exists(room_id):
         ctx.counters.unknown_room_checks += 1
         raise HttpError(404, "no_room", f"No room with id {room_id!r}.", roomId=room_id)
@@ -305,9 +361,33 @@ async def _door_cors(ctx: Context, req: Request, room_id: str) -> list[tuple[byt
     ]
 
 
+async def verify(ctx: Context, req: Request, send: Send) -> None:
+    """GET /api/verify: does this Public API key work here? (what a connector's installer asks)."""
+    ident = ctx.identity.resolve(req)
+    try:
+        vouched = _vouched_key(ctx, req, ident)
+    except HttpError as err:
+        problem = "Public API key sent in the URL" if err.code == "credential_in_query" else "the key was refused"
+        await send_json(send, 401, {"ok": False, "code": err.code, "problems": [problem]})
+        return
+    if not vouched:
+        await send_json(
+            send,
+            401,
+            {"ok": False, "code": "unauthorized", "problems": ["No key: send Authorization: Bearer <PUBLIC_API_KEY>"]},
+        )
+        return
+    problems = [] if ctx.settings.public_api_key else ["PUBLIC_API_KEY is not set: the ADMIN_KEY was used"]
+    await send_json(send, 200, {"ok": True, "problems": problems, "version": ctx.version})
+
+
 async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> None:
     ident = ctx.identity.resolve(req)
-    allowed, headers = ctx.budgets["waiting"].take(ident.ip)
+    headers: list[tuple[bytes, bytes]] = []
+    if ident.ip in ctx.proxywatch.exempt:
+        allowed = True  # an undeclared proxy: its visitors cannot be told apart
+    else:
+        allowed, headers = ctx.budgets["waiting"].take(ident.ip)
     if not allowed:
         body = asset.refusal_page(headers)
         await send_response(

@@ -33,7 +33,7 @@ class HttpError(Exception):
 
 
 class Request:
-    __slots__ = ("_cookies", "_query", "headers", "method", "path", "receive", "scope")
+    __slots__ = ("_cookies", "_query", "headers", "ident", "method", "path", "receive", "scope")
 
     def __init__(self, scope: Scope, receive: Receive, path: str) -> None:
         self.scope = scope
@@ -48,6 +48,7 @@ class Request:
                 self.headers[k] = v
         self._query: dict[str, str] | None = None
         self._cookies: dict[str, str] | None = None
+        self.ident: Any = None  # the resolved Identity, computed once (http.identity)
 
     def header(self, name: bytes) -> str | None:
         v = self.headers.get(name)
