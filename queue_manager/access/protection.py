@@ -130,7 +130,7 @@ AUTOMATION_TOKENS: Final[tuple[str, ...]] = (
     "lwp-request",
     "WWW-Mechanize",
     "Mechanize",
-    "PHP",
+    "PHP/",  # with the slash: ".php" ends many a URL inside a crawler's User-Agent
     "GuzzleHttp",
     "Ruby",
     "Faraday",

@@ -6,7 +6,7 @@ from queue_manager.http import admin_rooms, admin_stream, admin_team, health
 from queue_manager.http.authn import authenticate
 from queue_manager.http.call import Call
 from queue_manager.http.context import Context
-from queue_manager.http.wire import HttpError, Receive, Request, Send
+from queue_manager.http.wire import HttpError, Receive, Request, Send, send_json
 
 GET = frozenset({"GET", "HEAD"})
 
@@ -86,6 +86,10 @@ async def dispatch(ctx: Context, req: Request, send: Send, receive: Receive) -> 
     elif path == "/api/admin/audit":
         _allow(req, GET)
         await admin_team.audit(call)
+    elif path == "/api/admin/security":
+        _allow(req, GET)
+        call.need("read")
+        await send_json(send, 200, ctx.protection.stats(), head=req.method == "HEAD")
     elif path == "/api/admin/shutdown":
         await admin_team.shutdown(call)
     else:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queue_manager import __version__
+from queue_manager.access.protection import Protection
 from queue_manager.access.records import MemoryAccessStore
 from queue_manager.access.service import Access
 from queue_manager.clock import SystemClock
@@ -42,6 +43,7 @@ class Context:
     budgets: dict[str, Budget] = field(default_factory=dict)
     access: Access = field(init=False)
     edge: EdgeGate = field(init=False)
+    protection: Protection = field(init=False)
     proxywatch: ProxyWatch = field(init=False)
     admin_streams: AdminStreams = field(default_factory=lambda: AdminStreams())
     pid: int = field(default_factory=os.getpid)
@@ -70,6 +72,12 @@ class Context:
         store.on_change(ctx.broadcaster.notify)
         ctx.access = Access(settings, signer, clock, MemoryAccessStore())
         ctx.edge = EdgeGate(settings.edge_secrets)
+        ctx.protection = Protection(
+            clock,
+            mode=settings.protection_mode,
+            block_at=settings.protection_block_at,
+            allow_ips=settings.protection_allow_ips,
+        )
         ctx.proxywatch = ProxyWatch(settings, clock)
         ctx.access.on_revoke(ctx.admin_streams.revoke)
         return ctx

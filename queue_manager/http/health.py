@@ -27,7 +27,7 @@ def _public_health(ctx: Context) -> dict[str, Any]:
         "leader": True,
         "version": ctx.version,
         "store": ctx.store.kind,
-        "uptimeSec": round(ctx.uptime(), 3),
+        "uptimeSec": int(ctx.uptime()),
     }
 
 

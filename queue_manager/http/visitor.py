@@ -13,10 +13,12 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import orjson
 
+from queue_manager.access.protection import BLOCKED_CODE, RequestFacts, block_header, room_mode_of
 from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.engine.origins import origin_allowed
 from queue_manager.engine.view import VisitorView
 from queue_manager.http.context import Context
+from queue_manager.http.identity import FORWARDED_HEADERS as FORWARDED
 from queue_manager.http.identity import Identity, valid_ip
 from queue_manager.http.sse import run_stream
 from queue_manager.http.wire import (
@@ -141,7 +143,9 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
     if not await ctx.store.room_exists(room_id):
         raise HttpError(404, "no_room", f"No room with id {room_id!r}.", roomId=room_id)
     return_url = await _permitted_return(ctx, room_id, body.get("returnUrl"))
-    presented, _ = ctx.read_ticket(room_id, token or req.cookies.get(f"qm_{room_id}"))
+    cookie_ticket, _ = ctx.read_ticket(room_id, req.cookies.get(f"qm_{room_id}"))
+    await _protect(ctx, req, ident, room_id, has_cookie=cookie_ticket is not None)
+    presented, _ = ctx.read_ticket(room_id, token) if token else (cookie_ticket, None)
     qms = req.cookies.get(f"qms_{room_id}")
     new_qms = None
     if not qms or len(qms) > 64:
@@ -151,6 +155,36 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
     headers = ticket_cookies(ctx, room_id, signed, new_qms, ctx.identity.secure(ident))
     headers.extend(limit_headers)
     await send_json(send, 200, render_view(ctx, view, signed), headers)
+
+
+async def _protect(ctx: Context, req: Request, ident: Identity, room_id: str, *, has_cookie: bool) -> None:
+    """Bot protection on a request for a place in line (never on the door check, which fails open)."""
+    untrusted_forward = not ident.trusted_peer and not ctx.edge.enabled and any(h in req.headers for h in FORWARDED)
+    facts = RequestFacts(
+        ip=ident.ip,
+        user_agent=ident.user_agent,
+        accept=req.header(b"accept"),
+        accept_language=req.header(b"accept-language"),
+        accept_encoding=req.header(b"accept-encoding"),
+        sec_fetch_site=req.header(b"sec-fetch-site"),
+        sec_fetch_mode=req.header(b"sec-fetch-mode"),
+        sec_fetch_dest=req.header(b"sec-fetch-dest"),
+        sec_ch_ua=req.header(b"sec-ch-ua"),
+        forwarded_from_untrusted=untrusted_forward,
+        has_valid_queue_cookie=has_cookie,
+        tickets_held_by_ip=await ctx.store.places_held(room_id, ident.ip),
+    )
+    policy = await ctx.store.room_policy(room_id)
+    decision = ctx.protection.assess(facts, room_mode=room_mode_of(policy.get("protection") if policy else None))
+    if decision.action == "block":
+        name, value = block_header(decision)
+        raise HttpError(
+            403,
+            BLOCKED_CODE,
+            "This request was refused a place in line.",
+            headers=[(name, value)],
+            score=decision.score,
+        )
 
 
 def _ticket_token(req: Request, room_id: str) -> str | None:

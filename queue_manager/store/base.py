@@ -58,7 +58,7 @@ class Store(Protocol):
     async def room_exists(self, room_id: str) -> bool: ...
 
     async def room_policy(self, room_id: str) -> dict[str, Any] | None:
-        """What the HTTP layer needs to judge return URLs: target and origin lists (None: no room)."""
+        """What the HTTP layer needs per request: target, origin lists, name, protection (None: no room)."""
 
     # visitors
     async def join(
@@ -78,6 +78,9 @@ class Store(Protocol):
     ) -> CheckResult: ...
 
     async def note_blocked_return(self, room_id: str) -> None: ...
+
+    async def places_held(self, room_id: str, ident: str) -> int:
+        """Places ``ident`` holds in the room's waiting line (what queueMaxPerIp counts)."""
 
     # operators
     async def eject(self, room_id: str, query: str) -> dict[str, Any]: ...

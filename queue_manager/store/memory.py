@@ -69,6 +69,7 @@ class MemoryStore:
             "returnOrigins": cfg.return_origins,
             "tagOrigins": cfg.tag_origins,
             "name": cfg.name,
+            "protection": cfg.protection,
         }
 
     async def upsert_room(self, body: dict[str, Any]) -> tuple[dict[str, Any], bool, list[str]]:
@@ -126,6 +127,10 @@ class MemoryStore:
         room = self.engine.rooms.get(room_id)
         if room is not None:
             room.blocked_returns += 1
+
+    async def places_held(self, room_id: str, ident: str) -> int:
+        room = self.engine.rooms.get(room_id)
+        return 0 if room is None else room.per_ident.get(ident, 0)
 
     # operators --------------------------------------------------------------
 

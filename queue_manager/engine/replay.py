@@ -1,0 +1,482 @@
+"""Rebuild a room generation from its journal: an optional checkpoint, then its events in order.
+
+Replay makes no decision of its own. It does not sweep, tick or draw: a ``join`` mints exactly
+ticket ``n`` at the back, ``promote`` promotes exactly ``n`` with the recorded ``slot``, a draw applies
+the recorded order, and every lapse (``expire``, ``session.end``, ``slot.release``) is applied only
+because the journal says it happened. Time comes from the events: each one is applied on a clock
+whose wall and monotonic readings both equal the event's ``ts``; the result is then rebased onto
+the live clock through a checkpoint dump/load, which also marks every holder seen (as a restart
+does).
+
+The journal is guarded per event: a type this build cannot apply, an ``lv`` newer than
+``EVENT_LOG_VERSION``, a gap in ``seq`` or an event that contradicts the state it lands on raises
+``ReplayFenced``: the room stays fenced until a build that can read it runs the rebuild. Nothing is
+ever skipped, except an event whose ``seq`` was already folded in (a replay never applies the same
+``(room, gen, seq)`` twice).
+
+Outflow credit is not journaled per tick. Replay credits the time between events as ticks at
+``ratePerMinute`` would (capped at the one-slot bank), takes the exact figure from a ``promote``
+event's ``credit`` when it carries one, and credits the time up to the rebuild. It is exact while
+the room's pacing is steady; around a pause, a rate change or a drop opening it can differ from the
+live room by at most one tick's accrual.
+
+Example::
+
+    room = replay(journal_events, clock)                       # from room.create
+    room = replay(later_events, clock, base=checkpoint_dict)   # from a checkpoint
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from queue_manager.clock import Clock
+from queue_manager.engine.events import EVENT_LOG_VERSION, Event
+from queue_manager.engine.room import FINISHED_KEEP, SLOT, Room
+from queue_manager.engine.snapshot import SnapshotError, config_from_public, dump, load
+from queue_manager.engine.ticket import PreEntry, Ticket
+
+
+class ReplayFenced(Exception):
+    """The journal cannot be applied by this build; the room stays fenced (never skip an event)."""
+
+    def __init__(self, room: str, reason: str, seq: int | None = None) -> None:
+        super().__init__(f"room {room!r} fenced: {reason}")
+        self.room = room
+        self.reason = reason
+        self.seq = seq
+
+
+class ReplayDeleted(Exception):
+    """The generation ended (``room.delete``): there is no room to rebuild."""
+
+    def __init__(self, room: str, gen: int, seq: int) -> None:
+        super().__init__(f"room {room!r} generation {gen} was deleted (seq {seq})")
+        self.room = room
+        self.gen = gen
+        self.seq = seq
+
+
+class _Inconsistent(Exception):
+    """An event contradicts the state it lands on (raised inside a handler, turned into a fence)."""
+
+
+class ReplayClock:
+    """The clock replay runs on: wall and monotonic both read ``at`` (milliseconds)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def mono(self) -> float:
+        return self.at / 1000
+
+    def mono_ms(self) -> int:
+        return self.at
+
+    def wall_ms(self) -> int:
+        return self.at
+
+
+# ------------------------------------------------------------------------------------ the driver
+
+
+def replay(
+    events: Iterable[Event],
+    clock: Clock,
+    base: Mapping[str, Any] | None = None,
+    *,
+    room_events: list[Event] | None = None,
+) -> Room:
+    """Rebuild one room generation and hand it back live on ``clock``.
+
+    ``events`` are that generation's journal (any order; those at or below the checkpoint's ``seq``
+    are ignored). ``room_events`` is the list the rebuilt room emits into (the engine's, normally).
+    Raises ``ReplayFenced`` or ``ReplayDeleted``.
+    """
+    room, rclock = _fold(events, base)
+    target = max(rclock.at, clock.wall_ms())
+    rclock.at = target
+    _accrue(room, target)
+    out = load(dump(room), clock, [] if room_events is None else room_events)
+    shift = clock.mono_ms() - target
+    out.join_times = deque(t + shift for t in room.join_times)
+    out.pass_times = deque(t + shift for t in room.pass_times)
+    out.last_minute(out.join_times)
+    out.last_minute(out.pass_times)
+    return out
+
+
+def fold(events: Iterable[Event], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A new checkpoint: ``base`` plus ``events``, as of the last event (what a checkpointer saves)."""
+    room, _ = _fold(events, base)
+    return dump(room)
+
+
+class _Ctx:
+    """One replay run: the room being rebuilt and what its handlers remember between events."""
+
+    def __init__(self, room: Room) -> None:
+        self.room = room
+        self.deleted = False
+        # the pass each admitted ticket had, for an admit.revoke later in the same run
+        self.admitted_from: dict[int, tuple[bool, int, bool, int | None]] = {}
+
+
+def _fold(events: Iterable[Event], base: Mapping[str, Any] | None) -> tuple[Room, ReplayClock]:
+    ordered = sorted(events, key=lambda e: e.seq)
+    ctx: _Ctx | None = None
+    rclock: ReplayClock
+    sink: list[Event] = []
+    if base is not None:
+        name = str(base.get("room", "?"))
+        if base.get("v") != 1:
+            raise ReplayFenced(name, f"checkpoint format v{base.get('v')!r} is not one this build reads")
+        try:
+            rclock = ReplayClock(int(base["refWall"]))
+            ctx = _Ctx(load(base, rclock, sink))
+        except (SnapshotError, KeyError, TypeError, ValueError) as err:
+            raise ReplayFenced(name, f"checkpoint unreadable: {err}") from err
+        room_id, gen = ctx.room.cfg.id, ctx.room.gen
+    else:
+        if not ordered:
+            raise ValueError("nothing to replay: no checkpoint and no events")
+        room_id, gen = ordered[0].room, ordered[0].gen
+        rclock = ReplayClock(ordered[0].ts)
+    for ev in ordered:
+        if ev.room != room_id or ev.gen != gen:
+            raise ReplayFenced(room_id, f"event of {ev.room!r} generation {ev.gen} in the journal of generation {gen}")
+        last = 0 if ctx is None else ctx.room.event_seq
+        if ev.seq <= last:
+            continue  # already folded in (the checkpoint, or a duplicate): never applied twice
+        if ev.seq != last + 1:
+            raise ReplayFenced(room_id, f"journal gap: seq {last + 1} missing before {ev.seq}", ev.seq)
+        handler = HANDLERS.get(ev.type)
+        if handler is None:
+            raise ReplayFenced(room_id, f"unknown event type {ev.type!r}", ev.seq)
+        if ev.lv > EVENT_LOG_VERSION:
+            raise ReplayFenced(room_id, f"event {ev.type!r} has lv {ev.lv}, newer than {EVENT_LOG_VERSION}", ev.seq)
+        if ctx is not None and ctx.deleted:
+            raise ReplayFenced(room_id, f"{ev.type!r} after room.delete", ev.seq)
+        rclock.at = max(rclock.at, ev.ts)
+        try:
+            if ctx is None:
+                if ev.type != "room.create":
+                    raise ReplayFenced(room_id, f"journal starts with {ev.type!r}, not room.create", ev.seq)
+                ctx = _Ctx(Room(config_from_public(ev.data["config"]), gen, rclock, sink))
+            else:
+                _accrue(ctx.room, rclock.at)
+                handler(ctx, ev.data)
+        except ReplayFenced:
+            raise
+        except (_Inconsistent, KeyError, TypeError, ValueError, AttributeError) as err:
+            raise ReplayFenced(room_id, f"{ev.type} (seq {ev.seq}) does not fit the state: {err}", ev.seq) from err
+        ctx.room.event_seq = ev.seq
+        sink.clear()
+    if ctx is None:
+        raise ValueError("nothing to replay: the checkpoint and the events are empty")
+    if ctx.deleted:
+        raise ReplayDeleted(room_id, gen, ctx.room.event_seq)
+    return ctx.room, rclock
+
+
+# ------------------------------------------------------------------------------ pacing (credit)
+
+
+def _accrue(room: Room, now: int) -> None:
+    """Credit the time since ``last_tick`` as the ticks would have (one-slot bank), up to ``now``."""
+    cfg = room.cfg
+    credit = room.credit
+    if cfg.state == "active" and cfg.rate_per_minute > 0:
+        start = room.last_tick
+        if cfg.opens_at_ms is not None:
+            start = max(start, cfg.opens_at_ms)  # replay's clock: monotonic == wall
+        if now > start:
+            credit += cfg.rate_per_minute * (now - start)
+    room.credit = min(SLOT, credit)
+    room.last_tick = max(room.last_tick, now)
+
+
+# ------------------------------------------------------------------------------------- handlers
+
+
+def _ticket(room: Room, n: Any, *states: str) -> Ticket:
+    t = room.tickets.get(int(n))
+    if t is None:
+        raise _Inconsistent(f"ticket {n} is not live")
+    if states and t.state not in states:
+        raise _Inconsistent(f"ticket {n} is {t.state}, not {'/'.join(states)}")
+    return t
+
+
+def _opt_bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes.fromhex(str(value))
+
+
+def _bytes(value: Any, name: str) -> bytes:
+    if value is None:
+        raise _Inconsistent(f"{name} is missing")
+    return bytes.fromhex(str(value))
+
+
+def _room_config(room: Room, data: Mapping[str, Any], *, pacing: bool) -> None:
+    old = room.cfg
+    cfg = config_from_public(data["config"])
+    if cfg.id != old.id:
+        raise _Inconsistent(f"config of room {cfg.id!r}")
+    prev = {(r.id, r.pattern, r.action): r for r in old.rules}
+    for rule in cfg.rules:
+        kept = prev.get((rule.id, rule.pattern, rule.action))
+        if kept is not None:
+            rule.matches, rule.last_match_ms = kept.matches, kept.last_match_ms
+    room.cfg = cfg
+    if pacing and (old.state != cfg.state or old.rate_per_minute != cfg.rate_per_minute):
+        room.last_tick = room.clock.mono_ms()
+        if cfg.state != "active":
+            room.credit = min(room.credit, SLOT)
+
+
+def _room_create(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    raise _Inconsistent("room.create inside a generation")
+
+
+def _room_update(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    _room_config(ctx.room, data, pacing=True)
+
+
+def _room_schedule(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    _room_config(ctx.room, data, pacing=False)
+
+
+def _room_delete(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    ctx.deleted = True
+
+
+def _join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    room = ctx.room
+    n = int(data["n"])
+    if n != room.next_n:
+        raise _Inconsistent(f"join mints {n}, the room's next ticket is {room.next_n}")
+    t = room._mint(
+        str(data["ident"]),
+        _bytes(data["fp"], "fp"),
+        _opt_bytes(data.get("fp2")),
+        _opt_bytes(data.get("ck")),
+        int(data["joined"]),
+        data.get("ret"),
+        charge=True,
+    )
+    t.reason = data.get("reason")
+
+
+def _prequeue_join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    room = ctx.room
+    handle = str(data["h"])
+    if handle in room.prequeue or handle in room.drawn:
+        raise _Inconsistent(f"pre-queue handle {handle} already used")
+    ident = str(data["ident"])
+    now = room.clock.mono_ms()
+    room.prequeue[handle] = PreEntry(
+        handle,
+        ident,
+        _bytes(data["fp"], "fp"),
+        _opt_bytes(data.get("fp2")),
+        _opt_bytes(data.get("ck")),
+        int(data["joined"]),
+        now,
+        data.get("ret"),
+    )
+    room.pq_per_ident[ident] = room.pq_per_ident.get(ident, 0) + 1
+    room.joins_total += 1
+    room.join_times.append(now)
+
+
+def _prequeue_draw(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    room = ctx.room
+    order = [str(h) for h in data["order"]]
+    if len(order) != len(room.prequeue) or set(order) != set(room.prequeue):
+        raise _Inconsistent("the drawn order is not the pre-queue")
+    first = room.next_n
+    room.apply_draw(order)
+    if [int(n) for n in data["tickets"]] != list(range(first, room.next_n)):
+        raise _Inconsistent(f"draw minted {first}..{room.next_n - 1}, the journal says {data['tickets']}")
+
+
+def _promote(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    room = ctx.room
+    t = _ticket(room, data["n"], "waiting")
+    now = room.clock.mono_ms()
+    slot = bool(data["slot"])
+    credit = data.get("credit")
+    if isinstance(credit, int) and not isinstance(credit, bool):
+        room.credit = credit  # exact: the credit right after this promotion (before the tick's cap)
+    elif slot:
+        room.credit = max(0, room.credit - SLOT)
+    room.last_tick = now
+    room._promote(t, slot=slot, now=now)
+
+
+def _admit(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    room = ctx.room
+    door = _bytes(data["door"], "door")
+    now = room.clock.mono_ms()
+    if data.get("reclaim"):
+        t = _ticket(room, data["n"], "admitted")
+        t.door = door
+        t.session_last = now
+        return
+    t = _ticket(room, data["n"], "passed")
+    ctx.admitted_from[t.n] = (t.slot, t.pass_at, t.told, t.bounced_at)
+    room._admit(t, door, now)
+
+
+def _admit_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    """The admission is taken back: the pass is pending again with the slot and claim window it had."""
+    room = ctx.room
+    t = _ticket(room, data["n"], "admitted")
+    if t.door != _bytes(data["door"], "door"):
+        return  # the session took a newer door key since (reclaimed): nothing of that admission is left
+    # not seen in this run (the admission is in the checkpoint): a slot-holding pass granted at the admission
+    slot, pass_at, told, bounced_at = ctx.admitted_from.pop(t.n, (True, t.session_start, True, None))
+    room.sessions.discard(t.n)
+    t.door = None
+    t.state = "passed"
+    t.pass_at = pass_at
+    t.told = told
+    t.bounced_at = bounced_at
+    t.session_start = t.session_last = t.session_touched = 0
+    room.passes.add(t.n)
+    room._grant_slot(t, slot, room.clock.mono_ms())
+    if bounced_at is not None and not slot:
+        room.bounced.add(t.n)
+
+
+def _session_touch(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    t = _ticket(ctx.room, data["n"], "admitted")
+    t.session_last = t.session_touched = ctx.room.clock.mono_ms()
+
+
+def _expire(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    ctx.room._finish(_ticket(ctx.room, data["n"], "passed"), "expired")
+
+
+def _session_end(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    ctx.room._finish(_ticket(ctx.room, data["n"], "admitted"), "expired")
+
+
+def _reclaim(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    ctx.room._reclaim(_ticket(ctx.room, data["n"], "admitted"))
+
+
+def _bounce(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    t = _ticket(ctx.room, data["n"], "passed")
+    t.bounced_at = ctx.room.clock.mono_ms()
+    ctx.room.bounced.add(t.n)
+
+
+def _slot_release(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    t = _ticket(ctx.room, data["n"], "passed")
+    ctx.room.slot_holders.discard(t.n)
+    t.slot = False
+
+
+def _return_update(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    ret = data.get("ret")
+    if data.get("h") is not None:
+        entry = ctx.room.prequeue.get(str(data["h"]))
+        if entry is None:
+            raise _Inconsistent(f"pre-queue handle {data['h']} is not live")
+        entry.return_url = ret
+    else:
+        _ticket(ctx.room, data["n"]).return_url = ret
+
+
+def _eject(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    room = ctx.room
+    n = int(data["n"])
+    if data.get("forgotten"):
+        if room.finished.pop(n, None) is None:
+            raise _Inconsistent(f"ticket {n} has no finished record to forget")
+        room._forget_ref(n)
+        return
+    t = _ticket(room, n)
+    room._leave_line(t)
+    room._drop_pass_and_session(t)
+    t.state = "waiting"
+    t.reason = "ejected"
+    t.seq = room.line.push(n)
+    room.ejected_total += 1
+
+
+def _purge(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    room = ctx.room
+    numbers = room.line.clear()
+    count = len(numbers) + len(room.prequeue)
+    if "count" in data and int(data["count"]) != count:
+        raise _Inconsistent(f"purge of {count} places, the journal says {data['count']}")
+    for n in numbers:
+        t = room.tickets.get(n)
+        if t is not None:
+            t.seq = 0
+            room._finish(t, "purged")
+    room.per_ident.clear()
+    for handle in room.prequeue:
+        room.purged_handles[handle] = None
+    while len(room.purged_handles) > FINISHED_KEEP:
+        room.purged_handles.popitem(last=False)
+    room.prequeue.clear()
+    room.pq_per_ident.clear()
+
+
+def _join_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    """A join whose commit failed: the ticket is gone as if never minted (its number stays used)."""
+    room = ctx.room
+    t = _ticket(room, data["n"], "waiting")
+    room._leave_line(t)
+    room.tickets.pop(t.n, None)
+    room._forget_ref(t.n)
+    room.joins_total = max(0, room.joins_total - 1)
+
+
+def _prequeue_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    room = ctx.room
+    handle = str(data["h"])
+    entry = room.prequeue.pop(handle, None)
+    if entry is None:
+        raise _Inconsistent(f"pre-queue handle {handle} is not live")
+    left = room.pq_per_ident.get(entry.ident, 0) - 1
+    if left > 0:
+        room.pq_per_ident[entry.ident] = left
+    else:
+        room.pq_per_ident.pop(entry.ident, None)
+    room.joins_total = max(0, room.joins_total - 1)
+
+
+Handler = Callable[[_Ctx, Mapping[str, Any]], None]
+
+# Every type this build can replay. ``slot.release`` and ``return.update`` are applied once the
+# engine journals them (see the report on issue 3); until then they simply never appear.
+HANDLERS: dict[str, Handler] = {
+    "room.create": _room_create,
+    "room.update": _room_update,
+    "room.schedule": _room_schedule,
+    "room.delete": _room_delete,
+    "join": _join,
+    "prequeue.join": _prequeue_join,
+    "prequeue.draw": _prequeue_draw,
+    "promote": _promote,
+    "admit": _admit,
+    "admit.revoke": _admit_revoke,
+    "session.touch": _session_touch,
+    "session.end": _session_end,
+    "reclaim": _reclaim,
+    "bounce": _bounce,
+    "expire": _expire,
+    "eject": _eject,
+    "purge": _purge,
+    "join.revoke": _join_revoke,
+    "prequeue.revoke": _prequeue_revoke,
+    "slot.release": _slot_release,
+    "return.update": _return_update,
+}

@@ -1,0 +1,63 @@
+"""Driver errors mapped once, at the boundary (the httpx ``_exceptions.py`` way).
+
+::
+
+    redis-py / Valkey                                   ->  what the store raises
+    ──────────────────────────────────────────────────────────────────────────────────
+    ConnectionError (refused, reset, auth, loading)     ->  StoreUnavailable
+    TimeoutError, OSError, asyncio.TimeoutError         ->  StoreUnavailable
+    ResponseError LOADING / MASTERDOWN / TRYAGAIN /     ->  StoreUnavailable
+      CLUSTERDOWN / READONLY / BUSY / OOM ("command
+      not allowed when used memory > 'maxmemory'")
+    ResponseError "QM fenced" (a script's refusal)      ->  StoreUnavailable (room being rebuilt)
+    ResponseError "QM no_room"                          ->  EngineError 404 no_room
+    anything else                                       ->  raised unchanged (a bug, not an outage)
+
+Refusals that happen after a script already changed the room (an identity ceiling after the
+sweep, an unknown ticket after the draw) come back in band (``{"k": "err"}``) with the events the
+script produced, and the store raises the engine's error after committing those events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from redis import exceptions as rx
+
+from queue_manager.engine.errors import no_room
+from queue_manager.store.base import StoreUnavailable
+
+_UNAVAILABLE = ("LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "BUSY", "OOM ")
+_OOM = "command not allowed when used memory"
+# redis-py turns these error prefixes into classes (and strips the prefix from the message)
+_UNAVAILABLE_CLASSES = (rx.OutOfMemoryError, rx.ReadOnlyError, rx.TryAgainError, rx.ClusterDownError)
+
+
+def is_unavailable_reply(message: str) -> bool:
+    """A Valkey error reply that means "not now" rather than "wrong"."""
+    head = message.lstrip()
+    return head.startswith(_UNAVAILABLE) or _OOM in message or "-OOM" in message
+
+
+@contextmanager
+def translate(room_id: str | None = None) -> Iterator[None]:
+    try:
+        yield
+    except StoreUnavailable:
+        raise
+    except rx.ResponseError as exc:
+        message = str(exc)
+        if message.startswith("QM "):
+            code = message[3:].split(" ", 1)[0]
+            if code == "no_room":
+                raise no_room(room_id or "") from None
+            if code == "fenced":
+                raise StoreUnavailable(f"room {room_id!r} is being rebuilt from the journal") from None
+            raise  # pragma: no cover - every QM code is listed above
+        if isinstance(exc, _UNAVAILABLE_CLASSES) or is_unavailable_reply(message):
+            raise StoreUnavailable(f"valkey: {message.split(chr(10), 1)[0][:200]}") from exc
+        raise
+    except (rx.ConnectionError, rx.TimeoutError, OSError, asyncio.TimeoutError) as exc:
+        raise StoreUnavailable(f"valkey unreachable: {type(exc).__name__}: {exc}"[:300]) from exc

@@ -1,0 +1,21 @@
+-- delete (Engine.delete): the generation ends. Its Refs (tickets 1..ARCHIVE_TICKETS) are kept in
+-- archive slot gen % GENERATIONS_KEPT for previous_generation look-ups. ARGV after the header: room id.
+if redis.call('EXISTS', K.fence) == 1 then
+  return redis.error_reply('QM fenced')
+end
+if not load_state() then
+  return redis.error_reply('QM no_room')
+end
+emit('room.delete', {})
+local slot = S.gen % #ARCH
+local archive = ARCH[slot + 1]
+redis.call('DEL', archive)
+if redis.call('EXISTS', K.aref) == 1 then
+  redis.call('RENAME', K.aref, archive)
+end
+redis.call('HSET', K.meta, 'a' .. I(slot), I(S.gen))
+for _, name in ipairs(LIVE) do
+  redis.call('DEL', K[name])
+end
+redis.call('ZREM', K.rooms, ARGV[A + 1])
+return cjson.encode({k = 'ok', ev = EV, gen = S_raw.gen})

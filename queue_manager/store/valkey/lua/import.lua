@@ -1,0 +1,40 @@
+-- import_room: replace the room's live state with a checkpoint (prepared in Python: records,
+-- rebased clocks, derived sets, heaps and Ref indexes). Clears the fence; not an event.
+-- ARGV after the header: room id, payload JSON.
+local room_id = ARGV[A + 1]
+local p = cjson.decode(ARGV[A + 2])
+for _, name in ipairs(LIVE) do
+  redis.call('DEL', K[name])
+end
+local gen = tonumber(p.gen)
+local meta_gen = tonumber(redis.call('HGET', K.meta, 'gen') or '0')
+if gen > meta_gen then
+  redis.call('HSET', K.meta, 'gen', I(gen))
+end
+local cv = redis.call('HINCRBY', K.meta, 'cv', 1)
+chunked('HSET', K.st, p.st, 400)
+redis.call('HSET', K.st, 'cv', I(cv), 'gen', I(gen))
+redis.call('SET', K.cfg, p.cfg)
+local HASHES = {'t', 'pi', 'fin', 'refs', 'aref', 'pq', 'ppi', 'drawn'}
+for _, name in ipairs(HASHES) do
+  if p[name] ~= nil and #p[name] > 0 then
+    chunked('HSET', K[name], p[name], 400)
+  end
+end
+local ZSETS = {'line', 'hp', 'hs', 'he', 'fo', 'pqo', 'ph'}
+for _, name in ipairs(ZSETS) do
+  if p[name] ~= nil and #p[name] > 0 then
+    chunked('ZADD', K[name], p[name], 400)
+  end
+end
+local SETS = {'ps', 'ss', 'sl', 'bn'}
+for _, name in ipairs(SETS) do
+  if p[name] ~= nil and #p[name] > 0 then
+    chunked('SADD', K[name], p[name], 400)
+  end
+end
+if not redis.call('ZSCORE', K.rooms, room_id) then
+  redis.call('ZADD', K.rooms, I(redis.call('INCR', K.rooms_seq)), room_id)
+end
+redis.call('DEL', K.fence)
+return cjson.encode({k = 'ok', cv = cv})

@@ -1,0 +1,76 @@
+-- join (Room.join): re-presenting a held place returns it; anything else mints a ticket (or, before
+-- opensAt, a pre-queue entry). ARGV after the header: ident, fp, fp2, cookie, presented gen, n,
+-- handle, return url, a fresh pre-queue handle.
+local early = begin(false, true)
+if early then
+  return early
+end
+-- the Ref of the number this join could mint must be in the window the store sent
+local need = S.next
+if DRAW_NOW then
+  need = need + #DRAW.order
+end
+if ref_for(need) == nil then
+  return cjson.encode({k = 'refs', gen = S.gen, next = need})
+end
+if not advance() then
+  return done({k = 'again'})
+end
+local C = client_at(A + 1)
+local P = presented_at(A + 5)
+local ret = opt(ARGV[A + 8])
+local handle = ARGV[A + 9]
+
+local found = resolve(P, C)
+if found.ticket ~= nil then
+  local t = found.ticket
+  t.sn = NOW
+  if ret ~= nil then
+    t.ru = ret
+  end
+  if t.s == 'admitted' and C.ck ~= nil and t.ck == C.ck then
+    reclaim(t)
+  end
+  return done(view_payload(found))
+end
+if found.pre ~= nil then
+  local e = found.pre
+  e.sn = NOW
+  if ret ~= nil then
+    e.ru = ret
+  end
+  save_pre(e)
+  return done(view_payload(found))
+end
+local state = effective_state(NOW_WALL)
+if state == 'bypass' then
+  return done(view_payload({reason = found.reason}))
+end
+if state == 'scheduled' then
+  local limit = S.c_pqmax
+  if limit ~= nil and tonumber(redis.call('HGET', K.ppi, C.id) or '0') >= limit then
+    return err('queue_identity_limit')
+  end
+  local e = {h = handle, id = C.id, fp = C.fp, f2 = C.f2, ck = C.ck, j = NOW_WALL, sn = NOW, ru = ret}
+  save_pre(e)
+  S.pqseq = (S.pqseq or 0) + 1
+  redis.call('ZADD', K.pqo, I(S.pqseq), handle)
+  redis.call('HINCRBY', K.ppi, C.id, 1)
+  S.pqver = (S.pqver or 0) + 1
+  S.joins = S.joins + 1
+  redis.call('ZADD', K.jt, I(NOW), 'h' .. handle)
+  emit('prequeue.join', {
+    h = handle, ident = C.id, fp = C.fp, fp2 = jnull(C.f2), ck = jnull(C.ck), joined = NOW_WALL, ret = jnull(ret),
+  })
+  return done(view_payload({pre = e, reason = found.reason, new = true}))
+end
+local limit = S.c_qmax
+if limit ~= nil and tonumber(redis.call('HGET', K.pi, C.id) or '0') >= limit then
+  return err('queue_identity_limit')
+end
+local t = mint(C.id, C.fp, C.f2, C.ck, NOW_WALL, ret, true, true, ref_for(S.next))
+t.r = found.reason
+emit('join', {
+  n = t.n, ident = C.id, fp = C.fp, fp2 = jnull(C.f2), ck = jnull(C.ck), joined = NOW_WALL, ret = jnull(ret),
+})
+return done(view_payload({ticket = t, n = t.n, reason = found.reason, new = true}))

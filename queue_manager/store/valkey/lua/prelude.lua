@@ -1,0 +1,840 @@
+-- The shared prelude of every script: the rules of queue_manager/engine/room.py, ported function
+-- by function (each carries the name of its Python original). The Python engine is the reference;
+-- where this file and room.py differ, room.py is right.
+--
+-- Time is integer milliseconds and never read from the server: every script receives the store
+-- clock's wall and monotonic readings. Credit is in integer units (SLOT per slot).
+--
+-- ARGV header (the same for every script; the operation's own arguments follow at A + 1):
+--   1 now_wall  2 now_mono  3 expected config version ('*' = any)  4 FINISHED_KEEP
+--   5 ARCHIVE_TICKETS  6 sweep budget  7 draw version  8 draw order (JSON)  9 draw Refs (JSON)
+--   10 the Ref window's "generation:first number"  11 Ref window (JSON: Refs of the next numbers)
+--
+-- Records (JSON, absent field = None / False / 0 as in the Python dataclasses):
+--   ticket   {n, id (ident), fp, f2, ck (hex), j (joined wall), sn (seen mono), ru (return url),
+--             ch (charged), s (waiting|passed|admitted), r (reason), pm (passed wall), wm (waited ms),
+--             pa (pass_at mono), sl (slot), tl (told), ba (bounced_at mono), d (door hash hex),
+--             ss, sla, st (session start / last / touched, mono), rf (its Ref)}
+--   finished {j, pm, wm, r, e (ended wall), rf}
+--   pre      {h, id, fp, f2, ck, j, sn, ru}
+--
+-- A script changes the room's scalars (S) and tickets (T) in memory and writes them back once at
+-- the end (done()); sets, heaps and the line are changed in place.
+
+local SLOT = 60000
+local TOUCH_EVERY_MS = 60000
+local BOUNCED_GRACE_SEC = 30
+local CLAIM_WINDOW_SEC = 120
+local PROMOTE_MAX = 10000
+
+local NOW_WALL = tonumber(ARGV[1])
+local NOW = tonumber(ARGV[2])
+local WANT_CV = ARGV[3]
+local FINISHED_KEEP = tonumber(ARGV[4])
+local ARCHIVE_KEEP = tonumber(ARGV[5])
+local SWEEP_MAX = tonumber(ARGV[6])
+local DRAW_VER = ARGV[7]
+local DRAW_ORDER = ARGV[8]
+local DRAW_REFS = ARGV[9]
+local REFS_GEN, REFS_BASE = string.match(ARGV[10], '^(%d+):(%d+)$')
+REFS_GEN, REFS_BASE = tonumber(REFS_GEN), tonumber(REFS_BASE)
+local REFS_JSON = ARGV[11]
+local A = 11
+
+local NULL = cjson.null
+
+-- ------------------------------------------------------------------ small helpers
+
+local function I(x)
+  return string.format('%d', x)
+end
+
+local function opt(v)
+  if v == nil or v == false or v == '' then
+    return nil
+  end
+  return v
+end
+
+local function jnull(v)
+  if v == nil then
+    return NULL
+  end
+  return v
+end
+
+local function split_numbers(s)
+  local out = {}
+  for part in string.gmatch(s, '[^,]+') do
+    out[#out + 1] = tonumber(part)
+  end
+  return out
+end
+
+-- HSET/ZADD/SADD with many arguments, in chunks (Lua's unpack has a stack limit)
+local function chunked(cmd, key, arr, step)
+  for i = 1, #arr, step do
+    local args = {}
+    for j = i, math.min(i + step - 1, #arr) do
+      args[#args + 1] = arr[j]
+    end
+    redis.call(cmd, key, unpack(args))
+  end
+end
+
+-- ------------------------------------------------------------------ the room's scalars
+
+local NUMERIC = {
+  gen = true, cv = true, next = true, credit = true, last = true, created = true, seq = true,
+  lseq = true, joins = true, passes = true, unscoped = true, blocked = true, ejected = true,
+  pqver = true, pqseq = true, fseq = true, pseq = true, phseq = true,
+  c_rate = true, c_maxc = true, c_pttl = true, c_sttl = true, c_smax = true, c_pres = true,
+  c_qmax = true, c_pqmax = true, c_opens = true, c_rules = true,
+}
+local S_raw = {}
+local S_dirty = {}
+local S = setmetatable({}, {
+  __index = S_raw,
+  __newindex = function(_, k, v)
+    S_raw[k] = v
+    S_dirty[k] = true
+  end,
+})
+
+local function load_state()
+  local raw = redis.call('HGETALL', K.st)
+  if #raw == 0 then
+    return false
+  end
+  for i = 1, #raw, 2 do
+    local k, v = raw[i], raw[i + 1]
+    if v == '' then
+      S_raw[k] = nil
+    elseif NUMERIC[k] then
+      S_raw[k] = tonumber(v)
+    else
+      S_raw[k] = v
+    end
+  end
+  return true
+end
+
+-- ------------------------------------------------------------------ tickets (written back at the end)
+
+local T_raw = {}
+local T_prox = {}
+local T_dirty = {}
+
+local function wrap(n, raw)
+  local p = setmetatable({}, {
+    __index = raw,
+    __newindex = function(_, k, v)
+      raw[k] = v
+      T_dirty[n] = true
+    end,
+  })
+  T_prox[n] = p
+  return p
+end
+
+local function getT(n)
+  local p = T_prox[n]
+  if p ~= nil then
+    return p or nil
+  end
+  local s = redis.call('HGET', K.t, I(n))
+  if not s then
+    T_prox[n] = false
+    return nil
+  end
+  local raw = cjson.decode(s)
+  T_raw[n] = raw
+  return wrap(n, raw)
+end
+
+local function newT(raw)
+  T_raw[raw.n] = raw
+  T_dirty[raw.n] = true
+  return wrap(raw.n, raw)
+end
+
+local function delT(n)
+  T_raw[n] = nil
+  T_prox[n] = false
+  T_dirty[n] = true
+end
+
+local function save_pre(e)
+  redis.call('HSET', K.pq, e.h, cjson.encode(e))
+end
+
+-- ------------------------------------------------------------------ events
+
+local EV = {}
+
+local function emit(typ, data)
+  S.seq = (S.seq or 0) + 1
+  EV[#EV + 1] = {typ, S.seq, NOW_WALL, data or {}}
+end
+
+-- ------------------------------------------------------------------ config-derived rules
+
+local function effective_state(wall)
+  if S.c_state == 'bypass' then
+    return 'bypass'
+  end
+  local opens = S.c_opens
+  if opens ~= nil and wall < opens then
+    return 'scheduled'
+  end
+  return S.c_state
+end
+
+local function claim_window_ms()
+  return math.min(CLAIM_WINDOW_SEC, S.c_pttl) * 1000
+end
+
+local function absent(seen, now)
+  local presence = S.c_pres
+  return presence ~= nil and now - seen >= presence * 1000
+end
+
+local function owns(holder, C)
+  if holder.ck ~= nil and C.ck ~= nil then
+    return holder.ck == C.ck
+  end
+  if C.fp == holder.fp then
+    return true
+  end
+  return C.f2 ~= nil and holder.f2 ~= nil and C.f2 == holder.f2
+end
+
+local function slot_deadline(t)
+  local deadline = t.pa + claim_window_ms()
+  if not t.tl and S.c_pres ~= nil then
+    deadline = math.min(deadline, t.sn + S.c_pres * 1000)
+  end
+  return deadline
+end
+
+local function session_deadline(t)
+  local deadline = t.sla + S.c_sttl * 1000
+  if S.c_smax ~= nil then
+    deadline = math.min(deadline, t.ss + S.c_smax * 1000)
+  end
+  return deadline
+end
+
+local function occupancy()
+  return redis.call('SCARD', K.ss) + redis.call('SCARD', K.sl)
+end
+
+local function active_bounced(now, older_than)
+  local grace = (S.c_pres or BOUNCED_GRACE_SEC) * 1000
+  local count = 0
+  for _, m in ipairs(redis.call('SMEMBERS', K.bn)) do
+    local n = tonumber(m)
+    local t = getT(n)
+    if t == nil or t.s ~= 'passed' or t.sl or t.ba == nil or now - t.ba >= grace then
+      redis.call('SREM', K.bn, m)
+    elseif older_than == nil or n < older_than then
+      count = count + 1
+    end
+  end
+  return count
+end
+
+local function free_slots(now, older_than)
+  local cap = S.c_maxc
+  if cap == nil then
+    return nil
+  end
+  return cap - occupancy() - active_bounced(now, older_than)
+end
+
+-- ------------------------------------------------------------------ the line, Refs, heaps
+
+local function line_push(n)
+  S.lseq = (S.lseq or 0) + 1
+  redis.call('ZADD', K.line, I(S.lseq), I(n))
+end
+
+local function line_len()
+  return redis.call('ZCARD', K.line)
+end
+
+local function line_head()
+  local r = redis.call('ZRANGE', K.line, 0, 0)
+  if #r == 0 then
+    return nil
+  end
+  return tonumber(r[1])
+end
+
+local function position(n)
+  local r = redis.call('ZRANK', K.line, I(n))
+  if not r then
+    return nil
+  end
+  return r + 1
+end
+
+local function refs_add(key, ref, n)
+  if ref == nil then
+    return
+  end
+  local cur = redis.call('HGET', key, ref)
+  if cur then
+    redis.call('HSET', key, ref, cur .. ',' .. I(n))
+  else
+    redis.call('HSET', key, ref, I(n))
+  end
+end
+
+local function forget_ref(n, ref)  -- _forget_ref
+  if ref == nil then
+    return
+  end
+  local cur = redis.call('HGET', K.refs, ref)
+  if not cur then
+    return
+  end
+  local out = {}
+  local removed = false
+  for part in string.gmatch(cur, '[^,]+') do
+    if not removed and tonumber(part) == n then
+      removed = true
+    else
+      out[#out + 1] = part
+    end
+  end
+  if #out == 0 then
+    redis.call('HDEL', K.refs, ref)
+  else
+    redis.call('HSET', K.refs, ref, table.concat(out, ','))
+  end
+end
+
+-- A lazy deadline heap as a zset: member "<n:012>:<deadline>", score deadline. Ties order by n,
+-- exactly like the Python heap of (deadline, n) tuples; stale entries are skipped when popped.
+local function hpush(key, deadline, n)
+  redis.call('ZADD', key, I(deadline), string.format('%012d:%d', n, deadline))
+end
+
+local BUDGET = 0
+
+-- the next entry due by `now`: its ticket number; nil when none is due; false when the budget of
+-- this call is spent and more are due (the caller answers 'again' and the store calls once more)
+local function pop_due(key, now)
+  local r = redis.call('ZRANGEBYSCORE', key, '-inf', I(now), 'LIMIT', 0, 1)
+  if #r == 0 then
+    return nil
+  end
+  if BUDGET <= 0 then
+    return false
+  end
+  BUDGET = BUDGET - 1
+  redis.call('ZREM', key, r[1])
+  return tonumber(string.match(r[1], '^(%d+):'))
+end
+
+-- ------------------------------------------------------------------ credit
+
+local function settle_credit()  -- _settle_credit
+  if effective_state(NOW_WALL) == 'active' and S.c_rate > 0 then
+    local elapsed = math.max(0, NOW - S.last)
+    S.credit = math.min(SLOT, S.credit + S.c_rate * elapsed)
+  else
+    S.credit = math.min(SLOT, S.credit)
+  end
+  -- never moves back: instances whose clocks differ by a few ms never credit the same span twice
+  S.last = math.max(S.last, NOW)
+end
+
+-- ------------------------------------------------------------------ transitions
+
+local REFS = nil
+
+local function ref_for(n)
+  if REFS_BASE == nil or REFS_GEN ~= S.gen then
+    return nil
+  end
+  if REFS == nil then
+    REFS = cjson.decode(REFS_JSON)
+  end
+  return REFS[n - REFS_BASE + 1]
+end
+
+local function charge(t)  -- _charge
+  redis.call('HINCRBY', K.pi, t.id, 1)
+  t.ch = true
+end
+
+local function uncharge(key, ident)
+  local left = redis.call('HINCRBY', key, ident, -1)
+  if left <= 0 then
+    redis.call('HDEL', key, ident)
+  end
+end
+
+local function mint(ident, fp, f2, ck, joined, ret, charge_it, count, ref)  -- _mint
+  if line_len() == 0 then
+    settle_credit()  -- credit earned while nobody waited banks at most one slot
+  end
+  local n = S.next
+  S.next = n + 1
+  local t = newT({
+    n = n, id = ident, fp = fp, f2 = f2, ck = ck, j = joined, sn = NOW, ru = ret,
+    s = 'waiting', pa = 0, ss = 0, sla = 0, st = 0, rf = ref,
+  })
+  line_push(n)
+  if charge_it then
+    charge(t)
+  end
+  refs_add(K.refs, ref, n)
+  if n <= ARCHIVE_KEEP then
+    refs_add(K.aref, ref, n)
+  end
+  if count then
+    S.joins = S.joins + 1
+    redis.call('ZADD', K.jt, I(NOW), 'n' .. I(n))
+  end
+  return t
+end
+
+local function leave_line(t)  -- _leave_line
+  redis.call('ZREM', K.line, I(t.n))
+  if t.ch then
+    t.ch = nil
+    uncharge(K.pi, t.id)
+  end
+end
+
+local function grant_slot(t, slot, now)  -- _grant_slot
+  if slot then
+    t.sl = true
+    redis.call('SADD', K.sl, I(t.n))
+    hpush(K.hs, slot_deadline(t), t.n)
+  else
+    t.sl = nil
+  end
+end
+
+local function promote(t, slot, now)  -- _promote
+  leave_line(t)
+  t.s = 'passed'
+  t.pa = now
+  if t.pm == nil then
+    t.pm = NOW_WALL
+    t.wm = math.max(0, NOW_WALL - t.j)
+  end
+  t.tl = nil
+  t.ba = nil
+  redis.call('SADD', K.ps, I(t.n))
+  hpush(K.hp, now + S.c_pttl * 1000, t.n)
+  grant_slot(t, slot, now)
+  S.passes = S.passes + 1
+  S.pseq = (S.pseq or 0) + 1
+  redis.call('ZADD', K.pt, I(now), 'p' .. I(S.pseq))
+  emit('promote', {n = t.n, slot = slot})
+end
+
+local function drop_pass_and_session(t)  -- _drop_pass_and_session
+  local m = I(t.n)
+  redis.call('SREM', K.ps, m)
+  redis.call('SREM', K.ss, m)
+  redis.call('SREM', K.sl, m)
+  redis.call('SREM', K.bn, m)
+  t.sl = nil
+  t.d = nil
+  t.ba = nil
+end
+
+local function finish(t, reason)  -- _finish
+  leave_line(t)
+  drop_pass_and_session(t)
+  local n = t.n
+  delT(n)
+  redis.call('HSET', K.fin, I(n), cjson.encode({j = t.j, pm = t.pm, wm = t.wm, r = reason, e = NOW_WALL, rf = t.rf}))
+  S.fseq = (S.fseq or 0) + 1
+  redis.call('ZADD', K.fo, I(S.fseq), I(n))
+  while redis.call('ZCARD', K.fo) > FINISHED_KEEP do
+    local gone = redis.call('ZPOPMIN', K.fo)[1]
+    local rec = redis.call('HGET', K.fin, gone)
+    redis.call('HDEL', K.fin, gone)
+    if rec then
+      forget_ref(tonumber(gone), cjson.decode(rec).rf)
+    end
+  end
+end
+
+local function admit(t, door, now)  -- _admit
+  local m = I(t.n)
+  redis.call('SREM', K.ps, m)
+  redis.call('SREM', K.sl, m)
+  redis.call('SREM', K.bn, m)
+  t.sl = nil
+  t.ba = nil
+  t.s = 'admitted'
+  t.d = door
+  t.ss = now
+  t.sla = now
+  t.st = now
+  redis.call('SADD', K.ss, m)
+  hpush(K.he, session_deadline(t), t.n)
+  emit('admit', {n = t.n, door = door})
+end
+
+local function reclaim(t)  -- _reclaim
+  local now = NOW
+  redis.call('SREM', K.ss, I(t.n))
+  t.d = nil
+  t.s = 'passed'
+  t.pa = now
+  t.tl = true
+  redis.call('SADD', K.ps, I(t.n))
+  hpush(K.hp, now + S.c_pttl * 1000, t.n)
+  grant_slot(t, true, now)
+  emit('reclaim', {n = t.n})
+end
+
+local function slide(t, now, journal)  -- _slide
+  t.sla = now
+  if journal and now - t.st >= TOUCH_EVERY_MS then
+    t.st = now
+    emit('session.touch', {n = t.n})
+  end
+end
+
+-- ------------------------------------------------------------------ time
+
+local function sweep(now)  -- sweep; false when the budget ran out with more due
+  while true do
+    local n = pop_due(K.hs, now)
+    if n == false then
+      return false
+    end
+    if n == nil then
+      break
+    end
+    local t = getT(n)
+    if t ~= nil and redis.call('SISMEMBER', K.sl, I(n)) == 1 then
+      local real = slot_deadline(t)
+      if real <= now then
+        redis.call('SREM', K.sl, I(n))
+        t.sl = nil
+      else
+        hpush(K.hs, real, n)
+      end
+    end
+  end
+  local ttl = S.c_pttl * 1000
+  while true do
+    local n = pop_due(K.hp, now)
+    if n == false then
+      return false
+    end
+    if n == nil then
+      break
+    end
+    local t = getT(n)
+    if t ~= nil and t.s == 'passed' then
+      if t.pa + ttl <= now then
+        finish(t, 'expired')
+        emit('expire', {n = n})
+      else
+        hpush(K.hp, t.pa + ttl, n)
+      end
+    end
+  end
+  while true do
+    local n = pop_due(K.he, now)
+    if n == false then
+      return false
+    end
+    if n == nil then
+      break
+    end
+    local t = getT(n)
+    if t ~= nil and t.s == 'admitted' then
+      local real = session_deadline(t)
+      if real <= now then
+        finish(t, 'expired')
+        emit('session.end', {n = n})
+      else
+        hpush(K.he, real, n)
+      end
+    end
+  end
+  return true
+end
+
+local function draw_due()  -- the test in _maybe_draw
+  if redis.call('HLEN', K.pq) == 0 then
+    return false
+  end
+  local opens = S.c_opens
+  return not (opens ~= nil and NOW_WALL < opens)  -- a cancelled drop with people waiting opens now
+end
+
+local function draw_version()
+  return I(S.gen) .. ':' .. I(S.pqver or 0) .. ':' .. I(S.next)
+end
+
+-- The draw needs randomness Lua does not have: the script answers 'draw' with the pre-queue, the
+-- store computes the permutation (room.draw_order) and calls again with it; it is applied only if
+-- the pre-queue and the next ticket number are unchanged since (the version), else asked again.
+local DRAW = nil
+
+local function draw_reply()
+  local handles = redis.call('ZRANGE', K.pqo, 0, -1)
+  local all = redis.call('HGETALL', K.pq)
+  local ident = {}
+  for i = 1, #all, 2 do
+    ident[all[i]] = cjson.decode(all[i + 1]).id
+  end
+  local entries = {}
+  for i, h in ipairs(handles) do
+    entries[i] = {h, ident[h]}
+  end
+  return cjson.encode({k = 'draw', ver = draw_version(), gen = S.gen, next = S.next, entries = entries})
+end
+
+local function draw_ready()
+  if DRAW_VER == '' or DRAW_VER ~= draw_version() then
+    return false
+  end
+  local order = cjson.decode(DRAW_ORDER)
+  if #order ~= redis.call('HLEN', K.pq) then
+    return false
+  end
+  DRAW = {order = order, refs = cjson.decode(DRAW_REFS)}
+  return true
+end
+
+local function apply_draw()  -- apply_draw
+  local numbers = {}
+  for i, h in ipairs(DRAW.order) do
+    local e = cjson.decode(redis.call('HGET', K.pq, h))
+    redis.call('HDEL', K.pq, h)
+    redis.call('ZREM', K.pqo, h)
+    local t = mint(e.id, e.fp, e.f2, e.ck, e.j, e.ru, true, false, DRAW.refs[i])
+    t.sn = e.sn
+    redis.call('HSET', K.drawn, h, I(t.n))
+    numbers[i] = t.n
+  end
+  redis.call('DEL', K.ppi)
+  S.pqver = (S.pqver or 0) + 1
+  emit('prequeue.draw', {order = DRAW.order, tickets = numbers})
+  DRAW = nil
+end
+
+local DRAW_NOW = false
+
+local function advance()  -- advance: the draw when due, then the sweep
+  if DRAW_NOW then
+    DRAW_NOW = false
+    apply_draw()
+  end
+  BUDGET = SWEEP_MAX
+  return sweep(NOW)
+end
+
+-- ------------------------------------------------------------------ reading
+
+local function resolve(P, C)  -- resolve
+  if P == nil then
+    return {}
+  end
+  if P.gen ~= S.gen then
+    return {reason = 'previous_generation'}
+  end
+  local n
+  if P.h ~= nil then
+    local raw = redis.call('HGET', K.pq, P.h)
+    if raw then
+      local e = cjson.decode(raw)
+      if owns(e, C) then
+        return {pre = e}
+      end
+      return {reason = 'not_owner'}
+    end
+    n = tonumber(redis.call('HGET', K.drawn, P.h) or '')
+    if n == nil then
+      if redis.call('ZSCORE', K.ph, P.h) then
+        return {reason = 'purged'}
+      end
+      return {reason = 'expired'}
+    end
+  else
+    n = P.n
+  end
+  local t = getT(n)
+  if t ~= nil then
+    if owns(t, C) then
+      return {ticket = t, n = n}
+    end
+    return {n = n, reason = 'not_owner'}
+  end
+  local fin = redis.call('HGET', K.fin, I(n))
+  if fin then
+    local f = cjson.decode(fin)
+    return {finished = f, n = n, reason = f.r}
+  end
+  return {n = n, reason = 'expired'}
+end
+
+local function describe(n)  -- the raw material of describe(); Python renders it
+  local t = getT(n)
+  if t == nil then
+    local f = redis.call('HGET', K.fin, I(n))
+    if not f then
+      return nil
+    end
+    return {n = n, fin = cjson.decode(f)}
+  end
+  local d = {n = n, t = T_raw[n], pos = position(n)}
+  if t.s == 'passed' then
+    d.pd = t.pa + S.c_pttl * 1000
+  elseif t.s == 'admitted' then
+    d.sd = session_deadline(t)
+  end
+  return d
+end
+
+local function view_payload(found)  -- the raw material of visitor_view()
+  local out = {k = 'ok', eff = effective_state(NOW_WALL), reason = found.reason, n = found.n, new = found.new}
+  if found.pre ~= nil then
+    out.pre = found.pre
+    out.pc = redis.call('HLEN', K.pq)
+  elseif found.ticket ~= nil then
+    local t = found.ticket
+    out.t = T_raw[t.n]
+    if t.s == 'waiting' then
+      out.pos = position(t.n)
+    end
+  elseif found.finished ~= nil then
+    out.fin = found.finished
+  end
+  return out
+end
+
+local function client_at(i)
+  return {id = ARGV[i], fp = ARGV[i + 1], f2 = opt(ARGV[i + 2]), ck = opt(ARGV[i + 3])}
+end
+
+local function presented_at(i)
+  if ARGV[i] == '' then
+    return nil
+  end
+  return {gen = tonumber(ARGV[i]), n = tonumber(ARGV[i + 1]), h = opt(ARGV[i + 2])}
+end
+
+-- ------------------------------------------------------------------ begin / done
+
+local CFG_OUT = false
+
+-- The common start: refuse a fenced room, load the state, compare config versions (strict: answer
+-- 'cfg' and change nothing; otherwise the reply carries the config), and prepare the draw.
+local function begin(strict, advances)
+  if redis.call('EXISTS', K.fence) == 1 then
+    return redis.error_reply('QM fenced')
+  end
+  if not load_state() then
+    return redis.error_reply('QM no_room')
+  end
+  if WANT_CV ~= '*' and WANT_CV ~= I(S.cv) then
+    if strict then
+      return cjson.encode({k = 'cfg', cv = S.cv, gen = S.gen, cfg = redis.call('GET', K.cfg)})
+    end
+    CFG_OUT = true
+  end
+  if advances and draw_due() then
+    if not draw_ready() then
+      return draw_reply()
+    end
+    DRAW_NOW = true
+  end
+  return nil
+end
+
+local function flush()
+  local args = {}
+  for k in pairs(S_dirty) do
+    local v = S_raw[k]
+    args[#args + 1] = k
+    if v == nil then
+      args[#args + 1] = ''
+    elseif type(v) == 'number' then
+      args[#args + 1] = I(v)
+    else
+      args[#args + 1] = v
+    end
+  end
+  if #args > 0 then
+    redis.call('HSET', K.st, unpack(args))
+  end
+  S_dirty = {}
+  for n in pairs(T_dirty) do
+    local raw = T_raw[n]
+    if raw then
+      redis.call('HSET', K.t, I(n), cjson.encode(raw))
+    else
+      redis.call('HDEL', K.t, I(n))
+    end
+  end
+  T_dirty = {}
+end
+
+local function done(reply)
+  flush()
+  reply.ev = EV
+  reply.gen = S_raw.gen
+  reply.next = S_raw.next
+  if CFG_OUT then
+    reply.cv = S_raw.cv
+    reply.cfg = redis.call('GET', K.cfg)
+  end
+  return cjson.encode(reply)
+end
+
+local function err(code, extra)
+  local reply = extra or {}
+  reply.k = 'err'
+  reply.code = code
+  return done(reply)
+end
+
+-- the config fields the rules read, from the op's arguments starting at i (see config.py)
+local CONFIG_FIELDS = {'c_state', 'c_rate', 'c_maxc', 'c_pttl', 'c_sttl', 'c_smax', 'c_pres', 'c_qmax', 'c_pqmax', 'c_opens', 'c_rules'}
+
+local function set_config(i)
+  for j, name in ipairs(CONFIG_FIELDS) do
+    local v = ARGV[i + j - 1]
+    if v == '' then
+      S[name] = nil
+    elseif NUMERIC[name] then
+      S[name] = tonumber(v)
+    else
+      S[name] = v
+    end
+  end
+  return i + #CONFIG_FIELDS
+end
+
+local function reschedule()  -- reschedule: fresh deadlines after a clock setting changed
+  for _, m in ipairs(redis.call('SMEMBERS', K.ss)) do
+    local t = getT(tonumber(m))
+    hpush(K.he, session_deadline(t), t.n)
+  end
+  for _, m in ipairs(redis.call('SMEMBERS', K.sl)) do
+    local t = getT(tonumber(m))
+    hpush(K.hs, slot_deadline(t), t.n)
+  end
+  for _, m in ipairs(redis.call('SMEMBERS', K.ps)) do
+    local t = getT(tonumber(m))
+    hpush(K.hp, t.pa + S.c_pttl * 1000, t.n)
+  end
+  BUDGET = SWEEP_MAX
+  sweep(NOW)  -- what the budget leaves is swept by the next call's advance
+end
