@@ -18,6 +18,7 @@ from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.engine.origins import origin_allowed
 from queue_manager.engine.view import VisitorView
 from queue_manager.http.context import Context
+from queue_manager.http.edge import wants_page
 from queue_manager.http.identity import FORWARDED_HEADERS as FORWARDED
 from queue_manager.http.identity import Identity, valid_ip
 from queue_manager.http.sse import run_stream
@@ -423,10 +424,23 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> 
     else:
         allowed, headers = ctx.budgets["waiting"].take(ident.ip)
     if not allowed:
-        body = asset.refusal_page(headers)
-        await send_response(
-            send, 429, body, [(b"content-type", b"text/html; charset=utf-8"), NO_STORE, *headers], req.method == "HEAD"
-        )
+        head = req.method == "HEAD"
+        if wants_page(req.scope):  # a navigation: the small page that reloads itself after Retry-After
+            await send_response(
+                send,
+                429,
+                asset.refusal_page(headers),
+                [(b"content-type", b"text/html; charset=utf-8"), NO_STORE, *headers],
+                head,
+            )
+        else:  # an XHR gets plain text
+            await send_response(
+                send,
+                429,
+                b"Too many requests from your address; retry after Retry-After.",
+                [(b"content-type", b"text/plain; charset=utf-8"), NO_STORE, *headers],
+                head,
+            )
         return
     policy = await ctx.store.room_policy(room_id) if ROOM_ID_RE.match(room_id) else None
     if policy is None:
