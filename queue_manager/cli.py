@@ -73,8 +73,12 @@ def main(argv: list[str] | None = None) -> None:
         log_level="warning",
         access_log=False,
         server_header=False,
+        # who the client is, and whether forwarded headers count, is decided by TRUST_PROXY/TRUST_PROXY_IPS
+        # in http/identity.py — never by the server's own loopback-trusting default
+        proxy_headers=False,
         timeout_graceful_shutdown=max(1, settings.shutdown_grace_ms // 1000),
         **kwargs,
     )
     server = _Server(config, app, settings)
+    app.ctx.request_stop = lambda: setattr(server, "should_exit", True)
     server.run()

@@ -253,7 +253,7 @@ def _origins(body: dict[str, Any], key: str, *, nullable: bool) -> tuple[OriginP
     return tuple(out)
 
 
-def _bare_origin(value: Any) -> str:
+def bare_origin(value: Any) -> str:
     if isinstance(value, str) and len(value) <= 300:
         o = origin_of(value)
         parsed = parse_origin_pattern(value)
@@ -321,7 +321,7 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
         elif key == "rules":
             cfg.rules = parse_rules(value)
         elif key == "proxyOrigin":
-            cfg.proxy_origin = None if value is None else _bare_origin(value)
+            cfg.proxy_origin = None if value is None else bare_origin(value)
         elif key == "onBackendDown":
             if value not in ("open", "closed"):
                 raise bad_field(key, "onBackendDown must be open or closed.", "invalid_on_backend_down")

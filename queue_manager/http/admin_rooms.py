@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from queue_manager.engine.errors import EngineError
-from queue_manager.engine.model import ALIASES
+from queue_manager.engine.model import ALIASES, bare_origin
 from queue_manager.http.call import Call
 from queue_manager.http.wire import HttpError, send_json
 
@@ -44,12 +44,22 @@ async def _inline_change(call: Call, body: dict[str, Any]) -> tuple[bool, dict[s
         return new_proxy is not None, ({"proxyOrigin": [None, new_proxy]} if new_proxy is not None else {}), True
     changes: dict[str, Any] = {}
     old_proxy = existing.get("proxyOrigin")
-    if "proxyOrigin" in body and body["proxyOrigin"] != old_proxy:
+    if "proxyOrigin" in body and _same_origin_spelling(body["proxyOrigin"]) != old_proxy:
         changes["proxyOrigin"] = [old_proxy, body["proxyOrigin"]]
     inline = old_proxy is not None or body.get("proxyOrigin") is not None
     if inline and "targetUrl" in body and body["targetUrl"] != existing.get("targetUrl"):
         changes["targetUrl"] = [existing.get("targetUrl"), body["targetUrl"]]
     return bool(changes), changes, False
+
+
+def _same_origin_spelling(value: Any) -> Any:
+    """The stored spelling of a proxyOrigin (``http://h:8080/`` is ``http://h:8080``): only a change counts."""
+    if value is None:
+        return None
+    try:
+        return bare_origin(value)
+    except EngineError:
+        return value
 
 
 async def rooms_upsert(call: Call) -> None:

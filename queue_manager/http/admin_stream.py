@@ -24,7 +24,7 @@ TICK_SEC = 2.0
 
 def totals(rooms: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "rooms": len(rooms),
+        "roomCount": len(rooms),
         "waiting": sum(r["waiting"] for r in rooms),
         "preQueue": sum(r["preQueue"] for r in rooms),
         "activeSessions": sum(r["activeSessions"] for r in rooms),

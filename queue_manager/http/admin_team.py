@@ -170,7 +170,10 @@ async def shutdown(call: Call) -> None:
     await call.req.body()
     await call.audit("server.shutdown", target=call.ctx.settings.instance_id)
     await send_json(call.send, 200, {"ok": True, "stopping": True, "uptimeSec": round(call.ctx.uptime(), 3)})
-    os.kill(os.getpid(), signal.SIGTERM)  # the same path SIGTERM takes
+    if call.ctx.request_stop is not None:
+        call.ctx.request_stop()  # the same graceful path SIGTERM takes, exiting 0
+    else:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _post(method: str) -> None:

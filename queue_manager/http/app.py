@@ -147,12 +147,15 @@ class App:
         req = Request(scope, receive, path)
         ctx = self.ctx
         head = req.method == "HEAD"
-        if ctx.edge.enabled and not ctx.edge.exempt(scope) and not ctx.edge.passes(scope):
-            ctx.counters.edge_refused += 1
-            await self._edge_refusal(scope, send, head)
-            return
+        through_edge = False
+        if ctx.edge.enabled:
+            through_edge = ctx.edge.passes(scope)
+            if not through_edge and not ctx.edge.exempt(scope):
+                ctx.counters.edge_refused += 1
+                await self._edge_refusal(scope, send, head)
+                return
         ident = ctx.identity.resolve(req)
-        if ident.edge_fallback:
+        if ident.edge_fallback and through_edge:  # a platform probe of /healthz is not Cloudflare's
             ctx.counters.edge_client_ip_fallback += 1
         ctx.proxywatch.observe(req, ident.peer, ident.trusted_peer)
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,8 @@ class Context:
     proxywatch: ProxyWatch = field(init=False)
     admin_streams: AdminStreams = field(default_factory=lambda: AdminStreams())
     pid: int = field(default_factory=os.getpid)
+    # ends the process through the same path SIGTERM takes (set by the CLI around the server)
+    request_stop: Callable[[], None] | None = None
     version: str = __version__
 
     @classmethod

@@ -1,0 +1,1 @@
+"""What several instances share besides the line: the leader lease and the control channel."""

@@ -1,0 +1,124 @@
+"""Vouched door checks: a connector speaks for a visitor with Authorization: Bearer <PUBLIC_API_KEY>."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+
+import httpx
+import pytest
+from harness import Server, create_room, metric
+
+ServerFactory = Callable[..., Server]
+
+PUBLIC_KEY = "pk-" + secrets.token_urlsafe(24)
+REFUSED = "qm_refused_key_checks_all_total"
+UA = "Mozilla/5.0 (vouched-test)"
+
+
+@pytest.fixture(scope="module")
+def server(make_module_server: ServerFactory) -> Server:
+    return make_module_server({"PUBLIC_API_KEY": PUBLIC_KEY, "CHECK_LIMIT_PER_MIN": "2"})
+
+
+@pytest.fixture(scope="module")
+def room_id(server: Server) -> str:
+    with server.admin() as a:
+        return str(create_room(a)["id"])
+
+
+def vouched(srv: Server, room_id: str, ip: str | None, key: str = PUBLIC_KEY, **params: str) -> httpx.Response:
+    q = {"roomId": room_id, "url": "https://shop.example/product/1", "agent": UA, **params}
+    if ip is not None:
+        q["ip"] = ip
+    with srv.client(headers={"Authorization": f"Bearer {key}"}) as c:
+        return c.get("/api/check", params=q)
+
+
+def refused_count(srv: Server) -> float:
+    return metric(srv, REFUSED) or 0.0
+
+
+def test_vouched_checks_are_charged_to_the_visitor_in_a_map_of_their_own(server: Server, room_id: str) -> None:
+    a, b = "198.51.100.7", "198.51.100.8"
+    for _ in range(2):
+        r = vouched(server, room_id, a)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["roomId"] == room_id and isinstance(body["admit"], bool)
+    r = vouched(server, room_id, a)
+    assert r.status_code == 429, r.text  # CHECK_LIMIT_PER_MIN=2 for that visitor
+    assert r.json()["code"] == "rate_limited"
+    assert r.headers.get("retry-after", "").isdigit()
+    # another visitor through the same connector has their own budget
+    assert vouched(server, room_id, b).status_code == 200
+    # and the connector's own address was never charged: a direct check still has its full budget
+    with server.client() as direct:
+        for _ in range(2):
+            r = direct.get("/api/check", params={"roomId": room_id, "url": "https://shop.example/"})
+            assert r.status_code == 200, r.text
+
+
+def test_admin_key_vouches_too(server: Server, room_id: str) -> None:
+    r = vouched(server, room_id, "198.51.100.30", key=server.admin_key)
+    assert r.status_code == 200, r.text
+
+
+def test_key_in_query_is_refused_and_counted(server: Server, room_id: str) -> None:
+    before = refused_count(server)
+    with server.client() as c:
+        r = c.get("/api/check", params={"roomId": room_id, "ip": "198.51.100.9", "agent": UA, "key": PUBLIC_KEY})
+    assert r.status_code == 401, r.text
+    assert r.json()["code"] == "credential_in_query"
+    assert PUBLIC_KEY not in r.text
+    assert refused_count(server) == before + 1
+
+
+def test_wrong_key_is_refused_and_counted(server: Server, room_id: str) -> None:
+    before = refused_count(server)
+    r = vouched(server, room_id, "198.51.100.10", key="pk-wrong")
+    assert r.status_code == 401, r.text
+    assert r.json()["code"] == "unauthorized"
+    assert refused_count(server) == before + 1
+
+
+@pytest.mark.parametrize(
+    "ip", [None, "", "not-an-address", "198.51.100.300"], ids=["missing", "empty", "word", "octet"]
+)
+def test_vouched_check_must_name_a_valid_visitor_address(server: Server, room_id: str, ip: str | None) -> None:
+    r = vouched(server, room_id, ip)
+    assert r.status_code == 400, r.text
+    assert r.json()["code"] == "bad_request"
+
+
+def test_verify(server: Server) -> None:
+    with server.client() as c:
+        r = c.get("/api/verify", headers={"Authorization": f"Bearer {PUBLIC_KEY}"})
+        assert r.status_code == 200, r.text
+        assert r.json()["ok"] is True
+        assert r.json()["problems"] == []
+        r = c.get("/api/verify", params={"key": PUBLIC_KEY})
+        assert r.status_code == 401, r.text
+        assert r.json()["ok"] is False
+        assert "Public API key sent in the URL" in r.json()["problems"]
+        r = c.get("/api/verify")
+        assert r.status_code == 401, r.text
+        assert r.json()["ok"] is False
+        r = c.get("/api/verify", headers={"Authorization": "Bearer pk-wrong"})
+        assert r.status_code == 401, r.text
+        assert r.json()["ok"] is False
+
+
+def test_wrong_public_keys_spend_the_admin_allowance(make_server: ServerFactory) -> None:
+    srv = make_server({"PUBLIC_API_KEY": PUBLIC_KEY, "ADMIN_AUTH_FAIL_PER_MIN": "3"})
+    with srv.admin() as a:
+        rid = str(create_room(a)["id"])
+    for _ in range(3):
+        assert vouched(srv, rid, "198.51.100.11", key="pk-wrong").status_code == 401
+    with srv.admin() as a:
+        r = a.get("/api/admin/rooms")
+    assert r.status_code == 429, r.text
+    assert r.json()["code"] == "too_many_auth_failures"
+    # a locked-out address's right key is treated as absent: 401, and the connector fails open
+    r = vouched(srv, rid, "198.51.100.12")
+    assert r.status_code == 401, r.text
