@@ -26,8 +26,9 @@ LAUNCH_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Module-scoped: Playwright's sync API runs an event loop, which must be gone before async tests run."""
     if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
         if os.environ.get("CI"):
             pytest.fail(f"Chromium is required in CI and is not at {CHROMIUM} (apt-get install chromium)")
