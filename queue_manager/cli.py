@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 import sys
 from typing import Any
@@ -23,6 +24,7 @@ class _Server(uvicorn.Server):
         await super().startup(sockets)
         if self.should_exit:
             return
+        gc.freeze()  # what start-up built lives for the whole run: keep it out of every collection
         port = self.qm_settings.port
         for server in getattr(self, "servers", []):
             for sock in server.sockets:
@@ -52,6 +54,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     for warning in settings.warnings:
         print(f"WARNING {warning.variable}: {warning.message}", file=sys.stderr, flush=True)
+    # Large lines are hundreds of thousands of long-lived objects: collect the young generation less often,
+    # so full collections (which walk every ticket) are rare pauses rather than frequent ones.
+    gc.set_threshold(50_000, 50, 100)
     try:
         app = App(settings)
     except ConfigRefusal as refusal:

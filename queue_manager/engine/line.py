@@ -32,7 +32,14 @@ class Line:
             i += i & -i
 
     def _grow(self) -> None:
-        self._size *= 2
+        """Double the tree in O(size) C-level work: every new node covers only empty positions, except
+        the new top node, which covers everything and holds the live count."""
+        old = self._size
+        self._size = old * 2
+        if old & (old - 1) == 0:  # a power of two: the new top node covers (0, 2·old]
+            self._tree.extend(bytes(8 * old))
+            self._tree[self._size] = len(self._live)
+            return
         self._tree = array("q", bytes(8 * (self._size + 1)))
         for seq in self._live:
             self._add(seq, 1)

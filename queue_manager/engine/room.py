@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import secrets
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -528,25 +528,18 @@ class Room:
         presented: Presented | None,
         door_hash: bytes | None,
         url: str | None,
-        new_door: tuple[str, bytes],
+        new_door: NewDoor,
     ) -> CheckResult:
-        """The door: admit (starting or sliding the session) or say why not."""
+        """The door: admit (starting or sliding the session) or say why not.
+
+        ``new_door`` is the (raw, hash) door key to issue if somebody walks in, or a callable minting one
+        only when it is needed.
+        """
         self.advance()
         now = self.clock.mono_ms()
-        state = self.effective_state()
-        if state == "bypass":
-            return CheckResult(True, state="bypass")
-        rule_id = None
-        if url is None:
-            self.unscoped_checks += 1
-        elif self.cfg.rules:
-            rule = match_rule(self.cfg.rules, url)
-            if rule is not None:
-                rule.matches += 1
-                rule.last_match_ms = self.clock.wall_ms()
-                rule_id = rule.id
-            if rule is None or rule.action == "skip":
-                return CheckResult(True, state="unprotected", rule=rule_id)
+        early, rule_id = self._door_prelude(url)
+        if early is not None:
+            return early
         if presented is None:
             return CheckResult(False, reason="no_ticket", rule=rule_id)
         found = self.resolve(presented, client)
@@ -562,6 +555,7 @@ class Room:
                     True, state="admitted", ticket=t, rule=rule_id, session_expires_ms=self._session_expires_ms(t)
                 )
             if client.cookie is not None and t.cookie == client.cookie:
+                new_door = _mint_door(new_door)
                 t.door = new_door[1]
                 self._slide(t, now, journal=False)
                 self._emit("admit", n=t.n, door=new_door[1].hex(), reclaim=True)
@@ -577,7 +571,9 @@ class Room:
         if found.ticket is None:
             return CheckResult(False, reason=found.reason or "not_owner", rule=rule_id)
         if t.state == "waiting":
-            reason = "ejected" if t.reason == "ejected" else "paused" if state == "paused" else "waiting"
+            reason = (
+                "ejected" if t.reason == "ejected" else "paused" if self.effective_state() == "paused" else "waiting"
+            )
             return CheckResult(False, reason=reason, ticket=t, rule=rule_id)
         # t.state == "passed"
         self.see(t)
@@ -588,6 +584,7 @@ class Room:
                 self.bounced.add(t.n)
                 self._emit("bounce", n=t.n)
                 return CheckResult(False, reason="at_capacity", ticket=t, rule=rule_id)
+        new_door = _mint_door(new_door)
         self._admit(t, new_door[1], now)
         return CheckResult(
             True,
@@ -596,6 +593,45 @@ class Room:
             ticket=t,
             rule=rule_id,
             session_expires_ms=self._session_expires_ms(t),
+        )
+
+    def _door_prelude(self, url: str | None) -> tuple[CheckResult | None, str | None]:
+        """Bypass and URL targeting, counted once per door check."""
+        if self.effective_state() == "bypass":
+            return CheckResult(True, state="bypass"), None
+        rule_id = None
+        if url is None:
+            self.unscoped_checks += 1
+        elif self.cfg.rules:
+            rule = match_rule(self.cfg.rules, url)
+            if rule is not None:
+                rule.matches += 1
+                rule.last_match_ms = self.clock.wall_ms()
+                rule_id = rule.id
+            if rule is None or rule.action == "skip":
+                return CheckResult(True, state="unprotected", rule=rule_id), rule_id
+        return None, rule_id
+
+    def door_replay(self, presented: Presented, door_hash: bytes, url: str | None) -> CheckResult | None:
+        """The hot path: a live session's own door key slides it. None: not that case, do the full check.
+
+        The door key itself is the proof (only the browser that walked in holds it), so nothing else is
+        looked at; when it does not match, nothing has been counted and the caller runs ``check``.
+        """
+        if presented.gen != self.gen or presented.n is None:
+            return None
+        t = self.tickets.get(presented.n)
+        if t is None or t.state != "admitted" or t.door != door_hash:
+            return None
+        self.advance()
+        if self.tickets.get(presented.n) is not t or t.state != "admitted":  # the sweep just ended it
+            return None
+        early, rule_id = self._door_prelude(url)
+        if early is not None:
+            return early
+        self._slide(t, self.clock.mono_ms())
+        return CheckResult(
+            True, state="admitted", ticket=t, rule=rule_id, session_expires_ms=self._session_expires_ms(t)
         )
 
     def _slide(self, t: Ticket, now: int, *, journal: bool = True) -> None:
@@ -773,6 +809,13 @@ class Room:
 
     def waiting_tickets(self) -> Iterable[int]:
         return iter(self.line)
+
+
+NewDoor = tuple[str, bytes] | Callable[[], tuple[str, bytes]]
+
+
+def _mint_door(new_door: NewDoor) -> tuple[str, bytes]:
+    return new_door() if callable(new_door) else new_door
 
 
 def _hex(value: bytes | None) -> str | None:

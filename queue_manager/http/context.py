@@ -26,6 +26,8 @@ from queue_manager.metrics import Counters
 from queue_manager.store.base import Store
 from queue_manager.tokens import TokenError, TokenSigner
 
+TICKET_CACHE_MAX = 100_000
+
 
 @dataclass
 class Context:
@@ -50,6 +52,7 @@ class Context:
     pid: int = field(default_factory=os.getpid)
     # ends the process through the same path SIGTERM takes (set by the CLI around the server)
     request_stop: Callable[[], None] | None = None
+    _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
     version: str = __version__
 
     @classmethod
@@ -88,9 +91,29 @@ class Context:
     # ------------------------------------------------------------------ tokens
 
     def read_ticket(self, room_id: str, token: str | None) -> tuple[Presented | None, int | None]:
-        """Verify a visitor token for ``room_id``; a refused one is counted and treated as absent."""
+        """Verify a visitor token for ``room_id``; a refused one is counted and treated as absent.
+
+        Verified tokens are remembered (bounded), so a replayed door check costs a dictionary look-up
+        plus the age checks, which run on every use.
+        """
         if not token:
             return None, None
+        hit = self._ticket_cache.get(token)
+        if hit is not None:
+            room, presented, iat = hit
+            now = self.clock.wall_ms()
+            age_limit = self.settings.token_max_age_sec * 1000
+            if room == room_id and iat - now <= 60_000 and now - iat <= age_limit:
+                return presented, iat
+            del self._ticket_cache[token]
+        result = self._verify_ticket(room_id, token)
+        if result[0] is not None:
+            if len(self._ticket_cache) >= TICKET_CACHE_MAX:
+                self._ticket_cache.clear()
+            self._ticket_cache[token] = (room_id, result[0], result[1] or 0)
+        return result
+
+    def _verify_ticket(self, room_id: str, token: str) -> tuple[Presented | None, int | None]:
         try:
             payload = self.signer.verify(token, "visitor")
         except TokenError as err:

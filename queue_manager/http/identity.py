@@ -51,9 +51,20 @@ class Identity:
     edge_fallback: bool = False
 
     def client(self, qms_value: str | None) -> ClientId:
-        fp = _digest(self.peer, self.forwarded, self.user_agent)
-        fp2 = _digest(self.ip, self.user_agent) if self.trusted_peer else None
-        return ClientId(ident=self.ip, fp=fp, fp2=fp2, cookie=cookie_hash(qms_value) if qms_value else None)
+        key = (self.peer, self.forwarded, self.user_agent, self.ip, self.trusted_peer)
+        fps = _FP_CACHE.get(key)
+        if fps is None:
+            fp = _digest(self.peer, self.forwarded, self.user_agent)
+            fp2 = _digest(self.ip, self.user_agent) if self.trusted_peer else None
+            if len(_FP_CACHE) >= _FP_CACHE_MAX:
+                _FP_CACHE.clear()
+            _FP_CACHE[key] = fps = (fp, fp2)
+        return ClientId(ident=self.ip, fp=fps[0], fp2=fps[1], cookie=cookie_hash(qms_value) if qms_value else None)
+
+
+# fingerprints of recent (peer, forwarded chain, User-Agent) combinations: a returning visitor costs a look-up
+_FP_CACHE: dict[tuple[str, str, str, str, bool], tuple[bytes, bytes | None]] = {}
+_FP_CACHE_MAX = 50_000
 
 
 class IdentityResolver:
@@ -63,6 +74,7 @@ class IdentityResolver:
         self.edge = bool(settings.edge_secrets)
         self.cookie_secure = settings.cookie_secure
         self._trusted_cache: dict[str, bool] = {}
+        self._peers: dict[str, str] = {}
 
     def _trusted(self, peer: str) -> bool:
         hit = self._trusted_cache.get(peer)
@@ -86,8 +98,13 @@ class IdentityResolver:
 
     def _resolve(self, req: Request) -> Identity:
         client = req.scope.get("client")
-        peer = valid_ip(client[0]) if client else None
-        peer = peer or "0.0.0.0"
+        raw_peer = client[0] if client else ""
+        peer = self._peers.get(raw_peer)
+        if peer is None:
+            peer = valid_ip(raw_peer) or "0.0.0.0"
+            if len(self._peers) > 10_000:
+                self._peers.clear()
+            self._peers[raw_peer] = peer
         ua = req.header(b"user-agent") or ""
         scheme = req.scope.get("scheme", "http")
         if self.edge:

@@ -48,16 +48,19 @@ class Broadcaster:
                 ev.set()
 
 
-async def watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
+async def watch_disconnect(receive: Receive, gone: asyncio.Event, wake: asyncio.Event | None = None) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             gone.set()
+            if wake is not None:
+                wake.set()
             return
 
 
 async def send_frame(send: Send, frame: bytes) -> None:
-    await asyncio.wait_for(send({"type": "http.response.body", "body": frame, "more_body": True}), SEND_TIMEOUT)
+    async with asyncio.timeout(SEND_TIMEOUT):  # no task per send: the frame is written at once
+        await send({"type": "http.response.body", "body": frame, "more_body": True})
 
 
 async def run_stream(
@@ -74,7 +77,7 @@ async def run_stream(
     ``next_frame`` returning None ends the stream (after it sent whatever it wanted, e.g. ``refresh``).
     """
     gone = asyncio.Event()
-    watcher = asyncio.create_task(watch_disconnect(receive, gone))
+    watcher = asyncio.create_task(watch_disconnect(receive, gone, wake))
     try:
         while not gone.is_set() and not broadcaster.closing.is_set():
             wake.clear()
@@ -86,14 +89,10 @@ async def run_stream(
             timeout = PING_EVERY
             if deadline is not None:
                 timeout = max(0.0, min(timeout, deadline - loop_time()))
-            waiter = asyncio.create_task(wake.wait())
-            gone_waiter = asyncio.create_task(gone.wait())
-            done, pending = await asyncio.wait(
-                {waiter, gone_waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-            for task in pending:
-                task.cancel()
-            if not done:
+            try:
+                async with asyncio.timeout(timeout):  # one event: woken by the room, a disconnect or a stop
+                    await wake.wait()
+            except TimeoutError:
                 if deadline is not None and loop_time() >= deadline:
                     continue  # next_frame sees the deadline and sends refresh
                 await send_frame(send, b": ping\n\n")

@@ -15,7 +15,7 @@ import orjson
 
 from queue_manager.access.protection import BLOCKED_CODE, RequestFacts, block_header, room_mode_of
 from queue_manager.engine.model import ROOM_ID_RE
-from queue_manager.engine.origins import origin_allowed
+from queue_manager.engine.policy import RoomPolicy
 from queue_manager.engine.view import VisitorView
 from queue_manager.http.context import Context
 from queue_manager.http.edge import wants_page
@@ -123,7 +123,7 @@ async def _permitted_return(ctx: Context, room_id: str, url: Any) -> str | None:
     policy = await ctx.store.room_policy(room_id)
     if policy is None:
         return None
-    if origin_allowed(url, policy["targetUrl"], policy["returnOrigins"]):
+    if policy.return_allowed(url):
         return url
     ctx.counters.blocked_return_urls += 1
     await ctx.store.note_blocked_return(room_id)
@@ -176,7 +176,7 @@ async def _protect(ctx: Context, req: Request, ident: Identity, room_id: str, *,
         tickets_held_by_ip=await ctx.store.places_held(room_id, ident.ip),
     )
     policy = await ctx.store.room_policy(room_id)
-    decision = ctx.protection.assess(facts, room_mode=room_mode_of(policy.get("protection") if policy else None))
+    decision = ctx.protection.assess(facts, room_mode=room_mode_of(policy.protection if policy else None))
     if decision.action == "block":
         name, value = block_header(decision)
         raise HttpError(
@@ -331,7 +331,8 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
             )
     else:
         limit_headers = _limit(ctx, "check", ident)
-    if not await ctx.store.room_exists(room_id):
+    policy = await ctx.store.room_policy(room_id)  # cached per config version: no store round trip
+    if policy is None:
         ctx.counters.unknown_room_checks += 1
         raise HttpError(404, "no_room", f"No room with id {room_id!r}.", roomId=room_id)
     url = q.get("url") or None
@@ -339,15 +340,17 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
         raise HttpError(400, "invalid_url", "url must be the absolute http(s) address of the page.")
     if url is None:
         ctx.counters.unscoped_checks += 1
-    cors = await _door_cors(ctx, req, room_id)
+    cors = _door_cors(ctx, req, policy)
     token = q.get("qm_token") or _cookie_ticket(req, room_id)
     presented, _ = ctx.read_ticket(room_id, token)
     dk = q.get("dk") or req.cookies.get(f"qm_dk_{room_id}")
     door_hash = hashlib.sha256(dk.encode()).digest()[:16] if dk and len(dk) <= 64 else None
-    raw = secrets.token_urlsafe(18)
-    new_door = (raw, hashlib.sha256(raw.encode()).digest()[:16])
-    client = ident.client(req.cookies.get(f"qms_{room_id}"))
-    result = await ctx.store.check(room_id, client, presented, door_hash, url, new_door)
+    result = None
+    if presented is not None and door_hash is not None:
+        result = await ctx.store.door_replay(room_id, presented, door_hash, url)
+    if result is None:
+        client = ident.client(req.cookies.get(f"qms_{room_id}"))
+        result = await ctx.store.check(room_id, client, presented, door_hash, url, _new_door)
     headers = [*limit_headers, *cors]
     if result.admit:
         if result.door_key:
@@ -369,7 +372,12 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
     await send_json(send, 200, payload, headers)
 
 
-async def _door_cors(ctx: Context, req: Request, room_id: str) -> list[tuple[bytes, bytes]]:
+def _new_door() -> tuple[str, bytes]:
+    raw = secrets.token_urlsafe(18)
+    return raw, hashlib.sha256(raw.encode()).digest()[:16]
+
+
+def _door_cors(ctx: Context, req: Request, policy: RoomPolicy) -> list[tuple[bytes, bytes]]:
     """The tag calls /api/check cross-origin: answer CORS only for an origin the room lists.
 
     tagOrigins (null: returnOrigins) plus the target's own origin. Refusals are counted per (room, origin).
@@ -377,12 +385,8 @@ async def _door_cors(ctx: Context, req: Request, room_id: str) -> list[tuple[byt
     origin = req.header(b"origin")
     if not origin or origin == "null":
         return []
-    policy = await ctx.store.room_policy(room_id)
-    if policy is None:
-        return []
-    listed = policy["tagOrigins"] if policy["tagOrigins"] is not None else policy["returnOrigins"]
-    if not origin_allowed(origin, policy["targetUrl"], listed):
-        key = (room_id, origin[:200])
+    if not policy.tag_allowed(origin):
+        key = (policy.room_id, origin[:200])
         refused = ctx.counters.refused_origin_checks
         if key in refused or len(refused) < 10_000:
             refused[key] = refused.get(key, 0) + 1
@@ -449,7 +453,7 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> 
             send, 404, body, [(b"content-type", b"text/html; charset=utf-8"), NO_STORE], req.method == "HEAD"
         )
         return
-    name = policy.get("name") or room_id
+    name = policy.name or room_id
     config = {"roomId": room_id, "name": name, "apiBase": ""}
     page = asset.waiting_template().replace("__QM_CONFIG__", _script_json(config), 1)
     page = page.replace("__QM_TITLE__", html.escape(name))

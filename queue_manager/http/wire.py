@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import unquote_plus
 
 import orjson
 
@@ -58,21 +58,7 @@ class Request:
     def query(self) -> dict[str, str]:
         if self._query is None:
             raw = self.scope.get("query_string", b"")
-            q: dict[str, str] = {}
-            if raw:
-                try:
-                    pairs = parse_qsl(
-                        raw.decode("latin-1"),
-                        keep_blank_values=True,
-                        max_num_fields=64,
-                        errors="strict",
-                        encoding="utf-8",
-                    )
-                except (ValueError, UnicodeDecodeError) as exc:
-                    raise HttpError(400, "bad_request", "The query string could not be parsed.") from exc
-                for k, v in pairs:
-                    q.setdefault(k, v)
-            self._query = q
+            self._query = parse_query(raw) if raw else {}
         return self._query
 
     @property
@@ -121,6 +107,40 @@ class Request:
         if not isinstance(data, dict):
             raise HttpError(400, "bad_request", "The body must be a JSON object.")
         return data
+
+
+MAX_QUERY_FIELDS = 64
+
+
+def parse_query(raw: bytes) -> dict[str, str]:
+    """``a=1&b=x%20y`` → dict (first value wins). Only pieces with ``%`` or ``+`` are unquoted (the hot path
+    mostly carries plain base64url tokens). Bad escapes or non-UTF-8 are 400 bad_request."""
+    q: dict[str, str] = {}
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HttpError(400, "bad_request", "The query string could not be parsed.") from exc
+    parts = text.split("&")
+    if len(parts) > MAX_QUERY_FIELDS:
+        raise HttpError(400, "bad_request", "The query string has too many fields.")
+    for part in parts:
+        if not part:
+            continue
+        key, _, value = part.partition("=")
+        if "%" in key or "+" in key:
+            key = _unquote(key)
+        if "%" in value or "+" in value:
+            value = _unquote(value)
+        if key not in q:
+            q[key] = value
+    return q
+
+
+def _unquote(text: str) -> str:
+    try:
+        return unquote_plus(text, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        raise HttpError(400, "bad_request", "The query string could not be parsed.") from exc
 
 
 async def send_response(

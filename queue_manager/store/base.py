@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import CheckResult, Presented
+from queue_manager.engine.policy import RoomPolicy
+from queue_manager.engine.room import CheckResult, NewDoor, Presented
 from queue_manager.engine.view import VisitorView
 
 
@@ -57,7 +58,7 @@ class Store(Protocol):
 
     async def room_exists(self, room_id: str) -> bool: ...
 
-    async def room_policy(self, room_id: str) -> dict[str, Any] | None:
+    async def room_policy(self, room_id: str) -> RoomPolicy | None:
         """What the HTTP layer needs per request: target, origin lists, name, protection (None: no room)."""
 
     # visitors
@@ -74,8 +75,13 @@ class Store(Protocol):
         presented: Presented | None,
         door_hash: bytes | None,
         url: str | None,
-        new_door: tuple[str, bytes],
+        new_door: NewDoor,
     ) -> CheckResult: ...
+
+    async def door_replay(
+        self, room_id: str, presented: Presented, door_hash: bytes, url: str | None
+    ) -> CheckResult | None:
+        """The hot path: a live session's own door key. None means "run the full check"."""
 
     async def note_blocked_return(self, room_id: str) -> None: ...
 

@@ -11,8 +11,9 @@ from typing import Any
 from queue_manager.clock import Clock
 from queue_manager.engine.engine import Engine
 from queue_manager.engine.errors import EngineError
-from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import CheckResult, Presented, Room
+from queue_manager.engine.model import ClientId, RoomConfig
+from queue_manager.engine.policy import RoomPolicy, policy_of
+from queue_manager.engine.room import CheckResult, NewDoor, Presented, Room
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.view import VisitorView, visitor_view
 from queue_manager.store.base import ChangeListener
@@ -28,6 +29,7 @@ class MemoryStore:
     def __init__(self, clock: Clock) -> None:
         self.engine = Engine(clock)
         self._listeners: list[ChangeListener] = []
+        self._policies: dict[str, tuple[RoomConfig, RoomPolicy]] = {}
         self.events_total = 0
 
     async def start(self) -> None:
@@ -59,18 +61,15 @@ class MemoryStore:
     async def room_exists(self, room_id: str) -> bool:
         return room_id in self.engine.rooms
 
-    async def room_policy(self, room_id: str) -> dict[str, Any] | None:
+    async def room_policy(self, room_id: str) -> RoomPolicy | None:
         room = self.engine.rooms.get(room_id)
         if room is None:
             return None
-        cfg = room.cfg
-        return {
-            "targetUrl": cfg.target_url,
-            "returnOrigins": cfg.return_origins,
-            "tagOrigins": cfg.tag_origins,
-            "name": cfg.name,
-            "protection": cfg.protection,
-        }
+        cached = self._policies.get(room_id)
+        if cached is None or cached[0] is not room.cfg:  # a new config object means a new version
+            cached = (room.cfg, policy_of(room.cfg))
+            self._policies[room_id] = cached
+        return cached[1]
 
     async def upsert_room(self, body: dict[str, Any]) -> tuple[dict[str, Any], bool, list[str]]:
         try:
@@ -115,11 +114,20 @@ class MemoryStore:
         presented: Presented | None,
         door_hash: bytes | None,
         url: str | None,
-        new_door: tuple[str, bytes],
+        new_door: NewDoor,
     ) -> CheckResult:
         room = self.engine.room(room_id)
         result = room.check(client, presented, door_hash, url, new_door)
         if self.engine.events:
+            self._changed()
+        return result
+
+    async def door_replay(
+        self, room_id: str, presented: Presented, door_hash: bytes, url: str | None
+    ) -> CheckResult | None:
+        room = self.engine.room(room_id)
+        result = room.door_replay(presented, door_hash, url)
+        if result is not None and self.engine.events:
             self._changed()
         return result
 
