@@ -55,9 +55,9 @@ SSE_STREAMS = int(os.environ.get("BENCH_SSE_STREAMS", "2000"))
 OUTFLOW_WINDOW = float(os.environ.get("BENCH_OUTFLOW_SECONDS", "60"))
 OUTFLOW_RATE = 6000
 OUTFLOW_SEED = 8000
-QUIET_MAX_WAIT = float(os.environ.get("BENCH_QUIET_WAIT", "2"))
-PROFILE_SECONDS = int(os.environ.get("BENCH_PROFILE_SECONDS", "8"))
-BREAKDOWN_N = int(os.environ.get("BENCH_BREAKDOWN_N", "60000"))
+QUIET_MAX_WAIT = float(os.environ.get("BENCH_QUIET_WAIT", "0.5"))
+PROFILE_SECONDS = int(os.environ.get("BENCH_PROFILE_SECONDS", "6"))
+BREAKDOWN_N = int(os.environ.get("BENCH_BREAKDOWN_N", "40000"))
 MEMORY_TICKETS = int(os.environ.get("BENCH_MEMORY_TICKETS", "100000"))
 ADMIN_KEY = "bench-admin-key-0123456789abcdef0123456789"
 SECRET = "bench-secret-0123456789abcdef0123456789abcdef"
@@ -401,6 +401,7 @@ def phase_http(results: dict[str, Any]) -> None:
                 ("check_no_origin", base + setup["checkPath"], "get.lua", {}, server.pid),
                 ("status", base + setup["statusPath"], "get.lua", {}, server.pid),
                 ("join", base + "/api/join", "join.lua", {"QM_ROOM": "line"}, server.pid),
+                ("healthz", base + "/healthz", "get.lua", {}, server.pid),
             ]
         )
         results["http"] = http
@@ -411,6 +412,7 @@ def phase_http(results: dict[str, Any]) -> None:
         http["check_no_origin"]["variant"] = "admitted visitor: qm_token + dk, no Origin header"
         http["status"]["variant"] = "waiting visitor in room 'line' (token in the query)"
         http["join"]["variant"] = "new visitor each request into room 'line' (60/min, queueMaxPerIp null)"
+        http["healthz"]["variant"] = "GET /healthz: the cheapest route of the app (the floor for this stack)"
         http["join"]["lineBefore"] = before
         http["join"]["lineAfter"] = after
         log(f"join: line length {before} -> {after}")
@@ -517,6 +519,8 @@ def phase_sse(results: dict[str, Any], server: Server) -> None:
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"sse_fanout failed:\n{proc.stdout}\n{proc.stderr}")
     sse = orjson.loads(lines[-1])
+    if sse.get("serverCpuPct") and sse.get("framesPerSec"):
+        sse["serverUsPerFrame"] = round(sse["serverCpuPct"] / 100.0 / sse["framesPerSec"] * 1e6, 1)
     results["sse"] = sse
     log(
         f"sse: {sse.get('streamsOpen')} open, {sse.get('framesPerSec')} frames/s, "
@@ -614,6 +618,8 @@ def phase_memory(results: dict[str, Any]) -> None:
 
 
 def pyspy_path() -> str | None:
+    if os.environ.get("BENCH_NO_PYSPY"):  # force the cProfile fallback
+        return None
     found = Path(PY).parent / "py-spy"
     if found.exists():
         return str(found)
@@ -637,6 +643,7 @@ def phase_profile(results: dict[str, Any]) -> None:
     seconds = PROFILE_SECONDS
     if pyspy_path() is None:
         _profile_cprofile(results, seconds)
+        results["stalls"] = _stalls()
         return
     from pyspy_top import summarise
 
@@ -671,8 +678,41 @@ def phase_profile(results: dict[str, Any]) -> None:
         out[name] = {"rpsUnderProfiler": load["rps"], "serverUsPerRequest": us, "cpu": load["cpu"], **summary}
     out["inProcess"] = _profile_in_process()
     results["profile"] = out
+    results["stalls"] = _stalls()
     (RESULTS / "profile-check.txt").write_text(profile_report(out))
     log(f"profile: written to {RESULTS / 'profile-check.txt'}")
+
+
+def phase_sse_profile(results: dict[str, Any]) -> None:
+    """Opt-in (BENCH_ONLY=sseprofile): py-spy on the server while bench/sse_fanout.py holds the streams."""
+    from pyspy_top import summarise
+
+    raw = RESULTS / "profile-sse.pyspy.txt"
+    server = _start_profiled("sse", [PY, "-m", "queue_manager"], SERVER_ENV, raw)
+    try:
+        run(_http_setup(server, seed=0))
+        phase_sse(results, server)
+    finally:
+        server.stop()
+    summary = summarise(raw, 30, within="Server.run")
+    results["sseProfile"] = summary
+    lines = [f"py-spy on the server during the SSE run ({summary['samples']} samples); self time by area:"]
+    lines += [f"  {a['pct']:5.1f}%  {a['area']}" for a in summary["areas"]]
+    lines += ["inclusive:"] + [f"  {f['pct']:5.1f}%  {f['function']}" for f in summary["inclusive"]]
+    lines += ["self:"] + [f"  {f['pct']:5.1f}%  {f['function']}" for f in summary["self"]]
+    (RESULTS / "profile-sse.txt").write_text("\n".join(lines) + "\n")
+    log(f"sse profile: written to {RESULTS / 'profile-sse.txt'}")
+
+
+def _stalls() -> dict[str, Any]:
+    log(f"stalls: Line growth and gen-2 GC with {MEMORY_TICKETS} tickets (in-process)")
+    wait_quiet()
+    cmd = ["taskset", "-c", SERVER_CPU, PY, str(BENCH / "stalls.py"), "--tickets", str(MEMORY_TICKETS)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"stalls failed:\n{proc.stdout}\n{proc.stderr}")
+    out: dict[str, Any] = orjson.loads(proc.stdout)
+    return out
 
 
 def _profile_in_process() -> dict[str, Any]:
@@ -838,11 +878,17 @@ def targets(results: dict[str, Any]) -> dict[str, Any]:
     http = results.get("http", {})
     if "check" in http and "ratioToHello" in http["check"]:
         ratio = http["check"]["ratioToHello"]
+        by_cpu = http["check"].get("cpuRatioToHello")
+        foreign = max(r.get("foreignCoresMax") or 0.0 for r in http.values())
         out["check_vs_hello"] = {
-            "target": f">= {CHECK_RATIO_TARGET}x hello-world (req/s over all rounds)",
+            "target": f">= {CHECK_RATIO_TARGET}x hello-world (req/s over all rounds, and by server CPU per request)",
             "value": ratio,
+            "byCpu": by_cpu,
             "medianOfRounds": http["check"]["ratioMedian"],
-            "pass": ratio >= CHECK_RATIO_TARGET,
+            # on a shared machine req/s ratios move with other people's load; the CPU-cost ratio
+            # does not: both must hold
+            "pass": ratio >= CHECK_RATIO_TARGET and (by_cpu is None or by_cpu >= CHECK_RATIO_TARGET),
+            "contended": foreign > 0.2,
         }
     if "outflow" in results:
         o = results["outflow"]
@@ -903,11 +949,22 @@ def table(results: dict[str, Any]) -> str:
             f"(~{m['bytesPerTicket']} B/ticket)"
         )
     for name, t in results.get("targets", {}).items():
-        lines.append(f"target {name}: {t['target']}: {t['value']} -> {'PASS' if t['pass'] else 'FAIL'}")
+        extra = f" (by CPU {t['byCpu']})" if t.get("byCpu") is not None else ""
+        note = " [contended: other work used the machine during the runs]" if t.get("contended") else ""
+        lines.append(f"target {name}: {t['target']}: {t['value']}{extra} -> {'PASS' if t['pass'] else 'FAIL'}{note}")
     return "\n".join(lines)
 
 
 PHASES = {p.strip() for p in os.environ.get("BENCH_ONLY", "http,sse,outflow,memory,profile").split(",") if p.strip()}
+
+
+DEFAULT_PHASES = {"http", "sse", "outflow", "memory", "profile"}
+# only a full default run (every phase, default sizes) is latest.json; anything else is a partial result
+RESULTS_NAME = (
+    "latest.json"
+    if PHASES >= DEFAULT_PHASES and not any(k.startswith("BENCH_") for k in os.environ)
+    else "partial-" + "-".join(sorted(PHASES)) + ".json"
+)
 
 
 def main() -> None:
@@ -938,15 +995,18 @@ def main() -> None:
             phase_memory(results)
         if "profile" in PHASES:
             phase_profile(results)
+        if "sseprofile" in PHASES:
+            phase_sse_profile(results)
     finally:
         results["targets"] = targets(results)
         results["totalSeconds"] = round(time.monotonic() - started, 1)
-        (RESULTS / "latest.json").write_bytes(
-            orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
-        )
+        data = orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+        (RESULTS / RESULTS_NAME).write_bytes(data)
+        if RESULTS_NAME == "latest.json":  # every full run is kept too: this machine is shared and noisy
+            (RESULTS / f"run-{time.strftime('%Y%m%d-%H%M%S')}.json").write_bytes(data)
     print()
     print(table(results))
-    print(f"\nresults: {RESULTS / 'latest.json'} ({results['totalSeconds']} s)")
+    print(f"\nresults: {RESULTS / RESULTS_NAME} ({results['totalSeconds']} s)")
 
 
 if __name__ == "__main__":

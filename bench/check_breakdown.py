@@ -176,7 +176,13 @@ async def main_async(n: int, profile: bool, asgi_only: bool = False) -> dict[str
         visitor.room_param(req)
 
     async def s_identity() -> None:
-        ctx.identity.resolve(req)
+        ctx.identity.resolve(Request(scope, recv, "/api/check"))  # a fresh request: resolve caches on it
+
+    vouched = getattr(visitor, "_vouched_key", None)
+
+    async def s_vouched() -> None:
+        assert vouched is not None
+        vouched(ctx, req, ident)
 
     async def s_limit() -> None:
         visitor._limit(ctx, "check", ident)
@@ -233,7 +239,8 @@ async def main_async(n: int, profile: bool, asgi_only: bool = False) -> dict[str
         "Request() + header dict": s_request,
         "Request.query (parse_qsl of 4 params)": s_query,
         "room_param": s_room_param,
-        "identity.resolve (ipaddress parse of the peer)": s_identity,
+        "identity.resolve on a fresh Request (incl. Request())": s_identity,
+        "_vouched_key (is this a server-side vouched check?)": s_vouched,
         "_limit (rate limit off)": s_limit,
         "store.room_exists": s_room_exists,
         "urlsplit(url)": s_urlsplit,

@@ -19,7 +19,7 @@ import asyncio
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -59,9 +59,8 @@ class Stream(asyncio.Protocol):
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.write(self.request)
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self.transport.write(self.request)
 
     def data_received(self, data: bytes) -> None:
         self.chunks.append((time.time() * 1000.0, data))

@@ -396,8 +396,7 @@ def _door_cors(ctx: Context, req: Request, policy: RoomPolicy) -> list[tuple[byt
     return [
         (b"access-control-allow-origin", origin.encode("latin-1")),
         (b"access-control-allow-credentials", b"true"),
-        (b"vary", b"Origin"),
-    ]
+    ]  # no Vary: the answer is no-store, so no cache keys it
 
 
 async def verify(ctx: Context, req: Request, send: Send) -> None:

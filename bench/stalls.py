@@ -1,0 +1,95 @@
+"""Event-loop stalls that grow with the line, measured in-process (deterministic, a few seconds).
+
+    python bench/stalls.py [--tickets 100000]
+
+* ``Line.push``: the push at each place where the line outgrows its Fenwick tree (2^k + 1, up to
+  262,145), which rebuilds the tree; the server is stopped for that long, every route and stream.
+  ``otherPushMaxMs`` is the slowest of all other pushes (scheduler noise on a shared machine).
+* gen-2 garbage collection with ``--tickets`` waiting tickets in one room (the store's join path):
+  every full collection stops the server for that long.
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import time
+from typing import Any
+
+import orjson
+
+
+def line_stalls(places: int = 262_144) -> dict[str, Any]:
+    """The push that makes the line outgrow its Fenwick tree (place 2^k + 1) vs the worst other push."""
+    from queue_manager.engine.line import Line
+
+    line = Line()
+    grows: list[dict[str, Any]] = []
+    other_max = 0.0
+    gc.disable()  # GC pauses are measured on their own below
+    try:
+        for i in range(1, places + 1):
+            t0 = time.perf_counter()
+            line.push(i)
+            ms = (time.perf_counter() - t0) * 1000.0
+            if i > 1024 and (i - 1) & (i - 2) == 0:  # i - 1 is a power of two: the tree doubled here
+                grows.append({"place": i, "ms": round(ms, 1)})
+            else:
+                other_max = max(other_max, ms)
+    finally:
+        gc.enable()
+    return {"growPushes": grows, "otherPushMaxMs": round(other_max, 2)}
+
+
+async def gc_pause(tickets: int) -> dict[str, Any]:
+    os.environ.setdefault("SECRET", "bench-secret-0123456789abcdef0123456789abcdef")
+    os.environ.setdefault("ADMIN_KEY", "bench-admin-key-0123456789abcdef0123456789")
+    from queue_manager.clock import SystemClock
+    from queue_manager.engine.model import ClientId
+    from queue_manager.store.memory import MemoryStore
+
+    store = MemoryStore(SystemClock())
+    await store.upsert_room(
+        {
+            "id": "mem",
+            "targetUrl": "https://shop.example",
+            "ratePerMinute": 60,
+            "queueMaxPerIp": None,
+            "presenceSec": None,
+            "state": "paused",
+        }
+    )
+    client = ClientId(ident="127.0.0.1", fp=b"0123456789ab")
+    t0 = time.perf_counter()
+    for _ in range(tickets):
+        await store.join("mem", client, None, None)
+    join_us = (time.perf_counter() - t0) * 1e6 / tickets
+    gc.collect()
+    times = []
+    for _ in range(3):
+        t1 = time.perf_counter()
+        gc.collect(2)
+        times.append((time.perf_counter() - t1) * 1000.0)
+    return {
+        "tickets": tickets,
+        "trackedObjects": len(gc.get_objects()),
+        "gen2Ms": round(min(times), 1),
+        "joinUsInProcess": round(join_us, 1),
+        "gcThresholds": list(gc.get_threshold()),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tickets", type=int, default=100_000)
+    args = ap.parse_args()
+    out = {"line": line_stalls(), "gc": asyncio.run(gc_pause(args.tickets))}
+    print(orjson.dumps(out).decode())
+
+
+if __name__ == "__main__":
+    main()
