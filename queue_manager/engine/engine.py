@@ -140,7 +140,7 @@ class Engine:
             try:
                 return room.lookup(query)
             except EngineError as err:
-                if err.code != "no_ticket" or query.strip().isdigit():
+                if err.code != "no_ticket" or (query.strip().isascii() and query.strip().isdigit()):
                     raise
         q = query.strip().upper()
         for archive in reversed(self.archives.get(room_id, ())):

@@ -754,7 +754,7 @@ class Room:
         """The visitor drill-down: by ticket number or Ref code."""
         self.advance()
         q = query.strip()
-        if q.isdigit():
+        if q.isascii() and q.isdigit():
             if len(q) > 15:
                 raise EngineError(404, "no_ticket", "No such ticket in this room.", query=q[:32])
             return self.describe(int(q))

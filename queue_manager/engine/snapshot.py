@@ -77,7 +77,7 @@ def _unhex(value: Any) -> bytes | None:
     return None if value is None else bytes.fromhex(str(value))
 
 
-def _ticket_record(t: Ticket) -> dict[str, Any]:
+def _ticket_record(t: Ticket, bounced: set[int]) -> dict[str, Any]:
     passed = t.state == "passed"
     admitted = t.state == "admitted"
     return {
@@ -96,7 +96,7 @@ def _ticket_record(t: Ticket) -> dict[str, Any]:
         "passAt": t.pass_at if passed else 0,
         "slot": t.slot if passed else False,
         "told": t.told if passed else False,
-        "bouncedAt": t.bounced_at if passed else None,
+        "bouncedAt": t.bounced_at if passed and t.n in bounced else None,  # a lapsed claim is gone
         "door": _hex(t.door) if admitted else None,
         "sessStart": t.session_start if admitted else 0,
         "sessLast": t.session_last if admitted else 0,
@@ -119,7 +119,7 @@ def dump(room: Room) -> dict[str, Any]:
         "credit": room.credit,
         "lastTick": room.last_tick,
         "line": list(room.line),
-        "tickets": [_ticket_record(room.tickets[n]) for n in sorted(room.tickets)],
+        "tickets": [_ticket_record(room.tickets[n], room.bounced) for n in sorted(room.tickets)],
         "finished": [
             [n, f.joined_ms, f.passed_ms, f.waited_ms, f.reason, f.ended_ms] for n, f in room.finished.items()
         ],

@@ -15,7 +15,19 @@ from queue_manager.engine.ticket import Ticket, make_ref
 from queue_manager.engine.view import VisitorView
 
 # The config fields the Lua rules read, in the order lua/prelude.lua's CONFIG_FIELDS lists them.
-CONFIG_FIELD_COUNT = 11
+CONFIG_FIELD_NAMES = (
+    "c_state",
+    "c_rate",
+    "c_maxc",
+    "c_pttl",
+    "c_sttl",
+    "c_smax",
+    "c_pres",
+    "c_qmax",
+    "c_pqmax",
+    "c_opens",
+    "c_rules",
+)
 
 
 def store_form(cfg: RoomConfig) -> dict[str, Any]:

@@ -5,11 +5,11 @@
     redis-py / Valkey                                   ->  what the store raises
     ──────────────────────────────────────────────────────────────────────────────────
     ConnectionError (refused, reset, auth, loading)     ->  StoreUnavailable
-    TimeoutError, OSError, asyncio.TimeoutError         ->  StoreUnavailable
+    TimeoutError (redis-py's and asyncio's), OSError    ->  StoreUnavailable
     ResponseError LOADING / MASTERDOWN / TRYAGAIN /     ->  StoreUnavailable
       CLUSTERDOWN / READONLY / BUSY / OOM ("command
       not allowed when used memory > 'maxmemory'")
-    ResponseError "QM fenced" (a script's refusal)      ->  StoreUnavailable (room being rebuilt)
+    ResponseError "QM fenced" (a script's refusal)      ->  RoomFenced (a StoreUnavailable: being rebuilt)
     ResponseError "QM no_room"                          ->  EngineError 404 no_room
     anything else                                       ->  raised unchanged (a bug, not an outage)
 
@@ -20,7 +20,6 @@ script produced, and the store raises the engine's error after committing those 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -28,6 +27,11 @@ from redis import exceptions as rx
 
 from queue_manager.engine.errors import no_room
 from queue_manager.store.base import StoreUnavailable
+
+
+class RoomFenced(StoreUnavailable):
+    """The room is being rebuilt from the journal (its ``fence`` key is set): 503, never no_room."""
+
 
 _UNAVAILABLE = ("LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "BUSY", "OOM ")
 _OOM = "command not allowed when used memory"
@@ -54,10 +58,10 @@ def translate(room_id: str | None = None) -> Iterator[None]:
             if code == "no_room":
                 raise no_room(room_id or "") from None
             if code == "fenced":
-                raise StoreUnavailable(f"room {room_id!r} is being rebuilt from the journal") from None
+                raise RoomFenced(f"room {room_id!r} is being rebuilt from the journal") from None
             raise  # pragma: no cover - every QM code is listed above
         if isinstance(exc, _UNAVAILABLE_CLASSES) or is_unavailable_reply(message):
             raise StoreUnavailable(f"valkey: {message.split(chr(10), 1)[0][:200]}") from exc
         raise
-    except (rx.ConnectionError, rx.TimeoutError, OSError, asyncio.TimeoutError) as exc:
+    except (rx.ConnectionError, rx.TimeoutError, OSError, TimeoutError) as exc:
         raise StoreUnavailable(f"valkey unreachable: {type(exc).__name__}: {exc}"[:300]) from exc

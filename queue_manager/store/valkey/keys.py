@@ -105,11 +105,6 @@ def script_keys(prefix: str, room_id: str) -> list[str]:
     return [room_key(prefix, room_id, name) for name in ROOM_KEYS] + [rooms_key(prefix), rooms_seq_key(prefix)]
 
 
-def all_patterns(prefix: str) -> list[str]:
-    """Glob patterns that cover every key under ``prefix`` (for tests and tooling)."""
-    return [f"{prefix}*"]
-
-
 def lua_key_table() -> str:
     names = [*ROOM_KEYS, *GLOBAL_KEYS]
     fields = ", ".join(f"{name}=KEYS[{i}]" for i, name in enumerate(names, start=1))

@@ -17,6 +17,7 @@ OPERATIONS = (
     "join",
     "status",
     "check",
+    "door_replay",
     "tick",
     "stats",
     "upsert",

@@ -25,12 +25,7 @@ end
 if not url_sent then
   S.unscoped = S.unscoped + 1
 elseif rule ~= nil then
-  local cur = redis.call('HGET', K.rst, rule)
-  local matches = 0
-  if cur then
-    matches = tonumber(string.match(cur, '^(%d+)'))
-  end
-  redis.call('HSET', K.rst, rule, I(matches + 1) .. ':' .. I(NOW_WALL))
+  count_rule(rule)
 end
 if url_sent and unprotected then
   return done({k = 'ok', admit = true, state = 'unprotected'})

@@ -9,6 +9,7 @@
 --   1 now_wall  2 now_mono  3 expected config version ('*' = any)  4 FINISHED_KEEP
 --   5 ARCHIVE_TICKETS  6 sweep budget  7 draw version  8 draw order (JSON)  9 draw Refs (JSON)
 --   10 the Ref window's "generation:first number"  11 Ref window (JSON: Refs of the next numbers)
+--   12 the tick's promotion budget
 --
 -- Records (JSON, absent field = None / False / 0 as in the Python dataclasses):
 --   ticket   {n, id (ident), fp, f2, ck (hex), j (joined wall), sn (seen mono), ru (return url),
@@ -25,7 +26,6 @@ local SLOT = 60000
 local TOUCH_EVERY_MS = 60000
 local BOUNCED_GRACE_SEC = 30
 local CLAIM_WINDOW_SEC = 120
-local PROMOTE_MAX = 10000
 
 local NOW_WALL = tonumber(ARGV[1])
 local NOW = tonumber(ARGV[2])
@@ -39,7 +39,8 @@ local DRAW_REFS = ARGV[9]
 local REFS_GEN, REFS_BASE = string.match(ARGV[10], '^(%d+):(%d+)$')
 REFS_GEN, REFS_BASE = tonumber(REFS_GEN), tonumber(REFS_BASE)
 local REFS_JSON = ARGV[11]
-local A = 11
+local PROMOTE_MAX = tonumber(ARGV[12])
+local A = 12
 
 local NULL = cjson.null
 
@@ -504,6 +505,15 @@ local function slide(t, now, journal)  -- _slide
     t.st = now
     emit('session.touch', {n = t.n})
   end
+end
+
+local function count_rule(index)  -- a URL-targeting rule matched: rule.matches += 1, last match now
+  local cur = redis.call('HGET', K.rst, index)
+  local matches = 0
+  if cur then
+    matches = tonumber(string.match(cur, '^(%d+)'))
+  end
+  redis.call('HSET', K.rst, index, I(matches + 1) .. ':' .. I(NOW_WALL))
 end
 
 -- ------------------------------------------------------------------ time

@@ -1,0 +1,890 @@
+"""The Store contract, behaviour by behaviour, against both stores (memory and valkey).
+
+Everything goes through the contract's coroutines only; a ticket's inner state is read the way an
+operator reads it (the drill-down, ``lookup``), which has no side effects on presence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from queue_manager.engine.errors import EngineError
+from queue_manager.engine.model import ClientId
+from queue_manager.engine.room import Presented
+from queue_manager.engine.ticket import make_ref
+
+from .conftest import TARGET, Env
+
+QUIET = {"presenceSec": None, "queueMaxPerIp": None}
+# Room "c48750", generation 1: tickets 35 and 153 share the Ref 8RGAF0 (tests/unit/test_engine_operator.py).
+COLLIDING_ROOM, COLLIDING_PAIR, COLLIDING_REF = "c48750", (35, 153), "8RGAF0"
+
+
+async def raises(coro: Any) -> EngineError:
+    with pytest.raises(EngineError) as info:
+        await coro
+    return info.value
+
+
+async def fill(env: Env, k: int, room_id: str = "r") -> None:
+    client = ClientId(ident="192.0.2.1", fp=b"filler")
+    for _ in range(k):
+        await env.store.join(room_id, client, None, None)
+
+
+async def until_passed(env: Env, v: Any, max_seconds: int = 600) -> None:
+    for _ in range(max_seconds):
+        if await env.state(v) == "passed":
+            return
+        await env.run(1)
+    raise AssertionError(f"ticket {v.n} was never promoted")
+
+
+# ---------------------------------------------------------------------- rooms
+
+
+async def test_create_update_get_list_delete(stores: Env) -> None:
+    env = stores
+    room, created, fields = await env.store.upsert_room({"id": "shop", "targetUrl": TARGET, "rate": 30})
+    assert created and fields == ["targetUrl", "ratePerMinute"]
+    assert room["id"] == "shop" and room["ratePerMinute"] == 30 and room["rate"] == 30
+    assert room["generation"] == 1 and room["waiting"] == 0 and room["nextTicket"] == 1
+    room, created, fields = await env.store.upsert_room({"id": "shop", "state": "paused"})
+    assert not created and fields == ["state"] and room["state"] == "paused"
+    assert room["effectiveState"] == "paused" and room["ratePerMinute"] == 30
+    await env.store.upsert_room({"id": "other", "targetUrl": TARGET})
+    assert [r["id"] for r in await env.store.list_rooms()] == ["shop", "other"]
+    assert (await env.store.get_room("shop"))["state"] == "paused"
+    assert await env.store.room_exists("shop") and not await env.store.room_exists("nope")
+    await env.store.delete_room("shop")
+    assert not await env.store.room_exists("shop")
+    assert [r["id"] for r in await env.store.list_rooms()] == ["other"]
+    err = await raises(env.store.get_room("shop"))
+    assert (err.status, err.code, err.extra) == (404, "no_room", {"roomId": "shop"})
+    # a room created again goes to the end of the list, in a new generation
+    again, created, _ = await env.store.upsert_room({"id": "shop", "targetUrl": TARGET})
+    assert created and again["generation"] == 2 and again["state"] == "active"
+    assert [r["id"] for r in await env.store.list_rooms()] == ["other", "shop"]
+    assert env.types() == ["room.create", "room.update", "room.create", "room.delete", "room.create"]
+
+
+async def test_room_events_carry_the_config_and_the_fields(stores: Env) -> None:
+    env = stores
+    await env.room(rate=10)
+    await env.store.upsert_room({"id": "r", "maxConcurrent": 5, "name": "Shop"})
+    await env.store.schedule("r", {"preQueueMaxPerIp": 3})
+    events = env.events()
+    assert [(e.type, e.gen, e.seq) for e in events] == [
+        ("room.create", 1, 1),
+        ("room.update", 1, 2),
+        ("room.schedule", 1, 3),
+    ]
+    assert events[0].data["fields"] == ["targetUrl", "ratePerMinute"]
+    assert events[1].data == {"fields": ["maxConcurrent", "name"], "config": events[1].data["config"]}
+    assert events[1].data["config"]["maxConcurrent"] == 5 and events[1].data["config"]["name"] == "Shop"
+    assert events[2].data["fields"] == ["preQueueMaxPerIp"] and events[2].data["config"]["preQueueMaxPerIp"] == 3
+    assert all(e.ts == env.clock.wall_ms() and e.room == "r" and e.lv == 1 for e in events)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"id": "r", "targetUrl": TARGET, "bogus": 1}, 400, "unknown_field"),
+        ({"id": "r", "targetUrl": TARGET, "rate": 5, "ratePerMinute": 6}, 400, "conflicting_field"),
+        ({"id": "dk_x", "targetUrl": TARGET}, 400, "invalid_room_id"),
+        ({"id": "console", "targetUrl": TARGET}, 400, "invalid_room_id"),
+        ({"id": 5, "targetUrl": TARGET}, 400, "invalid_room_id"),
+        ({"targetUrl": TARGET}, 400, "invalid_room_id"),
+        ({"id": "r"}, 400, "invalid_target_url"),
+        ({"id": "r", "targetUrl": TARGET, "state": "nope"}, 400, "invalid_state"),
+        ({"id": "r", "targetUrl": TARGET, "rate": -1}, 400, "invalid_rate"),
+        ({"id": "r", "targetUrl": TARGET, "onBackendDown": "maybe"}, 400, "invalid_on_backend_down"),
+    ],
+)
+async def test_refused_room_bodies(stores: Env, body: dict[str, Any], status: int, code: str) -> None:
+    err = await raises(stores.store.upsert_room(body))
+    assert (err.status, err.code) == (status, code)
+    assert await stores.store.list_rooms() == []
+
+
+async def test_a_refused_update_changes_nothing_and_a_refused_create_uses_no_generation(stores: Env) -> None:
+    env = stores
+    await env.room()
+    await env.store.delete_room("r")
+    await raises(env.store.upsert_room({"id": "r", "targetUrl": TARGET, "state": "nope"}))
+    room = await env.room()
+    assert room["generation"] == 2
+    err = await raises(env.store.upsert_room({"id": "r", "maxConcurrent": 0}))
+    assert err.code == "invalid_field" and err.extra == {"field": "maxConcurrent"}
+    assert (await env.stats())["maxConcurrent"] is None
+
+
+async def test_room_policy_and_match_rule(stores: Env) -> None:
+    env = stores
+    await env.room(
+        returnOrigins=["https://shop.example", "https://*.cdn.example"],
+        protection={"mode": "monitor"},
+        rules=[{"pattern": "/shop/*", "action": "queue"}, {"pattern": "/free/*", "action": "skip", "id": "free"}],
+    )
+    policy = await env.store.room_policy("r")
+    assert policy is not None
+    assert policy.target_url == TARGET and policy.protection == {"mode": "monitor"} and policy.room_id == "r"
+    assert [str(p) for p in policy.return_origins] == ["https://shop.example", "https://*.cdn.example"]
+    assert policy.tag_origins == policy.return_origins  # tagOrigins null: the return origins
+    assert policy.tag_allowed("https://a.cdn.example") and not policy.tag_allowed("https://evil.example")
+    assert await env.store.room_policy("nope") is None
+    v = env.visitor()
+    await v.join()
+    result = await v.check(f"{TARGET}/shop/a")
+    assert result.rule == "r1" and not result.admit
+    assert (await v.check(f"{TARGET}/free/b")).state == "unprotected"
+    assert (await v.check(f"{TARGET}/else")).state == "unprotected"
+    answer = await env.store.match_rule("r", f"{TARGET}/shop/x")
+    assert answer["protected"] and answer["rule"]["id"] == "r1" and answer["rule"]["matchCount"] == 1
+    assert answer["rule"]["lastMatchAt"] == env.clock.wall_ms()
+    stats = await env.stats()
+    assert [(r["id"], r["matchCount"]) for r in stats["rules"]] == [("r1", 1), ("free", 1)]
+    # rule statistics follow a rule that is unchanged by an edit
+    await env.store.upsert_room({"id": "r", "rules": [{"pattern": "/free/*", "action": "skip", "id": "free"}]})
+    assert [(r["id"], r["matchCount"]) for r in (await env.stats())["rules"]] == [("free", 1)]
+    none = await env.store.match_rule("r", f"{TARGET}/shop/x")
+    assert none["rule"] is None and not none["protected"]
+    await raises(env.store.match_rule("nope", TARGET))
+
+
+# ---------------------------------------------------------------------- joining and the line
+
+
+async def test_join_status_and_re_presenting(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=30, **QUIET)
+    people = [env.visitor() for _ in range(4)]
+    for p in people:
+        view = await p.join(f"{TARGET}/cart")
+        assert view.new and view.state == "waiting"
+    view = await people[2].status()
+    assert (view.state, view.ticket, view.position, view.ahead, view.eta_sec) == ("waiting", 3, 3, 2, 6)
+    assert view.ref == make_ref("r", 1, 3) and view.return_url == f"{TARGET}/cart"
+    assert view.joined_ms == env.clock.wall_ms() and view.gen == 1 and view.rate_per_minute == 30
+    again = await people[2].join()
+    assert not again.new and again.ticket == 3 and again.position == 3
+    assert (await env.stats())["waiting"] == 4
+    assert env.types() == ["room.create", "join", "join", "join", "join"]
+
+
+async def test_join_events_carry_the_visitor(stores: Env) -> None:
+    env = stores
+    await env.room()
+    env.events()
+    client = ClientId(ident="203.0.113.7", fp=b"\x01\x02", fp2=b"\x03", cookie=b"\x04")
+    await env.store.join("r", client, None, "https://shop.example/x")
+    (event,) = env.events()
+    assert event.type == "join" and event.seq == 2
+    assert event.data == {
+        "n": 1,
+        "ident": "203.0.113.7",
+        "fp": "0102",
+        "fp2": "03",
+        "ck": "04",
+        "joined": env.clock.wall_ms(),
+        "ret": "https://shop.example/x",
+    }
+
+
+async def test_somebody_elses_token_gets_a_fresh_place(stores: Env) -> None:
+    env = stores
+    await env.room(**QUIET)
+    owner, thief = env.visitor(), env.visitor()
+    await owner.join()
+    thief.token = owner.token
+    assert (await thief.status()).reason == "not_owner"
+    view = await thief.join()
+    assert view.ticket == 2 and view.reason == "not_owner" and view.new
+    check = await env.visitor().check()
+    assert check.reason == "no_ticket"
+
+
+async def test_a_token_of_a_ticket_nobody_holds_is_expired(stores: Env) -> None:
+    env = stores
+    await env.room()
+    v = env.visitor()
+    v.token = Presented(gen=1, n=99)
+    view = await v.status()
+    assert view.state == "expired" and view.reason == "expired" and view.ticket is None
+
+
+async def test_promotion_at_the_configured_rate(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, **QUIET)
+    await fill(env, 30)
+    await env.run(10)
+    stats = await env.stats()
+    assert stats["passesTotal"] == 10 and stats["waiting"] == 20 and stats["passedLastMinute"] == 10
+    await env.store.upsert_room({"id": "r", "rate": 600})
+    await env.run(2)
+    assert (await env.stats())["passesTotal"] == 30
+
+
+async def test_promotion_at_6000_a_minute(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=6000, **QUIET)
+    await fill(env, 700)
+    await env.run(6)
+    stats = await env.stats()
+    assert stats["passesTotal"] == 600 and stats["waiting"] == 100
+
+
+async def test_one_slot_bank_after_a_long_idle(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, **QUIET)
+    await env.run(600)
+    env.clock.advance(3600)  # and an hour without any tick
+    await fill(env, 100)
+    await env.run(1)
+    assert (await env.stats())["passesTotal"] <= 2
+
+
+async def test_paused_and_zero_rate_promote_nobody(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=600, state="paused", presenceSec=30, queueMaxPerIp=None)
+    await fill(env, 5)
+    v = env.visitor()
+    await v.join()
+    await env.run(120)
+    assert (await env.stats())["passesTotal"] == 0
+    assert (await v.check()).reason == "paused"
+    await env.store.upsert_room({"id": "r", "state": "active", "rate": 0})
+    await env.run(60)
+    assert (await env.stats())["passesTotal"] == 0
+
+
+async def test_bypass_has_no_line(stores: Env) -> None:
+    env = stores
+    await env.room(state="bypass", maxConcurrent=1)
+    a, b = env.visitor(), env.visitor()
+    assert (await a.join()).state == "bypass"
+    assert (await b.join()).ticket is None
+    assert (await a.check()).state == "bypass" and (await b.check()).admit
+    assert (await env.stats())["waiting"] == 0
+
+
+async def test_queue_max_per_ip_is_429_with_retry_after_30(stores: Env) -> None:
+    env = stores
+    await env.room(queueMaxPerIp=2)
+    mine = [env.visitor(ident="203.0.113.9") for _ in range(2)]
+    for v in mine:
+        await v.join()
+    assert await env.store.places_held("r", "203.0.113.9") == 2
+    env.events()
+    err = await raises(env.visitor(ident="203.0.113.9").join())
+    assert (err.status, err.code, err.headers) == (429, "queue_identity_limit", {"Retry-After": "30"})
+    assert err.message == "Too many places in this line are already held from your address. Try again later."
+    assert env.events() == []
+    for v in mine:
+        assert not (await v.join()).new  # re-presenting a held ticket is never charged
+    assert (await env.visitor(ident="203.0.113.10").join()).ticket == 3
+    # a place is freed when the ticket reaches the front, or is ejected
+    await env.store.eject("r", str(mine[0].n))
+    assert await env.store.places_held("r", "203.0.113.9") == 1
+    assert (await env.visitor(ident="203.0.113.9").join()).ticket == 4
+    assert await env.store.places_held("r", "nobody") == 0
+
+
+# ---------------------------------------------------------------------- passes, capacity and the door
+
+
+async def test_promotion_never_exceeds_max_concurrent(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=6000, maxConcurrent=5, **QUIET)
+    await fill(env, 50)
+    await env.run(1)
+    assert (await env.stats())["passesTotal"] == 5
+    await env.run(119)
+    stats = await env.stats()
+    assert stats["occupancy"] == 5 and stats["passesOutstanding"] == 5
+    await env.run(1)  # the claim window of the first five ends: five more are promoted
+    stats = await env.stats()
+    assert stats["occupancy"] == 5 and stats["passesOutstanding"] == 10 and stats["holdingPasses"] == 5
+
+
+async def test_ten_passes_five_slots_exactly_five_walk_in(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=6000, maxConcurrent=5, **QUIET)
+    people = [env.visitor() for _ in range(10)]
+    for p in people:
+        await p.join()
+    await env.run(121)
+    results = [await p.check() for p in people]
+    admitted = [p.n for p, r in zip(people, results, strict=True) if r.admit]
+    assert admitted == [p.n for p in people[5:]]
+    assert all(r.reason == "at_capacity" for r in results[:5])
+    assert (await env.stats())["occupancy"] == 5
+    assert env.types().count("bounce") == 5
+
+
+async def test_unused_pass_holds_its_slot_for_the_claim_window_only(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, maxConcurrent=1, passedTtlSec=600, **QUIET)
+    a, b = env.visitor(), env.visitor()
+    await a.join()
+    await b.join()
+    await until_passed(env, a)
+    await a.status()  # told
+    await env.run(119)
+    assert (await env.describe(a))["holdsSlot"] and await env.state(b) == "waiting"
+    await env.run(1)
+    d = await env.describe(a)
+    assert d["state"] == "passed" and not d["holdsSlot"]
+    assert (await env.describe(b))["holdsSlot"]
+
+
+async def test_pass_expires_unused_and_keeps_its_record(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, passedTtlSec=200, **QUIET)
+    a = env.visitor()
+    joined = env.clock.wall_ms()
+    await a.join()
+    await env.run(5)
+    passed = await env.describe(a)
+    assert passed["passed"] == joined + 1000 and passed["waited"] == 1.0 and passed["passExpiresInSec"] == 196.0
+    await env.run(195)
+    assert await env.state(a) == "passed"
+    await env.run(1)
+    done = await env.describe(a)
+    assert (done["state"], done["reason"], done["joined"], done["passed"], done["waited"]) == (
+        "expired",
+        "expired",
+        joined,
+        joined + 1000,
+        1.0,
+    )
+    assert (await a.status()).reason == "expired" and (await a.check()).reason == "expired"
+    assert "expire" in env.types()
+
+
+def _slotless_setup() -> dict[str, Any]:
+    return {"ratePerMinute": 60, "maxConcurrent": 1, "presenceSec": 30, "queueMaxPerIp": None}
+
+
+async def _two_slotless_passes_and_a_session(env: Env) -> tuple[Any, Any, Any, Any]:
+    """cap 1: D in session; A and B (absent at their turn) hold passes without slots; C waits."""
+    await env.room(**_slotless_setup())
+    d = env.visitor()
+    await d.join()
+    await until_passed(env, d)
+    assert (await d.check()).admit
+    await env.store.upsert_room({"id": "r", "state": "paused"})
+    a, b, c = env.visitor(), env.visitor(), env.visitor()
+    for v in (a, b, c):
+        await v.join()
+    for _ in range(31):
+        env.clock.advance(1)
+        await c.status()
+        await env.store.tick()
+    await env.store.upsert_room({"id": "r", "state": "active"})
+    env.clock.advance(1)
+    await c.status()
+    await env.store.tick()
+    for v in (a, b):
+        d_ = await env.describe(v)
+        assert d_["state"] == "passed" and not d_["holdsSlot"]
+    assert await env.state(c) == "waiting"
+    return a, b, c, d
+
+
+async def test_bounced_holders_are_admitted_oldest_ticket_first(stores: Env) -> None:
+    env = stores
+    a, b, c, d = await _two_slotless_passes_and_a_session(env)
+    assert (await b.check()).reason == "at_capacity"
+    assert (await a.check()).reason == "at_capacity"
+    await env.store.eject("r", str(d.n))  # a slot frees
+    assert (await env.stats())["occupancy"] == 0
+    assert (await b.check()).reason == "at_capacity"  # a is older and still polling
+    env.clock.advance(1)
+    await c.status()
+    await env.store.tick()
+    assert await env.state(c) == "waiting"  # nor does the freed slot go to a new promotion
+    assert (await a.check()).admit  # a bounced itself: its own claim does not hold it back
+    assert (await env.stats())["occupancy"] == 1
+
+
+async def test_a_bounced_holder_that_stops_polling_loses_its_claim(stores: Env) -> None:
+    env = stores
+    a, b, c, d = await _two_slotless_passes_and_a_session(env)
+    assert (await a.check()).reason == "at_capacity"
+    assert (await b.check()).reason == "at_capacity"
+    await env.store.eject("r", str(d.n))
+    for _ in range(31):  # a goes quiet for presenceSec; b keeps polling
+        env.clock.advance(1)
+        await c.status()
+        await env.store.tick()
+        if (await b.check()).admit:
+            break
+    assert await env.state(b) == "admitted" and await env.state(a) == "passed"
+
+
+async def test_slotless_pass_takes_a_free_slot_when_no_older_holder_is_bounced(stores: Env) -> None:
+    env = stores
+    a, b, _c, d = await _two_slotless_passes_and_a_session(env)
+    await env.store.eject("r", str(d.n))
+    assert (await b.check()).admit
+    assert (await a.check()).reason == "at_capacity"
+
+
+async def test_presence_an_absent_head_is_promoted_without_a_slot_or_credit(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, maxConcurrent=1, presenceSec=5, queueMaxPerIp=None)
+    gone, here = env.visitor(), env.visitor()
+    await gone.join()
+    await here.join()
+    for _ in range(6):
+        env.clock.advance(1)
+        await here.status()
+    await env.store.tick()
+    g, h = await env.describe(gone), await env.describe(here)
+    assert g["state"] == "passed" and not g["holdsSlot"]
+    assert h["state"] == "passed" and h["holdsSlot"]  # the rate paid only for the present one
+    events = [e for e in env.events() if e.type == "promote"]
+    assert [e.data for e in events] == [{"n": gone.n, "slot": False}, {"n": here.n, "slot": True}]
+
+
+async def test_an_untold_holder_gives_the_slot_back_once_unseen(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, maxConcurrent=1, presenceSec=30, queueMaxPerIp=None)
+    a, b = env.visitor(), env.visitor()
+    await a.join()
+    await b.join()
+    await env.run(1)  # a promoted with a slot, never told
+    for _ in range(30):
+        env.clock.advance(1)
+        await b.status()
+        await env.store.tick()
+    assert not (await env.describe(a))["holdsSlot"]
+    assert (await env.describe(b))["holdsSlot"]
+
+
+async def test_sessions_slide_and_end(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, sessionTtlSec=60, sessionMaxSec=300, maxConcurrent=3, **QUIET)
+    a = env.visitor()
+    await a.join()
+    await env.run(1)
+    first = await a.check()
+    assert first.admit and first.door_key is not None
+    assert first.session_expires_ms == env.clock.wall_ms() + 60_000
+    for _ in range(4):
+        await env.run(59)
+        result = await a.check()
+        assert result.admit and result.door_key is None
+    assert (await env.describe(a))["sessionExpiresInSec"] == 60.0
+    await env.run(60)
+    assert await env.state(a) is None and (await env.stats())["occupancy"] == 0
+    assert (await a.check()).reason == "expired"
+    types = env.types()
+    assert types.count("session.touch") == 2 and "session.end" in types  # slides at 118 s and 236 s
+    # sessionMaxSec: ends 300 s after entry however often it slides
+    b = env.visitor()
+    await b.join()
+    await env.run(1)
+    assert (await b.check()).admit
+    for _ in range(29):
+        await env.run(10)
+        assert (await b.check()).admit
+    await env.run(10)
+    assert await env.state(b) is None
+
+
+async def test_a_slide_reaches_the_journal_at_most_once_a_minute(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, sessionTtlSec=600, **QUIET)
+    a = env.visitor()
+    await a.join()
+    await env.run(1)
+    await a.check()
+    env.events()
+    for _ in range(6):
+        env.clock.advance(20)
+        assert (await a.check()).admit
+    assert env.types() == ["session.touch", "session.touch"]
+
+
+async def test_door_keys_session_elsewhere_and_reclaim(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, maxConcurrent=1, **QUIET)
+    owner = env.visitor()
+    await owner.join()
+    await env.run(1)
+    thief = env.visitor(cookie=False)
+    thief.client = ClientId(ident=thief.client.ident, fp=owner.client.fp)  # same fingerprint, no cookie
+    thief.token = owner.token
+    assert (await thief.check()).admit
+    stranger = env.visitor()
+    stranger.token = owner.token
+    assert (await stranger.check()).reason == "session_elsewhere"
+    back = await owner.check()  # no door key, but the cookie: reclaim at the door
+    assert back.admit and back.door_key is not None
+    assert (await thief.check()).reason == "session_elsewhere"
+    assert (await env.stats())["occupancy"] == 1
+    admits = [e for e in env.events() if e.type == "admit"]
+    assert admits[-1].data == {"n": owner.n, "door": owner.door.hex(), "reclaim": True}
+    # the waiting page of the cookie holder takes the session back as a fresh pass
+    view = await owner.join()
+    assert view.state == "passed" and view.ticket == owner.n
+    assert "reclaim" in env.types()
+    assert (await owner.check()).admit
+
+
+async def test_door_replay_is_the_hot_path_of_a_live_session(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, sessionTtlSec=60, rules=[{"pattern": "/shop/*", "action": "queue"}], **QUIET)
+    a = env.visitor()
+    await a.join()
+    await env.run(1)
+    assert a.token is not None
+    assert await env.store.door_replay("r", a.token, b"\x01" * 16, None) is None  # not admitted yet
+    assert (await a.check(f"{TARGET}/shop/x")).admit
+    assert a.door is not None
+    env.events()
+    before = await env.stats()
+    env.clock.advance(30)
+    result = await env.store.door_replay("r", a.token, a.door, f"{TARGET}/shop/y")
+    assert result is not None and result.admit and result.state == "admitted" and result.door_key is None
+    assert result.rule == "r1" and result.session_expires_ms == env.clock.wall_ms() + 60_000
+    assert (await env.store.door_replay("r", a.token, a.door, f"{TARGET}/else")).state == "unprotected"  # type: ignore[union-attr]
+    assert (await env.store.door_replay("r", a.token, a.door, None)).state == "admitted"  # type: ignore[union-attr]
+    after = await env.stats()
+    assert after["unscopedChecks"] == before["unscopedChecks"] + 1
+    assert after["rules"][0]["matchCount"] == before["rules"][0]["matchCount"] + 1
+    # a wrong key, another generation, a handle: not this path, and nothing counted
+    assert await env.store.door_replay("r", a.token, b"\x02" * 16, None) is None
+    assert await env.store.door_replay("r", Presented(gen=2, n=a.n), a.door, None) is None
+    assert await env.store.door_replay("r", Presented(gen=1, handle="abc"), a.door, None) is None
+    assert (await env.stats())["unscopedChecks"] == after["unscopedChecks"]
+    assert env.types() == []
+    err = await raises(env.store.door_replay("nope", a.token, a.door, None))
+    assert err.code == "no_room"
+
+
+async def test_door_replay_when_the_sweep_just_ended_the_session(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, sessionTtlSec=60, **QUIET)
+    a = env.visitor()
+    await a.join()
+    await env.run(1)
+    assert (await a.check()).admit and a.token is not None and a.door is not None
+    env.clock.advance(61)  # idle past sessionTtlSec: the sweep ends it, and replay says "not me"
+    assert await env.store.door_replay("r", a.token, a.door, None) is None
+    assert "session.end" in env.types()
+    assert (await a.check()).reason == "expired"
+
+
+# ---------------------------------------------------------------------- scheduled drops
+
+
+async def test_pre_queue_draw_and_its_cap(stores: Env) -> None:
+    env = stores
+    opens = env.clock.wall_ms() + 60_000
+    await env.room(opensAt=opens, presenceSec=None, ratePerMinute=0, preQueueMaxPerIp=2)
+    people = [env.visitor(ident=f"198.51.100.{i % 3}") for i in range(6)]
+    for p in people:
+        view = await p.join()
+        assert view.state == "scheduled" and view.room_state == "scheduled" and view.handle is not None
+        assert view.position is None and view.ahead is None and view.opens_at_ms == opens
+    assert (await people[0].join()).pre_count == 6 and not (await people[0].join()).new
+    err = await raises(env.visitor(ident="198.51.100.0").join())
+    assert (err.status, err.code, err.headers) == (429, "queue_identity_limit", {"Retry-After": "30"})
+    assert (await people[0].check()).reason == "waiting"
+    stats = await env.stats()
+    assert stats["preQueue"] == 6 and stats["waiting"] == 0 and stats["effectiveState"] == "scheduled"
+    await env.run(59)
+    assert (await env.stats())["preQueue"] == 6
+    await env.run(1)
+    positions = sorted([(await p.status()).position for p in people])  # type: ignore[type-var]
+    assert positions == [1, 2, 3, 4, 5, 6]
+    draws = [e for e in env.events() if e.type == "prequeue.draw"]
+    assert len(draws) == 1
+    assert sorted(draws[0].data["order"]) == sorted(p.token.handle for p in people)  # type: ignore[union-attr]
+    assert draws[0].data["tickets"] == [1, 2, 3, 4, 5, 6]
+    stats = await env.stats()
+    assert stats["joinsTotal"] == 6 and stats["waiting"] == 6 and stats["preQueue"] == 0
+    # the draw is round robin: every identity's first entry before anybody's second
+    order = draws[0].data["order"]
+    owner = {p.token.handle: p.client.ident for p in people}  # type: ignore[union-attr]
+    assert len({owner[h] for h in order[:3]}) == 3
+
+
+async def test_the_draw_happens_on_any_call(stores: Env) -> None:
+    env = stores
+    await env.room(opensAt=env.clock.wall_ms() + 1000, presenceSec=None, ratePerMinute=0)
+    people = [env.visitor() for _ in range(3)]
+    for p in people:
+        await p.join()
+    env.clock.advance(1)
+    view = await people[1].status()
+    assert view.state == "waiting" and view.position is not None
+    n = (await people[0].status()).ticket
+    assert n is not None and (await env.describe(n))["state"] == "waiting"
+
+
+async def test_schedule_route(stores: Env) -> None:
+    env = stores
+    await env.room(presenceSec=None, ratePerMinute=0)
+    opens = env.clock.wall_ms() + 60_000
+    room = await env.store.schedule("r", {"opensAt": opens, "preQueueMaxPerIp": 8})
+    assert room["preQueueMaxPerIp"] == 8 and room["effectiveState"] == "scheduled"
+    room = await env.store.schedule("r", {"opensAt": "2026-09-01T09:00:00Z"})
+    assert room["opensAt"] == "2026-09-01T09:00:00.000Z" and room["preQueueMaxPerIp"] == 8
+    for body, code in (
+        ({}, "nothing_to_change"),
+        ({"opens_at": 1}, "unknown_field"),
+        ([], "bad_request"),
+        ({"opensAt": "tomorrow"}, "invalid_opens_at"),
+        ({"preQueueMaxPerIp": 0}, "invalid_field"),
+    ):
+        err = await raises(env.store.schedule("r", body))
+        assert (err.status, err.code) == (400, code)
+    err = await raises(env.store.schedule("nope", {"opensAt": None}))
+    assert err.code == "no_room"
+    people = [env.visitor() for _ in range(4)]
+    for p in people:
+        await p.join()
+    env.events()
+    room = await env.store.schedule("r", {"opensAt": None})  # cancelling draws the pre-queue now
+    assert room["waiting"] == 4 and room["preQueue"] == 0 and room["opensAt"] is None
+    assert env.types() == ["prequeue.draw", "room.schedule"]
+
+
+async def test_cancelling_a_drop_through_an_update_draws_at_the_next_call(stores: Env) -> None:
+    env = stores
+    await env.room(opensAt=env.clock.wall_ms() + 3_600_000, presenceSec=None, ratePerMinute=0)
+    people = [env.visitor() for _ in range(3)]
+    for p in people:
+        await p.join()
+    await env.store.upsert_room({"id": "r", "opensAt": None})
+    await env.run(1)
+    for p in people:
+        assert (await p.status()).ticket is not None
+
+
+# ---------------------------------------------------------------------- operators
+
+
+async def test_eject_sends_to_the_back_revokes_and_frees(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, maxConcurrent=1, **QUIET)
+    people = [env.visitor() for _ in range(4)]
+    for p in people:
+        await p.join()
+    await env.run(1)
+    assert (await people[0].check()).admit
+    answer = await env.store.eject("r", str(people[0].n))
+    assert answer["state"] == "waiting" and answer["reason"] == "ejected" and answer["position"] == 4
+    assert (await people[0].check()).reason == "ejected"
+    assert (await env.stats())["occupancy"] == 0
+    await env.run(1)
+    assert await env.state(people[1]) == "passed"
+    answer = await env.store.eject("r", make_ref("r", 1, people[2].n).lower())
+    assert answer["ticket"] == people[2].n and answer["position"] == 3
+    view = await people[2].status()
+    assert view.state == "waiting" and view.reason == "ejected"
+    err = await raises(env.store.eject("r", "42"))
+    assert (err.status, err.code, err.message, err.extra) == (
+        404,
+        "no_ticket",
+        "No ticket 42 in this room's current generation.",
+        {"ticket": 42},
+    )
+    err = await raises(env.store.eject("r", " zzzzzz "))
+    assert err.message == "No ticket ' zzzzzz ' in this room's current generation." and err.extra == {
+        "query": " zzzzzz "
+    }
+    err = await raises(env.store.eject("r", "9" * 20))
+    assert (err.code, err.message, err.extra) == ("no_ticket", "No such ticket in this room.", {"query": "9" * 20})
+    assert env.types().count("eject") == 2
+
+
+async def test_eject_of_a_finished_ticket_forgets_it(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, passedTtlSec=10, **QUIET)
+    a = env.visitor()
+    await a.join()
+    await env.run(20)
+    assert (await env.describe(a))["state"] == "expired"
+    assert await env.store.eject("r", str(a.n)) == {"ticket": a.n, "state": "forgotten"}
+    err = await raises(env.store.lookup("r", str(a.n)))
+    assert (err.status, err.code) == (404, "no_ticket")
+    ejects = [e for e in env.events() if e.type == "eject"]
+    assert ejects[0].data == {"n": a.n, "forgotten": True}
+
+
+async def test_a_ref_collision_lists_the_candidates_and_eject_refuses_it(stores: Env) -> None:
+    env = stores
+    lo, hi = COLLIDING_PAIR
+    await env.room(COLLIDING_ROOM, **QUIET)
+    await fill(env, hi, COLLIDING_ROOM)
+    answer = await env.store.lookup(COLLIDING_ROOM, COLLIDING_REF.lower())
+    assert answer["ref"] == COLLIDING_REF and [c["ticket"] for c in answer["candidates"]] == [lo, hi]
+    err = await raises(env.store.eject(COLLIDING_ROOM, COLLIDING_REF))
+    assert (err.status, err.code) == (409, "ambiguous_ref")
+    assert [c["ticket"] for c in err.extra["candidates"]] == [lo, hi]
+
+
+async def test_purge_empties_the_line_and_keeps_passes_and_sessions(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, maxConcurrent=5, queueMaxPerIp=2, presenceSec=None)
+    people = [env.visitor(ident=f"203.0.113.{i % 2}") for i in range(4)]
+    for p in people:
+        await p.join()
+    await env.run(2)
+    assert (await people[0].check()).admit
+    assert await env.store.purge("r") == 2
+    assert (await env.stats())["waiting"] == 0
+    assert (await people[0].check()).admit and (await people[1].check()).admit
+    for p in people[2:]:
+        assert (await p.status()).reason == "purged"
+        assert (await env.describe(p))["reason"] == "purged"
+    again = await people[2].join()
+    assert again.new and again.reason == "purged" and again.ticket == 5
+    assert [e.data for e in env.events() if e.type == "purge"] == [{"count": 2}]
+
+
+async def test_purged_pre_queue_handle_resolves_purged(stores: Env) -> None:
+    env = stores
+    await env.room(opensAt=env.clock.wall_ms() + 60_000)
+    v = env.visitor()
+    await v.join()
+    assert await env.store.purge("r") == 1
+    assert (await v.status()).reason == "purged"
+    assert (await env.stats())["preQueue"] == 0
+
+
+async def test_lookups(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, state="paused", **QUIET)
+    v = env.visitor()
+    joined = env.clock.wall_ms()
+    await v.join()
+    env.clock.advance(42)
+    d = await env.store.lookup("r", f"  {make_ref('r', 1, v.n).lower()} ")
+    assert d == {
+        "ticket": 1,
+        "ref": make_ref("r", 1, 1),
+        "generation": 1,
+        "state": "waiting",
+        "reason": None,
+        "position": 1,
+        "joined": joined,
+        "passed": None,
+        "onSite": False,
+        "bound": {"cookie": True, "fingerprint": True},
+        "lastSeenSecAgo": 42.0,
+        "waiting": 42.0,
+    }
+    for query, message in (
+        ("7", "No ticket 7 in this room's current generation."),
+        ("ZZZZZZ", "No ticket 'ZZZZZZ' in this room."),
+        ("9" * 16, "No such ticket in this room."),
+    ):
+        err = await raises(env.store.lookup("r", query))
+        assert (err.status, err.code, err.message) == (404, "no_ticket", message)
+    err = await raises(env.store.lookup("nope", "1"))
+    assert err.code == "no_room"
+
+
+async def test_previous_generation(stores: Env) -> None:
+    env = stores
+    await env.room()
+    old = [env.visitor() for _ in range(3)]
+    for v in old:
+        await v.join()
+    refs = [make_ref("r", 1, v.n) for v in old]
+    await env.store.delete_room("r")
+    answer = await env.store.lookup("r", refs[2])  # the room does not exist: its archive answers
+    assert answer["state"] == "previous_generation" and answer["generation"] == 1 and answer["tickets"] == [3]
+    assert (await raises(env.store.lookup("r", "ZZZZZZ"))).code == "no_room"
+    await env.room()
+    fresh = env.visitor()
+    assert (await fresh.join()).ticket == 1
+    for v in old:
+        view = await v.status()
+        assert view.state == "expired" and view.reason == "previous_generation" and view.gen == 2
+        assert (await v.check()).reason == "previous_generation"
+    answer = await env.store.lookup("r", refs[2].lower())
+    assert answer["state"] == "previous_generation" and answer["ref"] == refs[2]
+    assert answer["message"].startswith(f"Ref {refs[2]} was ticket 3 of an earlier generation (1)")
+    assert (await env.store.lookup("r", "1"))["generation"] == 2
+    assert (await raises(env.store.lookup("r", "3"))).code == "no_ticket"
+
+
+async def test_the_last_three_generations_are_kept(stores: Env) -> None:
+    env = stores
+    refs = {}
+    for gen in range(1, 6):
+        room = await env.room()
+        assert room["generation"] == gen
+        await env.visitor().join()
+        refs[gen] = make_ref("r", gen, 1)
+        await env.store.delete_room("r")
+    await env.room()
+    for gen in (3, 4, 5):
+        assert (await env.store.lookup("r", refs[gen]))["generation"] == gen
+    assert (await raises(env.store.lookup("r", refs[1]))).code == "no_ticket"
+
+
+async def test_operations_on_an_unknown_room(stores: Env) -> None:
+    env = stores
+    client = ClientId(ident="1.2.3.4", fp=b"x")
+    for coro in (
+        env.store.join("nope", client, None, None),
+        env.store.status("nope", client, None),
+        env.store.check("nope", client, None, None, None, ("k", b"k" * 16)),
+        env.store.eject("nope", "1"),
+        env.store.purge("nope"),
+        env.store.delete_room("nope"),
+        env.store.get_room("nope"),
+    ):
+        err = await raises(coro)
+        assert (err.status, err.code, err.extra) == (404, "no_room", {"roomId": "nope"})
+    await env.store.note_blocked_return("nope")  # quietly nothing
+
+
+async def test_counters(stores: Env) -> None:
+    env = stores
+    await env.room(**QUIET)
+    v = env.visitor()
+    await v.join()
+    await v.check()
+    await v.check()
+    await env.store.note_blocked_return("r")
+    stats = await env.stats()
+    assert (stats["unscopedChecks"], stats["blockedReturnUrls"], stats["joinsTotal"], stats["joinsLastMinute"]) == (
+        2,
+        1,
+        1,
+        1,
+    )
+    env.clock.advance(61)
+    assert (await env.stats())["joinsLastMinute"] == 0
+
+
+async def test_event_seq_counts_up_without_gaps(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=600, passedTtlSec=10, **QUIET)
+    for _ in range(5):
+        await env.visitor().join()
+    await env.run(20)
+    events = env.events()
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert {"promote", "expire"} <= {e.type for e in events}
+
+
+async def test_listeners_hear_the_rooms_that_changed(stores: Env) -> None:
+    env = stores
+    heard: list[set[str]] = []
+    env.store.on_change(heard.append)
+    await env.room()
+    await env.visitor().join()
+    await env.store.tick()
+    assert heard[0] == {"r"} and heard[1] == {"r"} and heard[-1] == {"r"}

@@ -1,0 +1,559 @@
+"""MemoryStore and ValkeyStore driven through the same random operations, on two FakeClocks kept in
+lockstep, must give identical answers after every step: visitor views, door checks, room
+summaries, look-ups, errors and the events (type, seq, ts, data).
+
+Only what is random by design differs, and is mapped between the runs: pre-queue handles. The
+draw's permutation is made the same on both sides by giving room.draw_order a seeded generator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import hashlib
+import random
+import secrets
+import types
+import uuid
+from typing import Any, ClassVar
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from redis.asyncio import Redis
+
+import queue_manager.engine.room as room_module
+from queue_manager.clock import FakeClock
+from queue_manager.engine.errors import EngineError
+from queue_manager.engine.events import Event
+from queue_manager.engine.model import ClientId
+from queue_manager.engine.room import Presented
+from queue_manager.engine.ticket import make_ref
+from queue_manager.store.memory import MemoryStore
+from queue_manager.store.valkey import ValkeyStore
+
+from .conftest import TARGET, VALKEY_URL, RecordingJournal, drop_prefix, valkey_client
+
+ROOM = "eq"
+SEEN: collections.Counter[str] = collections.Counter()  # event types over all examples: what was exercised
+LONG_RUNS: dict[int, collections.Counter[str]] = {}
+IDENTS = ["198.51.100.1", "198.51.100.2", "198.51.100.3"]
+URLS = [None, f"{TARGET}/shop/item", f"{TARGET}/free/page", f"{TARGET}/elsewhere"]
+RULES = [{"pattern": "/shop/*", "action": "queue"}, {"pattern": "/free/*", "action": "skip", "id": "free"}]
+
+
+class Browser:
+    def __init__(self, i: int) -> None:
+        self.client = ClientId(
+            ident=IDENTS[i % len(IDENTS)],
+            fp=f"fp-{i}".encode(),
+            fp2=b"tier2-shared" if i in (1, 2) else None,
+            cookie=None if i % 4 == 3 else f"cookie-{i}".encode(),
+        )
+        self.token_m: Presented | None = None
+        self.token_v: Presented | None = None
+        self.door: bytes | None = None
+
+
+def _outcome(result: Any) -> Any:
+    if isinstance(result, EngineError):
+        return ("error", result.status, result.code, result.message, result.extra, result.headers)
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+class Equivalence(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.clock_m = FakeClock()
+        self.clock_v = FakeClock()
+        self.mem = MemoryStore(self.clock_m)
+        self.captured: list[Event] = []
+        original = self.mem.engine.drain_events
+
+        def drain() -> list[Event]:
+            events = original()
+            self.captured.extend(events)
+            return events
+
+        self.mem.engine.drain_events = drain  # type: ignore[method-assign]
+        self.redis = Redis.from_url(VALKEY_URL, decode_responses=False)
+        self.prefix = f"qmeq:{uuid.uuid4().hex[:12]}:"
+        self.journal = RecordingJournal()
+        self.val = ValkeyStore(self.redis, prefix=self.prefix, clock=self.clock_v, journal=self.journal, sweep_max=7)
+        self.run(self.val.start())
+        self.browsers = [Browser(i) for i in range(6)]
+        self.handles: dict[str, str] = {}  # valkey handle -> memory handle
+        self.doors = 0
+        self.exists = False
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def teardown(self) -> None:
+        self.run(drop_prefix(self.redis, self.prefix))
+        self.run(self.val.close())
+        self.run(self.redis.aclose())
+        self.loop.close()
+
+    # ------------------------------------------------------------------ running both
+
+    async def _try(self, coro: Any) -> Any:
+        try:
+            return await coro
+        except EngineError as exc:
+            return exc
+
+    def both(self, make: Any) -> tuple[Any, Any]:
+        m = self.run(self._try(make(self.mem, "m")))
+        v = self.run(self._try(make(self.val, "v")))
+        return _outcome(m), _outcome(v)
+
+    def map_handle(self, handle: str | None) -> str | None:
+        if handle is None:
+            return None
+        return self.handles.get(handle, f"unmapped:{handle}")
+
+    def view(self, view: Any, side: str) -> Any:
+        if isinstance(view, tuple):
+            return view
+        out = dataclasses.asdict(view)
+        if side == "v":
+            out["handle"] = self.map_handle(out["handle"])
+        return out
+
+    def event(self, e: Event, side: str) -> dict[str, Any]:
+        data = dict(e.data)
+        if side == "v":
+            if "h" in data:
+                data["h"] = self.map_handle(data["h"])
+            if "order" in data:
+                data["order"] = [self.map_handle(h) for h in data["order"]]
+        return {"type": e.type, "room": e.room, "gen": e.gen, "seq": e.seq, "ts": e.ts, "lv": e.lv, "data": data}
+
+    def settle_events(self) -> None:
+        self.mem.engine.drain_events()
+        mem = [self.event(e, "m") for e in self.captured]
+        val = [self.event(e, "v") for e in self.journal.events]
+        self.captured.clear()
+        self.journal.events.clear()
+        assert val == mem
+        SEEN.update(e["type"] for e in mem)
+
+    # ------------------------------------------------------------------ the room
+
+    @initialize(
+        rate=st.sampled_from([0, 7, 60, 60, 600, 6000]),
+        cap=st.sampled_from([None, 1, 2, 3]),
+        presence=st.sampled_from([None, 5, 30]),
+        pttl=st.sampled_from([10, 30, 130, 600]),
+        sttl=st.sampled_from([10, 60, 1800]),
+        smax=st.sampled_from([None, 10, 100]),
+        qmax=st.sampled_from([None, None, 2, 3]),
+        pqmax=st.sampled_from([None, 1, 2]),
+        state=st.sampled_from(["active", "active", "active", "active", "paused", "bypass"]),
+        opens_in=st.sampled_from([None, None, None, 5_000, 60_000]),
+        rules=st.booleans(),
+    )
+    def create(self, rate, cap, presence, pttl, sttl, smax, qmax, pqmax, state, opens_in, rules) -> None:  # type: ignore[no-untyped-def]
+        body: dict[str, Any] = {
+            "id": ROOM,
+            "targetUrl": TARGET,
+            "ratePerMinute": rate,
+            "maxConcurrent": cap,
+            "presenceSec": presence,
+            "passedTtlSec": pttl,
+            "sessionTtlSec": sttl,
+            "sessionMaxSec": smax,
+            "queueMaxPerIp": qmax,
+            "preQueueMaxPerIp": pqmax,
+            "state": state,
+        }
+        if opens_in is not None:
+            body["opensAt"] = self.clock_m.wall_ms() + opens_in
+        if rules:
+            body["rules"] = RULES
+        m, v = self.both(lambda s, _: s.upsert_room(body))
+        assert v == m
+        self.exists = True
+        self.settle_events()
+
+    @invariant()
+    def same_summary_and_lookups(self) -> None:
+        m, v = self.both(lambda s, _: s.get_room(ROOM))
+        assert v == m
+        if self.exists:
+            nxt = m["nextTicket"]
+            for n in sorted({1, 2, nxt - 1, nxt, *range(max(1, nxt - 4), nxt)}):
+                m, v = self.both(lambda s, _, n=n: s.lookup(ROOM, str(n)))
+                assert v == m
+        self.settle_events()
+
+    # ------------------------------------------------------------------ visitors
+
+    def do_join(self, who: int, ret: str | None) -> None:
+        b = self.browsers[who]
+        m = self.run(self._try(self.mem.join(ROOM, b.client, b.token_m, ret)))
+        v = self.run(self._try(self.val.join(ROOM, b.client, b.token_v, ret)))
+        if not isinstance(m, EngineError) and not isinstance(v, EngineError):
+            if m.handle is not None and v.handle is not None and v.handle not in self.handles:
+                self.handles[v.handle] = m.handle
+            for view, side in ((m, "m"), (v, "v")):
+                token = None
+                if view.ticket is not None:
+                    token = Presented(gen=view.gen, n=view.ticket)
+                elif view.handle is not None:
+                    token = Presented(gen=view.gen, handle=view.handle)
+                if token is not None:
+                    if side == "m":
+                        b.token_m = token
+                    else:
+                        b.token_v = token
+        assert self.view(_outcome(v), "v") == self.view(_outcome(m), "m")
+        self.settle_events()
+
+    def do_status(self, who: int) -> None:
+        b = self.browsers[who]
+        m, v = self.both(lambda s, side: s.status(ROOM, b.client, b.token_m if side == "m" else b.token_v))
+        assert self.view(v, "v") == self.view(m, "m")
+        self.settle_events()
+
+    def do_check(self, who: int, url: str | None, door: str) -> None:
+        b = self.browsers[who]
+        self.doors += 1
+        raw = f"door-{self.doors}"
+        new_door = (raw, hashlib.sha256(raw.encode()).digest()[:16])
+        sent = {"own": b.door, "none": None, "wrong": b"\x00" * 16}[door]
+
+        async def door_check(store: Any, side: str) -> Any:
+            # as the HTTP layer does: the hot path first when a token and a door key are sent
+            token = b.token_m if side == "m" else b.token_v
+            if token is not None and sent is not None:
+                result = await store.door_replay(ROOM, token, sent, url)
+                if result is not None:
+                    return result
+            return await store.check(ROOM, b.client, token, sent, url, new_door)
+
+        m, v = self.both(door_check)
+
+        def fields(r: Any) -> Any:
+            if isinstance(r, tuple):
+                return r
+            t = None if r.ticket is None else dataclasses.asdict(r.ticket)
+            if t is not None:
+                t.pop("seq")  # the Python line's own bookkeeping
+            return (r.admit, r.state, r.reason, r.door_key, r.session_expires_ms, r.rule, t)
+
+        assert fields(v) == fields(m)
+        if not isinstance(m, tuple) and m.door_key is not None:
+            b.door = new_door[1]
+        self.settle_events()
+
+    def do_visit(self, action: str, who: int, ret: str | None, url: str | None, door: str) -> None:
+        if action == "join":
+            self.do_join(who, ret)
+        elif action == "status":
+            self.do_status(who)
+        elif action == "check":
+            self.do_check(who, url, door)
+        else:  # somebody else's token: not_owner at the door and in status, a fresh place on join
+            thief = self.browsers[(who + 1) % len(self.browsers)]
+            owner = self.browsers[who]
+            thief.token_m, thief.token_v = owner.token_m, owner.token_v
+
+    VISIT = st.lists(
+        st.tuples(
+            st.sampled_from(["join", "join", "status", "check", "check", "steal"]),
+            st.integers(0, 5),
+            st.sampled_from([None, f"{TARGET}/cart"]),
+            st.sampled_from(URLS),
+            st.sampled_from(["own", "own", "none", "wrong"]),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+
+    @rule(visits=VISIT)
+    def visit_a(self, visits: list[tuple[str, int, str | None, str | None, str]]) -> None:
+        for visit in visits:
+            self.do_visit(*visit)
+
+    @rule(visits=VISIT)
+    def visit_b(self, visits: list[tuple[str, int, str | None, str | None, str]]) -> None:
+        for visit in visits:
+            self.do_visit(*visit)
+
+    @rule(visits=VISIT)
+    def visit_c(self, visits: list[tuple[str, int, str | None, str | None, str]]) -> None:
+        for visit in visits:
+            self.do_visit(*visit)
+
+    # ------------------------------------------------------------------ time
+
+    def do_tick(self, ms: int) -> None:
+        self.clock_m.advance(ms / 1000)
+        self.clock_v.advance(ms / 1000)
+        m, v = self.both(lambda s, _: s.tick())
+        assert v == m
+        self.settle_events()
+
+    TIME: ClassVar[dict[str, Any]] = {
+        "kind": st.sampled_from(["tick", "tick", "run", "run", "quiet", "step"]),
+        "ms": st.one_of(st.integers(0, 2_000), st.integers(0, 90_000)),
+        "step": st.sampled_from([-3600, 5, 3600]),
+    }
+
+    def do_time(self, kind: str, ms: int, step: int) -> None:
+        if kind == "tick":
+            self.do_tick(ms)
+        elif kind == "run":  # whole seconds, one tick each: lands exactly on second-aligned deadlines
+            for _ in range(1 + ms % 40):
+                self.do_tick(1000)
+        elif kind == "quiet":  # time passes with no tick (a stalled ticker)
+            self.clock_m.advance(ms / 1000 * 3)
+            self.clock_v.advance(ms / 1000 * 3)
+        else:  # an NTP step of the wall clock only
+            self.clock_m.step_wall(step)
+            self.clock_v.step_wall(step)
+
+    @rule(**TIME)
+    def time_a(self, kind: str, ms: int, step: int) -> None:
+        self.do_time(kind, ms, step)
+
+    @rule(**TIME)
+    def time_b(self, kind: str, ms: int, step: int) -> None:
+        self.do_time(kind, ms, step)
+
+    @rule(**TIME)
+    def time_c(self, kind: str, ms: int, step: int) -> None:
+        self.do_time(kind, ms, step)
+
+    # ------------------------------------------------------------------ operators
+
+    def upsert(self, **fields: Any) -> None:
+        m, v = self.both(lambda s, _: s.upsert_room({"id": ROOM, **fields}))
+        assert v == m
+        if not isinstance(m, tuple):
+            self.exists = True
+        self.settle_events()
+
+    @rule(
+        change=st.one_of(
+            st.fixed_dictionaries({"state": st.sampled_from(["active", "active", "paused", "bypass"])}),
+            st.fixed_dictionaries({"rate": st.sampled_from([0, 1, 60, 600, 6000])}),
+            st.fixed_dictionaries({"maxConcurrent": st.sampled_from([None, 1, 2, 4])}),
+            st.dictionaries(
+                st.sampled_from(["presenceSec", "passedTtlSec", "sessionTtlSec", "sessionMaxSec", "queueMaxPerIp"]),
+                st.sampled_from([None, 5, 10, 60, 700]),
+                min_size=1,
+                max_size=2,
+            ),
+            st.fixed_dictionaries(
+                {"rules": st.sampled_from([[], RULES, RULES[::-1], [{"pattern": "*", "action": "queue"}]])}
+            ),
+            st.sampled_from([{"state": "nope"}, {"rate": 5, "ratePerMinute": 6}, {"bogus": 1}, {}]),
+        )
+    )
+    def reconfigure(self, change: dict[str, Any]) -> None:
+        self.upsert(**change)
+
+    @rule(
+        opens_in=st.sampled_from([None, 3_000, 30_000, -1_000]),
+        cap=st.sampled_from([..., None, 1, 3]),
+        bad=st.sampled_from([None, None, None, {}, {"opensAt": "tomorrow"}, {"preQueueMaxPerIp": 0}, {"x": 1}, [1]]),
+    )
+    def schedule(self, opens_in: int | None, cap: Any, bad: Any) -> None:
+        body: Any = {"opensAt": None if opens_in is None else self.clock_m.wall_ms() + opens_in}
+        if cap is not ...:
+            body["preQueueMaxPerIp"] = cap
+        if bad is not None:
+            body = bad
+        m, v = self.both(lambda s, _: s.schedule(ROOM, body))
+        assert v == m
+        self.settle_events()
+
+    @rule(
+        action=st.sampled_from(["eject", "eject", "eject", "purge", "lookup", "blocked", "match"]),
+        number=st.integers(1, 12),
+        who=st.integers(0, 5),
+        by=st.sampled_from(["number", "ref", "odd"]),
+        odd=st.sampled_from(["  1 ", "ZZZZZZ", "9" * 16, "abc"]),
+        url=st.sampled_from(URLS[1:]),
+    )
+    def operate(self, action: str, number: int, who: int, by: str, odd: str, url: str) -> None:
+        b = self.browsers[who]
+        if by == "ref" and b.token_m is not None and b.token_m.n is not None:
+            query = make_ref(ROOM, b.token_m.gen, b.token_m.n).lower()
+        elif by == "odd":
+            query = odd
+        else:
+            query = str(number)
+        if action == "eject":
+            m, v = self.both(lambda s, _: s.eject(ROOM, query))
+        elif action == "purge":
+            m, v = self.both(lambda s, _: s.purge(ROOM))
+        elif action == "lookup":
+            m, v = self.both(lambda s, _: s.lookup(ROOM, query))
+        elif action == "blocked":
+            m, v = self.both(lambda s, _: s.note_blocked_return(ROOM))
+        else:
+            m, v = self.both(lambda s, _: s.match_rule(ROOM, url))
+            assert v == m
+            m, v = self.both(lambda s, _: s.room_policy(ROOM))
+            assert v == m
+            m, v = self.both(lambda s, _: s.places_held(ROOM, b.client.ident))
+        assert v == m
+        self.settle_events()
+
+    @rule(rate=st.sampled_from([60, 6000]), cap=st.sampled_from([None, 2]), really=st.integers(0, 3))
+    def delete_or_recreate(self, rate: int, cap: int | None, really: int) -> None:
+        if self.exists:
+            if really:
+                return
+            m, v = self.both(lambda s, _: s.delete_room(ROOM))
+            self.exists = False
+        else:
+            body = {"id": ROOM, "targetUrl": TARGET, "ratePerMinute": rate, "maxConcurrent": cap}
+            m, v = self.both(lambda s, _: s.upsert_room(body))
+            self.exists = True
+        assert v == m
+        self.settle_events()
+
+    # the deterministic runs below call these
+    def join(self, who: int, ret: str | None) -> None:
+        self.do_join(who, ret)
+
+    def status(self, who: int) -> None:
+        self.do_status(who)
+
+    def check(self, who: int, url: str | None, door: str) -> None:
+        self.do_check(who, url, door)
+
+    def tick(self, ms: int) -> None:
+        self.do_tick(ms)
+
+    def eject(self, query: str) -> None:
+        m, v = self.both(lambda s, _: s.eject(ROOM, query))
+        assert v == m
+        self.settle_events()
+
+    def set_cap(self, cap: int | None) -> None:
+        self.upsert(maxConcurrent=cap)
+
+
+def _seeded_secrets() -> types.SimpleNamespace:
+    """room.py's ``secrets`` with a seeded draw: both stores draw the same permutation."""
+    return types.SimpleNamespace(token_hex=secrets.token_hex, SystemRandom=lambda: random.Random(20260101))
+
+
+async def _reachable() -> None:
+    client = await valkey_client()
+    await client.aclose()
+
+
+def test_memory_and_valkey_answer_alike() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(_reachable())
+    finally:
+        loop.close()
+    with mock.patch.object(room_module, "secrets", _seeded_secrets()):
+        run_state_machine_as_test(
+            Equivalence,
+            settings=settings(
+                max_examples=60,
+                stateful_step_count=40,
+                deadline=None,
+                suppress_health_check=[HealthCheck.too_slow],
+            ),
+        )
+    # the random runs reached the common kinds of change (else the comparison proves little)
+    assert {"join", "promote", "room.update"} <= set(SEEN), SEEN
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_long_runs_with_a_crowd(seed: int) -> None:
+    """Long deterministic runs: two dozen visitors at a small door, short clocks, a drop opening,
+    operators changing things; every kind of change happens, and both stores agree throughout."""
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(_reachable())
+    finally:
+        loop.close()
+    rng = random.Random(seed)
+    seen_before = collections.Counter(SEEN)
+    with mock.patch.object(room_module, "secrets", _seeded_secrets()):
+        machine = Equivalence()
+        machine.browsers = [Browser(i) for i in range(24)]
+        try:
+            machine.create(
+                rate=600,
+                cap=2 + seed % 2,
+                presence=5,
+                pttl=(30, 130)[seed % 2],
+                sttl=10,
+                smax=None,
+                qmax=3,
+                pqmax=2,
+                state="active",
+                opens_in=10_000,
+                rules=seed == 3,
+            )
+            for _ in range(500):
+                op = rng.random()
+                who = rng.randrange(len(machine.browsers))
+                if op < 0.28:
+                    machine.join(who, rng.choice([None, f"{TARGET}/cart"]))
+                elif op < 0.45:
+                    machine.status(who)
+                elif op < 0.7:
+                    machine.check(who, rng.choice(URLS), rng.choice(["own", "own", "none", "wrong"]))
+                elif op < 0.9:
+                    machine.tick(rng.choice([1000, 1000, 1000, 2000, rng.randrange(0, 8_000)]))
+                elif op < 0.93:
+                    machine.operate("eject", rng.randrange(1, 40), who, rng.choice(["number", "ref"]), "", URLS[1])
+                elif op < 0.95:
+                    machine.reconfigure(
+                        rng.choice(
+                            [
+                                {"maxConcurrent": rng.choice([1, 3, 5])},
+                                {"presenceSec": rng.choice([None, 5, 30])},
+                                {"sessionMaxSec": rng.choice([None, 20])},
+                                {"rate": rng.choice([60, 600])},
+                                {"state": rng.choice(["active", "paused"])},
+                            ]
+                        )
+                    )
+                elif op < 0.965:
+                    machine.schedule(rng.choice([None, 4_000]), ..., None)
+                elif op < 0.975:
+                    machine.operate("purge", 1, who, "number", "", URLS[1])
+                elif op < 0.98:
+                    machine.delete_or_recreate(600, 3, 0)
+                else:
+                    machine.do_visit("steal", who, None, None, "own")
+                machine.same_summary_and_lookups()
+        finally:
+            machine.teardown()
+    seen = SEEN - seen_before
+    assert {"join", "promote", "admit"} <= set(seen), seen
+    LONG_RUNS[seed] = seen
+    if len(LONG_RUNS) == 4:  # all four in this session: together they reached every kind of change
+        union = set().union(*LONG_RUNS.values())
+        wanted = {
+            "expire",
+            "session.end",
+            "bounce",
+            "reclaim",
+            "eject",
+            "purge",
+            "prequeue.draw",
+            "room.schedule",
+            "room.delete",
+        }
+        assert wanted <= union, sorted(wanted - union)

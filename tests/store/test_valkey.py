@@ -1,0 +1,521 @@
+"""What only the Valkey store has: several instances on one line, the journal and its compensations,
+fenced rooms, driver errors, script reloads, bounded scripts, round trips, keys, the shared clock,
+and checkpoints that round-trip with engine/snapshot.py."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from redis import exceptions as rx
+from redis.asyncio import Redis
+
+from queue_manager.clock import FakeClock
+from queue_manager.engine import snapshot
+from queue_manager.engine.engine import Engine
+from queue_manager.engine.errors import EngineError
+from queue_manager.engine.events import Event
+from queue_manager.engine.model import ClientId
+from queue_manager.engine.room import Presented
+from queue_manager.engine.ticket import make_ref
+from queue_manager.store.base import StoreUnavailable
+from queue_manager.store.memory import MemoryStore
+from queue_manager.store.valkey import SharedClock, ValkeyStore
+from queue_manager.store.valkey.errors import RoomFenced, is_unavailable_reply, translate
+from queue_manager.store.valkey.keys import ROOM_KEYS, room_key, script_keys
+from queue_manager.store.valkey.scripts import Script
+
+from .conftest import TARGET, RecordingJournal, make_valkey
+
+QUIET = {"presenceSec": None, "queueMaxPerIp": None}
+
+
+def client(i: int, ident: str | None = None) -> ClientId:
+    return ClientId(ident=ident or f"10.1.0.{i}", fp=f"fp{i}".encode(), cookie=f"ck{i}".encode())
+
+
+def door(i: int) -> tuple[str, bytes]:
+    raw = f"dk-{i}-{uuid.uuid4().hex}"
+    return raw, hashlib.sha256(raw.encode()).digest()[:16]
+
+
+@pytest.fixture
+async def one(valkey: tuple[Redis, str]) -> AsyncIterator[tuple[ValkeyStore, FakeClock, RecordingJournal]]:
+    redis, prefix = valkey
+    clock, journal = FakeClock(), RecordingJournal()
+    store = await make_valkey(redis, prefix, clock, journal)
+    yield store, clock, journal
+    await store.close()
+
+
+# ---------------------------------------------------------------------- several instances
+
+
+@pytest.mark.parametrize(("rate", "seconds"), [(60, 60), (6000, 20)])
+async def test_three_instances_ticking_one_room_promote_at_the_configured_rate(
+    valkey: tuple[Redis, str], rate: int, seconds: int
+) -> None:
+    """Each instance ticks every second, a third of a second apart, on clocks a few ms apart (their
+    anchors to Valkey's TIME): together they credit what one ticker would, not three times it."""
+    redis, prefix = valkey
+    offsets = (0, 3, -2)  # ms: where each instance's shared clock landed
+    clocks = [FakeClock(mono=1000 + off / 1000) for off in offsets]
+    stores = [await make_valkey(redis, prefix, c) for c in clocks]
+    await stores[0].upsert_room({"id": "r", "targetUrl": TARGET, "ratePerMinute": rate, **QUIET})
+    filler = ClientId(ident="192.0.2.1", fp=b"filler")
+    for _ in range(rate * seconds // 60 + 50):
+        await stores[0].join("r", filler, None, None)
+    for _ in range(seconds):
+        for i, store in enumerate(stores):
+            for c in clocks:
+                c.advance(0.333 if i < 2 else 0.334)
+            await store.tick()
+    stats = await stores[1].get_room("r")
+    expected = rate * seconds // 60
+    assert abs(stats["passesTotal"] - expected) <= 2, (stats["passesTotal"], expected)
+    for store in stores:
+        await store.close()
+
+
+async def test_instances_share_one_line_tickets_refs_and_config(valkey: tuple[Redis, str]) -> None:
+    redis, prefix = valkey
+    clock = FakeClock()
+    a, b = await make_valkey(redis, prefix, clock), await make_valkey(redis, prefix, clock)
+    await a.upsert_room({"id": "r", "targetUrl": TARGET, **QUIET})
+    views = []
+    for i in range(20):  # alternating instances: each one's Ref window goes stale and is refreshed
+        store = (a, b)[i % 2] if i < 10 else (a, a, b)[i % 3]
+        views.append(await store.join("r", client(i), None, None))
+    assert [v.ticket for v in views] == list(range(1, 21))
+    assert [v.position for v in views] == list(range(1, 21))
+    for v in views:
+        assert v.ticket is not None and v.ref == make_ref("r", 1, v.ticket)
+        answer = await (b if v.ticket % 2 else a).lookup("r", str(v.ref))
+        assert answer["ticket"] == v.ticket
+    await a.upsert_room({"id": "r", "rate": 7, "rules": [{"pattern": "/x/*", "action": "skip"}]})
+    view = await b.status("r", client(0), Presented(gen=1, n=1))
+    assert view.rate_per_minute == 7  # b's copy of the config followed a's change
+    result = await b.check("r", client(0), Presented(gen=1, n=1), None, f"{TARGET}/x/1", door(0))
+    assert result.state == "unprotected" and (await a.get_room("r"))["rules"][0]["matchCount"] == 1
+    await a.close()
+    await b.close()
+
+
+# ---------------------------------------------------------------------- the journal
+
+
+async def test_a_join_whose_commit_fails_is_taken_back(one: Any) -> None:
+    store, _clock, journal = one
+    await store.upsert_room({"id": "r", "targetUrl": TARGET, "queueMaxPerIp": 1})
+    journal.events.clear()
+    journal.fail_next = 1
+    with pytest.raises(StoreUnavailable):
+        await store.join("r", client(1, "203.0.113.9"), None, None)
+    assert [(e.type, e.data) for e in journal.events] == [("join.revoke", {"n": 1})]
+    stats = await store.get_room("r")
+    assert (stats["waiting"], stats["joinsTotal"], stats["joinsLastMinute"]) == (0, 0, 0)
+    assert await store.places_held("r", "203.0.113.9") == 0
+    with pytest.raises(EngineError):
+        await store.lookup("r", make_ref("r", 1, 1))
+    view = await store.join("r", client(1, "203.0.113.9"), None, None)  # not counted against the ceiling
+    assert view.ticket == 2 and view.position == 1
+
+
+async def test_a_pre_queue_join_whose_commit_fails_is_taken_back(one: Any) -> None:
+    store, clock, journal = one
+    await store.upsert_room(
+        {"id": "r", "targetUrl": TARGET, "opensAt": clock.wall_ms() + 60_000, "preQueueMaxPerIp": 1}
+    )
+    journal.fail_next = 1
+    with pytest.raises(StoreUnavailable):
+        await store.join("r", client(1, "203.0.113.9"), None, None)
+    (revoke,) = [e for e in journal.events if e.type == "prequeue.revoke"]
+    assert set(revoke.data) == {"h"}
+    stats = await store.get_room("r")
+    assert (stats["preQueue"], stats["joinsTotal"]) == (0, 0)
+    view = await store.join("r", client(1, "203.0.113.9"), None, None)
+    assert view.state == "scheduled" and view.pre_count == 1
+
+
+async def test_an_admission_whose_commit_fails_is_pending_again_with_its_slot(one: Any) -> None:
+    store, clock, journal = one
+    await store.upsert_room({"id": "r", "targetUrl": TARGET, "maxConcurrent": 1, **QUIET})
+    me = client(1)
+    token = Presented(gen=1, n=(await store.join("r", me, None, None)).ticket)
+    clock.advance(1)
+    await store.tick()
+    await store.status("r", me, token)  # told
+    before = await store.lookup("r", "1")
+    journal.events.clear()
+    journal.fail_next = 1
+    first = door(1)
+    with pytest.raises(StoreUnavailable):
+        await store.check("r", me, token, None, None, first)
+    assert [(e.type, e.data) for e in journal.events] == [("admit.revoke", {"n": 1, "door": first[1].hex()})]
+    after = await store.lookup("r", "1")
+    assert after == before  # passed, holding its slot, the same claim window
+    assert (await store.get_room("r"))["occupancy"] == 1
+    assert await store.door_replay("r", token, first[1], None) is None  # the lost key opens nothing
+    retry = door(2)
+    result = await store.check("r", me, token, first[1], None, retry)  # a fresh key, not session_elsewhere
+    assert result.admit and result.door_key == retry[0]
+
+
+async def test_a_reclaim_at_the_door_whose_commit_fails_keeps_the_old_key(one: Any) -> None:
+    store, clock, journal = one
+    await store.upsert_room({"id": "r", "targetUrl": TARGET, **QUIET})
+    me = client(1)
+    token = Presented(gen=1, n=(await store.join("r", me, None, None)).ticket)
+    clock.advance(1)
+    await store.tick()
+    first = door(1)
+    assert (await store.check("r", me, token, None, None, first)).admit
+    journal.fail_next = 1
+    with pytest.raises(StoreUnavailable):
+        await store.check("r", me, token, None, None, door(2))  # the cookie without the key: reclaim
+    replay = await store.door_replay("r", token, first[1], None)
+    assert replay is not None and replay.admit
+
+
+async def test_commit_comes_before_the_answer(one: Any) -> None:
+    store, _clock, _journal = one
+    order: list[str] = []
+
+    class Slow(RecordingJournal):
+        async def commit(self, events: list[Event]) -> None:
+            await asyncio.sleep(0.01)
+            order.append("commit")
+            await super().commit(events)
+
+    store.journal = Slow()
+    await store.upsert_room({"id": "r", "targetUrl": TARGET})
+    await store.join("r", client(1), None, None)
+    order.append("answered")
+    assert order == ["commit", "commit", "answered"]
+    assert [e.type for e in store.journal.events] == ["room.create", "join"]
+
+
+# ---------------------------------------------------------------------- fences and errors
+
+
+async def test_a_fenced_room_answers_unavailable_never_no_room(one: Any) -> None:
+    store, _clock, _ = one
+    await store.upsert_room({"id": "r", "targetUrl": TARGET})
+    await store.upsert_room({"id": "s", "targetUrl": TARGET})
+    await store.fence("r")
+    for coro in (
+        store.join("r", client(1), None, None),
+        store.status("r", client(1), None),
+        store.check("r", client(1), None, None, None, door(1)),
+        store.lookup("r", "1"),
+        store.get_room("r"),
+        store.upsert_room({"id": "r", "rate": 5}),
+        store.delete_room("r"),
+    ):
+        with pytest.raises(RoomFenced):
+            await coro
+    assert await store.room_exists("r")
+    store.config_fresh_sec = 0  # no recently confirmed copy: the policy read meets the fence too
+    with pytest.raises(RoomFenced):
+        await store.room_policy("r")
+    assert await store.room_exists("r")
+    assert [room["id"] for room in await store.list_rooms()] == ["s"]
+    assert await store.tick() >= {"s"}
+    await store.unfence("r")
+    assert (await store.join("r", client(1), None, None)).ticket == 1
+
+
+async def test_an_unreachable_valkey_is_store_unavailable() -> None:
+    store = ValkeyStore("redis://127.0.0.1:1/15", prefix="qmtest:x:", clock=FakeClock())
+    with pytest.raises(StoreUnavailable):
+        await store.start()
+    with pytest.raises(StoreUnavailable):
+        await store.join("r", client(1), None, None)
+    await store.close()
+
+
+def test_driver_errors_map_once() -> None:
+    cases: list[tuple[Exception, type[Exception]]] = [
+        (rx.ConnectionError("Connection refused"), StoreUnavailable),
+        (rx.TimeoutError("Timeout reading from socket"), StoreUnavailable),
+        (rx.BusyLoadingError("Redis is loading the dataset in memory"), StoreUnavailable),
+        (rx.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."), StoreUnavailable),
+        (rx.ResponseError("MASTERDOWN Link with MASTER is down"), StoreUnavailable),
+        (rx.TryAgainError("Multiple keys request during rehashing"), StoreUnavailable),
+        (rx.ReadOnlyError("You can't write against a read only replica."), StoreUnavailable),
+        (
+            rx.ResponseError("ERR user_script:1: OOM command not allowed when used memory > 'maxmemory'"),
+            StoreUnavailable,
+        ),
+        (rx.ResponseError("QM fenced"), RoomFenced),
+        (rx.ResponseError("QM no_room"), EngineError),
+        (ConnectionResetError(104, "reset"), StoreUnavailable),
+        (rx.ResponseError("ERR wrong number of arguments"), rx.ResponseError),
+    ]
+    for raised, expected in cases:
+        with pytest.raises(expected) as info, translate("r"):
+            raise raised
+        if expected is EngineError:
+            assert info.value.code == "no_room"  # type: ignore[attr-defined]
+    assert is_unavailable_reply("LOADING Valkey is loading") and not is_unavailable_reply("ERR syntax error")
+
+
+async def test_scripts_are_reloaded_after_noscript(one: Any) -> None:
+    store, _clock, _ = one
+    await store.upsert_room({"id": "r", "targetUrl": TARGET})
+    original = store._scripts["status"]
+    source = original.source + f"\n-- {uuid.uuid4().hex}\n"  # a script this server has never seen
+    store._scripts["status"] = Script("status", source, hashlib.sha1(source.encode()).hexdigest())
+    view = await store.status("r", client(1), None)
+    assert view.state == "expired" and view.ticket is None
+
+
+async def test_maxmemory_policy_is_read_at_start(one: Any) -> None:
+    store, _clock, _ = one
+    assert store.maxmemory_policy is not None
+
+
+# ---------------------------------------------------------------------- bounded scripts and round trips
+
+
+async def test_bounded_sweeps_and_promotions_give_the_same_answers(valkey: tuple[Redis, str]) -> None:
+    redis, prefix = valkey
+    clock = FakeClock()
+    journal = RecordingJournal()
+    store = await make_valkey(redis, prefix, clock, journal, sweep_max=2, promote_max=3)
+    await store.upsert_room({"id": "r", "targetUrl": TARGET, "ratePerMinute": 1_000_000, "passedTtlSec": 10, **QUIET})
+    for i in range(20):
+        await store.join("r", client(i), None, None)
+    clock.advance(1)
+    await store.tick()  # 20 promotions, three per call
+    assert (await store.get_room("r"))["passesOutstanding"] == 20
+    clock.advance(10)
+    stats = await store.get_room("r")  # 20 passes expire at once, two per call
+    assert stats["passesOutstanding"] == 0
+    types = [e.type for e in journal.events]
+    assert types.count("promote") == 20 and types.count("expire") == 20
+    assert [e.seq for e in journal.events] == list(range(1, len(journal.events) + 1))
+    await store.close()
+
+
+async def test_one_round_trip_per_visitor_operation(one: Any) -> None:
+    store, clock, _ = one
+    calls: list[str] = []
+    redis = store._redis
+    real_evalsha = redis.evalsha
+
+    async def counting(sha: str, *args: Any) -> Any:
+        calls.append(next(s.name for s in store._scripts.values() if s.sha == sha))
+        return await real_evalsha(sha, *args)
+
+    await store.upsert_room({"id": "r", "targetUrl": TARGET, "rules": [{"pattern": "/s/*"}], **QUIET})
+    me = client(1)
+    await store.join("r", me, None, None)  # warms this process's Ref window
+    redis.evalsha = counting
+    view = await store.join("r", client(2), None, None)
+    token = Presented(gen=1, n=1)
+    assert view.ticket == 2
+    await store.status("r", me, token)
+    clock.advance(1)
+    await store.tick()
+    dk = door(1)
+    await store.check("r", me, token, None, f"{TARGET}/s/1", dk)
+    assert await store.door_replay("r", token, dk[1], f"{TARGET}/s/2") is not None
+    await store.lookup("r", "2")
+    await store.eject("r", "2")
+    await store.purge("r")
+    await store.get_room("r")
+    assert calls == ["join", "status", "check", "door_replay", "lookup", "eject", "purge", "stats"]
+    # the HTTP layer asks for the room's policy and existence on every request: no round trip while
+    # a script confirmed this process's copy of the config within config_fresh_sec
+    real_exists = redis.exists
+
+    async def counting_exists(*keys: Any) -> Any:
+        calls.append("exists")
+        return await real_exists(*keys)
+
+    redis.exists = counting_exists
+    calls.clear()
+    policy = await store.room_policy("r")
+    assert policy is not None and policy.target_url == TARGET and await store.room_exists("r")
+    assert calls == []
+    store.config_fresh_sec = 0
+    assert await store.room_policy("r") is not None and await store.room_exists("r")
+    assert calls == ["cfg", "exists"]
+    # the tick is the registry read plus one pipeline (counted apart: evalsha on the pipeline)
+
+
+# ---------------------------------------------------------------------- keys
+
+
+async def test_every_key_is_under_the_prefix_and_the_room_tag(one: Any) -> None:
+    store, clock, _ = one
+    await store.upsert_room({"id": "r", "targetUrl": TARGET, "maxConcurrent": 2, "opensAt": clock.wall_ms() + 1000})
+    for i in range(3):
+        await store.join("r", client(i), None, None)
+    clock.advance(2)
+    await store.tick()
+    await store.check("r", client(0), None, None, None, door(0))
+    await store.purge("r")
+    keys = sorted([k.decode() async for k in store._redis.scan_iter(match=f"{store.prefix}*")])
+    assert keys and all(k.startswith(store.prefix) for k in keys)
+    room_keys = [k for k in keys if "{r}" in k]
+    assert set(keys) - set(room_keys) == {f"{store.prefix}rooms", f"{store.prefix}rooms:seq"}
+    assert {k.rsplit(":", 1)[1] for k in room_keys} <= set(ROOM_KEYS)
+    assert script_keys(store.prefix, "r")[0] == room_key(store.prefix, "r", "st")
+    await store.delete_room("r")
+    left = sorted([k.decode() async for k in store._redis.scan_iter(match=f"{store.prefix}{{r}}*")])
+    assert {k.rsplit(":", 1)[1] for k in left} <= {"meta", "arch0", "arch1", "arch2"}
+
+
+# ---------------------------------------------------------------------- the shared clock
+
+
+async def test_shared_clock_is_anchored_to_valkey_time(valkey: tuple[Redis, str]) -> None:
+    redis, prefix = valkey
+    clock = SharedClock()
+    with pytest.raises(StoreUnavailable):
+        clock.mono_ms()
+    a = ValkeyStore(redis, prefix=prefix, clock=clock)
+    await a.start()
+    seconds, micros = await redis.time()
+    valkey_ms = seconds * 1000 + micros // 1000
+    assert abs(clock.mono_ms() - valkey_ms) < 50
+    other = SharedClock()
+    await other.anchor(redis)
+    assert abs(other.mono_ms() - clock.mono_ms()) < 50  # two instances read one timeline
+    walls = [clock.wall_ms() for _ in range(100)]
+    assert walls == sorted(walls) and abs(walls[0] - time.time() * 1000) < 1000
+    await a.upsert_room({"id": "r", "targetUrl": TARGET})
+    assert (await a.join("r", client(1), None, None)).ticket == 1
+
+
+async def test_a_store_that_could_not_anchor_at_start_anchors_on_first_contact(valkey: tuple[Redis, str]) -> None:
+    redis, prefix = valkey
+    clock = SharedClock()
+    store = ValkeyStore(redis, prefix=prefix, clock=clock)  # start() never ran (Valkey was down at boot)
+    await store.upsert_room({"id": "r", "targetUrl": TARGET})
+    assert clock.anchored
+    assert (await store.join("r", client(1), None, None)).ticket == 1
+
+
+# ---------------------------------------------------------------------- checkpoints
+
+
+def _python_room() -> tuple[Engine, FakeClock]:
+    """A Python room with something in every part of the checkpoint."""
+    clock = FakeClock()
+    engine = Engine(clock)
+    room, _, _ = engine.upsert(
+        {
+            "id": "cp",
+            "targetUrl": TARGET,
+            "ratePerMinute": 60,
+            "maxConcurrent": 2,
+            "presenceSec": 30,
+            "passedTtlSec": 200,
+            "queueMaxPerIp": 5,
+        }
+    )
+    clients = [client(i, f"198.51.100.{i % 2}") for i in range(8)]
+    tokens = [room.join(c, None, "https://shop.example/ret" if i == 0 else None).ticket for i, c in enumerate(clients)]
+    for _ in range(3):
+        clock.advance(1)
+        engine.tick()
+    t0 = tokens[0]
+    assert t0 is not None
+    room.check(clients[0], Presented(gen=1, n=t0.n), None, None, door(0))
+    room.eject(tokens[5].n)  # type: ignore[union-attr]
+    clock.advance(250)
+    engine.tick()  # passes expire: finished records
+    room.check(clients[3], Presented(gen=1, n=tokens[3].n), None, None, door(3))  # type: ignore[union-attr]
+    engine.schedule("cp", {"opensAt": clock.wall_ms() + 10_000})
+    pre = [room.join(client(10 + i), None, None).pre for i in range(3)]
+    room.purge()
+    for i in range(2):
+        room.join(client(20 + i), None, None)
+    engine.schedule("cp", {"opensAt": None})  # the second pre-queue is drawn
+    engine.schedule("cp", {"opensAt": clock.wall_ms() + 5_000})
+    room.join(client(30), None, None)
+    assert pre and room.prequeue and room.drawn and room.purged_handles and room.finished and room.line
+    return engine, clock
+
+
+def _relative(doc: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint with its monotonic instants relative to its own refMono (what a rebase keeps)."""
+    out = dict(doc)
+    ref = out.pop("refMono")
+    out.pop("refWall")
+    out["lastTick"] -= ref
+    tickets = []
+    for t in out["tickets"]:
+        t = dict(t)
+        for key in ("passAt", "sessStart", "sessLast", "sessTouched"):
+            if t[key]:
+                t[key] -= ref
+        if t["bouncedAt"] is not None:
+            t["bouncedAt"] -= ref
+        tickets.append(t)
+    out["tickets"] = tickets
+    return out
+
+
+async def test_a_python_checkpoint_round_trips_through_valkey(one: Any) -> None:
+    store, clock, _ = one
+    engine, _py_clock = _python_room()
+    doc = snapshot.dump(engine.rooms["cp"])
+    clock.advance(12_345)  # another process, another monotonic origin
+    await store.import_room(doc)
+    again = await store.export_room("cp")
+    assert _relative(again) == _relative(doc)
+    # and back: a Valkey export loads into the Python engine and dumps the same document
+    loaded = snapshot.load(again, FakeClock(mono=5_000), [])
+    assert _relative(snapshot.dump(loaded)) == _relative(again)
+
+
+async def test_after_an_import_both_stores_go_on_alike(one: Any) -> None:
+    store, clock, journal = one
+    engine, _py_clock = _python_room()
+    doc = snapshot.dump(engine.rooms["cp"])
+    mem_clock = FakeClock(wall_ms=clock.wall_ms(), mono=clock.mono())
+    memory = MemoryStore(mem_clock)
+    memory.engine.rooms["cp"] = snapshot.load(doc, mem_clock, memory.engine.events)
+    memory.engine.generations["cp"] = doc["gen"]
+    await store.import_room(doc)
+    assert await store.get_room("cp") == await memory.get_room("cp")
+    for _ in range(40):
+        for c in (clock, mem_clock):
+            c.advance(1)
+        assert await store.tick() == await memory.tick()
+        assert await store.get_room("cp") == await memory.get_room("cp")
+    for n in range(1, doc["next"] + 2):
+        try:
+            m: Any = await memory.lookup("cp", str(n))
+        except EngineError as exc:
+            m = (exc.code, exc.message)
+        try:
+            v: Any = await store.lookup("cp", str(n))
+        except EngineError as exc:
+            v = (exc.code, exc.message)
+        assert v == m
+    seqs = [e.seq for e in journal.events]
+    assert seqs == list(range(doc["seq"] + 1, doc["seq"] + 1 + len(seqs)))  # the journal's seq goes on
+
+
+async def test_an_import_replaces_the_room_and_lifts_its_fence(one: Any) -> None:
+    store, _clock, _ = one
+    await store.upsert_room({"id": "cp", "targetUrl": TARGET})
+    for i in range(5):
+        await store.join("cp", client(i), None, None)
+    await store.fence("cp")
+    engine, _ = _python_room()
+    doc = snapshot.dump(engine.rooms["cp"])
+    await store.import_room(doc)
+    assert not await store._redis.exists(room_key(store.prefix, "cp", "fence"))
+    room = await store.get_room("cp")
+    assert room["nextTicket"] == doc["next"] and room["waiting"] == len(doc["line"])
