@@ -157,6 +157,8 @@ class Settings:
     valkey_url: str | None
     valkey_prefix: str
     database_url: str | None
+    pg_schema: str
+    spool_dir: str | None
     pg_ca_file: str | None
     resync_ms: int
     leader_lease_ms: int
@@ -242,6 +244,8 @@ ENV_VARS: tuple[str, ...] = (
     "VALKEY_URL",
     "VALKEY_PREFIX",
     "DATABASE_URL",
+    "PG_SCHEMA",
+    "SPOOL_DIR",
     "PG_CA_FILE",
     "RESYNC_MS",
     "LEADER_LEASE_MS",
@@ -527,6 +531,15 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "Set SIDESTORE=pg to use it, or unset DATABASE_URL.",
         )
 
+    pg_schema = r.optional("PG_SCHEMA") or "qm"
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", pg_schema):
+        raise ConfigRefusal(
+            "PG_SCHEMA",
+            f"PG_SCHEMA={pg_schema!r} is not a schema name this server uses (lower-case letters, digits and _, "
+            "starting with a letter or _). Set PG_SCHEMA to e.g. qm, or unset it.",
+        )
+    spool_dir = r.optional("SPOOL_DIR")
+
     pg_ca_file = r.optional("PG_CA_FILE")
     if pg_ca_file is not None and not (os.path.isfile(pg_ca_file) and os.access(pg_ca_file, os.R_OK)):
         raise ConfigRefusal(
@@ -779,6 +792,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         valkey_url=valkey_url,
         valkey_prefix=valkey_prefix,
         database_url=database_url,
+        pg_schema=pg_schema,
+        spool_dir=spool_dir,
         pg_ca_file=pg_ca_file,
         resync_ms=resync_ms,
         leader_lease_ms=leader_lease_ms,

@@ -40,13 +40,19 @@ from queue_manager.engine.ticket import PreEntry, Ticket
 
 
 class ReplayFenced(Exception):
-    """The journal cannot be applied by this build; the room stays fenced (never skip an event)."""
+    """The journal cannot be applied by this build; the room stays fenced (never skip an event).
 
-    def __init__(self, room: str, reason: str, seq: int | None = None) -> None:
+    ``kind`` says why: ``unknown_type`` / ``newer_lv`` (a newer build wrote it: wait for one),
+    ``gap`` (a seq is missing: possibly a commit still in flight on another instance — retry),
+    ``inconsistent`` (an event contradicts the state), ``checkpoint`` (unreadable checkpoint).
+    """
+
+    def __init__(self, room: str, reason: str, seq: int | None = None, kind: str = "inconsistent") -> None:
         super().__init__(f"room {room!r} fenced: {reason}")
         self.room = room
         self.reason = reason
         self.seq = seq
+        self.kind = kind
 
 
 class ReplayDeleted(Exception):
@@ -132,12 +138,14 @@ def _fold(events: Iterable[Event], base: Mapping[str, Any] | None) -> tuple[Room
     if base is not None:
         name = str(base.get("room", "?"))
         if base.get("v") != 1:
-            raise ReplayFenced(name, f"checkpoint format v{base.get('v')!r} is not one this build reads")
+            raise ReplayFenced(
+                name, f"checkpoint format v{base.get('v')!r} is not one this build reads", kind="checkpoint"
+            )
         try:
             rclock = ReplayClock(int(base["refWall"]))
             ctx = _Ctx(load(base, rclock, sink))
         except (SnapshotError, KeyError, TypeError, ValueError) as err:
-            raise ReplayFenced(name, f"checkpoint unreadable: {err}") from err
+            raise ReplayFenced(name, f"checkpoint unreadable: {err}", kind="checkpoint") from err
         room_id, gen = ctx.room.cfg.id, ctx.room.gen
     else:
         if not ordered:
@@ -151,12 +159,14 @@ def _fold(events: Iterable[Event], base: Mapping[str, Any] | None) -> tuple[Room
         if ev.seq <= last:
             continue  # already folded in (the checkpoint, or a duplicate): never applied twice
         if ev.seq != last + 1:
-            raise ReplayFenced(room_id, f"journal gap: seq {last + 1} missing before {ev.seq}", ev.seq)
+            raise ReplayFenced(room_id, f"journal gap: seq {last + 1} missing before {ev.seq}", ev.seq, "gap")
         handler = HANDLERS.get(ev.type)
         if handler is None:
-            raise ReplayFenced(room_id, f"unknown event type {ev.type!r}", ev.seq)
+            raise ReplayFenced(room_id, f"unknown event type {ev.type!r}", ev.seq, "unknown_type")
         if ev.lv > EVENT_LOG_VERSION:
-            raise ReplayFenced(room_id, f"event {ev.type!r} has lv {ev.lv}, newer than {EVENT_LOG_VERSION}", ev.seq)
+            raise ReplayFenced(
+                room_id, f"event {ev.type!r} has lv {ev.lv}, newer than {EVENT_LOG_VERSION}", ev.seq, "newer_lv"
+            )
         if ctx is not None and ctx.deleted:
             raise ReplayFenced(room_id, f"{ev.type!r} after room.delete", ev.seq)
         rclock.at = max(rclock.at, ev.ts)
@@ -256,8 +266,9 @@ def _room_delete(ctx: _Ctx, data: Mapping[str, Any]) -> None:
 def _join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     room = ctx.room
     n = int(data["n"])
-    if n != room.next_n:
+    if n < room.next_n:
         raise _Inconsistent(f"join mints {n}, the room's next ticket is {room.next_n}")
+    room.next_n = n  # numbers above next_n were taken by joins that never reached the journal
     t = room._mint(
         str(data["ident"]),
         _bytes(data["fp"], "fp"),
@@ -332,11 +343,14 @@ def _admit(ctx: _Ctx, data: Mapping[str, Any]) -> None:
 
 
 def _admit_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
-    """The admission is taken back: the pass is pending again with the slot and claim window it had."""
+    """The admission is taken back: the pass is pending again with the slot and claim window it had.
+
+    Nothing happens when that admission is not what the journal holds (it never reached the journal,
+    or the session ended or took a newer door key since)."""
     room = ctx.room
-    t = _ticket(room, data["n"], "admitted")
-    if t.door != _bytes(data["door"], "door"):
-        return  # the session took a newer door key since (reclaimed): nothing of that admission is left
+    t = room.tickets.get(int(data["n"]))
+    if t is None or t.state != "admitted" or t.door != _bytes(data["door"], "door"):
+        return
     # not seen in this run (the admission is in the checkpoint): a slot-holding pass granted at the admission
     slot, pass_at, told, bounced_at = ctx.admitted_from.pop(t.n, (True, t.session_start, True, None))
     room.sessions.discard(t.n)
@@ -430,21 +444,26 @@ def _purge(ctx: _Ctx, data: Mapping[str, Any]) -> None:
 
 
 def _join_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
-    """A join whose commit failed: the ticket is gone as if never minted (its number stays used)."""
+    """A join whose commit failed: the ticket is gone as if never minted (its number stays used).
+    A join that never reached the journal leaves nothing to take back but its number."""
     room = ctx.room
-    t = _ticket(room, data["n"], "waiting")
+    n = int(data["n"])
+    room.next_n = max(room.next_n, n + 1)
+    t = room.tickets.get(n)
+    if t is None:
+        return
     room._leave_line(t)
-    room.tickets.pop(t.n, None)
-    room._forget_ref(t.n)
+    room._drop_pass_and_session(t)
+    room.tickets.pop(n, None)
+    room._forget_ref(n)
     room.joins_total = max(0, room.joins_total - 1)
 
 
 def _prequeue_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     room = ctx.room
-    handle = str(data["h"])
-    entry = room.prequeue.pop(handle, None)
+    entry = room.prequeue.pop(str(data["h"]), None)
     if entry is None:
-        raise _Inconsistent(f"pre-queue handle {handle} is not live")
+        return  # the entry never reached the journal
     left = room.pq_per_ident.get(entry.ident, 0) - 1
     if left > 0:
         room.pq_per_ident[entry.ident] = left

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from queue_manager.clock import SystemClock
 from queue_manager.config import ConfigRefusal, Settings
@@ -18,6 +19,9 @@ from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, se
 from queue_manager.store.base import Store, StoreUnavailable
 
 log = logging.getLogger("queue_manager")
+
+if TYPE_CHECKING:
+    from queue_manager.fleet.backend import Backend
 
 Handler = Callable[[Context, Request, Send], Awaitable[None]]
 
@@ -33,23 +37,26 @@ ROUTES: dict[str, tuple[frozenset[str], Handler]] = {
 }
 
 
-def create_store(settings: Settings, clock: SystemClock) -> Store:
+def create_store(settings: Settings, clock: SystemClock) -> tuple[Store, Backend | None]:
     if settings.store == "memory":
         from queue_manager.store.memory import MemoryStore
 
-        return MemoryStore(clock)
-    raise ConfigRefusal(
-        "STORE",
-        f"STORE={settings.store} needs the Valkey store, which this build does not include yet. "
-        "Run with STORE=memory (one instance, nothing kept across a restart).",
-    )
+        return MemoryStore(clock), None
+    from queue_manager.fleet.backend import Backend as ValkeyBackend
+
+    backend = ValkeyBackend(settings)
+    return backend.store, backend
 
 
 class App:
     def __init__(self, settings: Settings, store: Store | None = None, clock: SystemClock | None = None) -> None:
         self.clock = clock or SystemClock()
         self.settings = settings
-        self.ctx = Context.build(settings, store or create_store(settings, self.clock), self.clock)
+        self.backend: Backend | None = None
+        if store is None:
+            store, self.backend = create_store(settings, self.clock)
+        self.ctx = Context.build(settings, store, self.clock)
+        self.ctx.backend = self.backend
         self._tick_task: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -79,7 +86,14 @@ class App:
                 return
 
     async def startup(self) -> None:
-        await self.ctx.store.start()
+        if self.backend is not None:
+            try:
+                await self.backend.start()
+            except ConfigRefusal as refusal:
+                print(f"queue-manager: refusing to start: {refusal.message}", file=sys.stderr, flush=True)
+                raise
+        else:
+            await self.ctx.store.start()
         self._tick_task = asyncio.create_task(self._ticker())
         self.ctx.ready = True
         # STORE=memory keeps nothing across a restart, so whether the last run stopped cleanly is unknown
@@ -101,7 +115,10 @@ class App:
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._tick_task
-        await self.ctx.store.close()
+        if self.backend is not None:
+            await self.backend.stop()
+        else:
+            await self.ctx.store.close()
 
     async def _ticker(self) -> None:
         loop = asyncio.get_running_loop()
@@ -111,7 +128,11 @@ class App:
             await asyncio.sleep(max(0.0, next_at - loop.time()))
             try:
                 await self.ctx.store.tick()
+                if self.backend is not None:
+                    self.backend.note_store_result(True)
             except StoreUnavailable as exc:
+                if self.backend is not None:
+                    self.backend.note_store_result(False)
                 log.warning("tick: store unavailable: %s", exc)
             except Exception:
                 log.exception("tick failed")

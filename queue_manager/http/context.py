@@ -52,6 +52,7 @@ class Context:
     pid: int = field(default_factory=os.getpid)
     # ends the process through the same path SIGTERM takes (set by the CLI around the server)
     request_stop: Callable[[], None] | None = None
+    backend: Any = None  # fleet.backend.Backend on STORE=valkey (lease, journal, Valkey state)
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
     version: str = __version__
 

@@ -21,13 +21,34 @@ def health_status(ctx: Context) -> tuple[str, bool]:
 
 def _public_health(ctx: Context) -> dict[str, Any]:
     status, ready = health_status(ctx)
-    return {
+    backend = ctx.backend
+    out = {
         "status": status,
         "ready": ready,
-        "leader": True,
+        "leader": True if backend is None else backend.lease.leader,
         "version": ctx.version,
         "store": ctx.store.kind,
         "uptimeSec": int(ctx.uptime()),
+    }
+    if backend is not None:
+        out["backend"] = backend.health(full=False)
+        if not backend.valkey_up and out["status"] == "ok":
+            out["status"] = "degraded"
+    return out
+
+
+def _storage(ctx: Context) -> dict[str, Any]:
+    backend = ctx.backend
+    if backend is None:
+        return {"kind": ctx.store.kind, "ok": True, "writeErrors": 0, "lastError": None}
+    journal = backend.journal.health()
+    window = 3 * ctx.settings.alert_every_ms
+    return {
+        "kind": "valkey+pg",
+        "ok": backend.journal.storage_ok(ctx.clock.wall_ms(), window),
+        "writeErrors": journal["writeErrors"],
+        "lastError": journal["lastError"],
+        "journal": journal,
     }
 
 
@@ -69,7 +90,7 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
             "waitingPerMin": s.waiting_limit_per_min,
             "maxKeys": s.rate_limit_max_keys,
         },
-        "storage": {"kind": ctx.store.kind, "ok": True, "writeErrors": c.storage_write_errors, "lastError": None},
+        "storage": _storage(ctx),
         "counters": {
             "unknownRoomChecks": c.unknown_room_checks,
             "blockedReturnUrls": c.blocked_return_urls,
@@ -109,6 +130,18 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
     payload["warnings"].extend(
         {"variable": "TRUST_PROXY_IPS", "set": None, "effective": None, "message": m} for m in ctx.proxywatch.warnings()
     )
+    backend = ctx.backend
+    if backend is not None:
+        payload["backend"] = backend.health(full=full)
+        policy = backend.store.maxmemory_policy
+        if policy is not None and policy != "noeviction":
+            incidents.append(
+                f"valkey maxmemory-policy is {policy}, not noeviction"
+                if full
+                else "valkey maxmemory-policy is not noeviction"
+            )
+        if not backend.valkey_up:
+            incidents.append("valkey is unreachable from this instance")
     if not full:
         for key in ("warnings", "hardening", "keys", "blockedReturnUrlsByRoom"):
             payload.pop(key, None)

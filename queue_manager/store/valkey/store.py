@@ -144,6 +144,11 @@ class ValkeyStore:
         self.events_total = 0
         self.maxmemory_policy: str | None = None
 
+    @property
+    def redis(self) -> Redis:
+        """The client this store talks through (the leader lease and control channel share it)."""
+        return self._redis
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:

@@ -1,0 +1,138 @@
+"""STORE=valkey + SIDESTORE=pg wiring: the Valkey store, the PostgreSQL journal, the leader lease.
+
+Boot follows the guide: three kinds of connect error refuse to start (credentials Valkey refuses, a
+host name that does not resolve, a TLS certificate that does not verify), each named without the
+URL; every other error boots degraded and keeps reconnecting. ``valkeyEverConnected`` turns true at
+the first contact and stays true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import ssl
+import sys
+from pathlib import Path
+from typing import Any
+
+from redis import exceptions as rx
+
+from queue_manager.config import ConfigRefusal, Settings
+from queue_manager.fleet.leader import LeaderLease
+from queue_manager.journal.pg import PgJournal
+from queue_manager.store.base import StoreUnavailable
+from queue_manager.store.valkey import ValkeyStore
+from queue_manager.store.valkey.clock import SharedClock
+
+log = logging.getLogger("queue_manager.backend")
+
+
+def _refusal(exc: BaseException) -> ConfigRefusal | None:
+    """The three connect errors that must stop the boot (named without printing the URL)."""
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(chain) < 8:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    for e in chain:
+        text = str(e)
+        if isinstance(e, rx.AuthenticationError) or any(
+            word in text for word in ("WRONGPASS", "NOAUTH", "NOPERM", "invalid password", "invalid username")
+        ):
+            return ConfigRefusal(
+                "VALKEY_URL",
+                "Valkey refused the credentials in VALKEY_URL (WRONGPASS/NOAUTH/ACL). "
+                "Fix the user or password in VALKEY_URL.",
+            )
+        if isinstance(e, socket.gaierror) or "Name or service not known" in text or "ENOTFOUND" in text:
+            return ConfigRefusal(
+                "VALKEY_URL", "The host name in VALKEY_URL does not resolve (ENOTFOUND). Check the host in VALKEY_URL."
+            )
+        if isinstance(e, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in text:
+            return ConfigRefusal(
+                "VALKEY_URL",
+                "Valkey's TLS certificate does not verify. Fix the certificate or the CA this server trusts.",
+            )
+    return None
+
+
+class Backend:
+    def __init__(self, settings: Settings) -> None:
+        assert settings.valkey_url and settings.database_url
+        self.settings = settings
+        self.clock = SharedClock()
+        spool = Path(settings.spool_dir) if settings.spool_dir else None
+        self.journal = PgJournal(
+            settings.database_url, schema=settings.pg_schema, instance_id=settings.instance_id, spool_dir=spool
+        )
+        self.store = ValkeyStore(settings.valkey_url, settings.valkey_prefix, self.clock, journal=self.journal)
+        self.lease = LeaderLease(
+            self.store.redis, settings.valkey_prefix, settings.instance_id, settings.leader_lease_ms
+        )
+        self.valkey_ever_connected = False
+        self.valkey_up = False
+        self._reconnect: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.journal.start(require=False)
+        try:
+            await self.store.start()
+            self.valkey_ever_connected = self.valkey_up = True
+        except StoreUnavailable as exc:
+            refusal = _refusal(exc)
+            if refusal is not None:
+                raise refusal from None
+            print(
+                f"valkey: unreachable at boot ({_first_words(exc)}); starting degraded and reconnecting",
+                file=sys.stderr,
+                flush=True,
+            )
+            self._reconnect = asyncio.create_task(self._keep_trying())
+        self.lease.start()
+
+    async def _keep_trying(self) -> None:
+        delay = 1.0
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                await self.store.start()
+            except StoreUnavailable:
+                delay = min(30.0, delay * 2)
+                continue
+            self.valkey_ever_connected = self.valkey_up = True
+            log.warning("valkey: connected")
+            return
+
+    async def stop(self) -> None:
+        if self._reconnect is not None:
+            self._reconnect.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reconnect
+        await self.lease.stop()
+        with contextlib.suppress(Exception):
+            await self.store.close()
+        with contextlib.suppress(Exception):
+            await self.journal.close()
+
+    def note_store_result(self, ok: bool) -> None:
+        self.valkey_up = ok
+        if ok:
+            self.valkey_ever_connected = True
+
+    def health(self, *, full: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "store": "valkey",
+            "valkey": "up" if self.valkey_up else "down",
+            "valkeyEverConnected": self.valkey_ever_connected,
+            "recoveringRooms": 0,
+            "ok": self.valkey_up,
+        }
+        if full:
+            out["maxmemoryPolicy"] = self.store.maxmemory_policy
+        return out
+
+
+def _first_words(exc: BaseException) -> str:
+    return " ".join(str(exc).split()[:8]) or type(exc).__name__

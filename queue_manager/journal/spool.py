@@ -1,0 +1,267 @@
+"""The maintenance spool: an append-only disk file that takes journal batches instead of PostgreSQL.
+
+While maintenance mode is on, the journal's writer appends each batch to the active spool file as
+one JSON line and fsyncs before any caller in the batch is acknowledged (one fsync per batch: the
+group commit applies here too). Turning maintenance off *finalizes* the file (fsync, rename
+``.open`` -> ``.buf``, fsync the directory) and the journal drains every ``.buf`` file into
+PostgreSQL oldest first; ``(room, gen, seq)`` dedupes, so a file drained twice (a crash between the
+insert and the unlink) applies nothing twice.
+
+Files are named ``qm-spool-<wall ms, 13 digits>-<instance>-<counter>.open|.buf``, so name order is
+age order across instances sharing a directory. The active file and a file being drained are held
+with ``flock``: another process (or a new journal in this one) adopts an ``.open`` file only when
+nobody holds it, i.e. its writer died, and never drains a file somebody else is draining.
+
+A torn last line (a crash mid-append: the batch was never acknowledged) is ignored. A line that does
+not parse *before* the last one cannot come from a crash (every line was fsynced before the next was
+written); the file is left in place, counted as failed, and reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+try:  # POSIX advisory locks; without them (Windows) a directory must not be shared by two processes
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+PREFIX = "qm-spool-"
+OPEN = ".open"
+FINAL = ".buf"
+_SAFE = re.compile(r"[^A-Za-z0-9_.]+")
+
+
+class SpoolCorrupt(Exception):
+    """A spool file holds a line that does not parse before its last line."""
+
+
+def _lock(fd: int) -> bool:
+    if fcntl is None:  # pragma: no cover
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # not every platform lets a directory be fsynced
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@dataclass(slots=True)
+class SpoolFile:
+    path: Path
+    size: int
+    events: int
+
+
+class Spool:
+    """One process's spool in ``directory`` (created if missing). Blocking I/O: call from a thread."""
+
+    def __init__(self, directory: str | os.PathLike[str], instance_id: str) -> None:
+        self.dir = Path(directory)
+        self.instance = _SAFE.sub("_", instance_id)[:64] or "qm"
+        self._mutex = threading.Lock()
+        self._file: IO[bytes] | None = None
+        self._path: Path | None = None
+        self._good = 0  # bytes of the active file known to be on disk (fsynced)
+        self._counter = 0
+        self.active_events = 0
+        self.appended_events = 0
+        self.failed_files: dict[str, str] = {}  # name -> why the last drain of it failed
+        self._counts: dict[tuple[str, int], int] = {}  # (name, size) -> events, for stats()
+
+    # ------------------------------------------------------------------------------ writing
+
+    def _open(self, wall_ms: int) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._counter += 1
+        path = self.dir / f"{PREFIX}{wall_ms:013d}-{self.instance}-{self._counter:06d}{OPEN}"
+        f = open(path, "ab")  # held open across appends, closed by finalize()
+        if not _lock(f.fileno()):
+            f.close()
+            raise OSError(f"spool file {path.name} is locked by another writer")
+        _fsync_dir(self.dir)
+        self._file, self._path, self._good, self.active_events = f, path, 0, 0
+
+    def append(self, events: list[dict[str, Any]], wall_ms: int) -> None:
+        """Append one batch as one line and fsync it. Raises OSError when it is not on disk."""
+        line = orjson.dumps({"v": 1, "events": events}) + b"\n"
+        with self._mutex:
+            if self._file is None:
+                self._open(wall_ms)
+            f = self._file
+            assert f is not None
+            try:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+            except OSError:
+                # nothing after a failed append may follow garbage: cut back to what is on disk
+                with contextlib.suppress(OSError):
+                    f.truncate(self._good)
+                    f.seek(self._good)
+                raise
+            self._good += len(line)
+            self.active_events += len(events)
+            self.appended_events += len(events)
+
+    def finalize(self) -> Path | None:
+        """Close the active file and make it drainable (``.buf``). Returns its new path, if any."""
+        with self._mutex:
+            f, path = self._file, self._path
+            self._file, self._path, self.active_events = None, None, 0
+            if f is None or path is None:
+                return None
+            try:
+                f.flush()
+                os.fsync(f.fileno())
+            finally:
+                f.close()
+            if self._good == 0:
+                path.unlink(missing_ok=True)
+                return None
+            final = path.with_suffix(FINAL)
+            os.replace(path, final)
+            _fsync_dir(self.dir)
+            return final
+
+    def abandon(self) -> None:
+        """Drop the active file as a process death would (tests): closed, not finalized."""
+        with self._mutex:
+            if self._file is not None:
+                self._file.close()
+            self._file, self._path, self.active_events = None, None, 0
+
+    def adopt_orphans(self) -> list[Path]:
+        """Finalize every ``.open`` file nobody holds (its writer died). Returns the adopted files."""
+        adopted: list[Path] = []
+        if not self.dir.is_dir():
+            return adopted
+        for path in sorted(self.dir.glob(f"{PREFIX}*{OPEN}")):
+            if path == self._path:
+                continue
+            try:
+                fd = os.open(path, os.O_RDWR)
+            except FileNotFoundError:
+                continue
+            try:
+                if not _lock(fd):
+                    continue  # a live writer holds it
+                final = path.with_suffix(FINAL)
+                os.replace(path, final)
+                adopted.append(final)
+            finally:
+                os.close(fd)
+        if adopted:
+            _fsync_dir(self.dir)
+        return adopted
+
+    # ------------------------------------------------------------------------------ draining
+
+    def finalized(self) -> list[Path]:
+        """Finalized files, oldest first."""
+        if not self.dir.is_dir():
+            return []
+        return sorted(self.dir.glob(f"{PREFIX}*{FINAL}"))
+
+    @contextlib.contextmanager
+    def claim(self, path: Path) -> Iterator[bool]:
+        """Hold ``path`` for draining; yields False when another drainer holds it (or it is gone)."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            yield False
+            return
+        try:
+            yield _lock(fd) and path.exists()
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def batches(path: Path) -> Iterator[list[dict[str, Any]]]:
+        """The batches of a spool file in order; a torn last line is skipped."""
+        data = path.read_bytes()
+        lines = data.split(b"\n")
+        complete, tail = lines[:-1], lines[-1]  # ``tail`` is b"" when the file ends with a newline
+        for i, raw in enumerate(complete):
+            try:
+                record = orjson.loads(raw)
+                events = record["events"]
+            except (orjson.JSONDecodeError, KeyError, TypeError) as err:
+                if i == len(complete) - 1 and not tail:
+                    return  # the last line: a torn append, never acknowledged
+                raise SpoolCorrupt(f"{path.name}: line {i + 1} does not parse ({err})") from err
+            if not isinstance(events, list):
+                raise SpoolCorrupt(f"{path.name}: line {i + 1} carries no event list")
+            yield events
+
+    def remove(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
+        self.failed_files.pop(path.name, None)
+        _fsync_dir(self.dir)
+
+    def count(self, path: Path) -> int:
+        """Events in a finalized file (cached by name and size)."""
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        key = (path.name, size)
+        if key not in self._counts:
+            total = 0
+            with contextlib.suppress(SpoolCorrupt, OSError):
+                for batch in self.batches(path):
+                    total += len(batch)
+            self._counts[key] = total
+        return self._counts[key]
+
+    # ------------------------------------------------------------------------------ reporting
+
+    def files(self) -> list[SpoolFile]:
+        out = []
+        for path in self.finalized():
+            with contextlib.suppress(FileNotFoundError):
+                out.append(SpoolFile(path, path.stat().st_size, self.count(path)))
+        names = {f.path.name for f in out}
+        self._counts = {k: v for k, v in self._counts.items() if k[0] in names}
+        return out
+
+    def stats(self, db_healthy: bool) -> dict[str, Any]:
+        """The broker page's ``bufferStats``: ``pendingCount`` = events in the active spool file,
+        ``failedCount`` = events in finalized files still waiting to drain, ``failedFiles`` = those
+        files (``failoverCount`` mirrors ``count``; ``qos0Count`` is always 0)."""
+        files = self.files()
+        total = sum(f.size for f in files)
+        return {
+            "pendingCount": self.active_events,
+            "failedCount": sum(f.events for f in files),
+            "dbHealthy": db_healthy,
+            "failedFiles": {
+                "count": len(files),
+                "totalBytes": total,
+                "totalMB": round(total / (1024 * 1024), 2),
+                "failoverCount": len(files),
+                "qos0Count": 0,
+            },
+        }
+
+    @property
+    def writing(self) -> bool:
+        return self._file is not None
