@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
-import pytest
 from harness import Server, create_room, iter_sse, set_cookies, unique_id, wait_until
 
 ServerFactory = Callable[..., Server]

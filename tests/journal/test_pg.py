@@ -1,0 +1,390 @@
+"""PgJournal against a real PostgreSQL: migrations, group commit, acknowledgement, dedupe, read-back,
+checkpoints, and the end-to-end rebuild of a live engine room from what it journaled."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+import socket
+from typing import Any
+
+import pytest
+
+from queue_manager.engine.events import EVENT_LOG_VERSION, Event
+from queue_manager.engine.replay import ReplayFenced, replay
+from queue_manager.engine.snapshot import dump
+from queue_manager.journal import PgJournal, migrate
+from queue_manager.journal.migrations import LATEST
+from queue_manager.store.base import StoreUnavailable
+from tests.journal.conftest import make_journal
+from tests.journal.engine_run import Run, align, clock_copy, deterministic, diff, future, journal_needs, observe
+
+TABLES = {
+    "events",
+    "room_snapshots",
+    "rooms",
+    "system_state",
+    "operators",
+    "monitor_links",
+    "timeline_notes",
+    "audit",
+    "history_hourly",
+    "schema_migrations",
+}
+
+
+def ev(seq: int, type_: str = "join", room: str = "r", gen: int = 1, **data: Any) -> Event:
+    if type_ == "join" and not data:
+        data = {"n": seq, "ident": f"203.0.113.{seq % 250}", "fp": "ab", "fp2": None, "ck": None, "joined": 1}
+    return Event(type_, room, gen, 1_767_225_600_000 + seq, data, seq=seq)
+
+
+async def count(pg: Any, schema: str, table: str = "events") -> int:
+    return int(await pg.fetchval(f'SELECT count(*) FROM "{schema}".{table}'))
+
+
+# ------------------------------------------------------------------------------------ migrations
+
+
+async def test_migrations_create_every_table_and_are_idempotent(pg, schema):
+    assert await migrate(pg, schema) == list(range(1, LATEST + 1))
+    assert await migrate(pg, schema) == []  # a second boot applies nothing
+    tables = {
+        r["table_name"]
+        for r in await pg.fetch("SELECT table_name FROM information_schema.tables WHERE table_schema = $1", schema)
+    }
+    assert tables == TABLES
+    versions = [r["version"] for r in await pg.fetch(f'SELECT version FROM "{schema}".schema_migrations')]
+    assert sorted(versions) == list(range(1, LATEST + 1))
+
+
+async def test_two_instances_booting_at_once_migrate_once(schema, tmp_path):
+    a, b = make_journal(schema, tmp_path / "a", "a"), make_journal(schema, tmp_path / "b", "b")
+    await asyncio.gather(a.start(), b.start())
+    try:
+        await a.commit([ev(1)])
+        assert [e.seq for e in await b.read_events("r", 1)] == [1]
+    finally:
+        await asyncio.gather(a.close(), b.close())
+
+
+# ------------------------------------------------------------------------------------ group commit
+
+
+async def test_concurrent_commits_share_transactions(journal, pg, schema):
+    callers = 400
+    await asyncio.gather(*(journal.commit([ev(seq)]) for seq in range(1, callers + 1)))
+    assert await count(pg, schema) == callers
+    stats = journal.batch_stats()
+    print(f"\ngroup commit, {callers} concurrent single-event commits: {stats}")
+    assert stats["callers"] == callers
+    # one writer, whole callers per batch, at most max_batch (512) events: a handful of transactions
+    assert journal.transactions <= callers // 20
+    assert stats["maxCallers"] > 50
+
+
+async def test_a_steady_stream_of_callers_is_batched(journal, pg, schema):
+    # 50 clients, each committing 20 times in a row (a join waits for its commit, then the next comes)
+    seqs = iter(range(1, 1001))
+
+    async def client() -> None:
+        for _ in range(20):
+            await journal.commit([ev(next(seqs))])
+
+    await asyncio.gather(*(client() for _ in range(50)))
+    assert await count(pg, schema) == 1000
+    stats = journal.batch_stats()
+    print(f"\ngroup commit, 50 clients x 20 sequential commits: {stats}")
+    assert journal.transactions <= 1000 // 10
+
+
+async def test_a_batch_never_exceeds_max_batch_and_a_caller_is_never_split(schema, tmp_path, pg):
+    j = make_journal(schema, tmp_path / "spool", max_batch=32)
+    await j.start()
+    try:
+        big = [ev(seq) for seq in range(1, 101)]  # one caller of 100 events goes alone, whole
+        smalls = [[ev(seq)] for seq in range(101, 301)]
+        await asyncio.gather(j.commit(big), *(j.commit(s) for s in smalls))
+    finally:
+        await j.close()
+    assert await count(pg, schema) == 300
+    sizes = j.batch_events
+    assert sizes[100] == 1 and max(s for s in sizes if s != 100) <= 32
+    assert j.transactions >= 1 + 200 // 32
+
+
+async def test_a_commit_is_acknowledged_only_after_the_transaction_committed(journal, pg, schema):
+    await journal.commit([ev(1)])  # the writer's connection exists
+    async with pg.transaction():
+        await pg.execute(f'LOCK TABLE "{schema}".events IN ACCESS EXCLUSIVE MODE')
+        task = asyncio.create_task(journal.commit([ev(2)]))
+        # wait (for a condition the database reports, not for a time) until the insert blocks on our lock
+        for _ in range(3000):
+            blocked = await pg.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name LIKE $1",
+                "qm-journal-writer%",
+            )
+            if blocked:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            pytest.fail("the journal's insert never reached the database")
+        assert not task.done()  # blocked in the database: not acknowledged
+    await task  # our lock is gone: it commits, then acknowledges
+    assert [e.seq for e in await journal.read_events("r", 1)] == [1, 2]
+
+
+async def test_a_failed_batch_fails_every_caller_in_it_and_the_writer_goes_on(journal, pg, schema):
+    await journal.commit([ev(1)])
+    await pg.execute(f'ALTER TABLE "{schema}".events ADD CONSTRAINT qm_fail CHECK (seq < 0) NOT VALID')
+    results = await asyncio.gather(*(journal.commit([ev(seq)]) for seq in (2, 3, 4)), return_exceptions=True)
+    assert all(isinstance(r, StoreUnavailable) for r in results), results
+    assert journal.write_errors == 3 and journal.failed_batches >= 1
+    assert "qm_fail" in (journal.last_error or "") and journal.last_error_at is not None
+    assert not journal.db_healthy
+    assert await count(pg, schema) == 1  # nothing of a failed batch is there
+    failed_at = journal.last_error_at
+    assert not journal.storage_ok(failed_at + 10**9, 30_000)  # nothing landed since
+    await pg.execute(f'ALTER TABLE "{schema}".events DROP CONSTRAINT qm_fail')
+    await journal.commit([ev(2)])  # the writer kept working
+    assert await count(pg, schema) == 2 and journal.db_healthy
+    assert journal.storage_ok(failed_at + 30_000, 30_000) and not journal.storage_ok(failed_at + 29_999, 30_000)
+
+
+async def test_a_journal_on_a_closed_port_answers_store_unavailable(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens once the socket is closed
+    dsn = f"postgresql://postgres@127.0.0.1:{port}/qm_test"
+    j = PgJournal(dsn, schema="qm_x", instance_id="t", spool_dir=tmp_path / "spool", timeout_sec=2)
+    with pytest.raises(StoreUnavailable):
+        await j.start()
+    j = PgJournal(dsn, schema="qm_x", instance_id="t", spool_dir=tmp_path / "spool", timeout_sec=2)
+    await j.start(require=False)  # boots degraded
+    try:
+        with pytest.raises(StoreUnavailable):
+            await j.commit([ev(1)])
+        with pytest.raises(StoreUnavailable):
+            await j.commit([ev(2)])
+        assert j.write_errors == 2 and j.last_error is not None and not j.db_healthy
+        with pytest.raises(StoreUnavailable):
+            await j.probe()
+        assert j.probe_errors == 1
+    finally:
+        await j.close()
+    with pytest.raises(StoreUnavailable):
+        await j.commit([ev(3)])  # closed
+
+
+async def test_the_probe_inserts_nothing(journal, pg, schema):
+    await journal.probe()
+    assert await count(pg, schema) == 0 and journal.last_ok_at is not None
+
+
+# ------------------------------------------------------------------------------------ dedupe, reading
+
+
+async def test_an_event_is_stored_once_by_room_gen_seq(journal, pg, schema):
+    await journal.commit([ev(1), ev(2)])
+    await journal.commit([ev(1), ev(2), ev(3)])  # a replayed batch
+    await asyncio.gather(journal.commit([ev(4)]), journal.commit([ev(4)]))  # twice in one batch
+    other = Event("join", "r", 1, 5, {"n": 99}, seq=2)
+    await journal.commit([other])  # same identity, other content: the first one stays
+    assert await count(pg, schema) == 4
+    got = await journal.read_events("r", 1)
+    assert [e.seq for e in got] == [1, 2, 3, 4] and got[1].data["n"] == 2
+
+
+async def test_read_events_is_one_generation_in_seq_order_after_a_seq(journal):
+    events = [ev(seq) for seq in range(1, 41)]
+    random.Random(7).shuffle(events)
+    others = [ev(1, gen=2), ev(1, room="s"), ev(41, room="s")]
+    await asyncio.gather(*(journal.commit([e]) for e in [*events, *others]))
+    got = await journal.read_events("r", 1)
+    assert [e.seq for e in got] == list(range(1, 41))
+    original = {e.seq: e for e in events}
+    assert all(e == original[e.seq] for e in got)  # type, room, gen, seq, ts, lv and data round-trip
+    assert [e.seq for e in await journal.read_events("r", 1, after_seq=37)] == [38, 39, 40]
+    assert [e.seq for e in await journal.read_events("r", 2)] == [1]
+    assert await journal.head("r", 1) == 40 and await journal.head("nobody", 1) == 0
+
+
+async def test_the_rooms_table_follows_room_events_and_never_goes_back(journal, pg, schema):
+    cfg = {"id": "shop", "targetUrl": "https://shop.example", "state": "active"}
+    await journal.commit([ev(1, "room.create", room="shop", config=cfg, fields=["targetUrl"])])
+    await journal.commit([ev(1, "room.create", room="gone", config={**cfg, "id": "gone"}, fields=[])])
+    newer = ev(3, "room.update", room="shop", config={**cfg, "state": "paused"}, fields=["state"])
+    older = ev(2, "room.update", room="shop", config={**cfg, "state": "bypass"}, fields=["state"])
+    await journal.commit([newer])
+    await journal.commit([older])  # late (a drained spool): must not overwrite the newer definition
+    await journal.commit([ev(2, "room.delete", room="gone")])
+    assert await journal.rooms() == [("shop", 1, {**cfg, "state": "paused"})]
+    row = await pg.fetchrow(f'SELECT gen, seq, deleted, config FROM "{schema}".rooms WHERE id = $1', "gone")
+    assert row["deleted"] and row["seq"] == 2 and row["config"] is not None  # the last config is kept
+    await journal.commit([ev(1, "room.create", room="gone", gen=2, config={**cfg, "id": "gone"}, fields=[])])
+    assert [r[:2] for r in await journal.rooms()] == [("gone", 2), ("shop", 1)]
+
+
+async def test_the_client_address_of_a_join_is_recorded(journal, pg, schema):
+    await journal.commit([ev(1), ev(2, "purge", count=1)])
+    rows = await pg.fetch(f'SELECT seq, ident, instance FROM "{schema}".events ORDER BY seq')
+    assert [(r["seq"], r["ident"], r["instance"]) for r in rows] == [(1, "203.0.113.1", "test-1"), (2, None, "test-1")]
+
+
+# ------------------------------------------------------------------------------------ checkpoints
+
+
+async def test_snapshots_save_and_load(journal, pg, schema):
+    run = Run()
+    with deterministic():
+        for op in [("join", 0, None), ("join", 1, None), ("wait", 1000), ("check", 0, 0, 0)]:
+            run.apply(op)
+    first = dump(run.room)
+    assert await journal.save_snapshot(first)
+    assert not await journal.save_snapshot(first)  # once per (room, gen, seq)
+    assert await journal.latest_snapshot("r") == first
+    with deterministic():
+        run.apply(("join", 2, None))
+    second = dump(run.room)
+    with deterministic():
+        run.apply(("join", 3, None))
+    third = dump(run.room)
+    await journal.save_snapshot(second)
+    await journal.save_snapshot(third)
+    assert await journal.latest_snapshot("r", 1) == third
+    assert await journal.latest_snapshot("r", 2) is None and await journal.latest_snapshot("x") is None
+    kept = [r["seq"] for r in await pg.fetch(f'SELECT seq FROM "{schema}".room_snapshots ORDER BY seq')]
+    assert kept == [second["seq"], third["seq"]]  # the newest two of a generation are kept
+
+
+async def test_busy_rooms_are_checkpointed_by_one_instance_at_a_time(journal, schema, tmp_path):
+    run = Run()
+    with journal_needs(), deterministic():
+        for i in range(30):
+            run.apply(("join", i % 7, None))
+            run.apply(("wait", 1000))
+    await journal.commit(run.events)
+    assert [r[0] for r in await journal.busy_rooms(threshold=10)] == ["r"]
+    other = make_journal(schema, tmp_path / "other", "other")
+    await other.start()
+    try:
+        async with journal.checkpoint_lease() as held:
+            assert held
+            assert await other.checkpoint_busy_rooms(threshold=10) == []  # the lease is taken
+        assert await other.checkpoint_busy_rooms(threshold=10) == [("r", run.events[-1].seq)]
+    finally:
+        await other.close()
+    assert await journal.busy_rooms(threshold=10) == []
+    snap = await journal.latest_snapshot("r")
+    assert snap is not None and snap["seq"] == run.events[-1].seq
+
+
+# ------------------------------------------------------------------------------------ end to end
+
+
+def _script(seed: int, length: int) -> list[tuple[Any, ...]]:
+    rnd = random.Random(seed)
+    kinds = ["join"] * 6 + ["check"] * 6 + ["status"] * 3 + ["wait"] * 6 + ["update", "eject", "steal", "advance"]
+    out: list[tuple[Any, ...]] = []
+    for _ in range(length):
+        kind = rnd.choice(kinds)
+        b = rnd.randrange(7)
+        if kind == "join":
+            out.append(("join", b, rnd.choice([None, None, "https://shop.example/a"])))
+        elif kind == "check":
+            out.append(("check", b, rnd.randrange(4), rnd.choice([0, 0, 0, 1, 2])))
+        elif kind == "status":
+            out.append(("status", b))
+        elif kind == "wait":
+            out.append(("wait", rnd.choice([250, 1000, 1000, 3000, 15000, 61000])))
+        elif kind == "advance":
+            out.append(("advance", rnd.choice([333, 999, 5000])))
+        elif kind == "update":
+            out.append(("update", rnd.randrange(26)))
+        elif kind == "eject":
+            out.append(("eject", rnd.randrange(1, 40)))
+        else:
+            out.append(("steal", b, rnd.randrange(7)))
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_a_live_room_is_rebuilt_from_postgres_with_and_without_a_checkpoint(journal, seed):
+    run = Run(maxConcurrent=2, presenceSec=30, sessionTtlSec=90, passedTtlSec=150)
+    script = _script(seed, 400)
+    half = len(script) // 2
+    commits: list[asyncio.Task[None]] = []
+    with journal_needs(), deterministic():
+        for i, op in enumerate(script):
+            start = len(run.events)
+            run.apply(op)
+            if len(run.events) > start:  # each operation's events committed as the store would, concurrently
+                commits.append(asyncio.create_task(journal.commit(run.events[start:])))
+            if i == half:
+                await asyncio.gather(*commits)
+                mid = await journal.checkpoint("r")  # read from PostgreSQL only
+                assert mid is not None and mid["seq"] == run.events[-1].seq
+        run.room.advance()
+        start = len(run.events)
+        run.drain()
+        commits.append(asyncio.create_task(journal.commit(run.events[start:])))
+        await asyncio.gather(*commits)
+
+        events = await journal.read_events("r", 1)
+        print(f"\nend to end, seed {seed}: {len(events)} events, {len(commits)} commits: {journal.batch_stats()}")
+        assert [e.seq for e in events] == list(range(1, len(run.events) + 1))
+        assert [e.as_dict() for e in events] == [e.as_dict() for e in run.events]
+
+        here = clock_copy(run.clock)
+        rebuilt = replay(events, here, room_events=[])
+        _same(rebuilt, run, here, windows=True)
+
+        base = await journal.latest_snapshot("r", 1)
+        assert base is not None and base["seq"] == mid["seq"]
+        later = await journal.read_events("r", 1, after_seq=base["seq"])
+        here = clock_copy(run.clock)
+        _same(replay(later, here, base=base, room_events=[]), run, here, windows=False)
+
+
+def _same(rebuilt: Any, run: Run, here: Any, *, windows: bool) -> None:
+    align(rebuilt, run.room, pacing=True)  # operations between ticks: the credit is aligned (see test_replay)
+    mine, theirs = observe(rebuilt, run.browsers, windows=windows), observe(run.room, run.browsers, windows=windows)
+    assert mine == theirs, diff(mine, theirs)
+    assert dump(rebuilt) == dump(run.room), diff(dump(rebuilt), dump(run.room))
+    twin = copy.deepcopy(run.room)
+    mine_f, theirs_f = future(rebuilt, here, run.browsers), future(twin, twin.clock, run.browsers)
+    assert mine_f == theirs_f, diff(mine_f, theirs_f)
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        (Event("room.teleport", "r", 1, 5, {}, seq=3), "unknown event type"),
+        (Event("purge", "r", 1, 5, {"count": 1}, seq=3, lv=EVENT_LOG_VERSION + 1), "newer"),
+    ],
+)
+async def test_a_journal_this_build_cannot_read_fences_the_room(journal, bad, why):
+    run = Run()
+    with deterministic():
+        run.apply(("join", 0, None))
+    await journal.commit([*run.events, bad])
+    events = await journal.read_events("r", 1)
+    assert events[-1].type == bad.type and events[-1].lv == bad.lv
+    with pytest.raises(ReplayFenced) as err:
+        replay(events, clock_copy(run.clock))
+    assert why in err.value.reason and err.value.seq == 3
+
+
+async def test_a_checkpoint_folds_only_the_gap_free_prefix(journal):
+    run = Run()
+    with deterministic():
+        for b in range(5):
+            run.apply(("join", b, None))
+    events = run.events  # seq 1..6
+    await journal.commit([e for e in events if e.seq != 4])  # 4 still in flight on another instance
+    snap = await journal.checkpoint("r")
+    assert snap is not None and snap["seq"] == 3
+    await journal.commit([events[3]])
+    snap = await journal.checkpoint("r")
+    assert snap is not None and snap["seq"] == 6 and snap["line"] == [1, 2, 3, 4, 5]
