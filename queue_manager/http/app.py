@@ -57,6 +57,12 @@ class App:
             store, self.backend = create_store(settings, self.clock)
         self.ctx = Context.build(settings, store, self.clock)
         self.ctx.backend = self.backend
+        if self.backend is not None:  # operators, links, audit, sign-outs and tickets shared by the fleet
+            from queue_manager.access.shared import SharedAccessStore
+
+            self.ctx.access.store = SharedAccessStore(
+                self.backend.journal, self.backend.store.redis, settings.valkey_prefix
+            )
         self._tick_task: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
