@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 DEVSTAMP:= $(VENV)/.installed-dev
 
-.PHONY: install install-dev run test test-unit test-conformance lint bench clean
+.PHONY: install install-dev run test test-unit test-conformance test-conformance-valkey lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,14 @@ test: $(DEVSTAMP)
 	$(BIN)/ruff check queue_manager tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(MAKE) test-conformance-valkey
+
+## The black-box HTTP suite again, every server on STORE=valkey + SIDESTORE=pg (Redis 7 + PostgreSQL 15 here).
+test-conformance-valkey: $(DEVSTAMP)
+	bash scripts/services.sh
+	STORE=valkey TEST_VALKEY_URL=$${TEST_VALKEY_URL:-redis://127.0.0.1:6379/12} \
+	  TEST_DATABASE_URL=$${TEST_DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/qm_conformance_test} \
+	  $(BIN)/python -m pytest -q -p no:cacheprovider tests/conformance
 
 test-unit: $(DEVSTAMP)
 	$(BIN)/python -m pytest -q tests/unit

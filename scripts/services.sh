@@ -12,4 +12,9 @@ if command -v redis-cli >/dev/null 2>&1 && ! redis-cli -h 127.0.0.1 -p 6379 ping
     redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no || echo "services: could not start Redis" >&2
   fi
 fi
+# the database the HTTP suites use on STORE=valkey (its name must end in _test)
+if command -v psql >/dev/null 2>&1; then
+  psql -h 127.0.0.1 -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='qm_conformance_test'" 2>/dev/null | grep -q 1 \
+    || createdb -h 127.0.0.1 -U postgres qm_conformance_test 2>/dev/null || true
+fi
 exit 0

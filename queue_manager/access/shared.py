@@ -32,11 +32,11 @@ class SharedAccessStore:
         self.journal = journal
         self.redis = redis
         self.prefix = prefix
-        self._s = journal._s  # the quoted schema name the journal migrated
+        self._s = journal.sql_schema  # the quoted schema name the journal migrated
         self._ready = False
 
     async def _pool(self) -> Any:
-        pool = self.journal._pool
+        pool = self.journal.pool
         if pool is None:
             raise StoreUnavailable("the shared records (PostgreSQL) are not reachable")
         if not self._ready:

@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -36,7 +37,7 @@ from queue_manager.clock import Clock
 from queue_manager.engine.events import EVENT_LOG_VERSION, Event
 from queue_manager.engine.room import FINISHED_KEEP, SLOT, Room
 from queue_manager.engine.snapshot import SnapshotError, config_from_public, dump, load
-from queue_manager.engine.ticket import PreEntry, Ticket
+from queue_manager.engine.ticket import Finished, PreEntry, Ticket
 
 
 class ReplayFenced(Exception):
@@ -126,8 +127,9 @@ class _Ctx:
     def __init__(self, room: Room) -> None:
         self.room = room
         self.deleted = False
-        # the pass each admitted ticket had, for an admit.revoke later in the same run
-        self.admitted_from: dict[int, tuple[bool, int, bool, int | None]] = {}
+        # what an admission replaced, for an admit.revoke later in the same run
+        self.admitted_from: dict[int, tuple[bool, int | None]] = {}  # the pass's slot, bounced claim
+        self.reclaimed_from: dict[int, tuple[bytes | None, int]] = {}  # the door key, session_last
 
 
 def _fold(events: Iterable[Event], base: Mapping[str, Any] | None) -> tuple[Room, ReplayClock]:
@@ -334,32 +336,40 @@ def _admit(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     now = room.clock.mono_ms()
     if data.get("reclaim"):
         t = _ticket(room, data["n"], "admitted")
+        ctx.reclaimed_from[t.n] = (t.door, t.session_last)
+        ctx.admitted_from.pop(t.n, None)
         t.door = door
         t.session_last = now
         return
     t = _ticket(room, data["n"], "passed")
-    ctx.admitted_from[t.n] = (t.slot, t.pass_at, t.told, t.bounced_at)
+    ctx.admitted_from[t.n] = (t.slot, t.bounced_at if t.n in room.bounced else None)
+    ctx.reclaimed_from.pop(t.n, None)
     room._admit(t, door, now)
 
 
 def _admit_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
-    """The admission is taken back: the pass is pending again with the slot and claim window it had.
+    """An admission whose commit failed is taken back exactly (as lua/revoke.lua does): the pass is
+    pending again with the slot (and bounced claim) it had; a door reclaim gets its old door key back.
 
-    Nothing happens when that admission is not what the journal holds (it never reached the journal,
-    or the session ended or took a newer door key since)."""
+    Nothing happens when that admission is not what the room holds (it never reached the journal, or
+    the session ended or took a newer door key since). When the admission is older than the
+    checkpoint the replay started from, what it replaced is not known: ``reclaim``/``prev`` in the
+    event are used when present, else a slot-holding pass is assumed."""
     room = ctx.room
     t = room.tickets.get(int(data["n"]))
     if t is None or t.state != "admitted" or t.door != _bytes(data["door"], "door"):
         return
-    # not seen in this run (the admission is in the checkpoint): a slot-holding pass granted at the admission
-    slot, pass_at, told, bounced_at = ctx.admitted_from.pop(t.n, (True, t.session_start, True, None))
+    reclaimed = ctx.reclaimed_from.pop(t.n, None)
+    if reclaimed is None and t.n not in ctx.admitted_from and data.get("reclaim"):
+        reclaimed = (_opt_bytes(data.get("prev")), t.session_last)
+    if reclaimed is not None:
+        t.door, t.session_last = reclaimed
+        return
+    slot, bounced_at = ctx.admitted_from.pop(t.n, (True, None))
     room.sessions.discard(t.n)
     t.door = None
     t.state = "passed"
-    t.pass_at = pass_at
-    t.told = told
     t.bounced_at = bounced_at
-    t.session_start = t.session_last = t.session_touched = 0
     room.passes.add(t.n)
     room._grant_slot(t, slot, room.clock.mono_ms())
     if bounced_at is not None and not slot:
@@ -443,33 +453,59 @@ def _purge(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     room.pq_per_ident.clear()
 
 
+def _unmint(room: Room, n: int) -> Ticket | Finished | None:
+    """The ticket leaves wherever it is (line, pass, session or finished record), uncharged."""
+    t = room.tickets.pop(n, None)
+    gone: Ticket | Finished | None = t
+    if t is not None:
+        room._leave_line(t)
+        room._drop_pass_and_session(t)
+    else:
+        gone = room.finished.pop(n, None)
+    if gone is not None:
+        room._forget_ref(n)
+    return gone
+
+
+def _forget_join_time(room: Room, at: int) -> None:
+    """The per-minute window forgets a revoked join (replay's monotonic clock is the wall clock)."""
+    with contextlib.suppress(ValueError):
+        room.join_times.remove(at)
+
+
 def _join_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
-    """A join whose commit failed: the ticket is gone as if never minted (its number stays used).
-    A join that never reached the journal leaves nothing to take back but its number."""
+    """A join whose commit failed is taken back as if never minted (its number stays used). A join
+    that never reached the journal leaves nothing to take back but its number."""
     room = ctx.room
     n = int(data["n"])
     room.next_n = max(room.next_n, n + 1)
-    t = room.tickets.get(n)
-    if t is None:
-        return
-    room._leave_line(t)
-    room._drop_pass_and_session(t)
-    room.tickets.pop(n, None)
-    room._forget_ref(n)
-    room.joins_total = max(0, room.joins_total - 1)
+    gone = _unmint(room, n)
+    if gone is not None:
+        room.joins_total = max(0, room.joins_total - 1)
+        _forget_join_time(room, gone.joined_ms)
 
 
 def _prequeue_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    """The same for a pre-queue entry — or for the ticket it was drawn as meanwhile."""
     room = ctx.room
-    entry = room.prequeue.pop(str(data["h"]), None)
-    if entry is None:
-        return  # the entry never reached the journal
-    left = room.pq_per_ident.get(entry.ident, 0) - 1
-    if left > 0:
-        room.pq_per_ident[entry.ident] = left
+    handle = str(data["h"])
+    entry = room.prequeue.pop(handle, None)
+    if entry is not None:
+        left = room.pq_per_ident.get(entry.ident, 0) - 1
+        if left > 0:
+            room.pq_per_ident[entry.ident] = left
+        else:
+            room.pq_per_ident.pop(entry.ident, None)
+        joined = entry.joined_ms
+    elif handle in room.drawn:
+        gone = _unmint(room, room.drawn.pop(handle))
+        if gone is None:
+            return
+        joined = gone.joined_ms
     else:
-        room.pq_per_ident.pop(entry.ident, None)
+        return  # the entry never reached the journal
     room.joins_total = max(0, room.joins_total - 1)
+    _forget_join_time(room, joined)
 
 
 Handler = Callable[[_Ctx, Mapping[str, Any]], None]

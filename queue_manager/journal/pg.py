@@ -54,6 +54,7 @@ MAINTENANCE_KEY = "maintenance_mode"
 POP_MAINTENANCE_KEY = "pop_maintenance_mode"
 CHECKPOINT_EVERY = 10_000  # events since a room's last checkpoint that make it "busy"
 SNAPSHOTS_KEPT = 2  # checkpoints kept per room generation
+BACKLOG_MAX = 100_000  # events of failed batches kept for a later batch (beyond: the oldest are dropped)
 DRAIN_CHUNK = 2_000  # events per statement when draining the spool
 ROOM_EVENTS = ("room.create", "room.update", "room.schedule", "room.delete")
 
@@ -172,6 +173,7 @@ class PgJournal:
         pool_size: int = 4,
         clock: Clock | None = None,
         auto_drain: bool = True,
+        keep_failed: bool = True,
     ) -> None:
         self.dsn = dsn
         self.schema = schema
@@ -182,6 +184,12 @@ class PgJournal:
         self.timeout = timeout_sec
         self.pool_size = pool_size
         self.auto_drain = auto_drain  # False: the spool drains only when drain() is called
+        # The events of a failed batch are written again ahead of the next batch (their callers got
+        # StoreUnavailable all the same), so a failed commit leaves no permanent seq gap: the
+        # compensation the store journals afterwards (join.revoke …) then follows its original.
+        self.keep_failed = keep_failed
+        self.backlog: list[Row] = []
+        self.backlog_dropped = 0
         self.clock: Clock = clock or SystemClock()
         self.spool = Spool(Path(spool_dir or Path("data") / "spool"), self.instance_id)
         self._sql = _insert_sql(self._s)
@@ -213,6 +221,16 @@ class PgJournal:
         self.events_committed = 0  # rows sent in committed batches (duplicates included)
         self.batch_events: Counter[int] = Counter()  # events per committed batch -> batches
         self.batch_callers: Counter[int] = Counter()  # callers per committed batch -> batches
+
+    @property
+    def pool(self) -> Any:
+        """The asyncpg pool (None before ``start``), for the other Postgres tables of this schema."""
+        return self._pool
+
+    @property
+    def sql_schema(self) -> str:
+        """The schema name, quoted for SQL (``"qm"``)."""
+        return self._s
 
     # ---------------------------------------------------------------------------- life cycle
 
@@ -298,6 +316,9 @@ class PgJournal:
         while True:
             if not self._queue:
                 if self._closing:
+                    if self.backlog:  # a last try at a clean stop
+                        async with self._switch:
+                            await self._write_backlog()
                     return
                 self._wake.clear()
                 await self._wake.wait()
@@ -323,6 +344,8 @@ class PgJournal:
     async def _write(self, batch: list[_Pending]) -> None:
         rows = [row for item in batch for row in item.rows]
         async with self._switch:
+            if self.backlog:
+                await self._write_backlog()
             if self.maintenance:
                 records = [_row_dict(r) for r in rows]
                 try:
@@ -341,6 +364,33 @@ class PgJournal:
         for item in batch:
             if not item.future.done():
                 item.future.set_result(None)
+
+    async def _write_backlog(self) -> None:
+        """Write the failed batches' events again, in a statement of their own: when that fails too
+        they wait for the next batch, and the batch itself still goes through."""
+        rows = self.backlog
+        try:
+            if self.maintenance:
+                await asyncio.to_thread(self.spool.append, [_row_dict(r) for r in rows], self.clock.wall_ms())
+            else:
+                await self._insert(rows)
+        except Exception as err:
+            self._failed(err, commit=False)
+            return
+        self.backlog = []
+        log.warning("events journal: %d events of failed commits written after all", len(rows))
+
+    def _keep(self, rows: list[Row]) -> None:
+        if not self.keep_failed:
+            return
+        self.backlog.extend(rows)
+        excess = len(self.backlog) - BACKLOG_MAX
+        if excess > 0:
+            del self.backlog[:excess]
+            self.backlog_dropped += excess
+            log.error(
+                "events journal: %d events of failed commits dropped (backlog full): their seqs stay gaps", excess
+            )
 
     async def _insert(self, rows: list[Row]) -> None:
         try:
@@ -365,6 +415,7 @@ class PgJournal:
 
     def _fail_batch(self, batch: list[_Pending], err: BaseException) -> None:
         self.failed_batches += 1
+        self._keep([row for item in batch for row in item.rows])
         self._failed(err, commit=True, callers=len(batch))
         message = str(err) if isinstance(err, StoreUnavailable) else f"events journal commit failed: {_describe(err)}"
         for item in batch:
@@ -421,6 +472,7 @@ class PgJournal:
             "transactions": self.transactions,
             "failedBatches": self.failed_batches,
             "queued": self._queued,
+            "unjournaled": len(self.backlog) + self.backlog_dropped,  # events of failed commits not written
         }
 
     def batch_stats(self) -> dict[str, Any]:

@@ -36,6 +36,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -218,6 +219,7 @@ class Server:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             with _LIVE_LOCK:
                 _LIVE.discard(self)
+            _drop_valkey_state(self.env)
         return self.proc.returncode
 
     # ------------------------------------------------------------------ HTTP
@@ -239,8 +241,41 @@ class Server:
         return f"<Server {self.base_url} pid={self.proc.pid} rc={self.proc.poll()}>"
 
 
-def build_env(extra: Mapping[str, str | None] | None, port: int) -> dict[str, str]:
+def valkey_mode() -> dict[str, str] | None:
+    """STORE=valkey in the test process's environment: every server runs on valkey+pg.
+
+    Uses TEST_VALKEY_URL and TEST_DATABASE_URL only (never VALKEY_URL/DATABASE_URL), refuses Valkey
+    database 0 and a database whose name does not end in ``_test``.
+    """
+    if os.environ.get("STORE") != "valkey":
+        return None
+    valkey, database = os.environ.get("TEST_VALKEY_URL"), os.environ.get("TEST_DATABASE_URL")
+    if not valkey or not database:
+        raise RuntimeError("STORE=valkey needs TEST_VALKEY_URL and TEST_DATABASE_URL for the HTTP suites")
+    db_path = urlsplit(valkey).path.strip("/")
+    if not db_path.isdigit() or int(db_path) == 0:
+        raise RuntimeError(f"TEST_VALKEY_URL must name a Valkey database other than 0 (got {valkey!r})")
+    if not urlsplit(database).path.strip("/").endswith("_test"):
+        raise RuntimeError("TEST_DATABASE_URL must name a database whose name ends in _test")
+    return {"valkey": valkey, "database": database}
+
+
+def build_env(extra: Mapping[str, str | None] | None, port: int, data_dir: str = "") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SERVER_VARIABLES}
+    mode = valkey_mode()
+    if mode is not None:  # a key prefix and a schema of its own per server (per dataDir), deleted after
+        tag = uuid.uuid4().hex[:10]
+        env.update(
+            {
+                "STORE": "valkey",
+                "SIDESTORE": "pg",
+                "VALKEY_URL": mode["valkey"],
+                "DATABASE_URL": mode["database"],
+                "VALKEY_PREFIX": f"qmt{tag}:",
+                "PG_SCHEMA": f"qmt_{tag}",
+                "SPOOL_DIR": os.path.join(data_dir or tempfile.gettempdir(), "spool"),
+            }
+        )
     env.update(
         {
             "PORT": str(port),
@@ -260,11 +295,33 @@ def build_env(extra: Mapping[str, str | None] | None, port: int) -> dict[str, st
     return env
 
 
+def _drop_valkey_state(env: Mapping[str, str]) -> None:
+    """Delete a valkey-mode server's keys and schema (infrastructure cleanup, not the server's API)."""
+    prefix, schema = env.get("VALKEY_PREFIX"), env.get("PG_SCHEMA")
+    if env.get("STORE") != "valkey" or not prefix or not schema or not prefix.startswith("qmt"):
+        return
+    with contextlib.suppress(Exception):
+        import redis
+
+        client = redis.Redis.from_url(env["VALKEY_URL"], socket_connect_timeout=2)
+        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+        for i in range(0, len(keys), 500):
+            client.delete(*keys[i : i + 500])
+        client.close()
+    with contextlib.suppress(Exception):
+        subprocess.run(
+            ["psql", env["DATABASE_URL"], "-q", "-c", f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'],
+            capture_output=True,
+            timeout=20,
+            check=False,
+        )
+
+
 def spawn_server(env: Mapping[str, str | None] | None = None, *, cmd: list[str] | None = None) -> Server:
     """Start the process and return at once (the refusal tests wait for it to exit instead)."""
     port = free_port()
     data_dir = tempfile.mkdtemp(prefix="qm-conformance-")
-    full_env = build_env(env, port)
+    full_env = build_env(env, port, data_dir)
     argv = list(cmd) if cmd is not None else server_command()
     try:
         return Server(argv, full_env, port, data_dir)

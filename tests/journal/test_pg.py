@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from queue_manager.clock import FakeClock
 from queue_manager.engine.events import EVENT_LOG_VERSION, Event
 from queue_manager.engine.replay import ReplayFenced, replay
 from queue_manager.engine.snapshot import dump
@@ -142,14 +143,50 @@ async def test_a_failed_batch_fails_every_caller_in_it_and_the_writer_goes_on(jo
     assert all(isinstance(r, StoreUnavailable) for r in results), results
     assert journal.write_errors == 3 and journal.failed_batches >= 1
     assert "qm_fail" in (journal.last_error or "") and journal.last_error_at is not None
-    assert not journal.db_healthy
+    assert not journal.db_healthy and journal.health()["unjournaled"] == 3
     assert await count(pg, schema) == 1  # nothing of a failed batch is there
     failed_at = journal.last_error_at
     assert not journal.storage_ok(failed_at + 10**9, 30_000)  # nothing landed since
     await pg.execute(f'ALTER TABLE "{schema}".events DROP CONSTRAINT qm_fail')
-    await journal.commit([ev(2)])  # the writer kept working
-    assert await count(pg, schema) == 2 and journal.db_healthy
+    await journal.commit([ev(5)])  # the writer kept working; the failed events are written first
+    assert [e.seq for e in await journal.read_events("r", 1)] == [1, 2, 3, 4, 5]
+    assert journal.db_healthy and journal.health()["unjournaled"] == 0
     assert journal.storage_ok(failed_at + 30_000, 30_000) and not journal.storage_ok(failed_at + 29_999, 30_000)
+
+
+async def test_a_failed_join_and_its_revoke_leave_no_gap_and_no_ticket(journal, pg, schema):
+    run = Run()
+    with deterministic():
+        run.apply(("join", 0, None))
+        run.apply(("join", 1, None))
+    create, first, second = run.events
+    await journal.commit([create, first])
+    await pg.execute(f'ALTER TABLE "{schema}".events ADD CONSTRAINT qm_fail CHECK (seq < 3) NOT VALID')
+    with pytest.raises(StoreUnavailable):
+        await journal.commit([second])  # the store answers 503 and takes ticket 2 back:
+    await pg.execute(f'ALTER TABLE "{schema}".events DROP CONSTRAINT qm_fail')
+    await journal.commit([Event("join.revoke", "r", 1, second.ts, {"n": 2}, seq=4)])
+    events = await journal.read_events("r", 1)
+    assert [e.type for e in events] == ["room.create", "join", "join", "join.revoke"]
+    room = replay(events, clock_copy(run.clock))
+    assert list(room.line) == [1] and room.next_n == 3 and 2 not in room.finished
+
+
+async def test_without_the_backlog_a_failed_commit_is_a_gap_and_the_rebuild_fences(schema, tmp_path, pg):
+    j = make_journal(schema, tmp_path / "spool", keep_failed=False)
+    await j.start()
+    try:
+        await j.commit([ev(1, "room.create", config={"id": "r", "targetUrl": "https://shop.example"}, fields=[])])
+        await pg.execute(f'ALTER TABLE "{schema}".events ADD CONSTRAINT qm_fail CHECK (seq < 2) NOT VALID')
+        with pytest.raises(StoreUnavailable):
+            await j.commit([ev(2)])
+        await pg.execute(f'ALTER TABLE "{schema}".events DROP CONSTRAINT qm_fail')
+        await j.commit([ev(3, "join.revoke", n=2)])
+        with pytest.raises(ReplayFenced) as err:
+            replay(await j.read_events("r", 1), FakeClock())
+        assert err.value.kind == "gap"
+    finally:
+        await j.close()
 
 
 async def test_a_journal_on_a_closed_port_answers_store_unavailable(tmp_path):

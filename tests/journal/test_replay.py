@@ -270,3 +270,45 @@ def test_fences_say_what_kind_they_are():
     with pytest.raises(ReplayFenced) as err:
         replay(events, FakeClock(), base={**fold(events), "v": 2})
     assert err.value.kind == "checkpoint"
+
+
+def test_revokes_reach_a_finished_ticket_a_drawn_entry_and_a_door_reclaim():
+    # as lua/revoke.lua: the ticket leaves wherever it is, finished record included
+    run = _run([("join", 0, None), ("purge",)])
+    room = replay(_then(run, "join.revoke", n=1), clock_copy(run.clock))
+    assert 1 not in room.finished and room.joins_total == 0
+    with pytest.raises(EngineError):
+        room.lookup("1")
+    # a pre-queue entry drawn meanwhile: the ticket it became goes
+    run = _run([("schedule", 1), ("join", 0, None), ("join", 1, None), ("wait", 2000)])
+    handle, n = next(iter(run.room.drawn.items()))
+    room = replay(_then(run, "prequeue.revoke", h=handle), clock_copy(run.clock))
+    assert n not in room.tickets and handle not in room.drawn and len(room.tickets) == 1 and room.joins_total == 1
+    # a door reclaim (the cookie holder's new door key) taken back: the old key is the session's again
+    run = _run([("join", 0, None), ("wait", 1000), ("check", 0, 0, 0), ("wait", 5000), ("check", 0, 0, 1)])
+    t = run.room.tickets[1]
+    reclaim = [e for e in run.events if e.type == "admit"][-1]
+    assert reclaim.data.get("reclaim")
+    first_door = next(e for e in run.events if e.type == "admit").data["door"]
+    room = replay(_then(run, "admit.revoke", n=1, door=t.door.hex()), clock_copy(run.clock))
+    assert room.tickets[1].state == "admitted" and room.tickets[1].door.hex() == first_door
+
+
+def test_admit_revoke_restores_a_bounced_pass_without_a_slot():
+    # ticket 2 promoted without a slot (absent), bounced at a full door, then admitted once a slot freed
+    run = _run(
+        [("join", 0, None), ("join", 1, None), ("wait", 1000), ("check", 0, 0, 0), ("wait", 6000), ("check", 1, 0, 0)],
+        maxConcurrent=1,
+        presenceSec=5,
+    )
+    assert run.room.tickets[2].state == "passed" and 2 in run.room.bounced
+    events = list(run.events)
+    with journal_needs(), deterministic():
+        run.apply(("eject", 1))  # the slot frees
+        run.apply(("check", 1, 0, 0))
+    assert run.room.tickets[2].state == "admitted"
+    door = run.room.tickets[2].door.hex()
+    room = replay(_then(run, "admit.revoke", n=2, door=door), clock_copy(run.clock))
+    again = room.tickets[2]
+    assert again.state == "passed" and not again.slot and 2 in room.bounced and room.occupancy() == 0
+    assert len(events) < len(run.events)
