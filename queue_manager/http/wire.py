@@ -58,7 +58,17 @@ class Request:
     def query(self) -> dict[str, str]:
         if self._query is None:
             raw = self.scope.get("query_string", b"")
-            self._query = parse_query(raw) if raw else {}
+            if not raw:
+                self._query = {}
+            else:
+                # a door check repeats its exact query string on every page of a visit: parse it once
+                hit = _QUERY_CACHE.get(raw)
+                if hit is None:
+                    hit = parse_query(raw)
+                    if len(_QUERY_CACHE) >= _QUERY_CACHE_MAX:
+                        _QUERY_CACHE.clear()
+                    _QUERY_CACHE[raw] = hit
+                self._query = hit
         return self._query
 
     @property
@@ -110,6 +120,10 @@ class Request:
 
 
 MAX_QUERY_FIELDS = 64
+# parsed query strings (read-only dicts) and unquoted pieces, bounded; dropped whole when full
+_QUERY_CACHE: dict[bytes, dict[str, str]] = {}
+_QUERY_CACHE_MAX = 20_000
+_UNQUOTED: dict[str, str] = {}
 
 
 def parse_query(raw: bytes) -> dict[str, str]:
@@ -137,10 +151,17 @@ def parse_query(raw: bytes) -> dict[str, str]:
 
 
 def _unquote(text: str) -> str:
+    hit = _UNQUOTED.get(text)
+    if hit is not None:
+        return hit
     try:
-        return unquote_plus(text, encoding="utf-8", errors="strict")
+        value = unquote_plus(text, encoding="utf-8", errors="strict")
     except UnicodeDecodeError as exc:
         raise HttpError(400, "bad_request", "The query string could not be parsed.") from exc
+    if len(_UNQUOTED) >= _QUERY_CACHE_MAX:
+        _UNQUOTED.clear()
+    _UNQUOTED[text] = value
+    return value
 
 
 async def send_response(
