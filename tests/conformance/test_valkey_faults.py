@@ -1,0 +1,189 @@
+"""Faults on STORE=valkey + SIDESTORE=pg, over HTTP only (Valkey-only: memory keeps nothing across a restart).
+
+* kill -9 in the middle of a join surge: after a restart on the same Valkey and PostgreSQL, every
+  acknowledged join is still in line, in order;
+* PostgreSQL unreachable: joins answer 503 storage_unavailable (nothing acknowledged that is not
+  journaled), and service comes back by itself when it returns.
+
+PostgreSQL is cut without touching the shared server: the test server reaches it through a small TCP
+relay the test owns, and the test closes the relay.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import warnings
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import pytest
+from harness import create_room, join, start_server, status, wait_until
+
+VALKEY = os.environ.get("STORE") == "valkey"
+if not VALKEY:
+    warnings.warn(
+        "test_valkey_faults: skipped (run with STORE=valkey, TEST_VALKEY_URL and TEST_DATABASE_URL: "
+        "make test-conformance-valkey)",
+        stacklevel=1,
+    )
+pytestmark = pytest.mark.skipif(not VALKEY, reason="Valkey-only: STORE=valkey with TEST_VALKEY_URL/TEST_DATABASE_URL")
+
+
+class Relay:
+    """A TCP relay 127.0.0.1:<port> → target; ``cut()`` drops every connection and refuses new ones."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.open = True
+        self.conns: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.open:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        self.open = False
+        with self.lock:
+            for s in self.conns:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                    s.close()
+                except OSError:
+                    pass
+            self.conns.clear()
+
+    def restore(self) -> None:
+        self.open = True
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
+
+
+@contextmanager
+def relayed_database() -> Iterator[tuple[Relay, str]]:
+    url = os.environ["TEST_DATABASE_URL"]
+    parts = urlsplit(url)
+    relay = Relay(parts.hostname or "127.0.0.1", parts.port or 5432)
+    netloc = parts.netloc.rsplit("@", 1)
+    host = f"127.0.0.1:{relay.port}"
+    relayed = urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))
+    try:
+        yield relay, relayed
+    finally:
+        relay.close()
+
+
+def test_kill_9_mid_surge_keeps_every_acknowledged_join_in_order() -> None:
+    srv = start_server()
+    try:
+        with srv.admin() as admin:
+            room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None)["id"]
+        acknowledged: list[int] = []
+        lock = threading.Lock()
+
+        def one(_: int) -> None:
+            try:
+                with srv.client() as c:
+                    r = join(c, room)
+            except httpx.HTTPError:
+                return  # in flight when the process died: never acknowledged
+            if r.status_code == 200:
+                with lock:
+                    acknowledged.append(r.json()["ticket"])
+
+        with ThreadPoolExecutor(16) as pool:
+            futures = [pool.submit(one, i) for i in range(400)]
+            wait_until(lambda: len(acknowledged) >= 100, timeout=30, what="100 acknowledged joins")
+            srv.kill()  # SIGKILL: no clean stop, no final commit
+            for f in futures:
+                f.result()
+        assert len(acknowledged) >= 100
+        env = {k: srv.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SPOOL_DIR", "SECRET", "ADMIN_KEY")}
+        again = start_server(env)  # the same Valkey prefix and schema: the same fleet state
+        try:
+            with again.admin() as admin:
+                summary = admin.get(f"/api/admin/rooms/{room}").json()["room"]
+                assert summary["waiting"] >= len(acknowledged)
+                positions = []
+                for n in sorted(acknowledged):
+                    v = admin.get(f"/api/admin/rooms/{room}/visitors/{n}")
+                    assert v.status_code == 200, (n, v.text)
+                    body = v.json()["visitor"]
+                    assert body["state"] == "waiting", body
+                    positions.append(body["position"])
+                assert positions == sorted(positions)  # in ticket order, none lost
+        finally:
+            again.stop()
+    finally:
+        srv.stop()
+
+
+def test_postgres_unreachable_answers_503_then_recovers_by_itself() -> None:
+    with relayed_database() as (relay, url):
+        srv = start_server({"DATABASE_URL": url})
+        try:
+            with srv.admin() as admin, srv.client() as c:
+                room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None)["id"]
+                first = join(c, room)
+                assert first.status_code == 200
+                token = first.json()["token"]
+                relay.cut()
+                refused = wait_until(
+                    lambda: (r := join(srv.client(), room)).status_code == 503 and r,
+                    timeout=30,
+                    what="a join answered 503 while PostgreSQL is unreachable",
+                )
+                assert refused.json()["code"] == "storage_unavailable"
+                assert "retry-after" in refused.headers
+                assert "set-cookie" not in refused.headers  # nothing handed out
+                waiting_during = admin.get(f"/api/admin/rooms/{room}").json()["room"]["waiting"]
+                assert waiting_during == 1  # the refused joins were taken back
+                relay.restore()
+                wait_until(
+                    lambda: join(srv.client(), room).status_code == 200,
+                    timeout=60,
+                    what="joins succeed again once PostgreSQL is back",
+                )
+                mine = status(c, room, token)
+                assert mine["state"] == "waiting" and mine["position"] == 1  # the acknowledged join kept its place
+        finally:
+            srv.stop()
