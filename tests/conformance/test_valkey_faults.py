@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -187,3 +188,50 @@ def test_postgres_unreachable_answers_503_then_recovers_by_itself() -> None:
                 assert mine["state"] == "waiting" and mine["position"] == 1  # the acknowledged join kept its place
         finally:
             srv.stop()
+
+
+def test_two_instances_round_robin_one_line_one_rate_one_numbering() -> None:
+    a = start_server()
+    try:
+        shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
+        shared["SPOOL_DIR"] = a.env["SPOOL_DIR"] + "-b"
+        b = start_server(shared)
+        try:
+            servers = [a, b]
+            with a.admin() as admin:
+                room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None, presenceSec=None)["id"]
+            tickets: list[tuple[int, str, int]] = []  # (ticket, token, instance that issued it)
+            for i in range(40):
+                with servers[i % 2].client() as c:
+                    r = join(c, room)
+                    assert r.status_code == 200, r.text
+                    tickets.append((r.json()["ticket"], r.json()["token"], i % 2))
+            numbers = [t for t, _, _ in tickets]
+            assert numbers == list(range(1, 41))  # one set of ticket numbers across both instances
+            for n, token, issued_by in tickets[::7]:  # either instance answers for a place the other issued
+                other = servers[1 - issued_by]
+                with other.client() as c:
+                    assert status(c, room, token)["position"] == n
+            # one rate: 60/min with both instances ticking lets ~1 a second through, not 2
+            with b.admin() as admin_b:
+                admin_b.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 60}).raise_for_status()
+            with a.admin() as admin:
+                start = admin.get(f"/api/admin/rooms/{room}").json()["room"]["passesTotal"]
+                wait_until(
+                    lambda: admin.get(f"/api/admin/rooms/{room}").json()["room"]["passesTotal"] >= start + 6,
+                    timeout=30,
+                    what="six promotions",
+                )
+                t0 = time.monotonic()
+                p0 = admin.get(f"/api/admin/rooms/{room}").json()["room"]["passesTotal"]
+                time.sleep(6)
+                p1 = admin.get(f"/api/admin/rooms/{room}").json()["room"]["passesTotal"]
+                elapsed = time.monotonic() - t0
+                # a count bound, not a timing one: at 60/min the room earns one slot per second of elapsed
+                # time however the ticks fall; two tickers crediting independently would make it two
+                assert p1 - p0 <= elapsed + 2, (p1 - p0, elapsed)
+                assert p1 - p0 >= elapsed - 3, (p1 - p0, elapsed)
+        finally:
+            b.stop()
+    finally:
+        a.stop()
