@@ -20,6 +20,8 @@ from typing import Any
 from redis import exceptions as rx
 
 from queue_manager.config import ConfigRefusal, Settings
+from queue_manager.engine.replay import ReplayDeleted, ReplayFenced, replay
+from queue_manager.engine.snapshot import dump
 from queue_manager.fleet.leader import LeaderLease
 from queue_manager.journal.pg import PgJournal
 from queue_manager.store.base import StoreUnavailable
@@ -74,6 +76,10 @@ class Backend:
         self.valkey_ever_connected = False
         self.valkey_up = False
         self._reconnect: asyncio.Task[None] | None = None
+        self._reconciler: asyncio.Task[None] | None = None
+        self.known_rooms: set[str] = set()  # rooms the journal says exist (refreshed every RESYNC_MS)
+        self.recovering: set[str] = set()
+        self.rebuilt_total = 0
 
     async def start(self) -> None:
         await self.journal.start(require=False)
@@ -91,6 +97,46 @@ class Backend:
             )
             self._reconnect = asyncio.create_task(self._keep_trying())
         self.lease.start()
+        self._reconciler = asyncio.create_task(self._reconcile_forever())
+
+    async def _reconcile_forever(self) -> None:
+        interval = max(0.5, self.settings.resync_ms / 1000)
+        while True:
+            try:
+                await self.reconcile()
+            except Exception as exc:
+                log.warning("reconcile: %s", _first_words(exc))
+            await asyncio.sleep(interval)
+
+    async def reconcile(self) -> list[str]:
+        """Rooms the journal has but Valkey lost (flushed, restored from an older copy): rebuild them from
+        the latest checkpoint plus the events after it, and load them into Valkey atomically."""
+        journal_rooms = await self.journal.rooms()
+        self.known_rooms = {room_id for room_id, _, _ in journal_rooms}
+        live = {r["id"]: r for r in await self.store.list_rooms()}
+        rebuilt = []
+        for room_id, gen, _config in journal_rooms:
+            current = live.get(room_id)
+            if current is not None and int(current.get("generation", 0)) >= gen:
+                continue
+            self.recovering.add(room_id)
+            try:
+                base = await self.journal.latest_snapshot(room_id, gen)
+                events = await self.journal.read_events(room_id, gen, int(base["seq"]) if base else 0)
+                try:
+                    room = replay(events, self.clock, base)
+                except ReplayDeleted:
+                    continue
+                except ReplayFenced as fenced:
+                    log.warning("rebuild of %s fenced: %s", room_id, fenced)
+                    continue
+                await self.store.import_room(dump(room))
+                rebuilt.append(room_id)
+                self.rebuilt_total += 1
+                log.warning("room %s rebuilt from the journal (generation %d, %d events)", room_id, gen, len(events))
+            finally:
+                self.recovering.discard(room_id)
+        return rebuilt
 
     async def _keep_trying(self) -> None:
         delay = 1.0
@@ -106,6 +152,10 @@ class Backend:
             return
 
     async def stop(self) -> None:
+        if self._reconciler is not None:
+            self._reconciler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reconciler
         if self._reconnect is not None:
             self._reconnect.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -126,7 +176,7 @@ class Backend:
             "store": "valkey",
             "valkey": "up" if self.valkey_up else "down",
             "valkeyEverConnected": self.valkey_ever_connected,
-            "recoveringRooms": 0,
+            "recoveringRooms": len(self.recovering),
             "ok": self.valkey_up,
         }
         if full:

@@ -155,6 +155,19 @@ class App:
 
     # ------------------------------------------------------------------ requests
 
+    def _recovering(self, err: HttpError) -> HttpError:
+        """A room the journal has but Valkey lost is being rebuilt: 503 with Retry-After, never no_room."""
+        backend = self.backend
+        if backend is None or err.code != "no_room" or err.extra.get("roomId") not in backend.known_rooms:
+            return err
+        return HttpError(
+            503,
+            "storage_unavailable",
+            "This room is being rebuilt from the journal; retry shortly.",
+            headers=[("Retry-After", "2")],
+            roomId=err.extra.get("roomId"),
+        )
+
     async def _edge_refusal(self, scope: Scope, send: Send, head: bool) -> None:
         if wants_page(scope):
             await send_response(
@@ -213,9 +226,9 @@ class App:
                 return
             raise HttpError(404, "not_found", "No such route.")
         except HttpError as err:
-            await send_error(send, err, head)
+            await send_error(send, self._recovering(err), head)
         except EngineError as err:
-            await send_error(send, health.engine_error(err), head)
+            await send_error(send, self._recovering(health.engine_error(err)), head)
         except StoreUnavailable as err:
             await send_error(
                 send,

@@ -235,3 +235,54 @@ def test_two_instances_round_robin_one_line_one_rate_one_numbering() -> None:
             b.stop()
     finally:
         a.stop()
+
+
+def test_valkey_flushed_rooms_are_rebuilt_from_the_journal_with_the_same_positions() -> None:
+    import redis
+
+    srv = start_server({"RESYNC_MS": "500"})
+    try:
+        with srv.admin() as admin:
+            room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None, presenceSec=None)["id"]
+            tokens = []
+            for _ in range(12):
+                with srv.client() as c:
+                    r = join(c, room)
+                    assert r.status_code == 200
+                    tokens.append(r.json()["token"])
+            eject = admin.post(f"/api/admin/rooms/{room}/eject", json={"ticket": 3})
+            assert eject.status_code == 200
+            before = []
+            with srv.client() as c:
+                for token in tokens:
+                    before.append(status(c, room, token)["position"])
+            # Valkey loses everything under this server's prefix (a flush, or a restore of an empty copy)
+            client = redis.Redis.from_url(srv.env["VALKEY_URL"])
+            keys = list(client.scan_iter(match=f"{srv.env['VALKEY_PREFIX']}*", count=1000))
+            client.delete(*keys)
+            client.close()
+            # meanwhile the room answers 503 with Retry-After (never no_room), then it is back, the same
+            seen_503 = False
+
+            def rebuilt() -> bool:
+                nonlocal seen_503
+                with srv.client() as c:
+                    r = c.get("/api/status", params={"roomId": room, "token": tokens[0]})
+                if r.status_code == 503:
+                    assert r.json()["code"] == "storage_unavailable" and "retry-after" in r.headers
+                    seen_503 = True
+                    return False
+                assert r.status_code == 200, r.text  # never 404 no_room
+                return r.json()["position"] is not None
+
+            wait_until(rebuilt, timeout=30, what="the room rebuilt from the journal")
+            after = []
+            with srv.client() as c:
+                for token in tokens:
+                    after.append(status(c, room, token)["position"])
+            assert after == before
+            summary = admin.get(f"/api/admin/rooms/{room}").json()["room"]
+            assert summary["waiting"] == 12
+            assert summary["nextTicket"] == 13  # numbering continues where it stopped
+    finally:
+        srv.stop()
