@@ -9,7 +9,7 @@ from typing import Any
 from queue_manager.clock import Clock
 from queue_manager.engine.errors import EngineError, bad_field, no_room
 from queue_manager.engine.events import Event
-from queue_manager.engine.model import apply_fields, check_room_id, normalise_body, parse_opens_at
+from queue_manager.engine.model import apply_fields, check_room_id, check_schedule_body, normalise_body, parse_opens_at
 from queue_manager.engine.room import SLOT, Room, draw_order
 from queue_manager.engine.ticket import make_ref
 
@@ -98,17 +98,7 @@ class Engine:
 
     def schedule(self, room_id: str, body: Any) -> Room:
         room = self.room(room_id)
-        if not isinstance(body, dict):
-            raise EngineError(400, "bad_request", "The body must be a JSON object.")
-        unknown = sorted(set(body) - {"opensAt", "preQueueMaxPerIp"})
-        if unknown:
-            raise EngineError(400, "unknown_field", f"Unknown schedule field(s): {', '.join(unknown)}.", fields=unknown)
-        if not body:
-            raise EngineError(
-                400,
-                "nothing_to_change",
-                "Send opensAt (null cancels the drop) and/or preQueueMaxPerIp; the body had neither.",
-            )
+        body = check_schedule_body(body)
         room.advance()
         fields: dict[str, Any] = {}
         if "opensAt" in body:

@@ -361,3 +361,19 @@ def _auto_activate(value: Any) -> dict[str, Any] | None:
             raise bad_field("autoActivate", f"autoActivate.{k} must be a whole number >= 0.", "invalid_auto_activate")
         out[k] = v
     return out
+
+
+def check_schedule_body(body: Any) -> dict[str, Any]:
+    """The schedule route's body: only opensAt and preQueueMaxPerIp, and at least one of them."""
+    if not isinstance(body, dict):
+        raise EngineError(400, "bad_request", "The body must be a JSON object.")
+    unknown = sorted(set(body) - {"opensAt", "preQueueMaxPerIp"})
+    if unknown:
+        raise EngineError(400, "unknown_field", f"Unknown schedule field(s): {', '.join(unknown)}.", fields=unknown)
+    if not body:
+        raise EngineError(
+            400,
+            "nothing_to_change",
+            "Send opensAt (null cancels the drop) and/or preQueueMaxPerIp; the body had neither.",
+        )
+    return body

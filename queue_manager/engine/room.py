@@ -469,32 +469,14 @@ class Room:
             self.pq_per_ident[client.ident] = self.pq_per_ident.get(client.ident, 0) + 1
             self.joins_total += 1
             self.join_times.append(self.clock.mono_ms())
-            self._emit(
-                "prequeue.join",
-                h=entry.handle,
-                ident=client.ident,
-                fp=client.fp.hex(),
-                fp2=_hex(client.fp2),
-                ck=_hex(client.cookie),
-                joined=now_ms,
-                ret=return_url,
-            )
+            self._emit("prequeue.join", h=entry.handle, **_arrival(client, now_ms, return_url))
             return Lookup(pre=entry, reason=found.reason, new=True)
         limit = self.cfg.queue_max_per_ip
         if limit is not None and self.per_ident.get(client.ident, 0) >= limit:
             raise _identity_limit()
         t = self._mint(client.ident, client.fp, client.fp2, client.cookie, now_ms, return_url, charge=True)
         t.reason = found.reason
-        self._emit(
-            "join",
-            n=t.n,
-            ident=client.ident,
-            fp=client.fp.hex(),
-            fp2=_hex(client.fp2),
-            ck=_hex(client.cookie),
-            joined=now_ms,
-            ret=return_url,
-        )
+        self._emit("join", n=t.n, **_arrival(client, now_ms, return_url))
         return Lookup(ticket=t, n=t.n, reason=found.reason, new=True)
 
     def _reclaim(self, t: Ticket) -> None:
@@ -816,6 +798,18 @@ NewDoor = tuple[str, bytes] | Callable[[], tuple[str, bytes]]
 
 def _mint_door(new_door: NewDoor) -> tuple[str, bytes]:
     return new_door() if callable(new_door) else new_door
+
+
+def _arrival(client: ClientId, joined_ms: int, return_url: str | None) -> dict[str, Any]:
+    """What a join or pre-queue join event records about who arrived (docs/events.md)."""
+    return {
+        "ident": client.ident,
+        "fp": client.fp.hex(),
+        "fp2": _hex(client.fp2),
+        "ck": _hex(client.cookie),
+        "joined": joined_ms,
+        "ret": return_url,
+    }
 
 
 def _hex(value: bytes | None) -> str | None:

@@ -23,6 +23,7 @@ from queue_manager.engine.model import (
     RoomConfig,
     apply_fields,
     check_room_id,
+    check_schedule_body,
     normalise_body,
     parse_opens_at,
 )
@@ -503,17 +504,7 @@ class ValkeyStore:
         cur, _ = await self._read_config(room_id)
         if cur is None:
             raise no_room(room_id)
-        if not isinstance(body, dict):
-            raise EngineError(400, "bad_request", "The body must be a JSON object.")
-        unknown = sorted(set(body) - {"opensAt", "preQueueMaxPerIp"})
-        if unknown:
-            raise EngineError(400, "unknown_field", f"Unknown schedule field(s): {', '.join(unknown)}.", fields=unknown)
-        if not body:
-            raise EngineError(
-                400,
-                "nothing_to_change",
-                "Send opensAt (null cancels the drop) and/or preQueueMaxPerIp; the body had neither.",
-            )
+        body = check_schedule_body(body)
         held: dict[str, Any] = {}
 
         def schedule_args(cache: _Config | None) -> list[str]:
