@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from queue_manager.http import admin_rooms, admin_stream, admin_team, health
+from queue_manager.http import admin_console, admin_rooms, admin_stream, admin_team, health
 from queue_manager.http.authn import authenticate
 from queue_manager.http.call import Call
 from queue_manager.http.context import Context
@@ -92,5 +92,5 @@ async def dispatch(ctx: Context, req: Request, send: Send, receive: Receive) -> 
         await send_json(send, 200, ctx.protection.stats(), head=req.method == "HEAD")
     elif path == "/api/admin/shutdown":
         await admin_team.shutdown(call)
-    else:
+    elif not await admin_console.dispatch(call):
         raise HttpError(404, "not_found", "No such route.")

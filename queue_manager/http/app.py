@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from queue_manager.clock import SystemClock
 from queue_manager.config import ConfigRefusal, Settings
 from queue_manager.engine.errors import EngineError
-from queue_manager.http import admin, health, visitor
+from queue_manager.http import admin, health, pages_console, pages_docs, pages_visitor, visitor
 from queue_manager.http.context import Context
 from queue_manager.http.edge import REFUSAL_PAGE, wants_page
 from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, send_error, send_response
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from queue_manager.fleet.backend import Backend
 
 Handler = Callable[[Context, Request, Send], Awaitable[None]]
+
+# page modules, asked in turn for a GET/HEAD path none of the fixed routes own
+PAGE_ROUTERS = (pages_visitor.route, pages_console.route, pages_docs.route)
 
 # public routes: (method set, handler)
 ROUTES: dict[str, tuple[frozenset[str], Handler]] = {
@@ -216,14 +219,16 @@ class App:
                     raise HttpError(405, "method_not_allowed", "Use GET.", headers=[("Allow", "GET")])
                 await visitor.events(ctx, req, send, receive)
                 return
-            if path.startswith("/w/"):
-                if req.method not in ("GET", "HEAD"):
-                    raise HttpError(405, "method_not_allowed", "Use GET.", headers=[("Allow", "GET, HEAD")])
-                await visitor.waiting_page(ctx, req, send, path[3:])
-                return
             if path.startswith("/api/admin/") or path == "/metrics":
                 await admin.dispatch(ctx, req, send, receive)
                 return
+            for page_route in PAGE_ROUTERS:
+                page = page_route(path)
+                if page is not None:
+                    if req.method not in ("GET", "HEAD"):
+                        raise HttpError(405, "method_not_allowed", "Use GET.", headers=[("Allow", "GET, HEAD")])
+                    await page(ctx, req, send)
+                    return
             raise HttpError(404, "not_found", "No such route.")
         except HttpError as err:
             await send_error(send, self._recovering(err), head)
