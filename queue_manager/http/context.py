@@ -75,6 +75,8 @@ class Context:
             # vouched checks are charged to the visitor named, in a map of their own
             "check_vouched": Budget(settings.check_limit_per_min, keys, clock),
             "waiting": Budget(settings.waiting_limit_per_min, keys, clock),
+            # the console (/), /progress and /docs*: the same size, a separate bucket
+            "pages": Budget(settings.waiting_limit_per_min, keys, clock),
         }
         store.on_change(ctx.broadcaster.notify)
         ctx.access = Access(settings, signer, clock, MemoryAccessStore())

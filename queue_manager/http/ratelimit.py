@@ -35,7 +35,7 @@ class Budget:
             if len(self._buckets) > self.max_keys:
                 self._buckets.popitem(last=False)
         self._buckets.move_to_end(key)
-        reset = max(1, math.ceil(bucket[0] + 60.0 - now))
+        reset = max(1, math.ceil(60.0 - (now - bucket[0])))  # not (start + 60) - now: float rounding gave 61
         allowed = bucket[1] < self.limit
         if allowed:
             bucket[1] += 1

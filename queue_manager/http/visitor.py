@@ -17,8 +17,8 @@ from queue_manager.access.protection import BLOCKED_CODE, RequestFacts, block_he
 from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.engine.policy import RoomPolicy
 from queue_manager.engine.view import VisitorView
+from queue_manager.http import pageguard
 from queue_manager.http.context import Context
-from queue_manager.http.edge import wants_page
 from queue_manager.http.identity import FORWARDED_HEADERS as FORWARDED
 from queue_manager.http.identity import Identity, valid_ip
 from queue_manager.http.sse import run_stream
@@ -420,31 +420,10 @@ async def verify(ctx: Context, req: Request, send: Send) -> None:
 
 
 async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> None:
-    ident = ctx.identity.resolve(req)
-    headers: list[tuple[bytes, bytes]] = []
-    if ident.ip in ctx.proxywatch.exempt:
-        allowed = True  # an undeclared proxy: its visitors cannot be told apart
-    else:
-        allowed, headers = ctx.budgets["waiting"].take(ident.ip)
-    if not allowed:
-        head = req.method == "HEAD"
-        if wants_page(req.scope):  # a navigation: the small page that reloads itself after Retry-After
-            await send_response(
-                send,
-                429,
-                asset.refusal_page(headers),
-                [(b"content-type", b"text/html; charset=utf-8"), NO_STORE, *headers],
-                head,
-            )
-        else:  # an XHR gets plain text
-            await send_response(
-                send,
-                429,
-                b"Too many requests from your address; retry after Retry-After.",
-                [(b"content-type", b"text/plain; charset=utf-8"), NO_STORE, *headers],
-                head,
-            )
+    admitted = await pageguard.admit(ctx, req, send, "waiting")
+    if admitted is None:
         return
+    headers = admitted
     policy = await ctx.store.room_policy(room_id) if ROOM_ID_RE.match(room_id) else None
     if policy is None:
         body = asset.not_found_page(room_id)
