@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
+import re
 from functools import cache
 from importlib import resources
 
@@ -14,6 +17,35 @@ def _text(name: str) -> str:
 
 def waiting_template() -> str:
     return _text("waiting.html")
+
+
+@cache
+def offline_page() -> bytes:
+    """offline.html: the self-contained page an operator hosts on the CDN for when the queue is down."""
+    return _text("offline.html").encode()
+
+
+@cache
+def origin_down_page() -> bytes:
+    """origin_down.html: what a navigation gets when the site behind an inline room answers 502/504 or not at all."""
+    return _text("origin_down.html").encode()
+
+
+_INLINE = re.compile(rb"<(script|style)>(.*?)</\1>", re.S)
+
+
+@cache
+def inline_csp(page: bytes) -> bytes:
+    """A strict Content-Security-Policy for a self-contained page: its inline script and style allowed by hash."""
+    hashes: dict[bytes, list[str]] = {b"script": [], b"style": []}
+    for kind, body in _INLINE.findall(page):
+        hashes[kind].append("'sha256-" + base64.b64encode(hashlib.sha256(body).digest()).decode() + "'")
+    script = " ".join(hashes[b"script"]) or "'none'"
+    style = " ".join(hashes[b"style"]) or "'none'"
+    return (
+        f"default-src 'none'; script-src {script}; style-src {style}; img-src data:; base-uri 'none'; "
+        "form-action 'none'; frame-ancestors 'none'"
+    ).encode()
 
 
 @cache
