@@ -141,6 +141,7 @@ class Settings:
     store: StoreName
     sidestore: SidestoreName
     node_env: str
+    docs_dir: str | None  # where /docs reads the guides; None = the checkout's docs/ folder
     # keys and signing
     admin_key: str
     admin_key_is_default: bool
@@ -230,6 +231,7 @@ ENV_VARS: tuple[str, ...] = (
     "STORE",
     "SIDESTORE",
     "NODE_ENV",
+    "DOCS_DIR",
     # keys and signing
     "ADMIN_KEY",
     "SECRET",
@@ -499,6 +501,16 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "across a restart. Set STORE=valkey and SIDESTORE=pg (with VALKEY_URL and DATABASE_URL), "
             "or unset NODE_ENV for a development install.",
         )
+
+    docs_dir = r.optional("DOCS_DIR")
+    if docs_dir is not None and not os.path.isdir(docs_dir):
+        r.warn(
+            "DOCS_DIR",
+            None,
+            f"DOCS_DIR={docs_dir} names no directory this process can read. In effect: DOCS_DIR unset "
+            "(the docs/ folder of the checkout the package runs from). Point it at a copy of the docs/ folder.",
+        )
+        docs_dir = None
 
     valkey_url = r.optional("VALKEY_URL")
     database_url = r.optional("DATABASE_URL")
@@ -778,6 +790,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         store=store,
         sidestore=sidestore,
         node_env=node_env,
+        docs_dir=docs_dir,
         admin_key=admin_key,
         admin_key_is_default=admin_key_is_default,
         secret=secret,

@@ -1,15 +1,278 @@
-"""Page routes (docs): path -> handler, consulted by the app after the fixed API routes."""
+"""The guides at /docs and their Thai translations at /docs/th, rendered from the docs folder.
+
+URLs: ``/docs`` (index), ``/docs/<name>`` (``operations``, ``integration``, …), ``/docs/th`` and
+``/docs/th/<name>``; a Thai page whose translation is missing shows the English guide under a notice.
+``/docs/OPERATIONS.md`` and a trailing slash redirect to the canonical address.
+
+Every load is charged to the "pages" budget (pageguard). Each page is rendered once per version of the files it
+is made from (path, mtime, size), off the event loop, then served from memory: gzip when accepted, an ETag,
+``private, no-cache`` (a reload is a 304). The page carries a CSP with no script source at all.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import gzip
+import hashlib
+import html
+import os
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 
+import queue_manager
+from queue_manager.http import pageguard
 from queue_manager.http.context import Context
 from queue_manager.http.wire import Request, Send
+from queue_manager.web.docs import render
 
 PageHandler = Callable[[Context, Request, Send], Awaitable[None]]
+
+CACHE_CONTROL = (b"cache-control", b"private, no-cache")
+HTML_TYPE = (b"content-type", b"text/html; charset=utf-8")
+VARY = (b"vary", b"Accept-Encoding")
+NOSNIFF = (b"x-content-type-options", b"nosniff")
+REFERRER = (b"referrer-policy", b"same-origin")
+
+# a file's version: (mtime_ns, size), or None when it is missing
+Stamp = tuple[tuple[int, int] | None, ...]
+
+
+def default_docs_dir() -> Path:
+    """The docs/ folder of the checkout the package runs from (also right for an editable install)."""
+    return Path(queue_manager.__file__).resolve().parent.parent / "docs"
+
+
+@dataclass(frozen=True)
+class Body:
+    """One page ready to send: the HTML, its gzip form, and an ETag for each."""
+
+    status: int
+    lang: str
+    raw: bytes
+    gz: bytes
+    etag: bytes
+    etag_gz: bytes
+
+    @classmethod
+    def of(cls, status: int, lang: str, text: str) -> Body:
+        raw = text.encode()
+        tag = hashlib.sha256(raw).hexdigest()[:20]
+        return cls(status, lang, raw, gzip.compress(raw, 9, mtime=0), f'"{tag}"'.encode(), f'"{tag}-gz"'.encode())
+
+
+class Library:
+    """The rendered pages of one docs folder, each kept until one of its files changes."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._pages: dict[tuple[str, str], tuple[Stamp, Body]] = {}
+        self.renders = 0  # how many times a page was (re)built
+
+    def _stat(self, *parts: str) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.root.joinpath(*parts))
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def _sources(self, lang: str, name: str) -> list[tuple[str, ...]]:
+        if name == "":  # the index names every guide and its title
+            files: list[tuple[str, ...]] = [(f,) for f in render.GUIDES.values()]
+            return files + [("th", f) for f in render.GUIDES.values()] if lang == "th" else files
+        file = render.GUIDES[name]
+        return [("th", file), (file,)] if lang == "th" else [(file,)]
+
+    async def page(self, lang: str, name: str) -> Body:
+        """The page for (lang, guide name or '' for the index), rendered again only when a source changed."""
+        stamp: Stamp = tuple(self._stat(*p) for p in self._sources(lang, name))
+        key = (lang, name)
+        hit = self._pages.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        body = await asyncio.to_thread(self._build, lang, name)
+        self.renders += 1
+        self._pages[key] = (stamp, body)
+        return body
+
+    def _read(self, *parts: str) -> str | None:
+        try:
+            return self.root.joinpath(*parts).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def _guide(self, lang: str, name: str) -> tuple[render.Rendered, bool, str] | None:
+        """(rendered guide, whether it is the Thai translation, source path) or None when missing."""
+        file = render.GUIDES[name]
+        if lang == "th":
+            text = self._read("th", file)
+            if text is not None:
+                return render.render_markdown(text, "th", "th"), True, f"docs/th/{file}"
+        text = self._read(file)
+        if text is None:
+            return None
+        return render.render_markdown(text, "", "en"), False, f"docs/{file}"
+
+    def _build(self, lang: str, name: str) -> Body:
+        if name == "":
+            return self._index(lang)
+        found = self._guide(lang, name)
+        if found is None:
+            return not_found(lang)
+        doc, translated, source = found
+        ui = render.UI[lang]
+        main = doc.body
+        if lang == "th" and not translated:
+            notice = (
+                f'<div class="notice" role="note"><p>{ui["fallback"]}</p>'
+                f'<p lang="en">{render.UI["th"]["fallback_en"]}</p></div>'
+            )
+            main = f'{notice}<div lang="en">{doc.body}</div>'
+        footer = f'{ui["source"]} <code>{html.escape(source)}</code>'
+        text = render.page(
+            lang=lang, title=doc.title, main=main, toc=render.toc_html(doc.headings, lang), name=name, footer=footer
+        )
+        return Body.of(200, lang, text)
+
+    def _index(self, lang: str) -> Body:
+        ui = render.UI[lang]
+        items: list[str] = []
+        for name in render.GUIDES:
+            found = self._guide(lang, name)
+            if found is None:
+                continue
+            doc, translated, _ = found
+            href = f"/docs/th/{name}" if lang == "th" else f"/docs/{name}"
+            english = lang == "th" and not translated
+            attr = ' lang="en"' if english else ""
+            tag = f'<span class="tag">({ui["english_only"]})</span>' if english else ""
+            summary = f"<p{attr}>{html.escape(doc.summary)}</p>" if doc.summary else ""
+            items.append(f'<li><a href="{href}"{attr}>{html.escape(doc.title)}</a>{tag}{summary}</li>')
+        listing = f'<ul class="guides">{"".join(items)}</ul>' if items else f"<p>{ui['not_installed']}</p>"
+        main = f'<h1>{ui["index_title"]}</h1><p class="lede">{ui["index_lede"]}</p>{listing}'
+        return Body.of(200, lang, render.page(lang=lang, title=ui["index_title"], main=main))
+
+
+def not_found(lang: str) -> Body:
+    ui = render.UI[lang]
+    index = "/docs/th" if lang == "th" else "/docs"
+    main = f'<h1>{ui["missing_title"]}</h1><p>{ui["missing_body"]}</p><p><a href="{index}">{ui["missing_link"]}</a></p>'
+    return Body.of(404, lang, render.page(lang=lang, title=ui["missing_title"], main=main))
+
+
+_LIBRARIES: dict[Path, Library] = {}
+
+
+def library(ctx: Context) -> Library:
+    root = Path(ctx.settings.docs_dir) if ctx.settings.docs_dir else default_docs_dir()
+    lib = _LIBRARIES.get(root)
+    if lib is None:
+        lib = _LIBRARIES[root] = Library(root)
+    return lib
+
+
+def resolve(path: str) -> tuple[str, str | None, str | None]:
+    """/docs path -> (lang, guide name ('' = index) or None when unknown, canonical path to redirect to or None)."""
+    rest = path[len("/docs") :]
+    lang = "en"
+    if rest == "/th" or rest.startswith("/th/"):
+        lang, rest = "th", rest[3:]
+    prefix = "/docs/th" if lang == "th" else "/docs"
+    if rest in ("", "/"):
+        return lang, "", (prefix if rest else None)
+    piece = rest[1:]
+    if piece.endswith("/"):
+        piece = piece[:-1]
+    if "/" in piece or not piece:
+        return lang, None, None
+    name = piece.lower()
+    if name.endswith(".md"):
+        name = render.BY_FILE.get(name, "")
+    if name not in render.GUIDES:
+        return lang, None, None
+    canonical = f"{prefix}/{name}"
+    return lang, name, (canonical if canonical != path else None)
+
+
+def _accepts_gzip(req: Request) -> bool:
+    raw = req.header(b"accept-encoding")
+    if not raw:
+        return False
+    for part in raw.split(","):
+        coding, _, params = part.strip().partition(";")
+        if coding.strip().lower() in ("gzip", "*"):
+            q = params.strip().lower()
+            if q.startswith("q="):
+                try:
+                    return float(q[2:]) > 0
+                except ValueError:
+                    return False
+            return True
+    return False
+
+
+def _matches(req: Request, etags: tuple[bytes, ...]) -> bool:
+    raw = req.headers.get(b"if-none-match")
+    if not raw:
+        return False
+    for candidate in raw.split(b","):
+        tag = candidate.strip()
+        if tag == b"*":
+            return True
+        if tag.startswith(b"W/"):
+            tag = tag[2:]
+        if tag in etags:
+            return True
+    return False
+
+
+async def _docs(ctx: Context, req: Request, send: Send) -> None:
+    limits = await pageguard.admit(ctx, req, send, "pages")
+    if limits is None:
+        return  # refused: pageguard answered 429
+    head = req.method == "HEAD"
+    lang, name, canonical = resolve(req.path)
+    if canonical is not None:
+        location = canonical.encode()
+        await _send(send, 301, b"", [(b"location", location), CACHE_CONTROL, *limits], head)
+        return
+    lib = library(ctx)
+    body = not_found(lang) if name is None else await lib.page(lang, name)
+    headers: list[tuple[bytes, bytes]] = [
+        HTML_TYPE,
+        CACHE_CONTROL,
+        VARY,
+        NOSNIFF,
+        REFERRER,
+        (b"content-security-policy", render.content_security_policy().encode()),
+        (b"content-language", body.lang.encode()),
+        *limits,
+    ]
+    gz = _accepts_gzip(req)
+    if body.status == 200:
+        etag = body.etag_gz if gz else body.etag
+        headers.append((b"etag", etag))
+        if _matches(req, (body.etag, body.etag_gz)):
+            await _send(send, 304, b"", headers, True, length=False)
+            return
+    payload = body.raw
+    if gz:
+        headers.append((b"content-encoding", b"gzip"))
+        payload = body.gz
+    await _send(send, body.status, payload, headers, head)
+
+
+async def _send(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]], head: bool, *, length: bool = True
+) -> None:
+    if length:
+        headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else body})
 
 
 def route(path: str) -> PageHandler | None:
     """The handler for a GET/HEAD page path this module serves, or None."""
+    if path == "/docs" or path.startswith("/docs/"):
+        return _docs
     return None
