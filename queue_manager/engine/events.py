@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-EVENT_LOG_VERSION = 1
+# 2: join carries ``reason``, promote carries ``credit``; new types slot.release and return.update;
+# a bounced claim whose grace ran out is kept (docs/events.md). Events stamped lv 1 still replay.
+EVENT_LOG_VERSION = 2
 
 # Every type this build writes (and can replay).
 EVENT_TYPES = frozenset(
@@ -34,6 +36,8 @@ EVENT_TYPES = frozenset(
         "session.touch",
         "join.revoke",
         "prequeue.revoke",
+        "slot.release",
+        "return.update",
     }
 )
 

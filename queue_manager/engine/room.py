@@ -152,10 +152,12 @@ class Room:
         count = 0
         for n in list(self.bounced):
             t = self.tickets.get(n)
-            if t is None or t.state != "passed" or t.slot or t.bounced_at is None or now - t.bounced_at >= grace:
+            if t is None or t.state != "passed" or t.slot or t.bounced_at is None:
                 self.bounced.discard(n)
                 continue
-            if older_than is None or n < older_than:
+            # a claim whose grace ran out is not counted, but kept: raising presenceSec later revives
+            # it, exactly as in a room rebuilt from the journal (which has only the bounce's instant)
+            if now - t.bounced_at < grace and (older_than is None or n < older_than):
                 count += 1
         return count
 
@@ -182,6 +184,8 @@ class Room:
             if real <= now:
                 self.slot_holders.discard(n)
                 t.slot = False
+                if t.pass_at + self.cfg.passed_ttl_sec * 1000 > now:  # else its expire (below) says it all
+                    self._emit("slot.release", n=n)
             else:
                 heapq.heappush(heap, (real, n))
         heap = self._pass_heap
@@ -355,7 +359,7 @@ class Room:
         self._grant_slot(t, slot, now)
         self.passes_total += 1
         self.pass_times.append(now)
-        self._emit("promote", n=t.n, slot=slot)
+        self._emit("promote", n=t.n, slot=slot, credit=self.credit)
 
     def _grant_slot(self, t: Ticket, slot: bool, now: int) -> None:
         t.slot = slot
@@ -437,15 +441,17 @@ class Room:
         if found.ticket is not None:
             t = found.ticket
             self.see(t)
-            if return_url is not None:
+            if return_url is not None and return_url != t.return_url:
                 t.return_url = return_url
+                self._emit("return.update", n=t.n, ret=return_url)
             if t.state == "admitted" and client.cookie is not None and t.cookie == client.cookie:
                 self._reclaim(t)
             return found
         if found.pre is not None:
             self.see(found.pre)
-            if return_url is not None:
+            if return_url is not None and return_url != found.pre.return_url:
                 found.pre.return_url = return_url
+                self._emit("return.update", h=found.pre.handle, ret=return_url)
             return found
         state = self.effective_state()
         if state == "bypass":
@@ -476,7 +482,7 @@ class Room:
             raise _identity_limit()
         t = self._mint(client.ident, client.fp, client.fp2, client.cookie, now_ms, return_url, charge=True)
         t.reason = found.reason
-        self._emit("join", n=t.n, **_arrival(client, now_ms, return_url))
+        self._emit("join", n=t.n, reason=found.reason, **_arrival(client, now_ms, return_url))
         return Lookup(ticket=t, n=t.n, reason=found.reason, new=True)
 
     def _reclaim(self, t: Ticket) -> None:

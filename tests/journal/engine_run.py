@@ -10,8 +10,8 @@ deliberately does not record — before two rooms are compared:
 * door-check counters (``unscopedChecks``, ``blockedReturnUrls``, URL-rule matches);
 * optionally the outflow credit, which is exact only under the conditions ``test_replay`` states.
 
-``journal_needs()`` makes the engine journal what replay needs and the engine does not write yet
-(see ``NEEDS``); it does nothing for a need the engine already meets.
+``engine_missing()`` reads off room.py what replay needs (``NEEDS``) and the engine does not journal:
+``test_the_engine_journals_what_replay_needs`` keeps it empty.
 """
 
 from __future__ import annotations
@@ -100,68 +100,6 @@ def _prunes_lapsed_claims() -> bool:
     room.bounced.add(t.n)
     room._active_bounced(clock.mono_ms() + 10_000)
     return t.n not in room.bounced
-
-
-def _active_bounced(self: Room, now: int, older_than: int | None = None) -> int:
-    """Room._active_bounced as proposed: a lapsed claim is not counted, but not forgotten either."""
-    grace = (self.cfg.presence_sec or room_module.BOUNCED_GRACE_SEC) * 1000
-    count = 0
-    for n in list(self.bounced):
-        t = self.tickets.get(n)
-        if t is None or t.state != "passed" or t.slot or t.bounced_at is None:
-            self.bounced.discard(n)
-            continue
-        if now - t.bounced_at < grace and (older_than is None or n < older_than):
-            count += 1
-    return count
-
-
-@contextlib.contextmanager
-def journal_needs() -> Iterator[None]:
-    """Emit what replay needs, exactly as the engine is asked to, for every need it does not meet yet."""
-    missing = set(engine_missing())
-    orig_emit = Room._emit
-    orig_sweep = Room.sweep
-    orig_join = Room.join
-
-    def emit(self: Room, type_: str, **data: Any) -> None:
-        if type_ == "join" and "join.reason" in missing and "reason" not in data:
-            data["reason"] = self.tickets[data["n"]].reason
-        if type_ == "promote" and "promote.credit" in missing and "credit" not in data:
-            data["credit"] = self.credit
-        orig_emit(self, type_, **data)
-
-    def sweep(self: Room, now: int) -> None:
-        held = set(self.slot_holders)
-        orig_sweep(self, now)
-        for n in sorted(held - self.slot_holders):
-            t = self.tickets.get(n)
-            if t is not None and t.state == "passed" and not t.slot:
-                self._emit("slot.release", n=n)
-
-    def join(self: Room, client: ClientId, presented: Presented | None, return_url: str | None) -> Any:
-        before = self.resolve(presented, client)
-        holder = before.ticket or before.pre
-        old = None if holder is None else holder.return_url
-        found = orig_join(self, client, presented, return_url)
-        if holder is not None and return_url is not None and not found.new and old != return_url:
-            # (a pre-queue entry may have been drawn into a ticket on the way: it carried its URL along)
-            if found.pre is not None:
-                self._emit("return.update", h=found.pre.handle, ret=return_url)
-            elif found.ticket is not None:
-                self._emit("return.update", n=found.ticket.n, ret=return_url)
-        return found
-
-    with contextlib.ExitStack() as stack:
-        if missing:
-            stack.enter_context(mock.patch.object(Room, "_emit", emit))
-        if "slot.release" in missing:
-            stack.enter_context(mock.patch.object(Room, "sweep", sweep))
-        if "return.update" in missing:
-            stack.enter_context(mock.patch.object(Room, "join", join))
-        if "bounced.lapse" in missing:
-            stack.enter_context(mock.patch.object(Room, "_active_bounced", _active_bounced))
-        yield
 
 
 @contextlib.contextmanager
@@ -468,7 +406,6 @@ __all__ = [
     "engine_missing",
     "fresh_heaps",
     "future",
-    "journal_needs",
     "observe",
     "ops",
     "see_everyone",

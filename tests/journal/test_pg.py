@@ -19,7 +19,7 @@ from queue_manager.journal import PgJournal, migrate
 from queue_manager.journal.migrations import LATEST
 from queue_manager.store.base import StoreUnavailable
 from tests.journal.conftest import make_journal
-from tests.journal.engine_run import Run, align, clock_copy, deterministic, diff, future, journal_needs, observe
+from tests.journal.engine_run import Run, align, clock_copy, deterministic, diff, future, observe
 
 TABLES = {
     "events",
@@ -297,7 +297,7 @@ async def test_snapshots_save_and_load(journal, pg, schema):
 
 async def test_busy_rooms_are_checkpointed_by_one_instance_at_a_time(journal, schema, tmp_path):
     run = Run()
-    with journal_needs(), deterministic():
+    with deterministic():
         for i in range(30):
             run.apply(("join", i % 7, None))
             run.apply(("wait", 1000))
@@ -352,7 +352,7 @@ async def test_a_live_room_is_rebuilt_from_postgres_with_and_without_a_checkpoin
     script = _script(seed, 400)
     half = len(script) // 2
     commits: list[asyncio.Task[None]] = []
-    with journal_needs(), deterministic():
+    with deterministic():
         for i, op in enumerate(script):
             start = len(run.events)
             run.apply(op)

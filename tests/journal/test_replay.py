@@ -3,8 +3,9 @@
 The property that proves the events sufficient: for random runs of the engine, replaying every event
 it journaled answers every question like the live room and lives the same later life — after the
 documented exceptions (``engine_run.align``: seen/told, the < 60 s session slide lag, door-check
-counters). ``journal_needs()`` makes the engine journal the four things replay needs and room.py does
-not write yet (``NEEDS``); ``test_the_engine_journals_what_replay_needs`` fails until room.py does.
+counters). ``test_the_engine_journals_what_replay_needs`` guards the things replay needs that the engine
+once did not journal (``NEEDS``: join.reason, promote.credit, slot.release, return.update, the bounced
+claim kept after its grace).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from tests.journal.engine_run import (
     diff,
     engine_missing,
     future,
-    journal_needs,
     observe,
     ops,
     room_fields,
@@ -72,15 +72,14 @@ def assert_same_room(rebuilt: Any, run: Run, here: FakeClock, *, pacing_exact: b
 @SETTINGS
 @given(room_fields(), ops(), st.integers(0, 80))
 def test_replay_of_everything_journaled_is_the_live_room(fields, script, cut):
-    with journal_needs():
-        run, base = scripted(fields, script, cut)
-        events = [Event(**{k: v for k, v in orjson.loads(orjson.dumps(e.as_dict())).items()}) for e in run.events]
+    run, base = scripted(fields, script, cut)
+    events = [Event(**{k: v for k, v in orjson.loads(orjson.dumps(e.as_dict())).items()}) for e in run.events]
+    here = clock_copy(run.clock)
+    assert_same_room(replay(events, here, room_events=[]), run, here, pacing_exact=False)
+    if base is not None:  # a checkpoint in the middle, then the events after it
         here = clock_copy(run.clock)
-        assert_same_room(replay(events, here, room_events=[]), run, here, pacing_exact=False)
-        if base is not None:  # a checkpoint in the middle, then the events after it
-            here = clock_copy(run.clock)
-            rebuilt = replay(events, here, base=base, room_events=[])
-            assert_same_room(rebuilt, run, here, pacing_exact=False, windows=False)
+        rebuilt = replay(events, here, base=base, room_events=[])
+        assert_same_room(rebuilt, run, here, pacing_exact=False, windows=False)
 
 
 @SETTINGS
@@ -88,45 +87,38 @@ def test_replay_of_everything_journaled_is_the_live_room(fields, script, cut):
 def test_replay_restores_the_outflow_credit_exactly_when_every_change_lands_on_a_tick(fields, script, cut):
     # Credit is not journaled per tick. With promote.credit, replay is exact when operations happen at
     # tick instants and no drop opens by itself (see replay.py): the later promotions are the same.
-    with journal_needs():
-        run, base = scripted(fields, script, cut)
+    run, base = scripted(fields, script, cut)
+    here = clock_copy(run.clock)
+    assert_same_room(replay(run.events, here, room_events=[]), run, here, pacing_exact=True)
+    if base is not None:
         here = clock_copy(run.clock)
-        assert_same_room(replay(run.events, here, room_events=[]), run, here, pacing_exact=True)
-        if base is not None:
-            here = clock_copy(run.clock)
-            rebuilt = replay(run.events, here, base=base, room_events=[])
-            assert_same_room(rebuilt, run, here, pacing_exact=True, windows=False)
+        rebuilt = replay(run.events, here, base=base, room_events=[])
+        assert_same_room(rebuilt, run, here, pacing_exact=True, windows=False)
 
 
 @SETTINGS
 @given(room_fields(), ops(max_size=50), st.integers(0, 50))
 def test_fold_is_a_checkpoint_of_the_journal(fields, script, cut):
-    with journal_needs():
-        run, base = scripted(fields, script, cut)
-        whole = fold(run.events)
-        assert whole["seq"] == run.events[-1].seq
-        assert whole["refWall"] == run.events[-1].ts
-        if base is not None:  # a checkpoint plus the rest folds to the same document as the whole journal
-            part = fold(run.events, base)
-            for mine, theirs in zip(part["tickets"], whole["tickets"], strict=True):
-                assert 0 <= mine["sessLast"] - theirs["sessLast"] < TOUCH_EVERY_MS  # slides: once a minute
-            for doc in (part, whole):
-                for t in doc["tickets"]:
-                    t.pop("told")  # kept by a checkpoint of the live room, not journaled
-                    t.pop("sessLast")
-                doc.pop("counters")  # door-check counters: the same
-                for key in ("refWall", "refMono", "credit", "lastTick"):
-                    doc.pop(key)  # as of the later of the checkpoint and the last event: not the same instant
-            assert part == whole, diff(part, whole)
+    run, base = scripted(fields, script, cut)
+    whole = fold(run.events)
+    assert whole["seq"] == run.events[-1].seq
+    assert whole["refWall"] == run.events[-1].ts
+    if base is not None:  # a checkpoint plus the rest folds to the same document as the whole journal
+        part = fold(run.events, base)
+        for mine, theirs in zip(part["tickets"], whole["tickets"], strict=True):
+            assert 0 <= mine["sessLast"] - theirs["sessLast"] < TOUCH_EVERY_MS  # slides: once a minute
+        for doc in (part, whole):
+            for t in doc["tickets"]:
+                t.pop("told")  # kept by a checkpoint of the live room, not journaled
+                t.pop("sessLast")
+            doc.pop("counters")  # door-check counters: the same
+            for key in ("refWall", "refMono", "credit", "lastTick"):
+                doc.pop(key)  # as of the later of the checkpoint and the last event: not the same instant
+        assert part == whole, diff(part, whole)
 
 
-@pytest.mark.xfail(
-    bool(engine_missing()),
-    reason="room.py does not journal yet: " + "; ".join(NEEDS[k] for k in engine_missing()),
-    strict=True,
-)
 def test_the_engine_journals_what_replay_needs():
-    assert engine_missing() == []
+    assert engine_missing() == [], [NEEDS[k] for k in engine_missing()]
 
 
 # ------------------------------------------------------------------------------------ fencing
@@ -188,7 +180,7 @@ def test_every_type_the_engine_writes_can_be_replayed():
 
 def _run(script: list[tuple[Any, ...]], **fields: Any) -> Run:
     run = Run(**fields)
-    with journal_needs(), deterministic():
+    with deterministic():
         for op in script:
             run.apply(op)
     return run
@@ -265,7 +257,7 @@ def test_fences_say_what_kind_they_are():
         replay(journal(("room.teleport", {}, 1)), FakeClock())
     assert err.value.kind == "unknown_type"
     with pytest.raises(ReplayFenced) as err:
-        replay(journal(("purge", {"count": 1}, 2)), FakeClock())
+        replay(journal(("purge", {"count": 1}, EVENT_LOG_VERSION + 1)), FakeClock())
     assert err.value.kind == "newer_lv"
     with pytest.raises(ReplayFenced) as err:
         replay(events, FakeClock(), base={**fold(events), "v": 2})
@@ -303,7 +295,7 @@ def test_admit_revoke_restores_a_bounced_pass_without_a_slot():
     )
     assert run.room.tickets[2].state == "passed" and 2 in run.room.bounced
     events = list(run.events)
-    with journal_needs(), deterministic():
+    with deterministic():
         run.apply(("eject", 1))  # the slot frees
         run.apply(("check", 1, 0, 0))
     assert run.room.tickets[2].state == "admitted"

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from queue_manager.engine.errors import EngineError
+from queue_manager.engine.events import EVENT_LOG_VERSION
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import Presented
+from queue_manager.engine.room import SLOT, Presented
 from queue_manager.engine.ticket import make_ref
 
 from .conftest import TARGET, Env
@@ -85,7 +86,7 @@ async def test_room_events_carry_the_config_and_the_fields(stores: Env) -> None:
     assert events[1].data == {"fields": ["maxConcurrent", "name"], "config": events[1].data["config"]}
     assert events[1].data["config"]["maxConcurrent"] == 5 and events[1].data["config"]["name"] == "Shop"
     assert events[2].data["fields"] == ["preQueueMaxPerIp"] and events[2].data["config"]["preQueueMaxPerIp"] == 3
-    assert all(e.ts == env.clock.wall_ms() and e.room == "r" and e.lv == 1 for e in events)
+    assert all(e.ts == env.clock.wall_ms() and e.room == "r" and e.lv == EVENT_LOG_VERSION for e in events)
 
 
 @pytest.mark.parametrize(
@@ -184,6 +185,7 @@ async def test_join_events_carry_the_visitor(stores: Env) -> None:
     assert event.type == "join" and event.seq == 2
     assert event.data == {
         "n": 1,
+        "reason": None,  # no token was presented
         "ident": "203.0.113.7",
         "fp": "0102",
         "fp2": "03",
@@ -447,7 +449,8 @@ async def test_presence_an_absent_head_is_promoted_without_a_slot_or_credit(stor
     assert g["state"] == "passed" and not g["holdsSlot"]
     assert h["state"] == "passed" and h["holdsSlot"]  # the rate paid only for the present one
     events = [e for e in env.events() if e.type == "promote"]
-    assert [e.data for e in events] == [{"n": gone.n, "slot": False}, {"n": here.n, "slot": True}]
+    assert [(e.data["n"], e.data["slot"]) for e in events] == [(gone.n, False), (here.n, True)]
+    assert events[0].data["credit"] - events[1].data["credit"] == SLOT  # only the present one spent credit
 
 
 async def test_an_untold_holder_gives_the_slot_back_once_unseen(stores: Env) -> None:

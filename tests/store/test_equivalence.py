@@ -555,5 +555,7 @@ def test_long_runs_with_a_crowd(seed: int) -> None:
             "prequeue.draw",
             "room.schedule",
             "room.delete",
+            "slot.release",
+            "return.update",
         }
         assert wanted <= union, sorted(wanted - union)

@@ -26,7 +26,7 @@ def test_a_full_life_emits_only_known_types_and_every_kind_of_change(make_room, 
     assert a.check().admit
     run(21)  # session.end for a; b promoted into the slot
     assert a.state is None and b.state == "passed"
-    run(120)  # b's claim window lapses; c takes the slot
+    run(120)  # b's claim window lapses (slot.release); c takes the slot
     assert c.state == "passed" and c.ticket.slot
     assert b.check().reason == "at_capacity"  # bounce
     run(80)  # b's pass expires: expire
@@ -57,6 +57,7 @@ def test_a_full_life_emits_only_known_types_and_every_kind_of_change(make_room, 
         "purge",
         "expire",
         "session.end",
+        "slot.release",
     }
     for ev in events:
         assert isinstance(ev, Event)
@@ -98,7 +99,8 @@ def test_join_and_promote_events(make_room, visitor, run, engine):
     v.join()  # re-presenting is not a change
     assert types(engine) == []
     run(1)
-    assert [(e.type, e.data) for e in engine.drain_events()] == [("promote", {"n": v.n, "slot": True})]
+    # credit: the outflow credit right after the promotion (one slot accrued in 1 s at 60/min, one spent)
+    assert [(e.type, e.data) for e in engine.drain_events()] == [("promote", {"n": v.n, "slot": True, "credit": 0})]
 
 
 def test_status_and_a_refused_join_emit_nothing(make_room, visitor, engine):

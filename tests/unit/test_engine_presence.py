@@ -6,6 +6,8 @@ slot back once unseen for presenceSec; a told holder keeps it for the whole clai
 
 from __future__ import annotations
 
+from queue_manager.engine.room import SLOT
+
 
 def _resume_with(engine, run, *keep):
     """Resume a paused room and tick once, the ``keep`` visitors polling."""
@@ -25,7 +27,8 @@ def test_absent_head_is_promoted_in_order_without_slot_or_credit(make_room, visi
     assert p2.state == "waiting" and p2.position == 1
     assert room.occupancy() == 1
     promotes = [e.data for e in engine.drain_events() if e.type == "promote"]
-    assert promotes == [{"n": ghost.n, "slot": False}, {"n": p1.n, "slot": True}]
+    assert [(p["n"], p["slot"]) for p in promotes] == [(ghost.n, False), (p1.n, True)]
+    assert promotes[0]["credit"] - promotes[1]["credit"] == SLOT  # only p1's promotion spent credit
 
 
 def test_absent_ticket_behind_a_blocked_present_head_waits_its_turn(make_room, visitor, run, engine):

@@ -25,8 +25,9 @@ local found = resolve(P, C)
 if found.ticket ~= nil then
   local t = found.ticket
   t.sn = NOW
-  if ret ~= nil then
+  if ret ~= nil and ret ~= t.ru then
     t.ru = ret
+    emit('return.update', {n = t.n, ret = ret})
   end
   if t.s == 'admitted' and C.ck ~= nil and t.ck == C.ck then
     reclaim(t)
@@ -36,8 +37,9 @@ end
 if found.pre ~= nil then
   local e = found.pre
   e.sn = NOW
-  if ret ~= nil then
+  if ret ~= nil and ret ~= e.ru then
     e.ru = ret
+    emit('return.update', {h = e.h, ret = ret})
   end
   save_pre(e)
   return done(view_payload(found))
@@ -71,6 +73,7 @@ end
 local t = mint(C.id, C.fp, C.f2, C.ck, NOW_WALL, ret, true, true, ref_for(S.next))
 t.r = found.reason
 emit('join', {
-  n = t.n, ident = C.id, fp = C.fp, fp2 = jnull(C.f2), ck = jnull(C.ck), joined = NOW_WALL, ret = jnull(ret),
+  n = t.n, reason = jnull(found.reason), ident = C.id, fp = C.fp, fp2 = jnull(C.f2), ck = jnull(C.ck),
+  joined = NOW_WALL, ret = jnull(ret),
 })
 return done(view_payload({ticket = t, n = t.n, reason = found.reason, new = true}))

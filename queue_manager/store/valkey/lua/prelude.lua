@@ -236,10 +236,10 @@ local function active_bounced(now, older_than)
   for _, m in ipairs(redis.call('SMEMBERS', K.bn)) do
     local n = tonumber(m)
     local t = getT(n)
-    if t == nil or t.s ~= 'passed' or t.sl or t.ba == nil or now - t.ba >= grace then
+    if t == nil or t.s ~= 'passed' or t.sl or t.ba == nil then
       redis.call('SREM', K.bn, m)
-    elseif older_than == nil or n < older_than then
-      count = count + 1
+    elseif now - t.ba < grace and (older_than == nil or n < older_than) then
+      count = count + 1  -- a lapsed claim is kept, not counted (raising presenceSec revives it)
     end
   end
   return count
@@ -437,7 +437,7 @@ local function promote(t, slot, now)  -- _promote
   S.passes = S.passes + 1
   S.pseq = (S.pseq or 0) + 1
   redis.call('ZADD', K.pt, I(now), 'p' .. I(S.pseq))
-  emit('promote', {n = t.n, slot = slot})
+  emit('promote', {n = t.n, slot = slot, credit = S.credit})
 end
 
 local function drop_pass_and_session(t)  -- _drop_pass_and_session
@@ -533,6 +533,9 @@ local function sweep(now)  -- sweep; false when the budget ran out with more due
       if real <= now then
         redis.call('SREM', K.sl, I(n))
         t.sl = nil
+        if t.pa + S.c_pttl * 1000 > now then  -- else its expire (below) says it all
+          emit('slot.release', {n = n})
+        end
       else
         hpush(K.hs, real, n)
       end
