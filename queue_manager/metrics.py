@@ -28,6 +28,13 @@ class Counters:
     edge_client_ip_fallback: int = 0
     unscoped_checks: int = 0
     refused_origin_checks: dict[tuple[str, str], int] = field(default_factory=dict)
+    # inline proxy (queue_manager/inline)
+    inline_gated: int = 0
+    inline_bypassed: int = 0
+    origin_errors: dict[tuple[str, str], int] = field(default_factory=dict)  # (room, phase)
+    visitor_disconnects: dict[str, int] = field(default_factory=dict)  # room
+    backend_down: dict[str, int] = field(default_factory=dict)  # onBackendDown mode
+    connections_shed: int = 0
 
     def reject_token(self, reason: str) -> None:
         self.rejected_tokens += 1
@@ -131,5 +138,40 @@ def render(
         ),
         rejected,
         refused_origin,
+        *_inline_families(counters, labels, inst),
     ]
     return generate_latest(_Snapshot(metrics))
+
+
+def _inline_families(counters: Counters, labels: list[str], inst: list[str]) -> list[Metric]:
+    gated = CounterMetricFamily("qm_inline_gated", "Inline requests that went through the gate", labels=labels)
+    gated.add_metric(inst, counters.inline_gated)
+    bypassed = CounterMetricFamily(
+        "qm_inline_bypassed", "Inline static subresources forwarded without a queue check", labels=labels
+    )
+    bypassed.add_metric(inst, counters.inline_bypassed)
+    errors = CounterMetricFamily(
+        "qm_proxy_origin_errors",
+        "Proxied requests the site behind the queue failed, per room and phase",
+        labels=["room", "phase", *labels],
+    )
+    for (room_id, phase), value in counters.origin_errors.items():
+        errors.add_metric([room_id, phase, *inst], value)
+    gone = CounterMetricFamily(
+        "qm_proxy_visitor_disconnects",
+        "Proxied requests the visitor abandoned (not origin errors)",
+        labels=["room", *labels],
+    )
+    for room_id, value in counters.visitor_disconnects.items():
+        gone.add_metric([room_id, *inst], value)
+    down = CounterMetricFamily(
+        "qm_proxy_backend_down", "Inline requests answered while the backend was down, per onBackendDown mode",
+        labels=["mode", *labels],
+    )
+    for mode in ("open", "closed"):
+        down.add_metric([mode, *inst], counters.backend_down.get(mode, 0))
+    shed = CounterMetricFamily(
+        "qm_connections_shed", "Requests answered 503 at the MAX_CONNECTIONS ceiling", labels=labels
+    )
+    shed.add_metric(inst, counters.connections_shed)
+    return [gated, bypassed, errors, gone, down, shed]

@@ -1,0 +1,86 @@
+"""The inline component: the host index, the upstream pool, the counters, and the index refresh."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from queue_manager.inline.client import Pool
+from queue_manager.inline.hosts import HostIndex
+from queue_manager.store.base import StoreUnavailable
+
+if TYPE_CHECKING:
+    from queue_manager.http.context import Context
+
+log = logging.getLogger("queue_manager.inline")
+
+REFRESH_SEC = 1.0
+
+
+class Inline:
+    def __init__(self, ctx: Context) -> None:
+        s = ctx.settings
+        self.ctx = ctx
+        self.index = HostIndex()
+        self.pool = Pool(allow_private=s.proxy_allow_private, connect_timeout=s.proxy_timeout_ms / 1000.0)
+        self.timeout = s.proxy_timeout_ms / 1000.0
+        self.active_proxied = 0  # proxied responses and sockets in flight (what a stop waits for)
+        self.connection_count: Callable[[], int] | None = None  # set by the server (cli)
+        self._task: asyncio.Task[None] | None = None
+        self._dirty = asyncio.Event() if _has_loop() else None
+        self.origin_health: dict[str, dict[str, object]] = {}
+
+    # ---------------------------------------------------------------- the index
+
+    async def refresh(self) -> None:
+        try:
+            rooms = await self.ctx.store.list_rooms()
+        except StoreUnavailable:
+            return  # keep the last index for the outage
+        self.index.rebuild(rooms, "valkey" if self.ctx.store.kind == "valkey" else "memory")
+
+    def room_changed(self) -> None:
+        """A room was created, changed or deleted here: re-read the index now."""
+        if self._dirty is not None:
+            self._dirty.set()
+
+    async def start(self) -> None:
+        self._dirty = asyncio.Event()
+        await self.refresh()
+        self._task = asyncio.create_task(self._refresher())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.pool.close_all()
+
+    async def _refresher(self) -> None:
+        assert self._dirty is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._dirty.wait(), REFRESH_SEC)
+            self._dirty.clear()
+            try:
+                await self.refresh()
+            except Exception:  # pragma: no cover - logged, the loop goes on
+                log.exception("inline host index refresh failed")
+
+    # ---------------------------------------------------------------- limits
+
+    def at_ceiling(self) -> bool:
+        limit = self.ctx.settings.max_connections
+        count = self.connection_count
+        return bool(limit) and count is not None and count() > limit
+
+
+def _has_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

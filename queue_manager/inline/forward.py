@@ -1,0 +1,133 @@
+"""Headers across the proxy: what the app receives and what the visitor gets back.
+
+* Hop-by-hop headers (and every header the ``Connection`` header names) never cross.
+* ``X-QM-Edge`` (the edge secret) and the ``qm_console`` cookie never reach the app; a ``Set-Cookie``
+  from the app naming ``qm_console`` never reaches the visitor.
+* The visitor's ``Host`` is kept. ``X-Forwarded-Host/-Proto/-Port/-For`` describe the visitor's hop.
+  The rightmost ``X-Forwarded-For`` entry is always the client address this server resolved; from a
+  proxy listed in TRUST_PROXY_IPS the chain it sent is kept to the left of it and its Forwarded,
+  X-Real-IP, CF-Connecting-IP and True-Client-IP pass through; from any other peer they are dropped.
+"""
+
+from __future__ import annotations
+
+from queue_manager.http.identity import Identity
+
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+# the caller's own words unless it is a listed proxy
+FORWARDED_IN = frozenset({b"forwarded", b"x-real-ip", b"cf-connecting-ip", b"true-client-ip"})
+# rebuilt by this server, never passed through as sent
+REBUILT = frozenset({b"x-forwarded-for", b"x-forwarded-host", b"x-forwarded-proto", b"x-forwarded-port"})
+NEVER_UP = frozenset({b"x-qm-edge", b"expect", b"content-length", b"host"})
+CONSOLE_COOKIE = "qm_console"
+
+
+def _named_in_connection(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
+    named: set[bytes] = set()
+    for k, v in headers:
+        if k == b"connection":
+            named.update(t.strip().lower() for t in v.split(b",") if t.strip())
+    return named
+
+
+def strip_console_cookie(value: bytes) -> bytes:
+    """The Cookie header without ``qm_console`` (every other cookie untouched, in order)."""
+    if CONSOLE_COOKIE.encode() not in value:
+        return value
+    kept = [p for p in value.split(b";") if p.strip().partition(b"=")[0].strip() != CONSOLE_COOKIE.encode()]
+    return b";".join(kept).strip()
+
+
+def split_host(host: str, scheme: str) -> tuple[str, int]:
+    """``example.com:8443`` → (example.com, 8443); no port → the scheme's default."""
+    host = host.strip()
+    name, port = host, 0
+    if host.startswith("["):
+        end = host.find("]")
+        name = host[: end + 1] if end > 0 else host
+        rest = host[end + 1 :] if end > 0 else ""
+        if rest.startswith(":") and rest[1:].isdigit():
+            port = int(rest[1:])
+    elif host.count(":") == 1:
+        name, _, p = host.partition(":")
+        if p.isdigit():
+            port = int(p)
+    return name.lower(), port or (443 if scheme == "https" else 80)
+
+
+def upstream_headers(
+    headers: list[tuple[bytes, bytes]], ident: Identity, trusted: bool, *, upgrade: bool = False
+) -> list[tuple[bytes, bytes]]:
+    """The request headers the app receives (Host first; body framing is added by the caller)."""
+    named = _named_in_connection(headers)
+    out: list[tuple[bytes, bytes]] = []
+    host = b""
+    chain = b""
+    fwd_host = b""
+    for k, v in headers:
+        if k == b"host":
+            if not host:
+                host = v
+            continue
+        if k == b"x-forwarded-for":
+            chain = chain + b", " + v if chain else v
+            continue
+        if k == b"x-forwarded-host" and trusted and not fwd_host:
+            fwd_host = v
+            continue
+        if k in HOP_BY_HOP or k in named or k in REBUILT or k in NEVER_UP:
+            continue
+        if k in FORWARDED_IN and not trusted:
+            continue
+        if k == b"cookie":
+            v = strip_console_cookie(v)
+            if not v:
+                continue
+        out.append((k, v))
+    shown_host = (fwd_host or host).decode("latin-1").split(",")[0].strip()
+    _, port = split_host(shown_host, ident.scheme) if shown_host else ("", 443 if ident.scheme == "https" else 80)
+    client = ident.ip.encode()
+    xff = chain.strip() + b", " + client if trusted and chain.strip() else client
+    head = [(b"host", host)] if host else []
+    head += [
+        (b"x-forwarded-for", xff),
+        (b"x-forwarded-host", shown_host.encode("latin-1")),
+        (b"x-forwarded-proto", ident.scheme.encode()),
+        (b"x-forwarded-port", str(port).encode()),
+    ]
+    if upgrade:
+        head += [(b"connection", b"upgrade"), (b"upgrade", b"websocket")]
+    return head + out
+
+
+def downstream_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The response headers the visitor receives (the server adds its own framing and Date)."""
+    named = _named_in_connection(headers)
+    out: list[tuple[bytes, bytes]] = []
+    for k, v in headers:
+        if k in HOP_BY_HOP or k in named or k == b"date":
+            continue
+        if k == b"set-cookie" and v.split(b"=", 1)[0].strip() == CONSOLE_COOKIE.encode():
+            continue
+        out.append((k, v))
+    return out
+
+
+def request_head(method: str, target: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
+    parts = [method.encode("latin-1"), b" ", target, b" HTTP/1.1\r\n"]
+    for k, v in headers:
+        parts += [k, b": ", v, b"\r\n"]
+    parts.append(b"\r\n")
+    return b"".join(parts)

@@ -1,0 +1,97 @@
+"""What a visitor on an inline host gets when the queue, not the app, answers."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import orjson
+
+from queue_manager.http.wire import NO_STORE, Send, send_response
+from queue_manager.web import asset
+
+HTML_TYPE = (b"content-type", b"text/html; charset=utf-8")
+JSON_TYPE = (b"content-type", b"application/json")
+QUEUED_HEADER = b"x-qm-queued"
+ORIGIN_HEADER = b"x-qm-origin"
+EXPOSE = (b"access-control-expose-headers", b"X-QM-Queued, X-QM-Origin, Retry-After")
+
+
+def _fallback_origin_down() -> bytes:
+    # used only until the pages module provides origin-down.html (asset.origin_down_page)
+    return (
+        b"<!doctype html><html lang=en><meta charset=utf-8><meta name=robots content=noindex>"
+        b"<title>This site is not answering</title>"
+        b'<body style="font:16px system-ui,sans-serif;margin:3rem auto;max-width:32rem;padding:0 1rem">'
+        b"<h1 style=font-size:1.3rem>The site is not answering right now</h1>"
+        b"<p>You have not lost your place: this page tries again by itself.</p>"
+        b"<script>setTimeout(function(){location.reload()},(15+Math.random()*45)*1000)</script>"
+        b"</body></html>"
+    )
+
+
+def origin_down_page() -> bytes:
+    provided = getattr(asset, "origin_down_page", None)
+    if callable(provided):
+        body = provided()
+        return body if isinstance(body, bytes) else str(body).encode()
+    return _fallback_origin_down()
+
+
+async def origin_down(send: Send, *, page: bool, status: int, room_id: str, phase: str, head: bool) -> None:
+    headers = [NO_STORE, (ORIGIN_HEADER, phase.encode()), EXPOSE, (b"retry-after", b"15")]
+    if page:
+        await send_response(send, status, origin_down_page(), [HTML_TYPE, *headers], head)
+        return
+    payload: dict[str, Any] = {
+        "error": "The site behind the queue is not answering; your place is kept.",
+        "code": "origin_down",
+        "roomId": room_id,
+        "phase": phase,
+    }
+    await send_response(send, status, orjson.dumps(payload), [JSON_TYPE, *headers], head)
+
+
+async def queued_json(send: Send, room_id: str, reason: str, head: bool) -> None:
+    payload = {
+        "error": "You are in the waiting room for this site; reload the page to see your place.",
+        "code": "queued",
+        "roomId": room_id,
+        "reason": reason,
+        "reload": True,
+    }
+    headers = [JSON_TYPE, NO_STORE, (QUEUED_HEADER, b"1"), EXPOSE]
+    await send_response(send, 503, orjson.dumps(payload), headers, head)
+
+
+def retry_page(seconds: int) -> bytes:
+    s = html.escape(str(seconds))
+    return (
+        "<!doctype html><html lang=en><meta charset=utf-8><meta name=robots content=noindex>"
+        f'<meta http-equiv=refresh content="{s}"><title>One moment</title>'
+        '<body style="font:16px system-ui,sans-serif;margin:3rem auto;max-width:32rem;padding:0 1rem">'
+        "<h1 style=font-size:1.3rem>One moment, please</h1>"
+        f"<p>The waiting room cannot reach its records right now. This page tries again in {s} seconds.</p>"
+        "</body></html>"
+    ).encode()
+
+
+async def backend_down(send: Send, *, page: bool, room_id: str, head: bool) -> None:
+    headers = [NO_STORE, (b"retry-after", b"5"), EXPOSE]
+    if page:
+        await send_response(send, 503, retry_page(5), [HTML_TYPE, *headers], head)
+        return
+    payload = {
+        "error": "The waiting room cannot reach its storage; retry shortly.",
+        "code": "storage_unavailable",
+        "roomId": room_id,
+    }
+    await send_response(send, 503, orjson.dumps(payload), [JSON_TYPE, *headers], head)
+
+
+async def shed(send: Send, head: bool) -> None:
+    """Past MAX_CONNECTIONS: a plain 503, deliberately without X-QM-Queued (a CDN failover should fire)."""
+    payload = {"error": "This server is at its connection ceiling; try another instance.", "code": "over_capacity"}
+    await send_response(
+        send, 503, orjson.dumps(payload), [JSON_TYPE, NO_STORE, (b"retry-after", b"5"), (b"connection", b"close")], head
+    )

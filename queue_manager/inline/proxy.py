@@ -1,0 +1,378 @@
+"""An inline host's own paths: the gate, then the app.
+
+Admitted requests (and static subresources that skip the gate) are forwarded to the room's
+``proxyOrigin`` with bodies streamed both ways; everyone else gets the waiting page at the URL they
+asked for (a navigation) or the queued JSON envelope (anything else), both 503 with ``X-QM-Queued``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import secrets
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from queue_manager.engine.room import CheckResult
+from queue_manager.http import visitor
+from queue_manager.http.context import Context
+from queue_manager.http.identity import Identity
+from queue_manager.http.wire import Message, Receive, Request, Send, cookie_header
+from queue_manager.inline import gate, pages
+from queue_manager.inline.client import Upstream, UpstreamError
+from queue_manager.inline.component import Inline
+from queue_manager.inline.forward import downstream_headers, request_head, upstream_headers
+from queue_manager.inline.hosts import InlineRoom
+from queue_manager.inline.ssrf import OriginRefused
+from queue_manager.store.base import StoreUnavailable
+
+log = logging.getLogger("queue_manager.inline")
+
+API_BASE = "/__qm"
+
+
+def new_door() -> tuple[str, bytes]:
+    raw = secrets.token_urlsafe(18)
+    return raw, hashlib.sha256(raw.encode()).digest()[:16]
+
+
+def visitor_url(req: Request, ident: Identity) -> str:
+    host = req.header(b"host") or ""
+    raw = req.scope.get("raw_path") or req.scope["path"].encode()
+    qs = req.scope.get("query_string") or b""
+    return f"{ident.scheme}://{host}{raw.decode('latin-1')}" + (f"?{qs.decode('latin-1')}" if qs else "")
+
+
+def trusted_forwarder(ctx: Context, ident: Identity) -> bool:
+    """Whose forwarded headers the app may see: a listed proxy, or a request that passed the edge secret."""
+    return ident.trusted_peer or ctx.edge.enabled
+
+
+async def admit(ctx: Context, req: Request, ident: Identity, room: InlineRoom) -> tuple[CheckResult, str | None]:
+    """The door check for one request; returns the result and the token it was made with."""
+    room_id = room.room_id
+    query_token = req.query.get("qm_token") if req.scope.get("query_string") else None
+    token = query_token or req.cookies.get(f"qm_{room_id}")
+    presented, _ = ctx.read_ticket(room_id, token)
+    dk = req.cookies.get(f"qm_dk_{room_id}")
+    door_hash = hashlib.sha256(dk.encode()).digest()[:16] if dk and len(dk) <= 64 else None
+    url = visitor_url(req, ident)
+    result = None
+    if presented is not None and door_hash is not None:
+        result = await ctx.store.door_replay(room_id, presented, door_hash, url)
+    if result is None:
+        client = ident.client(req.cookies.get(f"qms_{room_id}"))
+        result = await ctx.store.check(room_id, client, presented, door_hash, url, new_door)
+    return result, (token if presented is not None else None)
+
+
+async def serve(ctx: Context, inline: Inline, req: Request, room: InlineRoom, send: Send) -> None:
+    counters = ctx.counters
+    ident = ctx.identity.resolve(req)
+    head = req.method == "HEAD"
+    raw_path: bytes = req.scope.get("raw_path") or req.scope["path"].encode()
+    raw_path = raw_path.split(b"?", 1)[0]
+    extra: list[tuple[bytes, bytes]] = []
+    if gate.skips_gate(req.method, raw_path, req.headers.get(b"sec-fetch-dest")):
+        counters.inline_bypassed += 1
+        await forward(ctx, inline, req, room, send, extra)
+        return
+    counters.inline_gated += 1
+    navigation = gate.is_navigation(req.headers)
+    try:
+        result, token = await admit(ctx, req, ident, room)
+    except StoreUnavailable:
+        mode = room.on_backend_down
+        counters.backend_down[mode] = counters.backend_down.get(mode, 0) + 1
+        if mode == "open":
+            await forward(ctx, inline, req, room, send, extra)
+        else:
+            await pages.backend_down(send, page=navigation, room_id=room.room_id, head=head)
+        return
+    if result.admit:
+        secure = ctx.identity.secure(ident)
+        if result.door_key:
+            extra.append(cookie_header(f"qm_dk_{room.room_id}", result.door_key, max_age=None, secure=secure))
+        if token is not None and "qm_token" in req.query and req.method == "GET" and navigation:
+            # the waiting page's hand-off: keep the token in the cookie, not in the app's URLs and logs
+            extra.append(
+                cookie_header(f"qm_{room.room_id}", token, max_age=ctx.settings.queue_cookie_max_age_sec, secure=secure)
+            )
+            await _redirect_clean(req, send, extra)
+            return
+        await forward(ctx, inline, req, room, send, extra)
+        return
+    reason = result.reason or "waiting"
+    if navigation:
+        await waiting_page(ctx, req, send, room.room_id)
+    else:
+        await pages.queued_json(send, room.room_id, reason, head)
+
+
+async def _redirect_clean(req: Request, send: Send, headers: list[tuple[bytes, bytes]]) -> None:
+    raw = req.scope.get("raw_path") or req.scope["path"].encode()
+    kept = [(k, v) for k, v in parse_qsl(req.scope.get("query_string", b"").decode("latin-1"), True) if k != "qm_token"]
+    location = raw.split(b"?", 1)[0] + (b"?" + urlencode(kept).encode() if kept else b"")
+    headers += [(b"location", location), (b"cache-control", b"no-store"), (b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": 303, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> None:
+    """The room's waiting page at the visitor's own URL: 503 + X-QM-Queued, its API under /__qm."""
+
+    async def inline_send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"cache-control"]
+            headers += [(b"cache-control", b"no-store")]
+            if status == 200:
+                status = 503
+                headers += [(pages.QUEUED_HEADER, b"1"), pages.EXPOSE, (b"retry-after", b"5")]
+            message = {**message, "status": status, "headers": headers}
+        elif message["type"] == "http.response.body" and message.get("body"):
+            message = {**message, "body": point_api_at_prefix(message["body"])}
+        await send(message)
+
+    await visitor.waiting_page(ctx, req, inline_send, room_id)
+
+
+def point_api_at_prefix(body: bytes) -> bytes:
+    """The page's config names its API base; on an inline host that is the reserved prefix."""
+    for spelled in (b'"apiBase":""', b'"apiBase": ""'):
+        if spelled in body:
+            return body.replace(spelled, b'"apiBase":"' + API_BASE.encode() + b'"', 1)
+    return body
+
+
+# ---------------------------------------------------------------------- forwarding
+
+
+def _body_framing(req: Request) -> tuple[list[tuple[bytes, bytes]], str]:
+    """(framing headers for the app, body kind: none | length | chunked)."""
+    length = req.headers.get(b"content-length")
+    if length is not None:
+        value = length.split(b",")[0].strip()
+        return [(b"content-length", value)], ("length" if value not in (b"0", b"") else "none")
+    te = req.headers.get(b"transfer-encoding", b"").lower()
+    if b"chunked" in te:
+        return [(b"transfer-encoding", b"chunked")], "chunked"
+    return [], "none"
+
+
+async def _pump(conn: Upstream, receive: Receive, chunked: bool) -> bool:
+    """Stream the visitor's body to the app with backpressure; False if the visitor went away."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return False
+        chunk = message.get("body", b"")
+        more = message.get("more_body", False)
+        if chunk:
+            conn.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+            await conn.drain()
+        if not more:
+            if chunked:
+                conn.write(b"0\r\n\r\n")
+            return True
+
+
+async def forward(
+    ctx: Context, inline: Inline, req: Request, room: InlineRoom, send: Send, extra: list[tuple[bytes, bytes]]
+) -> None:
+    ident = ctx.identity.resolve(req)
+    head_request = req.method == "HEAD"
+    scope = req.scope
+    raw: bytes = scope.get("raw_path") or scope["path"].encode()
+    qs: bytes = scope.get("query_string") or b""
+    target = raw if b"?" in raw or not qs else raw + b"?" + qs
+    framing, body_kind = _body_framing(req)
+    headers = upstream_headers(scope["headers"], ident, trusted_forwarder(ctx, ident)) + framing
+    head = request_head(req.method, target, headers)
+    inline.active_proxied += 1
+    try:
+        await _exchange(ctx, inline, req, room, send, extra, head, head_request, body_kind)
+    finally:
+        inline.active_proxied -= 1
+
+
+async def _exchange(
+    ctx: Context,
+    inline: Inline,
+    req: Request,
+    room: InlineRoom,
+    send: Send,
+    extra: list[tuple[bytes, bytes]],
+    head: bytes,
+    head_request: bool,
+    body_kind: str,
+) -> None:
+    pool = inline.pool
+    origin = room.origin
+    navigation = gate.is_navigation(req.headers)
+    conn: Upstream | None = None
+    pump: asyncio.Task[bool] | None = None
+    try:
+        conn = pool.take_idle(origin)
+        for _ in range(2):
+            reused = conn is not None
+            if conn is None:
+                conn = await pool.connect(origin)
+            conn.begin(head, head_request)
+            if body_kind != "none":
+                pump = asyncio.create_task(_pump(conn, req.receive, body_kind == "chunked"))
+            try:
+                await _head_or_pump_failure(conn, pump, inline.timeout)
+                break
+            except UpstreamError as err:
+                # a kept-alive connection the app closed while idle: try once more on a fresh one
+                if reused and not conn.got_bytes and pump is None and err.phase == "response":
+                    conn.close()
+                    conn = None
+                    continue
+                raise
+        assert conn is not None
+    except TimeoutError:
+        await _origin_failed(ctx, room, send, "timeout", 504, navigation, head_request, conn, pump)
+        return
+    except OriginRefused as err:
+        log.warning("inline %s: %s", room.room_id, err)
+        await _origin_failed(ctx, room, send, "refused", 502, navigation, head_request, conn, pump)
+        return
+    except UpstreamError as err:
+        status = 504 if err.phase == "timeout" else 502
+        await _origin_failed(ctx, room, send, err.phase, status, navigation, head_request, conn, pump)
+        return
+    except BaseException:
+        if conn is not None:
+            conn.close()
+        if pump is not None:
+            pump.cancel()
+        raise
+    await _relay_response(ctx, inline, req, room, conn, pump, send, extra)
+
+
+async def _head_or_pump_failure(conn: Upstream, pump: asyncio.Task[bool] | None, limit: float) -> None:
+    """The response head within PROXY_TIMEOUT_MS of the request being fully sent.
+
+    While an upload is still streaming the clock does not run (a large upload takes as long as it
+    takes); an answer that comes first (say a 413) ends the wait, and so does the visitor leaving.
+    """
+    if pump is None:
+        await asyncio.wait_for(conn.response_head(), limit)
+        return
+    head = asyncio.ensure_future(conn.response_head())
+    done, _ = await asyncio.wait({head, pump}, return_when=asyncio.FIRST_COMPLETED)
+    if head in done:
+        head.result()
+        return
+    exc = pump.exception()
+    if exc is None and pump.result():
+        await asyncio.wait_for(head, limit)  # the whole body is up: now wait for the answer
+        return
+    if exc is not None:
+        if head.done():
+            head.result()  # the app answered (and closed) before taking the whole body
+            return
+        head.cancel()
+        raise exc if isinstance(exc, UpstreamError) else UpstreamError("response", str(exc))
+    head.cancel()
+    raise UpstreamError("visitor", "the visitor went away during the upload")
+
+
+async def _origin_failed(
+    ctx: Context,
+    room: InlineRoom,
+    send: Send,
+    phase: str,
+    status: int,
+    navigation: bool,
+    head: bool,
+    conn: Upstream | None,
+    pump: asyncio.Task[bool] | None,
+) -> None:
+    if conn is not None:
+        conn.close()
+    if pump is not None and not pump.done():
+        pump.cancel()
+    if phase == "visitor":
+        _count_disconnect(ctx, room)
+        return
+    _count_origin_error(ctx, room, phase)
+    await pages.origin_down(send, page=navigation, status=status, room_id=room.room_id, phase=phase, head=head)
+
+
+def _count_origin_error(ctx: Context, room: InlineRoom, phase: str) -> None:
+    key = (room.room_id, phase)
+    errors = ctx.counters.origin_errors
+    errors[key] = errors.get(key, 0) + 1
+
+
+def _count_disconnect(ctx: Context, room: InlineRoom) -> None:
+    d = ctx.counters.visitor_disconnects
+    d[room.room_id] = d.get(room.room_id, 0) + 1
+
+
+async def _relay_response(
+    ctx: Context,
+    inline: Inline,
+    req: Request,
+    room: InlineRoom,
+    conn: Upstream,
+    pump: asyncio.Task[bool] | None,
+    send: Send,
+    extra: list[tuple[bytes, bytes]],
+) -> None:
+    headers = downstream_headers(conn.headers) + extra
+    await send({"type": "http.response.start", "status": conn.status, "headers": headers})
+    gone = asyncio.Event()
+    watcher: asyncio.Task[Any] | None = None
+
+    async def watch() -> None:
+        if pump is not None and not await pump:
+            gone.set()
+            conn.close()
+            return
+        message = await req.receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+            conn.close()
+
+    watcher = asyncio.create_task(watch())
+    failed = False
+    try:
+        while True:
+            try:
+                chunk = await conn.read()
+            except UpstreamError:
+                failed = not gone.is_set()
+                break
+            if chunk is None:
+                break
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if gone.is_set():
+                break
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await watcher
+        if pump is not None and not pump.done():
+            pump.cancel()
+            conn.close()
+    if gone.is_set():
+        _count_disconnect(ctx, room)
+        conn.close()
+        return
+    if failed:
+        _count_origin_error(ctx, room, "body")
+        conn.close()
+        # the status is already sent: return without ending the body, so the server cuts the connection
+        # and the visitor sees a broken transfer rather than a short file
+        return
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+    if pump is not None and not (pump.done() and not pump.cancelled() and pump.result()):
+        conn.close()
+        return
+    inline.pool.put_back(conn)
