@@ -1,13 +1,14 @@
 """Page routes (visitor): path -> handler, consulted by the app after the fixed API routes.
 
-/w/<room> (the waiting page), /offline.html and /origin-down.html (the self-contained outage pages).
+/w/<room> (the waiting page), /assets/waiting-<hash>.css|.js, /fonts/<file>, and /offline.html and
+/origin-down.html (the self-contained outage pages).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from queue_manager.http import visitor
+from queue_manager.http import visitor, waiting
 from queue_manager.http.context import Context
 from queue_manager.http.wire import Request, Send, send_response
 from queue_manager.web import asset
@@ -19,6 +20,10 @@ def route(path: str) -> PageHandler | None:
     """The handler for a GET/HEAD page path this module serves, or None."""
     if path.startswith("/w/"):
         return _waiting
+    if path.startswith("/assets/waiting-"):
+        return waiting.waiting_asset
+    if path.startswith("/fonts/"):
+        return waiting.font_file
     if path == "/offline.html":
         return _offline
     if path == "/origin-down.html":

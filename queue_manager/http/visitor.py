@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import html
 import secrets
 import sys
 from typing import Any
@@ -17,7 +16,7 @@ from queue_manager.access.protection import BLOCKED_CODE, RequestFacts, block_he
 from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.engine.policy import RoomPolicy
 from queue_manager.engine.view import VisitorView
-from queue_manager.http import pageguard
+from queue_manager.http import waiting
 from queue_manager.http.context import Context
 from queue_manager.http.identity import FORWARDED_HEADERS as FORWARDED
 from queue_manager.http.identity import Identity, valid_ip
@@ -419,44 +418,9 @@ async def verify(ctx: Context, req: Request, send: Send) -> None:
     await send_json(send, 200, {"ok": True, "problems": problems, "version": ctx.version})
 
 
-async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> None:
-    admitted = await pageguard.admit(ctx, req, send, "waiting")
-    if admitted is None:
-        return
-    headers = admitted
-    policy = await ctx.store.room_policy(room_id) if ROOM_ID_RE.match(room_id) else None
-    if policy is None:
-        body = asset.not_found_page(room_id)
-        await send_response(
-            send, 404, body, [(b"content-type", b"text/html; charset=utf-8"), NO_STORE], req.method == "HEAD"
-        )
-        return
-    name = policy.name or room_id
-    config = {"roomId": room_id, "name": name, "apiBase": ""}
-    page = asset.waiting_template().replace("__QM_CONFIG__", _script_json(config), 1)
-    page = page.replace("__QM_TITLE__", html.escape(name))
-    await send_response(
-        send,
-        200,
-        page.encode(),
-        [
-            (b"content-type", b"text/html; charset=utf-8"),
-            (b"cache-control", b"private, no-cache"),
-            (b"x-robots-tag", b"noindex"),
-            *headers,
-        ],
-        req.method == "HEAD",
-    )
-
-
-_SCRIPT_ESCAPES = str.maketrans(
-    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-)
-
-
-def _script_json(value: Any) -> str:
-    """JSON safe to embed in a <script> element."""
-    return orjson.dumps(value).decode().translate(_SCRIPT_ESCAPES)
+async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, prefix: str = "") -> None:
+    """The waiting page (http/waiting.py); ``prefix`` is "/__qm" on an inline host."""
+    await waiting.waiting_page(ctx, req, send, room_id, prefix)
 
 
 async def qm_js(ctx: Context, req: Request, send: Send) -> None:

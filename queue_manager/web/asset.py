@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import html
 import re
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
+
+import brotli  # type: ignore[import-untyped]
+import orjson
 
 
 @cache
@@ -15,8 +21,85 @@ def _text(name: str) -> str:
     return resources.files("queue_manager.web").joinpath(name).read_text(encoding="utf-8")
 
 
+LANGUAGES = ("en", "th", "es", "ja", "de")
+
+
+@dataclass(frozen=True, slots=True)
+class Static:
+    """One file served from memory: its body, compressed forms (None when not worth sending) and type."""
+
+    name: str
+    body: bytes
+    content_type: str
+    gzip: bytes | None
+    br: bytes | None
+
+
+def compressed(body: bytes) -> tuple[bytes | None, bytes | None]:
+    """(gzip, br) of body, each None when it would not be smaller."""
+    gz = gzip.compress(body, compresslevel=9, mtime=0)
+    br = brotli.compress(body, quality=11)
+    return (gz if len(gz) < len(body) else None), (br if len(br) < len(body) else None)
+
+
+def content_hash(body: bytes) -> str:
+    """The first 22 characters of the base64url SHA-256 of body: the name of a content-addressed asset."""
+    return base64.urlsafe_b64encode(hashlib.sha256(body).digest()).decode()[:22]
+
+
+@cache
+def waiting_strings() -> dict[str, dict[str, str]]:
+    """The waiting page's text in every language (waiting/strings.json)."""
+    data: dict[str, dict[str, str]] = orjson.loads(_text("waiting/strings.json"))
+    return data
+
+
 def waiting_template() -> str:
-    return _text("waiting.html")
+    """waiting/page.html: placeholders __QM_*__ and {{key}} (a string of strings.json)."""
+    return _text("waiting/page.html")
+
+
+@cache
+def waiting_assets() -> dict[str, Static]:
+    """The waiting page's style and script by their served name, waiting-<hash>.css / waiting-<hash>.js."""
+    css = _text("waiting/waiting.css").encode()
+    strings = orjson.dumps(waiting_strings()).decode().replace("</", "<\\/")
+    js = ("var QM_STRINGS = " + strings + ";\n" + _text("waiting/waiting.js")).encode()
+    out: dict[str, Static] = {}
+    for ext, body, ctype in (("css", css, "text/css; charset=utf-8"), ("js", js, "text/javascript; charset=utf-8")):
+        name = f"waiting-{content_hash(body)}.{ext}"
+        out[name] = Static(name, body, ctype, *compressed(body))
+    return out
+
+
+def waiting_asset_name(ext: str) -> str:
+    return next(name for name in waiting_assets() if name.endswith("." + ext))
+
+
+FONT_FILES = (
+    "Geist-Regular-Latin.woff2",
+    "Geist-Medium-Latin.woff2",
+    "Geist-SemiBold-Latin.woff2",
+    "GeistMono-Regular-Latin.woff2",
+)
+
+
+@cache
+def font(name: str) -> bytes | None:
+    """A file of web/fonts/ (the four woff2 files and LICENSE.txt), or None for any other name."""
+    if name not in FONT_FILES and name != "LICENSE.txt":
+        return None
+    return resources.files("queue_manager.web").joinpath("fonts", name).read_bytes()
+
+
+def script_json(value: Any) -> str:
+    """JSON safe to embed in a <script> element."""
+    return orjson.dumps(value).decode().translate(_SCRIPT_ESCAPES)
+
+
+_SCRIPT_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
 
 
 @cache
