@@ -429,6 +429,34 @@ def phase_http(results: dict[str, Any]) -> None:
             server.stop()
 
 
+def phase_check(results: dict[str, Any]) -> None:
+    """Issue 2's target alone: hello-world and an admitted visitor's /api/check, alternating, ROUNDS rounds."""
+    hello = Server("hello", [PY, str(BENCH / "hello.py")], {"HOST": HOST, "PORT": "0"})
+    server: Server | None = None
+    try:
+        server = qm_server("qm-check")
+        setup = run(_http_setup(server, seed=0))
+        out = interleaved(
+            [
+                ("hello", hello.url + "/", "get.lua", {}, hello.pid),
+                ("check", server.url + setup["checkPath"], "get.lua", {"QM_ORIGIN": TARGET}, server.pid),
+            ]
+        )
+        out["check"]["variant"] = "admitted visitor: qm_token + dk, Origin: https://shop.example (as the tag)"
+        results["check"] = out
+        verify = run(_http_verify(server, {**setup, "statusPath": "/healthz"}))
+        results["checkVerify"] = {"checkAdmit": verify["checkAdmit"], "checkState": verify["checkState"]}
+        log(
+            "check: ratio per round "
+            + ", ".join(f"{x:.2f}" for x in out["check"]["ratioRounds"])
+            + f"; median {out['check']['ratioMedian']:.2f}; by CPU {out['check']['cpuRatioToHello']}"
+        )
+    finally:
+        hello.stop()
+        if server is not None:
+            server.stop()
+
+
 async def _line_len(server: Server) -> int:
     conn = await Conn(server.host, server.port).open()
     try:
@@ -875,7 +903,7 @@ def machine() -> dict[str, Any]:
 
 def targets(results: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    http = results.get("http", {})
+    http = results.get("http") or results.get("check") or {}
     if "check" in http and "ratioToHello" in http["check"]:
         ratio = http["check"]["ratioToHello"]
         by_cpu = http["check"].get("cpuRatioToHello")
@@ -917,7 +945,7 @@ def table(results: dict[str, Any]) -> str:
         "| server CPU us/req | x hello by CPU | non-2xx | socket err | foreign cores (max) |",
         "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name, r in results.get("http", {}).items():
+    for name, r in {**results.get("check", {}), **results.get("http", {})}.items():
         lat = r["latencyMs"]
         spread = r.get("ratioRounds") or [0.0]
         rows.append(
@@ -991,6 +1019,8 @@ def main() -> None:
             if "http" not in PHASES:
                 raise SystemExit("sse and outflow run on the server the http phase sets up: include http")
             phase_http(results)
+        if "check" in PHASES:
+            phase_check(results)
         if "memory" in PHASES:
             phase_memory(results)
         if "profile" in PHASES:

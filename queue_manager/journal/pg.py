@@ -313,6 +313,7 @@ class PgJournal:
         await asyncio.shield(future)
 
     async def _run_writer(self) -> None:
+        idle = True  # the queue ran dry: the next caller may have company on its way
         while True:
             if not self._queue:
                 if self._closing:
@@ -320,11 +321,15 @@ class PgJournal:
                         async with self._switch:
                             await self._write_backlog()
                     return
+                idle = True
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            if self.linger and not self._closing and self._queued < self.max_batch:
-                await asyncio.sleep(self.linger)  # let concurrent callers join this batch
+            if idle and self.linger and not self._closing and self._queued < self.max_batch:
+                # let concurrent callers join this batch; under load the callers that queued while the
+                # previous batch was in flight are the batch, and lingering would only add latency
+                await asyncio.sleep(self.linger)
+            idle = False
             batch = self._take()
             try:
                 await self._write(batch)

@@ -49,6 +49,7 @@ MAX_ATTEMPTS = 50  # draws, config refreshes, Ref windows, sweep budgets: each c
 CONFIG_FRESH_SEC = 2.0  # room_policy / room_exists answer from the config copy confirmed this recently
 REF_WINDOW_MIN = 4
 REF_WINDOW_MAX = 256
+REF_RUN_KEEP = 1024  # Refs below the hint kept before the run is trimmed
 
 
 class Journal(Protocol):
@@ -141,6 +142,8 @@ class ValkeyStore:
         self._configs: dict[str, _Config] = {}
         self._next_hint: dict[str, tuple[int, int]] = {}
         self._ref_window: dict[str, int] = {}
+        self._ref_runs: dict[str, tuple[int, int, list[str]]] = {}  # room -> (gen, first n, Refs from it)
+        self._ref_sent: dict[str, tuple[tuple[int, int, int], tuple[str, str]]] = {}  # the last window sent
         self._keys: dict[str, list[bytes]] = {}  # each room's KEYS, encoded once
         self.events_total = 0
         self.maxmemory_policy: str | None = None
@@ -285,7 +288,28 @@ class ValkeyStore:
             return "", ""
         gen, first = hint
         size = self._ref_window.get(room_id, REF_WINDOW_MIN)
-        return f"{gen}:{first}", _json([make_ref(room_id, gen, n) for n in range(first, first + size)])
+        # concurrent joins send overlapping windows: each Ref is derived once (blake2b) and kept in a
+        # run per room; the encoded window is reused while the hint does not move
+        memo = self._ref_sent.get(room_id)
+        if memo is not None and memo[0] == (gen, first, size):
+            return memo[1]
+        run = self._ref_runs.get(room_id)
+        if run is None or run[0] != gen or first < run[1] or first > run[1] + len(run[2]):
+            if len(self._ref_runs) >= 10_000:  # room ids come from requests: keep the caches bounded
+                self._ref_runs.clear()
+                self._ref_sent.clear()
+            run = self._ref_runs[room_id] = (gen, first, [])
+        _, base, refs = run
+        have = base + len(refs)
+        if have < first + size:
+            refs.extend(make_ref(room_id, gen, n) for n in range(have, first + size))
+        if first - base > REF_RUN_KEEP:  # drop the Refs of numbers already minted
+            del refs[: first - base]
+            run = self._ref_runs[room_id] = (gen, first, refs)
+            base = first
+        out = f"{gen}:{first}", _json(refs[first - base : first - base + size])
+        self._ref_sent[room_id] = ((gen, first, size), out)
+        return out
 
     def _draw(self, room_id: str, reply: Reply) -> tuple[str, str, str]:
         """The draw itself, in Python (crypto-grade, room.draw_order); the script applies it."""
