@@ -67,7 +67,11 @@ class Backend:
         self.clock = SharedClock()
         spool = Path(settings.spool_dir) if settings.spool_dir else None
         self.journal = PgJournal(
-            settings.database_url, schema=settings.pg_schema, instance_id=settings.instance_id, spool_dir=spool
+            settings.database_url,
+            schema=settings.pg_schema,
+            instance_id=settings.instance_id,
+            spool_dir=spool,
+            max_batch=settings.journal_max_batch,
         )
         self.store = ValkeyStore(settings.valkey_url, settings.valkey_prefix, self.clock, journal=self.journal)
         self.lease = LeaderLease(
