@@ -43,6 +43,11 @@ class _Server(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.qm_app.begin_stop()
+        # streams were just told to end; what is still open is proxied responses finishing on their own,
+        # bounded by SHUTDOWN_DRAIN_MS (15 s floor when unset and an inline room exists)
+        inline = self.qm_app.ctx.inline
+        drain_ms = self.qm_settings.effective_shutdown_drain_ms(bool(inline is not None and inline.index))
+        self.config.timeout_graceful_shutdown = max(1, -(-drain_ms // 1000))
         await super().shutdown(sockets)
 
 
@@ -82,8 +87,14 @@ def main(argv: list[str] | None = None) -> None:
         # in http/identity.py — never by the server's own loopback-trusting default
         proxy_headers=False,
         timeout_graceful_shutdown=max(1, settings.shutdown_grace_ms // 1000),
+        # past MAX_CONNECTIONS the app answers a plain 503 itself (inline/entry.py); the reserve above it is
+        # what keeps that answer possible instead of the socket being dropped
+        limit_concurrency=(
+            settings.max_connections + settings.connection_reserve if settings.max_connections else None
+        ),
         **kwargs,
     )
     server = _Server(config, app, settings)
     app.ctx.request_stop = lambda: setattr(server, "should_exit", True)
+    app.ctx.inline.connection_count = lambda: len(server.server_state.connections)
     server.run()

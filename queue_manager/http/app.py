@@ -16,6 +16,9 @@ from queue_manager.http import admin, health, pages_console, pages_docs, pages_v
 from queue_manager.http.context import Context
 from queue_manager.http.edge import REFUSAL_PAGE, wants_page
 from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, send_error, send_response
+from queue_manager.inline import entry as inline_entry
+from queue_manager.inline import websocket as inline_websocket
+from queue_manager.inline.component import Inline
 from queue_manager.store.base import Store, StoreUnavailable
 
 log = logging.getLogger("queue_manager")
@@ -60,6 +63,7 @@ class App:
             store, self.backend = create_store(settings, self.clock)
         self.ctx = Context.build(settings, store, self.clock)
         self.ctx.backend = self.backend
+        self.ctx.inline = Inline(self.ctx)
         if self.backend is not None:  # operators, links, audit, sign-outs and tickets shared by the fleet
             from queue_manager.access.shared import SharedAccessStore
 
@@ -75,7 +79,7 @@ class App:
         elif kind == "lifespan":
             await self.lifespan(receive, send)
         elif kind == "websocket":
-            await send({"type": "websocket.close", "code": 1003})
+            await inline_websocket.handle(self.ctx, self.ctx.inline, scope, receive, send)
 
     # ------------------------------------------------------------------ lifespan
 
@@ -104,6 +108,7 @@ class App:
         else:
             await self.ctx.store.start()
         self._tick_task = asyncio.create_task(self._ticker())
+        await self.ctx.inline.start()
         self.ctx.ready = True
         # STORE=memory keeps nothing across a restart, so whether the last run stopped cleanly is unknown
         await self.ctx.access.audit(
@@ -120,6 +125,7 @@ class App:
     async def shutdown(self) -> None:
         self.begin_stop()
         await self.ctx.access.audit(None, "server.stop", target=self.settings.instance_id, clean=True)
+        await self.ctx.inline.stop()
         if self._tick_task is not None:
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -193,7 +199,7 @@ class App:
         through_edge = False
         if ctx.edge.enabled:
             through_edge = ctx.edge.passes(scope)
-            if not through_edge and not ctx.edge.exempt(scope):
+            if not through_edge and not (ctx.edge.exempt(scope) and not inline_entry.inline_host(ctx, scope)):
                 ctx.counters.edge_refused += 1
                 await self._edge_refusal(scope, send, head)
                 return
@@ -202,6 +208,10 @@ class App:
             ctx.counters.edge_client_ip_fallback += 1
         ctx.proxywatch.observe(req, ident.peer, ident.trusted_peer)
         try:
+            routed = await inline_entry.route(ctx, req, send)  # an inline host's own paths, /__qm, limits
+            if routed is None:
+                return
+            path = req.path = routed
             route = ROUTES.get(path)
             if route is not None:
                 methods, handler = route
@@ -220,7 +230,7 @@ class App:
                 await visitor.events(ctx, req, send, receive)
                 return
             if path.startswith("/api/admin/") or path == "/metrics":
-                await admin.dispatch(ctx, req, send, receive)
+                await admin.dispatch(ctx, req, inline_entry.admin_send(ctx, req, send), receive)
                 return
             for page_route in PAGE_ROUTERS:
                 page = page_route(path)

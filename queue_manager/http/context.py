@@ -53,6 +53,7 @@ class Context:
     # ends the process through the same path SIGTERM takes (set by the CLI around the server)
     request_stop: Callable[[], None] | None = None
     backend: Any = None  # fleet.backend.Backend on STORE=valkey (lease, journal, Valkey state)
+    inline: Any = None  # inline.component.Inline: the inline host index, upstream pool and limits
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
     version: str = __version__
 
