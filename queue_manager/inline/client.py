@@ -20,6 +20,7 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
+from typing import cast
 
 import httptools
 
@@ -83,8 +84,7 @@ class Upstream(asyncio.Protocol):
     # ---------------------------------------------------------------- asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transport is not the asyncio class
         peer = transport.get_extra_info("peername")
         self.peer = str(peer[0]) if peer else ""
         sock = transport.get_extra_info("socket")

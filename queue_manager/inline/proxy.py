@@ -13,7 +13,7 @@ import hashlib
 import logging
 import secrets
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from queue_manager.engine.room import CheckResult
 from queue_manager.http import visitor
@@ -31,6 +31,7 @@ from queue_manager.store.base import StoreUnavailable
 log = logging.getLogger("queue_manager.inline")
 
 API_BASE = "/__qm"
+RETURN_COOKIE = "qmr_"  # not qm_<room>: never read as a ticket
 
 
 def new_door() -> tuple[str, bytes]:
@@ -121,30 +122,35 @@ async def _redirect_clean(req: Request, send: Send, headers: list[tuple[bytes, b
 
 
 async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> None:
-    """The room's waiting page at the visitor's own URL: 503 + X-QM-Queued, its API under /__qm."""
+    """The room's waiting page at the visitor's own URL: 503 + X-QM-Queued, its API under /__qm.
+
+    The page persists nothing and, served at the visitor's URL, carries no ``qm_return``: the URL to
+    come back to is left in a short-lived cookie only the join under the prefix reads (``qmr_<room>``).
+    """
+    raw = req.scope.get("raw_path") or req.scope["path"].encode()
+    qs = req.scope.get("query_string") or b""
+    here = raw.decode("latin-1") + ("?" + qs.decode("latin-1") if qs else "")
+    ident = ctx.identity.resolve(req)
+    back = cookie_header(
+        f"{RETURN_COOKIE}{room_id}",
+        quote(here, safe="/"),
+        max_age=3600,
+        secure=ctx.identity.secure(ident),
+        path=API_BASE + "/api/",
+    )
 
     async def inline_send(message: Message) -> None:
         if message["type"] == "http.response.start":
             status = message["status"]
-            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"cache-control"]
-            headers += [(b"cache-control", b"no-store")]
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in (b"cache-control", b"etag")]
+            headers += [(b"cache-control", b"no-store"), back]
             if status == 200:
                 status = 503
                 headers += [(pages.QUEUED_HEADER, b"1"), pages.EXPOSE, (b"retry-after", b"5")]
             message = {**message, "status": status, "headers": headers}
-        elif message["type"] == "http.response.body" and message.get("body"):
-            message = {**message, "body": point_api_at_prefix(message["body"])}
         await send(message)
 
-    await visitor.waiting_page(ctx, req, inline_send, room_id)
-
-
-def point_api_at_prefix(body: bytes) -> bytes:
-    """The page's config names its API base; on an inline host that is the reserved prefix."""
-    for spelled in (b'"apiBase":""', b'"apiBase": ""'):
-        if spelled in body:
-            return body.replace(spelled, b'"apiBase":"' + API_BASE.encode() + b'"', 1)
-    return body
+    await visitor.waiting_page(ctx, req, inline_send, room_id, prefix=API_BASE)
 
 
 # ---------------------------------------------------------------------- forwarding

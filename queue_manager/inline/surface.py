@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import orjson
 
@@ -74,35 +74,22 @@ def not_inline_host(settings: Settings) -> HttpError:
     return HttpError(404, "not_inline_host", message, consoleUrl=where)
 
 
-def withheld_warning(settings: Settings, index: HostIndex, host: bytes | None) -> dict[str, str] | None:
-    """The warning a room save carries when, with inline rooms, this host's console now answers 404."""
-    if not index or settings.admin_hosts or settings.public_url:
-        return None
-    if console_host(settings, host) or index.lookup(host) is not None:
-        return None
-    name = _name(host)
-    return {
-        "code": "console_host_withheld",
-        "host": name,
-        "message": (
-            f"With an inline room and neither ADMIN_HOST nor PUBLIC_URL set, the console on {name} answers 404 "
-            f"from the next request on. Set ADMIN_HOST={name} (or PUBLIC_URL) and restart."
-        ),
-    }
-
-
-def with_return_url(req: Request) -> None:
+def with_return_url(req: Request, room_id: str, scheme: str) -> None:
     """The waiting page's join on an inline host names the URL the visitor asked for as its return URL.
 
-    The page persists nothing and has no ``qm_return`` on an inline host (it is served at the visitor's
-    own URL), so without this the pass would send them to the room's target instead of their page.
+    The page is served at the visitor's own URL and keeps nothing, so the gate left that URL's path in
+    the ``qmr_<room>`` cookie (scoped to ``/__qm/api/``); a join without ``returnUrl`` gets it from there.
     """
-    referer = req.header(b"referer")
-    host = req.header(b"host") or ""
-    if not referer or urlsplit(referer).netloc.lower() != host.lower():
+    kept = req.cookies.get(f"qmr_{room_id}")
+    host = req.header(b"host")
+    if not kept or not host:
         return
+    path = unquote(kept)
+    if not path.startswith("/") or path.startswith("//") or len(path) > 4000:
+        return
+    back = f"{scheme}://{host}{path}"
     original = req.receive
-    state: dict[str, bool] = {"done": False}
+    state = {"done": False}
 
     async def receive() -> Message:
         if state["done"]:
@@ -110,6 +97,7 @@ def with_return_url(req: Request) -> None:
         state["done"] = True
         chunks: list[bytes] = []
         size = 0
+        more = False
         while True:
             message = await original()
             if message["type"] != "http.request":
@@ -117,8 +105,8 @@ def with_return_url(req: Request) -> None:
             chunk = message.get("body", b"")
             chunks.append(chunk)
             size += len(chunk)
-            if not message.get("more_body", False) or size > 16 * 1024:
-                more = message.get("more_body", False)
+            more = bool(message.get("more_body", False))
+            if not more or size > 16 * 1024:
                 break
         body = b"".join(chunks)
         if not more:
@@ -126,8 +114,8 @@ def with_return_url(req: Request) -> None:
                 data = orjson.loads(body)
             except orjson.JSONDecodeError:
                 data = None
-            if isinstance(data, dict) and "returnUrl" not in data:
-                data["returnUrl"] = referer
+            if isinstance(data, dict) and data.get("returnUrl") is None and data.get("roomId") == room_id:
+                data["returnUrl"] = back
                 body = orjson.dumps(data)
         return {"type": "http.request", "body": body, "more_body": more}
 

@@ -1,0 +1,125 @@
+"""Where the app hands a request to the inline component, before its own routing.
+
+``route`` answers the request itself (proxied to the app, gated, shed) and returns None, or returns
+the path the queue's router should serve (the ``/__qm`` prefix stripped on an inline host).
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from queue_manager.http.context import Context
+from queue_manager.http.wire import HttpError, Message, Request, Scope, Send
+from queue_manager.inline import pages, proxy, surface
+from queue_manager.inline.component import Inline
+from queue_manager.inline.hosts import is_address_literal, request_host_key
+
+
+def _inline(ctx: Context) -> Inline | None:
+    inline = ctx.inline
+    return inline if isinstance(inline, Inline) else None
+
+
+def inline_host(ctx: Context, scope: Scope) -> bool:
+    """Does this request's Host front an inline room? (There /healthz is the app's path, not exempt.)"""
+    inline = _inline(ctx)
+    if inline is None or not inline.index:
+        return False
+    for k, v in scope.get("headers", ()):
+        if k == b"host":
+            return inline.index.lookup(v) is not None
+    return False
+
+
+async def route(ctx: Context, req: Request, send: Send) -> str | None:
+    inline = _inline(ctx)
+    path = req.path
+    if inline is None:
+        return path
+    if inline.at_ceiling():
+        ctx.counters.connections_shed += 1
+        await pages.shed(send, req.method == "HEAD")
+        return None
+    if not inline.index:
+        if surface.strip_prefix(path) is not None:
+            raise surface.not_inline_host(ctx.settings)
+        return path
+    settings = ctx.settings
+    host = req.headers.get(b"host")
+    room = inline.index.lookup(host)
+    if room is not None:
+        inner = surface.strip_prefix(path)
+        if inner is None:
+            name = request_host_key(host.decode("latin-1")) if host else ""
+            literal = is_address_literal(name.rsplit(":", 1)[0] if name.count(":") == 1 else name)
+            if path.startswith("/api/admin/") and literal and not settings.admin_hosts:
+                return path  # that address is the console's too: the queue answers, never the app (QM-439)
+            await proxy.serve(ctx, inline, req, room, send)
+            return None
+        if inner.startswith("/api/v1/"):
+            inner = "/api/" + inner[8:]
+        if surface.is_console_path(inner) and not surface.console_allowed(settings, inline.index, host, room):
+            raise HttpError(404, "not_found", "No such route.")
+        if inner == "/api/join" and req.method == "POST":
+            surface.with_return_url(req, room.room_id, ctx.identity.resolve(req).scheme)
+        return inner
+    if surface.strip_prefix(path) is not None:
+        raise surface.not_inline_host(settings)
+    if surface.is_console_path(path) and not surface.console_allowed(settings, inline.index, host, None):
+        raise HttpError(404, "not_found", "No such route.")
+    return path
+
+
+def admin_send(ctx: Context, req: Request, send: Send) -> Send:
+    """Room saves refresh the host index, and warn when this console's host is about to be withheld."""
+    inline = _inline(ctx)
+    if inline is None or req.method in ("GET", "HEAD") or not req.path.startswith("/api/admin/rooms"):
+        return send
+    state = {"status": 0}
+
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            state["status"] = message["status"]
+            inline.room_changed()
+            if req.method == "POST" and req.path == "/api/admin/rooms" and message["status"] in (200, 201):
+                state["hold"] = 1
+                state["start"] = message  # type: ignore[assignment]
+                return
+        elif message["type"] == "http.response.body" and state.get("hold"):
+            start: Message = state.pop("start")  # type: ignore[assignment]
+            state["hold"] = 0
+            body = _with_warning(ctx, inline, req, message.get("body", b""))
+            headers = [(k, v) for k, v in start["headers"] if k != b"content-length"]
+            headers.append((b"content-length", str(len(body)).encode()))
+            await send({**start, "headers": headers})
+            message = {**message, "body": body}
+        await send(message)
+
+    return wrapped
+
+
+def _with_warning(ctx: Context, inline: Inline, req: Request, body: bytes) -> bytes:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body
+    room = data.get("room") if isinstance(data, dict) else None
+    if not isinstance(room, dict) or not room.get("proxyOrigin"):
+        return body
+    settings = ctx.settings
+    if settings.admin_hosts or settings.public_url:
+        return body
+    host = req.headers.get(b"host")
+    if surface.console_host(settings, host) or inline.index.lookup(host) is not None:
+        return body
+    name = request_host_key(host.decode("latin-1")) if host else ""
+    warning = {
+        "code": "console_host_withheld",
+        "host": name,
+        "message": (
+            f"With an inline room and neither ADMIN_HOST nor PUBLIC_URL set, the console on {name} answers 404 "
+            f"from the next request on. Set ADMIN_HOST={name} (or PUBLIC_URL) and restart."
+        ),
+    }
+    data.setdefault("warnings", []).append(warning)
+    return orjson.dumps(data)
