@@ -27,6 +27,7 @@ from queue_manager.journal.pg import PgJournal
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey import ValkeyStore
 from queue_manager.store.valkey.clock import SharedClock
+from queue_manager.store.valkey.heads import live_heads
 
 log = logging.getLogger("queue_manager.backend")
 
@@ -84,6 +85,9 @@ class Backend:
         self.known_rooms: set[str] = set()  # rooms the journal says exist (refreshed every RESYNC_MS)
         self.recovering: set[str] = set()
         self.rebuilt_total = 0
+        self.rollbacks_total = 0  # rooms found behind the journal (Valkey restored from an older copy)
+        self._reconcile_now = asyncio.Event()
+        self.journal.on_conflict = self._on_conflict
 
     async def start(self) -> None:
         await self.journal.start(require=False)
@@ -110,21 +114,44 @@ class Backend:
                 await self.reconcile()
             except Exception as exc:
                 log.warning("reconcile: %s", _first_words(exc))
-            await asyncio.sleep(interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._reconcile_now.wait(), interval)
+            self._reconcile_now.clear()
+
+    async def _on_conflict(self, rooms: set[tuple[str, int]]) -> None:
+        """The journal refused events whose seq it already holds: those rooms' Valkey state is behind
+        it. Fence them before their callers are answered (so no compensation runs on the old state),
+        and rebuild now rather than at the next RESYNC_MS."""
+        for room_id, _gen in sorted(rooms):
+            self.recovering.add(room_id)
+            try:
+                await self.store.fence(room_id)
+            finally:
+                self.recovering.discard(room_id)
+        self._reconcile_now.set()
 
     async def reconcile(self) -> list[str]:
-        """Rooms the journal has but Valkey lost (flushed, restored from an older copy): rebuild them from
-        the latest checkpoint plus the events after it, and load them into Valkey atomically."""
-        journal_rooms = await self.journal.rooms()
-        self.known_rooms = {room_id for room_id, _, _ in journal_rooms}
-        live = {r["id"]: r for r in await self.store.list_rooms()}
+        """Rooms whose Valkey state is lost (flushed), rolled back (restored from an older copy: its seq
+        is behind the journal's) or fenced: rebuild them from the latest checkpoint plus the events after
+        it, and load them into Valkey atomically. A rolled-back room is fenced first, so it answers 503
+        storage_unavailable instead of serving (and minting on) the old state meanwhile.
+
+        The journal is read before Valkey: whatever the journal holds was in Valkey before, so a
+        Valkey seq below it can only be a rollback, never a commit racing this check."""
+        heads = await self.journal.heads()
+        self.known_rooms = set(heads)
+        live = await live_heads(self.store.redis, self.settings.valkey_prefix, heads)
         rebuilt = []
-        for room_id, gen, _config in journal_rooms:
-            current = live.get(room_id)
-            if current is not None and int(current.get("generation", 0)) >= gen:
+        for room_id, (gen, seq) in sorted(heads.items()):
+            why = live[room_id].behind(gen, seq)
+            if why is None:
                 continue
             self.recovering.add(room_id)
             try:
+                if why.startswith("rolled back"):
+                    log.warning("room %s: Valkey state %s: fenced until rebuilt", room_id, why)
+                    await self.store.fence(room_id)
+                    self.rollbacks_total += 1
                 base = await self.journal.latest_snapshot(room_id, gen)
                 events = await self.journal.read_events(room_id, gen, int(base["seq"]) if base else 0)
                 try:

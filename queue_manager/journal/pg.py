@@ -33,7 +33,7 @@ import logging
 import os
 import socket
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,6 +221,9 @@ class PgJournal:
         self.events_committed = 0  # rows sent in committed batches (duplicates included)
         self.batch_events: Counter[int] = Counter()  # events per committed batch -> batches
         self.batch_callers: Counter[int] = Counter()  # callers per committed batch -> batches
+        # rollback guard: events refused because their seq was taken, and who fences such rooms
+        self.conflicts = 0
+        self.on_conflict: Callable[[set[tuple[str, int]]], Awaitable[None]] | None = None
 
     @property
     def pool(self) -> Any:
@@ -359,7 +362,11 @@ class PgJournal:
                     raise _SpoolFailed(f"maintenance spool write failed: {_describe(err)}") from err
                 self.spooled_batches += 1
             else:
-                await self._insert(rows)
+                inserted = await self._insert(rows)
+                if inserted < len(rows):  # a seq already taken by another event: a rolled-back room
+                    taken = await self._taken(rows)
+                    if taken:
+                        await self._refuse_taken(batch, taken)
                 self.transactions += 1
                 self.events_committed += len(rows)
                 self.batch_events[len(rows)] += 1
@@ -397,7 +404,8 @@ class PgJournal:
                 "events journal: %d events of failed commits dropped (backlog full): their seqs stay gaps", excess
             )
 
-    async def _insert(self, rows: list[Row]) -> None:
+    async def _insert(self, rows: list[Row]) -> int:
+        """Insert ``rows`` (one statement, one transaction); returns how many were new."""
         try:
             if not self._migrated:
                 await self._ensure_migrated()
@@ -408,10 +416,48 @@ class PgJournal:
                     command_timeout=self.timeout,
                     server_settings={"application_name": f"qm-journal-writer {self.instance_id}"[:63]},
                 )
-            await self._conn.fetchrow(self._sql, *insert_args(rows), timeout=self.timeout)
+            row = await self._conn.fetchrow(self._sql, *insert_args(rows), timeout=self.timeout)
         except Exception:
             await self._drop_conn()
             raise
+        return len(rows) if row is None else int(row["inserted"])
+
+    async def _taken(self, rows: list[Row]) -> set[tuple[str, int, int]]:
+        """The rows whose (room, gen, seq) the journal already holds for a *different* event. Such an
+        event was not journaled: the room's Valkey state was rolled back behind the journal (or a
+        change from before a rebuild landed after it). Identical rows are a harmless re-send."""
+        found = await self._conn.fetch(
+            f"""SELECT u.room, u.gen, u.seq
+                FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::text[])
+                     AS u(room, gen, seq, type, ts, data, instance)
+                JOIN {self._s}.events e ON e.room = u.room AND e.gen = u.gen AND e.seq = u.seq
+                WHERE e.type <> u.type OR e.ts <> u.ts OR e.instance <> u.instance OR e.data <> u.data::jsonb""",
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            [r[2] for r in rows],
+            [r[3] for r in rows],
+            [r[5] for r in rows],
+            [r[6] for r in rows],
+            [r[7] for r in rows],
+            timeout=self.timeout,
+        )
+        return {(r["room"], int(r["gen"]), int(r["seq"])) for r in found}
+
+    async def _refuse_taken(self, batch: list[_Pending], taken: set[tuple[str, int, int]]) -> None:
+        """Fail the callers whose events were not journaled (503, never acknowledged), after telling
+        ``on_conflict`` which rooms to fence and rebuild (so their compensations find them fenced)."""
+        rooms = {(room, gen) for room, gen, _ in taken}
+        self.conflicts += len(taken)
+        log.error("events journal: %d events of %s collide with journaled ones (rolled back?)", len(taken), rooms)
+        if self.on_conflict is not None:
+            try:
+                await self.on_conflict(rooms)
+            except Exception as err:  # the callers still get their 503
+                log.warning("events journal: on_conflict: %s", _describe(err))
+        for item in batch:
+            if any((r[0], r[1], r[2]) in taken for r in item.rows) and not item.future.done():
+                item.future.set_exception(StoreUnavailable("the room is being rebuilt from the journal"))
+                item.future.exception()
 
     async def _drop_conn(self) -> None:
         conn, self._conn = self._conn, None
@@ -522,6 +568,16 @@ class PgJournal:
         """Every room that is not deleted: (id, gen, config) — for the inline host index."""
         rows = await self._fetch(f"SELECT id, gen, config FROM {self._s}.rooms WHERE NOT deleted ORDER BY id")
         return [(r["id"], r["gen"], orjson.loads(r["config"]) if r["config"] else {}) for r in rows]
+
+    async def heads(self) -> dict[str, tuple[int, int]]:
+        """Every room that is not deleted: room -> (gen, newest seq journaled for that generation)."""
+        rows = await self._fetch(
+            f"""SELECT r.id, r.gen, coalesce(e.head, 0) AS head FROM {self._s}.rooms r
+                LEFT JOIN LATERAL (SELECT max(seq) AS head FROM {self._s}.events
+                                   WHERE room = r.id AND gen = r.gen) e ON true
+                WHERE NOT r.deleted"""
+        )
+        return {r["id"]: (int(r["gen"]), int(r["head"])) for r in rows}
 
     async def head(self, room: str, gen: int) -> int:
         """The newest seq journaled for a room generation (0: none)."""

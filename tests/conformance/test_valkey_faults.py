@@ -286,3 +286,119 @@ def test_valkey_flushed_rooms_are_rebuilt_from_the_journal_with_the_same_positio
             assert summary["nextTicket"] == 13  # numbering continues where it stopped
     finally:
         srv.stop()
+
+
+def _room_keys(client, srv, room: str) -> list[bytes]:
+    return list(client.scan_iter(match=f"{srv.env['VALKEY_PREFIX']}{{{room}}}:*", count=1000))
+
+
+def _save_room(client, srv, room: str) -> dict[bytes, tuple[bytes, int]]:
+    """An older copy of the room's keys (DUMP), as a Valkey backup taken now would hold them."""
+    saved = {}
+    for key in _room_keys(client, srv, room):
+        value = client.dump(key)
+        if value is not None:
+            saved[key] = (value, max(0, client.pttl(key)))
+    return saved
+
+
+def _restore_room(client, srv, room: str, saved: dict[bytes, tuple[bytes, int]]) -> None:
+    """Valkey restored from that copy: keys made since are gone, the others hold their old values."""
+    for key in _room_keys(client, srv, room):
+        if key not in saved:
+            client.delete(key)
+    for key, (value, ttl) in saved.items():
+        client.restore(key, ttl, value, replace=True)
+
+
+def _joined(srv, room: str, count: int) -> list[str]:
+    tokens = []
+    for _ in range(count):
+        with srv.client() as c:
+            r = join(c, room)
+            assert r.status_code == 200, r.text
+            tokens.append(r.json()["token"])
+    return tokens
+
+
+def _positions(srv, room: str, tokens: list[str]) -> list[int | None]:
+    with srv.client() as c:
+        return [status(c, room, token)["position"] for token in tokens]
+
+
+def test_valkey_rolled_back_a_change_on_the_old_state_answers_503_and_the_room_is_rebuilt() -> None:
+    """Valkey restored from an older copy; the first change made on that old state reuses a seq the
+    journal already holds: it is refused (503 storage_unavailable, Retry-After, never acknowledged), the
+    room is fenced and rebuilt from the journal at once (RESYNC_MS is far away here)."""
+    import redis
+
+    srv = start_server({"RESYNC_MS": "600000"})
+    try:
+        client = redis.Redis.from_url(srv.env["VALKEY_URL"])
+        with srv.admin() as admin:
+            room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None, presenceSec=None)["id"]
+            early = _joined(srv, room, 5)
+            saved = _save_room(client, srv, room)  # the backup
+            late = _joined(srv, room, 7)
+            assert admin.post(f"/api/admin/rooms/{room}/eject", json={"ticket": 2}).status_code == 200
+            before = _positions(srv, room, early + late)
+            _restore_room(client, srv, room, saved)
+            with srv.client() as c:
+                refused = join(c, room)
+            assert refused.status_code == 503, refused.text  # ticket 6 again, at a seq the journal holds
+            assert refused.json()["code"] == "storage_unavailable" and "retry-after" in refused.headers
+            assert "set-cookie" not in refused.headers
+
+            def rebuilt() -> bool:
+                with srv.client() as c:
+                    r = c.get("/api/status", params={"roomId": room, "token": late[-1]})
+                if r.status_code == 503:
+                    assert r.json()["code"] == "storage_unavailable" and "retry-after" in r.headers
+                    return False
+                assert r.status_code == 200, r.text  # never no_room
+                return r.json()["position"] is not None
+
+            wait_until(rebuilt, timeout=30, what="the rolled-back room rebuilt from the journal")
+            assert _positions(srv, room, early + late) == before
+            summary = admin.get(f"/api/admin/rooms/{room}").json()["room"]
+            assert summary["waiting"] == 12 and summary["nextTicket"] == 13
+            with srv.client() as c:
+                again = join(c, room)
+            assert again.status_code == 200 and again.json()["ticket"] == 13
+        client.close()
+    finally:
+        srv.stop()
+
+
+def test_valkey_rolled_back_with_no_traffic_is_found_within_resync_and_rebuilt() -> None:
+    """The same restore with nobody changing anything: the periodic check (every RESYNC_MS) sees the
+    room's seq behind the journal's, fences it and rebuilds it; every acknowledged join is back in place."""
+    import redis
+
+    srv = start_server({"RESYNC_MS": "500"})
+    try:
+        client = redis.Redis.from_url(srv.env["VALKEY_URL"])
+        with srv.admin() as admin:
+            room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None, presenceSec=None)["id"]
+            early = _joined(srv, room, 4)
+            saved = _save_room(client, srv, room)
+            late = _joined(srv, room, 6)
+            before = _positions(srv, room, early + late)
+            _restore_room(client, srv, room, saved)
+
+            def rebuilt() -> bool:
+                with srv.client() as c:
+                    r = c.get("/api/status", params={"roomId": room, "token": late[-1]})
+                if r.status_code == 503:
+                    assert r.json()["code"] == "storage_unavailable" and "retry-after" in r.headers
+                    return False
+                assert r.status_code == 200, r.text
+                return r.json()["position"] is not None
+
+            wait_until(rebuilt, timeout=30, what="the rolled-back room found and rebuilt")
+            assert _positions(srv, room, early + late) == before
+            summary = admin.get(f"/api/admin/rooms/{room}").json()["room"]
+            assert summary["waiting"] == 10 and summary["nextTicket"] == 11
+        client.close()
+    finally:
+        srv.stop()
