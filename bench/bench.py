@@ -918,6 +918,14 @@ def targets(results: dict[str, Any]) -> dict[str, Any]:
             "pass": ratio >= CHECK_RATIO_TARGET and (by_cpu is None or by_cpu >= CHECK_RATIO_TARGET),
             "contended": foreign > 0.2,
         }
+    if "fleet" in results and "target3000" in results["fleet"]:
+        f = results["fleet"]
+        out["fleet_joins"] = {
+            "target": ">= 3000 acknowledged joins/s on one instance (STORE=valkey + SIDESTORE=pg)",
+            "value": f["join_group"]["rps"],
+            "medianOfRounds": f["join_group"]["medianRps"],
+            "pass": f["target3000"]["pass"],
+        }
     if "outflow" in results:
         o = results["outflow"]
         out["outflow"] = {"target": f"{OUTFLOW_RATE} +/- 1 in 60 s", "value": o["passes"], "pass": o["pass"]}
@@ -954,6 +962,18 @@ def table(results: dict[str, Any]) -> str:
             f"| {r.get('cpuRatioToHello')} | {r['non2xx']} | {r['socketErrors']} | {r.get('foreignCoresMax')} |"
         )
     lines = ["\n".join(rows)]
+    if "fleet" in results:
+        f = results["fleet"]
+        for name in ("join_group", "join_txn", "join_memory", "join_two", "check_valkey", "check_memory", "check_two"):
+            if name in f:
+                r = f[name]
+                lines.append(
+                    f"fleet {name}: {r['rps']:,.0f} req/s (rounds {', '.join(f'{x:.0f}' for x in r['rounds'])}), "
+                    f"p99 {r['p99MsMedian']} ms, server CPU {r['serverUsPerRequest']} us/req, non-2xx {r['non2xx']}"
+                )
+        for name, r in f.get("ratios", {}).items():
+            lines.append(f"fleet {name}: {r['overall']}x (per round {r['rounds']}, median {r['median']})")
+        lines.append(f"fleet joins per transaction: {f.get('joinsPerTransaction')}")
     if "join" in results.get("http", {}):
         j = results["http"]["join"]
         lines.append(f"join: line length {j['lineBefore']:,} -> {j['lineAfter']:,}")
@@ -1021,6 +1041,10 @@ def main() -> None:
             phase_http(results)
         if "check" in PHASES:
             phase_check(results)
+        if "fleet" in PHASES:
+            from fleet import phase_fleet
+
+            phase_fleet(results)
         if "memory" in PHASES:
             phase_memory(results)
         if "profile" in PHASES:
