@@ -121,16 +121,22 @@ class Library:
             return not_found(lang)
         doc, translated, source = found
         ui = render.UI[lang]
-        main = doc.body
+        main, notice, content_lang = doc.body, "", lang
         if lang == "th" and not translated:
             notice = (
                 f'<div class="notice" role="note"><p>{ui["fallback"]}</p>'
                 f'<p lang="en">{render.UI["th"]["fallback_en"]}</p></div>'
             )
-            main = f'{notice}<div lang="en">{doc.body}</div>'
+            main, content_lang = f'<div lang="en">{doc.body}</div>', "en"
         footer = f'{ui["source"]} <code>{html.escape(source)}</code>'
         text = render.page(
-            lang=lang, title=doc.title, main=main, toc=render.toc_html(doc.headings, lang), name=name, footer=footer
+            lang=lang,
+            title=doc.title,
+            main=main,
+            toc=render.toc_html(doc.headings, lang, content_lang),
+            name=name,
+            footer=footer,
+            notice=notice,
         )
         return Body.of(200, lang, text)
 
@@ -150,7 +156,8 @@ class Library:
             items.append(f'<li><a href="{href}"{attr}>{html.escape(doc.title)}</a>{tag}{summary}</li>')
         listing = f'<ul class="guides">{"".join(items)}</ul>' if items else f"<p>{ui['not_installed']}</p>"
         main = f'<h1>{ui["index_title"]}</h1><p class="lede">{ui["index_lede"]}</p>{listing}'
-        return Body.of(200, lang, render.page(lang=lang, title=ui["index_title"], main=main))
+        footer = f'{ui["source"]} <code>docs/</code>'
+        return Body.of(200, lang, render.page(lang=lang, title=ui["index_title"], main=main, footer=footer))
 
 
 def not_found(lang: str) -> Body:

@@ -6,13 +6,14 @@ import gzip
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ServerFactory
 from harness import Server, create_room, unique_id
+
+ServerFactory = Callable[..., Server]
 
 REPO_DOCS = Path(__file__).resolve().parents[2] / "docs"
 NAV = {"accept": "text/html", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document"}

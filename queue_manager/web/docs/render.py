@@ -174,7 +174,10 @@ def render_markdown(text: str, source_dir: str, lang: str) -> Rendered:
     headings: list[Heading] = []
     title = ""
     summary = ""
+    quoted = 0  # inside a blockquote (a translation's revision note is not the guide's summary)
     for i, token in enumerate(tokens):
+        if token.type in ("blockquote_open", "blockquote_close"):
+            quoted += 1 if token.type == "blockquote_open" else -1
         if token.type == "heading_open":
             label = plain_text(tokens[i + 1])
             base = slugify(label) or "section"
@@ -186,7 +189,7 @@ def render_markdown(text: str, source_dir: str, lang: str) -> Rendered:
             headings.append(Heading(level, label, slug))
             if level == 1 and not title:
                 title = label
-        elif token.type == "paragraph_open" and not summary and title:
+        elif token.type == "paragraph_open" and not summary and title and not quoted:
             summary = plain_text(tokens[i + 1])
         elif token.type == "inline":
             for child in token.children or ():
@@ -231,11 +234,13 @@ def content_security_policy() -> str:
     )
 
 
-def toc_html(headings: Sequence[Heading], lang: str) -> str:
+def toc_html(headings: Sequence[Heading], lang: str, content_lang: str | None = None) -> str:
+    """The table of contents (levels 2 and 3); ``content_lang`` marks headings in another language than the page."""
     items = [h for h in headings if h.level in (2, 3)]
     if len(items) < 2:
         return ""
-    out = [f'<nav class="toc" aria-labelledby="toc-title"><h2 id="toc-title">{UI[lang]["toc"]}</h2><ol>']
+    attr = f' lang="{content_lang}"' if content_lang and content_lang != lang else ""
+    out = [f'<nav class="toc" aria-labelledby="toc-title"><h2 id="toc-title">{UI[lang]["toc"]}</h2><ol{attr}>']
     open_sub = False
     for h in items:
         link = f'<a href="#{html.escape(h.slug)}">{html.escape(h.text)}</a>'
@@ -264,13 +269,14 @@ def page(
     toc: str = "",
     name: str | None = None,
     footer: str = "",
+    notice: str = "",
 ) -> str:
     """The whole HTML document: header (guides, English/ไทย, console), skip link, table of contents, main."""
     ui = UI[lang]
     css, _ = stylesheet()
     here = f"/{name}" if name else ""
-    en_current = ' aria-current="page"' if lang == "en" else ""
-    th_current = ' aria-current="page"' if lang == "th" else ""
+    en_current = ' aria-current="true"' if lang == "en" else ""  # the language in use, among the two
+    th_current = ' aria-current="true"' if lang == "th" else ""
     index = "/docs/th" if lang == "th" else "/docs"
     return Template(_asset("page.html")).substitute(
         lang=lang,
@@ -288,6 +294,7 @@ def page(
         th_current=th_current,
         layout="layout has-toc" if toc else "layout",
         toc=toc,
+        notice=notice,
         main=main,
-        footer=footer,
+        footer=f'<footer class="foot">{footer}</footer>' if footer else "",
     )
