@@ -143,6 +143,7 @@ class App:
             await asyncio.sleep(max(0.0, next_at - loop.time()))
             try:
                 await self.ctx.store.tick()
+                await self.ctx.series.feed(self.ctx.store, self.clock.wall_ms())
                 if self.backend is not None:
                     self.backend.note_store_result(True)
             except StoreUnavailable as exc:

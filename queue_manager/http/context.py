@@ -23,6 +23,7 @@ from queue_manager.http.proxywatch import ProxyWatch
 from queue_manager.http.ratelimit import Budget
 from queue_manager.http.sse import AdminStreams, Broadcaster
 from queue_manager.metrics import Counters
+from queue_manager.ops.series import SeriesRecorder
 from queue_manager.store.base import Store
 from queue_manager.tokens import TokenError, TokenSigner
 
@@ -49,6 +50,7 @@ class Context:
     protection: Protection = field(init=False)
     proxywatch: ProxyWatch = field(init=False)
     admin_streams: AdminStreams = field(default_factory=lambda: AdminStreams())
+    series: SeriesRecorder = field(default_factory=SeriesRecorder)  # the console's per-room chart data
     pid: int = field(default_factory=os.getpid)
     # ends the process through the same path SIGTERM takes (set by the CLI around the server)
     request_stop: Callable[[], None] | None = None

@@ -1,0 +1,1 @@
+"""Operational side jobs of one process: the console's per-room series."""

@@ -1,0 +1,262 @@
+"""Per-room time series for the console's chart and reports, sampled from the store's room summaries.
+
+Every ``SAMPLE_SEC`` the recorder reads each room's summary (what ``/api/admin/rooms`` lists) and folds it
+into two bounded tiers: 10-second buckets for the last hour and 1-minute buckets for the last 24 hours.
+Each bucket keeps queue depth, joins, passes, the configured rate, and the waits of the people who left
+the line in it.
+
+Actual waits are measured from the room's cumulative counters, not estimated from the rate: the line is
+FIFO, so the k-th person to leave it is the k-th person who joined it, and their wait is the time between
+the k-th join and the k-th exit (the horizontal distance between the cumulative arrival and departure
+curves). Exits are ``joinsTotal - waiting - preQueue``; only as many of a sample's exits as it has new
+passes are counted as waits (a purge is exits with no passes). Resolution is the sampling interval; an
+eject (which sends one person to the back) or a drop's shuffled draw blurs individual waits, not the
+distribution. Events that changed the room (state, rate, purge, a new generation) become marks.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from queue_manager.store.base import Store
+
+SAMPLE_SEC = 2.0
+RESERVOIR = 256
+MARKS_KEEP = 500
+STATE_MARKS = {"paused": "pause", "active": "resume", "bypass": "bypass", "scheduled": "schedule"}
+TIERS = {"10s": (10, 360), "1m": (60, 1440)}  # name: (bucket seconds, buckets kept)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile of values (None for none)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, int(-(-q * len(ordered) // 1)) - 1))
+    return ordered[rank]
+
+
+@dataclass(slots=True)
+class Bucket:
+    start_ms: int
+    depth: int = 0
+    depth_max: int = 0
+    depth_sum: int = 0
+    samples: int = 0
+    joins: int = 0
+    passes: int = 0
+    rate: int | None = None
+    state: str = "active"
+    active_max: int = 0
+    passed_last_min: int = 0
+    joins_last_min: int = 0
+    waits: list[float] = field(default_factory=list)
+    waits_seen: int = 0
+    wait_max: float = 0.0
+    wait_sum: float = 0.0
+
+    def add_wait(self, rng: random.Random, wait: float) -> None:
+        self.waits_seen += 1
+        self.wait_sum += wait
+        self.wait_max = max(self.wait_max, wait)
+        if len(self.waits) < RESERVOIR:
+            self.waits.append(wait)
+        else:  # uniform reservoir sample
+            slot = rng.randrange(self.waits_seen)
+            if slot < RESERVOIR:
+                self.waits[slot] = wait
+
+    def row(self, seconds: float) -> dict[str, Any]:
+        per_min = 60.0 / seconds
+        est = None
+        if self.depth == 0:
+            est = 0
+        elif self.passed_last_min > 0:
+            est = round(self.depth * 60 / self.passed_last_min)
+        return {
+            "t": self.start_ms // 1000,
+            "depth": self.depth,
+            "depthMax": self.depth_max,
+            "depthAvg": round(self.depth_sum / self.samples, 2) if self.samples else 0,
+            # per minute: the trailing minute's counts at the bucket's last sample (what the cards show)
+            "joinsPerMin": self.joins_last_min if seconds < 60 else round(self.joins * per_min, 2),
+            "passesPerMin": self.passed_last_min if seconds < 60 else round(self.passes * per_min, 2),
+            "joins": self.joins,
+            "passes": self.passes,
+            "estWaitSec": est,
+            "waitP50Sec": _round(percentile(self.waits, 0.5)),
+            "waitP90Sec": _round(percentile(self.waits, 0.9)),
+            "waitMaxSec": _round(self.wait_max) if self.waits_seen else None,
+            "waitAvgSec": _round(self.wait_sum / self.waits_seen) if self.waits_seen else None,
+            "measuredWaits": self.waits_seen,
+            "peakActive": self.active_max,
+            "rate": self.rate,
+            "state": self.state,
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+@dataclass(slots=True)
+class Tier:
+    seconds: int
+    keep: int
+    closed: deque[Bucket] = field(default_factory=deque)
+    open: Bucket | None = None
+
+    def bucket(self, now_ms: int) -> Bucket:
+        start = now_ms - now_ms % (self.seconds * 1000)
+        if self.open is None or self.open.start_ms != start:
+            if self.open is not None:
+                self.closed.append(self.open)
+                while len(self.closed) > self.keep:
+                    self.closed.popleft()
+            self.open = Bucket(start)
+        return self.open
+
+
+@dataclass(slots=True)
+class RoomSeries:
+    room_id: str
+    generation: int
+    joins_total: int
+    passes_total: int
+    exits: int
+    state: str
+    rate: int
+    waiting: int
+    tiers: dict[str, Tier] = field(default_factory=lambda: {k: Tier(s, n) for k, (s, n) in TIERS.items()})
+    marks: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MARKS_KEEP))
+    # the cumulative join curve since the generation began: join counts and when they were first reached
+    curve_n: list[int] = field(default_factory=list)
+    curve_t: list[int] = field(default_factory=list)
+    base_joins: int = 0  # joins made before this recorder was watching: their times are unknown
+
+    def join_time(self, k: int) -> int | None:
+        """When the k-th join of this generation happened (None once it is older than the curve)."""
+        if k <= self.base_joins:
+            return None
+        i = bisect.bisect_left(self.curve_n, k)
+        if i >= len(self.curve_n):
+            return None
+        return self.curve_t[i]
+
+    def trim(self, before_ms: int) -> None:
+        """Forget join-curve points older than the retained window (keeps one to bound older waits)."""
+        cut = bisect.bisect_left(self.curve_t, before_ms)
+        if cut > 1024 and cut > len(self.curve_t) // 2:
+            del self.curve_n[: cut - 1]
+            del self.curve_t[: cut - 1]
+
+
+def _exits(summary: dict[str, Any]) -> int:
+    return max(0, int(summary["joinsTotal"]) - int(summary["waiting"]) - int(summary.get("preQueue") or 0))
+
+
+class SeriesRecorder:
+    """Bounded per-room series in this process; fed by the app's ticker, read by the console's routes."""
+
+    def __init__(self) -> None:
+        self.rooms: dict[str, RoomSeries] = {}
+        self.started_ms: int | None = None
+        self._last_ms = 0
+        self._rng = random.Random()
+
+    def due(self, now_ms: int) -> bool:
+        return now_ms - self._last_ms >= SAMPLE_SEC * 1000 - 50
+
+    async def feed(self, store: Store, now_ms: int) -> None:
+        """The ticker's hook: sample every room when a sample is due."""
+        if self.due(now_ms):
+            self.sample(await store.list_rooms(), now_ms)
+
+    def sample(self, summaries: list[dict[str, Any]], now_ms: int) -> None:
+        """Fold one reading of every room in; rooms no longer listed are forgotten."""
+        if self.started_ms is None:
+            self.started_ms = now_ms
+        self._last_ms = now_ms
+        seen = set()
+        for summary in summaries:
+            room_id = summary["id"]
+            seen.add(room_id)
+            self._sample_room(summary, now_ms)
+        for gone in [r for r in self.rooms if r not in seen]:
+            del self.rooms[gone]
+
+    def _sample_room(self, s: dict[str, Any], now_ms: int) -> None:
+        room_id, gen = s["id"], int(s.get("generation") or 0)
+        state, rate = str(s.get("effectiveState") or s.get("state")), int(s.get("ratePerMinute") or 0)
+        joins, passes, waiting = int(s["joinsTotal"]), int(s["passesTotal"]), int(s["waiting"])
+        exits = _exits(s)
+        series = self.rooms.get(room_id)
+        if series is None or series.generation != gen or joins < series.joins_total:
+            fresh = RoomSeries(room_id, gen, 0, 0, 0, state, rate, 0)
+            if series is not None:  # a new generation keeps the room's history, restarts its counters
+                fresh.tiers, fresh.marks = series.tiers, series.marks
+                fresh.marks.append({"t": now_ms // 1000, "kind": "room", "note": f"room re-created (generation {gen})"})
+            else:
+                # counters before we started watching are not ours to spread over one sample
+                fresh.joins_total, fresh.passes_total, fresh.exits, fresh.waiting = joins, passes, exits, waiting
+                fresh.base_joins = joins
+            series = self.rooms[room_id] = fresh
+        d_joins = max(0, joins - series.joins_total)
+        d_passes = max(0, passes - series.passes_total)
+        d_exits = max(0, exits - series.exits)
+        if d_joins:
+            series.curve_n.append(joins)
+            series.curve_t.append(now_ms)
+        waits = []
+        for k in range(series.exits + 1, series.exits + min(d_passes, d_exits) + 1):
+            joined = series.join_time(k)
+            if joined is not None:
+                waits.append(max(0.0, (now_ms - joined) / 1000.0))
+        purged = d_exits - min(d_passes, d_exits)
+        if state != series.state:
+            kind = STATE_MARKS.get(state, state)
+            series.marks.append({"t": now_ms // 1000, "kind": kind, "note": f"state {series.state} → {state}"})
+        if rate != series.rate:
+            series.marks.append({"t": now_ms // 1000, "kind": "rate", "note": f"rate {series.rate} → {rate}/min"})
+        if purged > 0 and waiting < series.waiting:
+            series.marks.append({"t": now_ms // 1000, "kind": "purge", "note": f"{purged} left the line unserved"})
+        for tier in series.tiers.values():
+            b = tier.bucket(now_ms)
+            b.depth = waiting
+            b.depth_max = max(b.depth_max, waiting)
+            b.depth_sum += waiting
+            b.samples += 1
+            b.joins += d_joins
+            b.passes += d_passes
+            b.rate, b.state = rate, state
+            b.active_max = max(b.active_max, int(s.get("activeSessions") or 0))
+            b.passed_last_min = int(s.get("passedLastMinute") or 0)
+            b.joins_last_min = int(s.get("joinsLastMinute") or 0)
+            for w in waits:
+                b.add_wait(self._rng, w)
+        series.joins_total, series.passes_total, series.exits = joins, passes, exits
+        series.state, series.rate, series.waiting = state, rate, waiting
+        series.trim(now_ms - 25 * 3600 * 1000)
+
+    def rows(self, room_id: str, tier: str, now_ms: int | None = None) -> list[dict[str, Any]] | None:
+        """Closed buckets oldest first, then (given now_ms) the open one, its rates over the time it has run."""
+        series = self.rooms.get(room_id)
+        if series is None:
+            return None
+        t = series.tiers[tier]
+        out = [b.row(t.seconds) for b in t.closed]
+        if now_ms is not None and t.open is not None:
+            elapsed = max(SAMPLE_SEC, min(t.seconds, (now_ms - t.open.start_ms) / 1000))
+            out.append({**t.open.row(elapsed), "partial": True})
+        return out
+
+    def marks(self, room_id: str, since_s: int) -> list[dict[str, Any]]:
+        series = self.rooms.get(room_id)
+        if series is None:
+            return []
+        return [m for m in series.marks if m["t"] >= since_s]

@@ -1,0 +1,241 @@
+"""The operator console in a real browser: sign in, run a room, look a visitor up, share a read-only view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from axe import describe, violations
+from harness import create_room, join, start_server, unique_id, wait_until
+
+
+@pytest.fixture(scope="module")
+def qm() -> Any:
+    srv = start_server()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _room(admin: Any, room_id: str) -> dict[str, Any]:
+    room: dict[str, Any] = admin.get(f"/api/admin/rooms/{room_id}").json()["room"]
+    return room
+
+
+def _context(browser: Any, **kwargs: Any) -> Any:
+    # axe is injected as a script tag, which the console's CSP (script-src 'self') would refuse
+    return browser.new_context(bypass_csp=True, **kwargs)
+
+
+def _sign_in(page: Any, qm: Any) -> None:
+    page.goto(f"{qm.base_url}/")
+    page.locator("#signin-key").fill(qm.admin_key)
+    page.get_by_role("button", name="Sign in").click()
+    page.locator("#live.on").wait_for(timeout=10_000)
+
+
+def _card(page: Any, room_id: str) -> Any:
+    return page.locator(f'article.card[data-room="{room_id}"]')
+
+
+def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts: Path) -> None:
+    ctx = _context(browser, viewport={"width": 1360, "height": 900})
+    page = ctx.new_page()
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(f"{qm.base_url}/")
+    page.locator("#signin-key").wait_for(timeout=10_000)
+    page.screenshot(path=str(artifacts / "console-signin.png"))
+    found = violations(page)
+    assert not found, describe(found)
+
+    _sign_in(page, qm)
+    # the key is not kept anywhere the page's scripts can read
+    assert page.evaluate("() => JSON.stringify(localStorage) + JSON.stringify(sessionStorage)").find(qm.admin_key) < 0
+    assert page.locator("#signin-key").input_value() == ""
+    assert "qm_console" not in page.evaluate("() => document.cookie")
+
+    with qm.admin() as admin, qm.client() as visitor:
+        # a few rooms with people in them, for the dashboard and its chart
+        busy = unique_id("busy")
+        create_room(admin, busy, name="Spring sale", ratePerMinute=30, maxConcurrent=40)
+        for _ in range(6):
+            with qm.client() as other:
+                join(other, busy).raise_for_status()
+
+        # create a room from the editor
+        room = unique_id("shop")
+        page.get_by_role("button", name="+ New room").click()
+        page.locator("#ed-id").fill(room)
+        page.locator("#ed-name").fill("Checkout")
+        page.locator("#ed-targetUrl").fill("https://shop.example/")
+        page.locator("#ed-ratePerMinute").fill("0")
+        page.locator("#ed-maxConcurrent").fill("25")
+        page.screenshot(path=str(artifacts / "console-editor.png"))
+        page.get_by_role("button", name="Create room").click()
+        card = _card(page, room)
+        card.wait_for(timeout=10_000)
+        assert _room(admin, room)["maxConcurrent"] == 25
+        assert card.locator('[data-k="capacity"]').inner_text() == "0/25"
+
+        # pause and resume
+        card.get_by_role("button", name="Pause").click()
+        wait_until(lambda: _room(admin, room)["state"] == "paused", what="paused")
+        card.locator(".badge", has_text="paused").wait_for(timeout=10_000)
+        card.get_by_role("button", name="Resume").click()
+        wait_until(lambda: _room(admin, room)["state"] == "active", what="resumed")
+
+        # the rate dial from the keyboard: → +10, Shift+→ +1, PageUp +50, ← -10
+        dial = card.get_by_role("slider")
+        dial.focus()
+        dial.press("ArrowRight")
+        dial.press("Shift+ArrowRight")
+        dial.press("PageUp")
+        dial.press("ArrowLeft")
+        wait_until(lambda: _room(admin, room)["ratePerMinute"] == 51, what="rate 51 from the keyboard")
+        assert dial.input_value() == "51"
+        # back to 0 so the visitor below stays in the line
+        card.locator('input[type="number"]').fill("0")
+        card.locator('input[type="number"]').press("Enter")
+        wait_until(lambda: _room(admin, room)["ratePerMinute"] == 0, what="rate typed back to 0")
+
+        # a visitor joins over HTTP; the operator looks them up and ejects them in two steps
+        join(visitor, room).raise_for_status()
+        join(qm.client(), room).raise_for_status()
+        card.locator('[data-k="waiting"]', has_text="2").wait_for(timeout=10_000)
+        card.get_by_role("button", name="Visitors").click()
+        page.locator("#vis-q").fill("1")
+        page.locator("#vis-q").press("Enter")
+        dlg = page.locator("#dlg-visitor")
+        dlg.get_by_text("Position").wait_for(timeout=10_000)
+        eject = page.locator("#vis-eject")
+        eject.click()
+        assert "Confirm" in eject.inner_text()
+        before = dlg.locator(".kv").inner_text()
+        # the drill-down refreshes with the live frames (every 2 s); the arming survives it
+        wait_until(lambda: dlg.locator(".kv").inner_text() != before, timeout=15, what="a drill-down refresh")
+        assert "Confirm" in page.locator("#vis-eject").inner_text()
+        page.screenshot(path=str(artifacts / "console-drilldown.png"))
+        page.locator("#vis-eject").click()
+
+        def ejected() -> bool:
+            rows = admin.get(f"/api/admin/audit?roomId={room}").json()["audit"]
+            return any(a["action"] == "visitor.eject" for a in rows)
+
+        wait_until(ejected, what="the eject in the audit trail")
+        assert admin.get(f"/api/admin/rooms/{room}/visitors/1").json()["visitor"]["position"] == 2
+        page.keyboard.press("Escape")
+        # focus goes back to the button that opened the dialog
+        assert page.evaluate("() => document.activeElement.textContent") == "Visitors"
+
+        # the dashboard with its chart, once a few samples are in
+        page.locator("#chart-room").select_option(busy)
+        page.locator("#chart-box canvas").first.wait_for(timeout=20_000)
+        page.screenshot(path=str(artifacts / "console-dashboard.png"), full_page=True)
+        found = violations(page)
+        assert not found, describe(found)
+
+        # share a monitor link: opening the dialog mints nothing
+        links_before = len(admin.get("/api/admin/monitor-links").json()["links"])
+        page.get_by_role("button", name="Share monitor").click()
+        page.get_by_role("button", name="Mint a new link").wait_for(timeout=10_000)
+        assert len(admin.get("/api/admin/monitor-links").json()["links"]) == links_before
+        page.get_by_role("button", name="Mint a new link").click()
+        url = page.locator("#share-url").input_value()
+        assert "#monitor=" in url
+        page.keyboard.press("Escape")
+
+    monitor = _context(browser, viewport={"width": 1200, "height": 800})
+    mpage = monitor.new_page()
+    mrequests: list[str] = []
+    mpage.on("request", lambda r: mrequests.append(r.url))
+    mpage.goto(url)
+    _card(mpage, room).wait_for(timeout=10_000)
+    mpage.locator("#live.on").wait_for(timeout=10_000)
+    assert "read-only" in mpage.locator("#who").inner_text()
+    hidden = ("Pause", "Resume", "Purge", "Delete", "Edit", "Visitors", "+ New room", "Share monitor", "Diagnostics")
+    for name in hidden:
+        assert mpage.get_by_role("button", name=name, exact=True).count() == 0, name
+    assert mpage.get_by_role("slider").count() == 0
+    mpage.screenshot(path=str(artifacts / "console-monitor.png"), full_page=True)
+    found = violations(mpage)
+    assert not found, describe(found)
+
+    # a narrow viewport
+    page.set_viewport_size({"width": 390, "height": 844})
+    wait_until(lambda: page.evaluate("() => document.documentElement.scrollWidth") <= 390, what="no sideways scroll")
+    page.screenshot(path=str(artifacts / "console-narrow.png"), full_page=True)
+
+    origins = {_origin(u) for u in requests + mrequests if u.startswith("http")}
+    assert origins == {qm.base_url}, f"the console asked another origin: {origins}"
+    ctx.close()
+    monitor.close()
+
+
+def test_keyboard_skip_links_and_console_menu(browser: Any, qm: Any) -> None:
+    with qm.admin() as admin:
+        first, second = unique_id("kb-a"), unique_id("kb-b")
+        create_room(admin, first, name="First")
+        create_room(admin, second, name="Second")
+    ctx = _context(browser, viewport={"width": 1300, "height": 900})
+    page = ctx.new_page()
+    _sign_in(page, qm)
+    _card(page, second).wait_for(timeout=10_000)
+    # the first Tab offers Skip to rooms
+    page.locator("body").focus()
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.textContent") == "Skip to rooms"
+    # skip past a room: its first stop, Enter moves to the next card
+    skip = _card(page, first).locator(".skip-room")
+    skip.focus()
+    assert skip.inner_text() == "Skip past First to the next room"
+    page.keyboard.press("Enter")
+    order = page.evaluate("() => [...document.querySelectorAll('article.card')].map(n => n.dataset.room)")
+    nxt = order[order.index(first) + 1] if order.index(first) + 1 < len(order) else None
+    active = page.evaluate("() => document.activeElement.closest('article')?.dataset.room || document.activeElement.id")
+    assert active == (nxt or "chart-h")
+    # the Console menu: Enter opens, arrows wrap, Escape returns to the button
+    page.locator("#menu-btn").focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => document.activeElement.textContent") == "Reports"
+    page.keyboard.press("ArrowUp")
+    assert page.evaluate("() => document.activeElement.textContent") == "Sign out"
+    page.keyboard.press("Home")
+    assert page.evaluate("() => document.activeElement.textContent") == "Reports"
+    page.keyboard.press("Escape")
+    assert page.evaluate("() => document.activeElement.id") == "menu-btn"
+    assert page.locator("#menu").is_hidden()
+    # sign out from the menu: the session is revoked and the sign-in screen is back
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")
+    page.locator("#signin-key").wait_for(timeout=10_000)
+    ctx.close()
+
+
+def test_viewer_key_sees_no_controls(browser: Any, qm: Any) -> None:
+    with qm.admin() as admin:
+        room = unique_id("vw")
+        create_room(admin, room)
+        key = admin.post("/api/admin/operators", json={"name": "Watcher", "role": "viewer"}).json()["key"]
+    ctx = _context(browser)
+    page = ctx.new_page()
+    page.goto(f"{qm.base_url}/")
+    page.locator("#signin-key").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+    _card(page, room).wait_for(timeout=10_000)
+    assert "viewer" in page.locator("#who").inner_text()
+    assert page.get_by_role("slider").count() == 0
+    for name in ("Pause", "Purge", "Delete", "+ New room", "Share monitor"):
+        assert page.get_by_role("button", name=name, exact=True).count() == 0, name
+    # a viewer is on the team: the drill-down is there, read-only
+    assert _card(page, room).get_by_role("button", name="Visitors").count() == 1
+    ctx.close()
