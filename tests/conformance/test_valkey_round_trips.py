@@ -1,0 +1,160 @@
+"""One Valkey round trip per /api/check of an admitted visitor, counted on the Valkey server (MONITOR).
+
+Valkey-only. The test watches every command the server process sends (its connections are the ones
+whose commands carry its key prefix), learns what the server sends on its own while idle (tick, leader
+lease, resync), then brackets each door check between two ECHO markers of its own and counts the
+commands in between: exactly one that is not background, always the same EVALSHA.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from harness import Server, create_room, join, start_server, wait_for_state
+
+VALKEY = os.environ.get("STORE") == "valkey"
+if not VALKEY:
+    warnings.warn(
+        "test_valkey_round_trips: skipped (run with STORE=valkey, TEST_VALKEY_URL and TEST_DATABASE_URL: "
+        "make test-conformance-valkey)",
+        stacklevel=1,
+    )
+pytestmark = pytest.mark.skipif(not VALKEY, reason="Valkey-only: STORE=valkey with TEST_VALKEY_URL/TEST_DATABASE_URL")
+
+CHECKS = 60
+PAGE = "https://shop.example/p/1"
+LINE = re.compile(r"^\d+\.\d+ \[(\d+) ([^\]]*)\] (.*)$", re.S)
+ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+class Monitor:
+    """Every command Valkey executes, in order, as (client, [args]); Lua's inner commands dropped."""
+
+    def __init__(self, url: str) -> None:
+        import redis
+
+        self.client = redis.Redis.from_url(url)
+        self.conn = self.client.connection_pool.get_connection()
+        self.conn.send_command("MONITOR")
+        assert self.conn.read_response() in (b"OK", "OK")
+        self.lines: list[tuple[str, list[str]]] = []
+        self.marks: dict[str, int] = {}
+        self._stop = f"qm-rt-stop-{uuid.uuid4().hex}"
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+        self.marker = redis.Redis.from_url(url)
+
+    def _read(self) -> None:
+        while True:
+            raw = self.conn.read_response()
+            text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+            m = LINE.match(text)
+            if m is None:
+                continue
+            who, rest = m.group(2), m.group(3)
+            if who == "lua":
+                continue
+            args = ARG.findall(rest)
+            if len(args) == 2 and args[0].upper() == "ECHO" and args[1].startswith("qm-rt-"):
+                if args[1] == self._stop:
+                    return
+                self.marks[args[1]] = len(self.lines)
+                continue
+            self.lines.append((who, args))
+
+    def mark(self) -> str:
+        name = f"qm-rt-{uuid.uuid4().hex}"
+        self.marker.echo(name)
+        return name
+
+    def between(self, start: str, end: str) -> list[tuple[str, list[str]]]:
+        deadline = time.monotonic() + 10
+        while end not in self.marks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert end in self.marks, "the MONITOR stream lost a marker"
+        return self.lines[self.marks[start] : self.marks[end]]
+
+    def close(self) -> None:
+        self.marker.echo(self._stop)
+        self._thread.join(10)
+        self.conn.disconnect()
+        self.client.close()
+        self.marker.close()
+
+
+def signature(args: list[str]) -> str:
+    name = args[0].upper() if args else ""
+    if name in ("EVALSHA", "EVALSHA_RO") and len(args) > 1:
+        return f"{name} {args[1]}"
+    first = re.sub(r"\d+", "#", args[1]) if len(args) > 1 else ""
+    return f"{name} {first}"
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    # background work made frequent enough that an idle window of ~2.5 s sees every kind of it
+    srv = start_server({"RESYNC_MS": "500", "LEADER_LEASE_MS": "1500"})
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_an_admitted_visitors_door_check_is_one_valkey_command(server: Server) -> None:
+    prefix = server.env["VALKEY_PREFIX"]
+    with server.admin() as admin:
+        rid = create_room(admin, ratePerMinute=6000, queueMaxPerIp=None, presenceSec=None)["id"]
+    with server.client() as visitor:
+        token = join(visitor, rid).json()["token"]
+        wait_for_state(visitor, rid, None, ("passed",), timeout=10)
+        first = visitor.get("/api/check", params={"roomId": rid, "url": PAGE, "qm_token": token})
+        assert first.status_code == 200 and first.json()["admit"] is True, first.text
+        door_key = first.json()["doorKey"]
+    params = {"roomId": rid, "url": PAGE, "qm_token": token, "dk": door_key}
+    monitor = Monitor(server.env["VALKEY_URL"])
+    try:
+        with server.client(headers={"Origin": "https://shop.example"}) as tag:
+            for _ in range(5):  # warm: every connection the hot path uses is open
+                assert tag.get("/api/check", params=params).json()["admit"] is True
+            idle_start = monitor.mark()
+            time.sleep(2.5)  # not a timed assertion: a window to learn the server's own background commands
+            idle_end = monitor.mark()
+            windows: list[list[tuple[str, list[str]]]] = []
+            marks: list[tuple[str, str]] = []
+            for _ in range(CHECKS):
+                a = monitor.mark()
+                r = tag.get("/api/check", params=params)
+                b = monitor.mark()
+                assert r.status_code == 200 and r.json()["admit"] is True, r.text
+                marks.append((a, b))
+            idle = monitor.between(idle_start, idle_end)
+            windows = [monitor.between(a, b) for a, b in marks]
+    finally:
+        monitor.close()
+
+    everything = monitor.lines
+    ours = {who for who, args in everything if any(prefix in a for a in args)}
+    assert ours, "no command of the server was seen"
+    background = {signature(args) for who, args in idle if who in ours}
+    assert background, "the idle window saw none of the server's own commands (tick, lease)"
+
+    per_check: list[list[str]] = []
+    with_background = 0
+    for window in windows:
+        sent = [signature(args) for who, args in window if who in ours]
+        per_check.append([s for s in sent if s not in background])
+        with_background += any(s in background for s in sent)
+    hot = {s for found in per_check for s in found}
+    report: dict[str, Any] = {"per_check": [len(f) for f in per_check], "hot": hot, "background": background}
+    assert all(len(found) == 1 for found in per_check), report
+    assert len(hot) == 1 and next(iter(hot)).startswith("EVALSHA "), report
+    # a background-looking command in every window would be the check's own: it stays occasional
+    assert with_background < CHECKS // 2, report
