@@ -168,6 +168,8 @@ class SeriesRecorder:
         self.started_ms: int | None = None
         self._last_ms = 0
         self._rng = random.Random()
+        self._sampled = False
+        self._first = False
 
     def due(self, now_ms: int) -> bool:
         return now_ms - self._last_ms >= SAMPLE_SEC * 1000 - 50
@@ -183,6 +185,8 @@ class SeriesRecorder:
             self.started_ms = now_ms
         self._last_ms = now_ms
         seen = set()
+        self._first = not self._sampled
+        self._sampled = True
         for summary in summaries:
             room_id = summary["id"]
             seen.add(room_id)
@@ -201,8 +205,8 @@ class SeriesRecorder:
             if series is not None:  # a new generation keeps the room's history, restarts its counters
                 fresh.tiers, fresh.marks = series.tiers, series.marks
                 fresh.marks.append({"t": now_ms // 1000, "kind": "room", "note": f"room re-created (generation {gen})"})
-            else:
-                # counters before we started watching are not ours to spread over one sample
+            elif self._first:
+                # counters from before this process was watching are not ours to spread over one sample
                 fresh.joins_total, fresh.passes_total, fresh.exits, fresh.waiting = joins, passes, exits, waiting
                 fresh.base_joins = joins
             series = self.rooms[room_id] = fresh

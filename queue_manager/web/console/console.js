@@ -535,7 +535,7 @@
     if (health.keys && health.keys.adminKeyDefault) reasons.push("ADMIN_KEY is the default");
     if (health.keys && health.keys.secretDefault) reasons.push("SECRET is the default");
     if (health.proxy && health.proxy.ok === false) reasons.push("proxy settings incomplete");
-    for (const w of health.warnings || []) reasons.push(w);
+    for (const w of health.warnings || []) reasons.push(warnText(w));
     const badge = $("#insecure");
     badge.hidden = !reasons.length || !may("team");
     badge.title = reasons.join("\n");
@@ -543,6 +543,7 @@
   }
   $("#insecure").addEventListener("click", (ev) => openDiagnostics(ev.currentTarget));
 
+  const warnText = (w) => (typeof w === "string" ? w : w.message || JSON.stringify(w));
   function kv(pairs) {
     return el("dl", { class: "kv" }, pairs.filter(Boolean).map(([k, v]) => [el("dt", { text: k }), el("dd", {}, v)]));
   }
@@ -575,8 +576,8 @@
       ]),
       (h.incidents || []).length ? el("div", {}, el("h3", { class: "small", text: "Incidents" }), el("ul", {}, h.incidents.map((i) => el("li", { text: typeof i === "string" ? i : (i.message || JSON.stringify(i)) })))) : null,
       el("div", {}, el("h3", { class: "small", text: "Warnings" }),
-        (h.warnings || []).length ? el("ul", {}, h.warnings.map((w) => el("li", { class: "note warn", text: w }))) : el("p", { class: "muted", text: may("team") ? "None." : "Not shown to this credential." })),
-      (h.hardening || []).length ? el("div", {}, el("h3", { class: "small", text: "Hardening" }), el("ul", {}, h.hardening.map((w) => el("li", { text: w })))) : null);
+        (h.warnings || []).length ? el("ul", {}, h.warnings.map((w) => el("li", { class: "note warn", text: warnText(w) }))) : el("p", { class: "muted", text: may("team") ? "None." : "Not shown to this credential." })),
+      (h.hardening || []).length ? el("div", {}, el("h3", { class: "small", text: "Hardening" }), el("ul", {}, h.hardening.map((w) => el("li", { text: warnText(w) })))) : null);
     dlg.replaceChildren(head("Diagnostics", "diagnostics-h"), body);
   }
 

@@ -1,0 +1,93 @@
+"""The console's series recorder: waits measured from cumulative counts, marks, bounded tiers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queue_manager.ops.series import TIERS, SeriesRecorder, percentile
+
+T0 = 1_800_000_000_000 - 1_800_000_000_000 % 3_600_000  # an hour boundary
+
+
+def summary(joins: int, passes: int, waiting: int, **extra: Any) -> dict[str, Any]:
+    base = {
+        "id": "shop",
+        "generation": 1,
+        "state": "active",
+        "effectiveState": "active",
+        "ratePerMinute": 60,
+        "joinsTotal": joins,
+        "passesTotal": passes,
+        "waiting": waiting,
+        "preQueue": 0,
+        "activeSessions": 0,
+        "joinsLastMinute": 0,
+        "passedLastMinute": 0,
+    }
+    base.update(extra)
+    return base
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([], 0.5) is None
+    assert percentile([5.0], 0.9) == 5.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.0
+    assert percentile([float(i) for i in range(1, 11)], 0.9) == 9.0
+
+
+def test_waits_are_the_distance_between_the_kth_join_and_the_kth_exit() -> None:
+    rec = SeriesRecorder()
+    rec.sample([], T0)  # the recorder was running before the room existed
+    rec.sample([summary(2, 0, 2)], T0 + 2_000)  # two join at +2 s
+    rec.sample([summary(3, 0, 3)], T0 + 4_000)  # a third at +4 s
+    rec.sample([summary(3, 1, 2)], T0 + 12_000)  # the first leaves at +12 s: waited 10 s
+    rec.sample([summary(3, 3, 0)], T0 + 20_000)  # the other two at +20 s: 18 s and 16 s
+    rec.sample([summary(3, 3, 0)], T0 + 30_000)  # closes the bucket holding +20 s
+    rows = rec.rows("shop", "10s") or []
+    waits = {r["t"]: (r["measuredWaits"], r["waitMaxSec"]) for r in rows if r["measuredWaits"]}
+    assert waits == {(T0 + 10_000) // 1000: (1, 10.0), (T0 + 20_000) // 1000: (2, 18.0)}
+    minute = (rec.rows("shop", "1m", T0 + 30_000) or [])[-1]
+    assert minute["joins"] == 3 and minute["passes"] == 3 and minute["measuredWaits"] == 3
+    assert minute["waitP50Sec"] == 16.0 and minute["waitP90Sec"] == 18.0 and minute["partial"] is True
+
+
+def test_a_purge_is_exits_without_waits_and_a_mark() -> None:
+    rec = SeriesRecorder()
+    rec.sample([], T0)
+    rec.sample([summary(5, 0, 5)], T0 + 2_000)
+    rec.sample([summary(5, 0, 0)], T0 + 4_000)
+    rec.sample([summary(6, 1, 0)], T0 + 6_000)  # a new arrival goes straight through: the 6th exit
+    rows = rec.rows("shop", "1m", T0 + 6_000) or []
+    assert rows[-1]["measuredWaits"] == 1 and rows[-1]["waitMaxSec"] == 0.0
+    kinds = [m["kind"] for m in rec.marks("shop", 0)]
+    assert kinds == ["purge"]
+
+
+def test_state_and_rate_changes_are_marked_and_rooms_seen_at_start_are_not_back_dated() -> None:
+    rec = SeriesRecorder()
+    rec.sample([summary(100, 40, 60)], T0)  # counters from before this process was watching
+    rec.sample([summary(100, 41, 59, state="paused", effectiveState="paused", ratePerMinute=90)], T0 + 2_000)
+    notes = [m["note"] for m in rec.marks("shop", 0)]
+    assert notes == ["state active → paused", "rate 60 → 90/min"]
+    row = (rec.rows("shop", "10s", T0 + 2_000) or [])[-1]
+    assert row["joins"] == 0 and row["passes"] == 1
+    assert row["measuredWaits"] == 0  # the 41st joiner's join time is unknown: no wait is invented
+
+
+def test_a_room_recreated_keeps_its_history_and_a_deleted_one_is_forgotten() -> None:
+    rec = SeriesRecorder()
+    rec.sample([], T0)
+    rec.sample([summary(4, 0, 4)], T0 + 2_000)
+    rec.sample([summary(1, 0, 1, generation=2)], T0 + 4_000)
+    assert any(m["kind"] == "room" for m in rec.marks("shop", 0))
+    assert rec.rows("shop", "1m", T0 + 4_000)
+    rec.sample([], T0 + 6_000)
+    assert rec.rows("shop", "1m") is None
+
+
+def test_tiers_are_bounded() -> None:
+    rec = SeriesRecorder()
+    seconds, keep = TIERS["10s"]
+    for i in range(keep + 20):
+        rec.sample([summary(i, 0, i)], T0 + i * seconds * 1000)
+    assert len(rec.rows("shop", "10s") or []) == keep
