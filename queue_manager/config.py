@@ -165,6 +165,7 @@ class Settings:
     leader_lease_ms: int
     valkey_alert_after_ms: int
     journal_max_batch: int
+    ctl_hints: bool
     # trust and access
     trust_proxy: int
     trust_proxy_ips: tuple[IPNetwork, ...]
@@ -254,6 +255,7 @@ ENV_VARS: tuple[str, ...] = (
     "LEADER_LEASE_MS",
     "VALKEY_ALERT_AFTER_MS",
     "JOURNAL_MAX_BATCH",
+    "CTL_HINTS",
     # trust and access
     "TRUST_PROXY",
     "TRUST_PROXY_IPS",
@@ -698,6 +700,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     valkey_alert_after_ms = r.integer("VALKEY_ALERT_AFTER_MS", 30000, "milliseconds")
     # events per group commit; 1 = one transaction per acknowledged change (the benchmark's comparison)
     journal_max_batch = r.integer("JOURNAL_MAX_BATCH", 512, "events", minimum=1, maximum=10_000)
+    # change hints over Valkey pub/sub (<prefix>ctl); off: instances catch up by the RESYNC_MS re-read alone
+    ctl_hints = r.boolean("CTL_HINTS", True)
 
     # -- rate limits (0 = off) -------------------------------------------------------------
     join_limit_per_min = r.integer("JOIN_LIMIT_PER_MIN", 600, "requests a minute (0 = off)")
@@ -816,6 +820,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         leader_lease_ms=leader_lease_ms,
         valkey_alert_after_ms=valkey_alert_after_ms,
         journal_max_batch=journal_max_batch,
+        ctl_hints=ctl_hints,
         trust_proxy=trust_proxy,
         trust_proxy_ips=trust_proxy_ips,
         cookie_secure=cookie_secure,

@@ -1,20 +1,33 @@
 """The access records on STORE=valkey + SIDESTORE=pg, shared by every instance.
 
-Operators, monitor links and audit rows are rows in PostgreSQL (the journal's schema), read on
-every use so a revocation on one instance holds on all of them at the next request. Console
-sign-outs and single-use stream tickets live in Valkey with their lifetimes as expiry (a ticket is
-taken with GETDEL, so it is spent exactly once fleet-wide).
+Operators, monitor links and audit rows are rows in PostgreSQL (the journal's schema). Each
+instance keeps a copy of the operators and monitor links, read whole from PostgreSQL:
+
+* a change made here updates the copy and publishes an ``access`` hint on ``<prefix>ctl``; every
+  other instance drops its copy at the hint and reads again on next use (a revocation holds
+  fleet-wide at once);
+* pub/sub is lossy, so a copy older than ``RESYNC_MS`` is read again anyway, and a (re)subscription
+  drops it too (what was published meanwhile is lost);
+* a copy that is due and cannot be read again is not used: the request answers 503
+  storage_unavailable (a key is never let through on a stale copy).
+
+Console sign-outs and single-use stream tickets live in Valkey with their lifetimes as expiry and
+are read there on every use (a ticket is taken with GETDEL, so it is spent exactly once fleet-wide).
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from redis.asyncio import Redis
 
 from queue_manager.access.records import AuditRow, MonitorLink, OperatorRecord
+from queue_manager.fleet.hints import Hints
 from queue_manager.journal.pg import PgJournal
 from queue_manager.store.base import StoreUnavailable
 
@@ -28,12 +41,59 @@ def _ms(value: datetime | None) -> int | None:
 
 
 class SharedAccessStore:
-    def __init__(self, journal: PgJournal, redis: Redis, prefix: str) -> None:
+    def __init__(
+        self, journal: PgJournal, redis: Redis, prefix: str, *, hints: Hints | None = None, resync_ms: int = 5000
+    ) -> None:
         self.journal = journal
         self.redis = redis
         self.prefix = prefix
         self._s = journal.sql_schema  # the quoted schema name the journal migrated
         self._ready = False
+        self.hints = hints
+        self.resync_sec = max(0.001, resync_ms / 1000)
+        # the copy of the operators and monitor links (None: not read yet)
+        self._ops: dict[str, OperatorRecord] | None = None
+        self._links: dict[str, MonitorLink] | None = None
+        self._read_at = 0.0  # time.monotonic() when the copy's read began
+        self._version = 0  # bumped by every hint: a read that a hint overtook is read again
+        self._read_version = -1
+        self._lock = asyncio.Lock()
+        self.reads = 0  # full reads of the copy (for tests and health)
+        if hints is not None:
+            hints.on("access", self.invalidate)
+            hints.on("resync", self.invalidate)
+
+    def invalidate(self, _hint: dict[str, Any] | None = None) -> None:
+        """Drop the copy: the next use reads the records again."""
+        self._version += 1
+
+    def _fresh(self) -> bool:
+        return (
+            self._ops is not None
+            and self._read_version == self._version
+            and time.monotonic() - self._read_at < self.resync_sec
+        )
+
+    async def _records(self) -> tuple[dict[str, OperatorRecord], dict[str, MonitorLink]]:
+        if not self._fresh():
+            async with self._lock:
+                if not self._fresh():
+                    version, started = self._version, time.monotonic()
+                    ops = await self._fetch("SELECT * FROM {s}.operators ORDER BY created_at")
+                    links = await self._fetch("SELECT * FROM {s}.monitor_links ORDER BY created_at")
+                    self._ops = {r["id"]: self._op(r) for r in ops}
+                    self._links = {r["id"]: self._link(r) for r in links}
+                    self._read_at, self._read_version = started, version
+                    self.reads += 1
+        assert self._ops is not None and self._links is not None
+        return self._ops, self._links
+
+    async def _changed(self) -> None:
+        """A record changed here: read the copy again on next use (an upsert keeps some stored fields),
+        and tell the other instances."""
+        self.invalidate()
+        if self.hints is not None:
+            await self.hints.publish("access")
 
     async def _pool(self) -> Any:
         pool = self.journal.pool
@@ -85,16 +145,20 @@ class SharedAccessStore:
             op.created_by,
             _ts(op.revoked_at),
         )
+        await self._changed()
 
     async def get_operator(self, op_id: str) -> OperatorRecord | None:
-        rows = await self._fetch("SELECT * FROM {s}.operators WHERE id = $1", op_id)
-        return self._op(rows[0]) if rows else None
+        ops, _ = await self._records()
+        found = ops.get(op_id)
+        return None if found is None else copy.deepcopy(found)
 
     async def list_operators(self) -> list[OperatorRecord]:
-        return [self._op(r) for r in await self._fetch("SELECT * FROM {s}.operators ORDER BY created_at")]
+        ops, _ = await self._records()
+        return [copy.deepcopy(op) for op in ops.values()]
 
     async def delete_operator(self, op_id: str) -> bool:
         rows = await self._fetch("DELETE FROM {s}.operators WHERE id = $1 RETURNING id", op_id)
+        await self._changed()
         return bool(rows)
 
     # monitor links --------------------------------------------------------------------------
@@ -124,13 +188,16 @@ class SharedAccessStore:
             _ts(link.expires_at),
             _ts(link.revoked_at),
         )
+        await self._changed()
 
     async def get_link(self, link_id: str) -> MonitorLink | None:
-        rows = await self._fetch("SELECT * FROM {s}.monitor_links WHERE id = $1", link_id)
-        return self._link(rows[0]) if rows else None
+        _, links = await self._records()
+        found = links.get(link_id)
+        return None if found is None else copy.deepcopy(found)
 
     async def list_links(self) -> list[MonitorLink]:
-        return [self._link(r) for r in await self._fetch("SELECT * FROM {s}.monitor_links ORDER BY created_at")]
+        _, links = await self._records()
+        return [copy.deepcopy(link) for link in links.values()]
 
     # console sign-outs and stream tickets (Valkey) ------------------------------------------
 

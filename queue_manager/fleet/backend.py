@@ -22,6 +22,7 @@ from redis import exceptions as rx
 from queue_manager.config import ConfigRefusal, Settings
 from queue_manager.engine.replay import ReplayDeleted, ReplayFenced, replay
 from queue_manager.engine.snapshot import dump
+from queue_manager.fleet.hints import Hints
 from queue_manager.fleet.leader import LeaderLease
 from queue_manager.journal.pg import PgJournal
 from queue_manager.store.base import StoreUnavailable
@@ -78,6 +79,7 @@ class Backend:
         self.lease = LeaderLease(
             self.store.redis, settings.valkey_prefix, settings.instance_id, settings.leader_lease_ms
         )
+        self.hints = Hints(self.store.redis, settings.valkey_prefix, settings.instance_id, enabled=settings.ctl_hints)
         self.valkey_ever_connected = False
         self.valkey_up = False
         self._reconnect: asyncio.Task[None] | None = None
@@ -105,6 +107,7 @@ class Backend:
             )
             self._reconnect = asyncio.create_task(self._keep_trying())
         self.lease.start()
+        self.hints.start()
         self._reconciler = asyncio.create_task(self._reconcile_forever())
 
     async def _reconcile_forever(self) -> None:
@@ -192,6 +195,7 @@ class Backend:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reconnect
         await self.lease.stop()
+        await self.hints.stop()
         with contextlib.suppress(Exception):
             await self.store.close()
         with contextlib.suppress(Exception):

@@ -68,7 +68,11 @@ class App:
             from queue_manager.access.shared import SharedAccessStore
 
             self.ctx.access.store = SharedAccessStore(
-                self.backend.journal, self.backend.store.redis, settings.valkey_prefix
+                self.backend.journal,
+                self.backend.store.redis,
+                settings.valkey_prefix,
+                hints=self.backend.hints,
+                resync_ms=settings.resync_ms,
             )
         self._tick_task: asyncio.Task[None] | None = None
 

@@ -402,3 +402,56 @@ def test_valkey_rolled_back_with_no_traffic_is_found_within_resync_and_rebuilt()
         client.close()
     finally:
         srv.stop()
+
+
+def _pair(a_env: dict[str, str], b_env: dict[str, str]):
+    a = start_server(a_env)
+    shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
+    try:
+        b = start_server({**shared, "SPOOL_DIR": a.env["SPOOL_DIR"] + "-b", **b_env})
+    except BaseException:
+        a.stop()
+        raise
+    return a, b
+
+
+def _operator_key(srv) -> tuple[str, str]:
+    with srv.admin() as admin:
+        r = admin.post("/api/admin/operators", json={"name": "night-ops", "role": "operator"})
+        assert r.status_code == 201, r.text
+        return r.json()["operator"]["id"], r.json()["key"]
+
+
+def _as_key(srv, key: str) -> int:
+    with srv.client(headers={"Authorization": f"Bearer {key}"}) as c:
+        return c.get("/api/admin/rooms").status_code
+
+
+def test_an_operator_revoked_on_one_instance_is_refused_by_the_other_at_the_hint() -> None:
+    # RESYNC_MS far beyond the test: only the <prefix>ctl hint can make B drop its copy in time
+    a, b = _pair({"RESYNC_MS": "600000"}, {"RESYNC_MS": "600000"})
+    try:
+        op_id, key = _operator_key(a)
+        assert _as_key(b, key) == 200  # B reads the operators (its copy now holds this one)
+        assert _as_key(b, key) == 200
+        with a.admin() as admin:
+            assert admin.delete(f"/api/admin/operators/{op_id}").status_code == 200
+        wait_until(lambda: _as_key(b, key) == 401, timeout=5, what="B refuses the key revoked on A (hint)")
+        assert _as_key(a, key) == 401
+    finally:
+        b.stop()
+        a.stop()
+
+
+def test_without_the_hint_the_other_instance_refuses_the_key_within_resync() -> None:
+    # B does not subscribe to <prefix>ctl (as if every hint were lost): its RESYNC_MS re-read repairs it
+    a, b = _pair({"RESYNC_MS": "600000"}, {"RESYNC_MS": "1500", "CTL_HINTS": "0"})
+    try:
+        op_id, key = _operator_key(a)
+        assert _as_key(b, key) == 200
+        with a.admin() as admin:
+            assert admin.delete(f"/api/admin/operators/{op_id}").status_code == 200
+        wait_until(lambda: _as_key(b, key) == 401, timeout=20, what="B refuses the revoked key after its re-read")
+    finally:
+        b.stop()
+        a.stop()

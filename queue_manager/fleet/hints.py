@@ -1,0 +1,115 @@
+"""Change hints between the instances of a fleet: Valkey pub/sub on ``<prefix>ctl``.
+
+An instance that changes a shared record (an operator, a monitor link) publishes a hint; every
+other instance drops its copy and reads the records again on next use. Pub/sub is lossy (a
+subscriber that is disconnected, or slow, misses messages), so a hint only makes the catch-up
+immediate: every copy is re-read at least every ``RESYNC_MS`` anyway, and each (re)subscription
+counts as a ``resync`` hint, since whatever was published while it was away is lost.
+
+A message is JSON: ``{"k": kind, "from": instance id, ...data}``. Kinds: ``access`` (operators,
+monitor links), ``resync`` (local only: re-read everything).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+
+log = logging.getLogger("queue_manager.hints")
+
+Handler = Callable[[dict[str, Any]], None]
+
+
+class Hints:
+    def __init__(self, redis: Redis, prefix: str, instance_id: str, *, enabled: bool = True) -> None:
+        self.redis = redis
+        self.channel = f"{prefix}ctl"
+        self.instance_id = instance_id
+        self.enabled = enabled
+        self.subscribed = False
+        self.published = 0
+        self.received = 0
+        self._handlers: dict[str, list[Handler]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def on(self, kind: str, handler: Handler) -> None:
+        self._handlers.setdefault(kind, []).append(handler)
+
+    def _dispatch(self, kind: str, data: dict[str, Any]) -> None:
+        for handler in self._handlers.get(kind, ()):
+            try:
+                handler(data)
+            except Exception:  # one bad handler does not stop the others
+                log.exception("hint %s: handler failed", kind)
+
+    async def publish(self, kind: str, **data: Any) -> None:
+        """Best effort: a hint that cannot be sent is repaired by the RESYNC_MS re-read."""
+        if not self.enabled:
+            return
+        try:
+            await self.redis.publish(self.channel, orjson.dumps({"k": kind, "from": self.instance_id, **data}))
+            self.published += 1
+        except Exception as exc:
+            log.warning("hint %s not published (%s); other instances catch up within RESYNC_MS", kind, exc)
+
+    def start(self) -> None:
+        if self.enabled and self._task is None:
+            self._task = asyncio.create_task(self._listen_forever())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _listen_forever(self) -> None:
+        delay = 0.5
+        while True:
+            try:
+                await self._listen()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if self.subscribed:
+                    log.warning("hints: subscription to %s lost (%s); resubscribing", self.channel, exc)
+                delay = min(5.0, delay * 2)
+            else:
+                delay = 0.5
+            self.subscribed = False
+            await asyncio.sleep(delay)
+
+    async def _listen(self) -> None:
+        pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(self.channel)
+            self.subscribed = True
+            self._dispatch("resync", {})  # anything published while unsubscribed was lost
+            async for message in pubsub.listen():
+                if message.get("type") != "message":
+                    continue
+                try:
+                    data = orjson.loads(message["data"])
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(data, dict) or data.get("from") == self.instance_id:
+                    continue  # our own change is already in our copy
+                self.received += 1
+                self._dispatch(str(data.get("k")), data)
+        finally:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled,
+            "subscribed": self.subscribed,
+            "published": self.published,
+            "received": self.received,
+        }
