@@ -418,8 +418,11 @@ async def verify(ctx: Context, req: Request, send: Send) -> None:
     await send_json(send, 200, {"ok": True, "problems": problems, "version": ctx.version})
 
 
-async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, prefix: str = "") -> None:
-    """The waiting page (http/waiting.py); ``prefix`` is "/__qm" on an inline host."""
+async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, prefix: str | None = None) -> None:
+    """The waiting page (http/waiting.py). ``prefix`` is where the page finds this server's paths: "" at
+    /w/<room>; answered at any other URL it is an inline host's page, and they live under "/__qm"."""
+    if prefix is None:
+        prefix = "" if req.path.startswith("/w/") else "/__qm"
     await waiting.waiting_page(ctx, req, send, room_id, prefix)
 
 
