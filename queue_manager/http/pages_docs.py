@@ -18,6 +18,7 @@ import html
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import queue_manager
@@ -66,7 +67,7 @@ class Library:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._pages: dict[tuple[str, str], tuple[Stamp, Body]] = {}
+        self._pages: dict[tuple[str, str, str], tuple[Stamp, Body]] = {}
         self.renders = 0  # how many times a page was (re)built
 
     def _stat(self, *parts: str) -> tuple[int, int] | None:
@@ -83,14 +84,15 @@ class Library:
         file = render.GUIDES[name]
         return [("th", file), (file,)] if lang == "th" else [(file,)]
 
-    async def page(self, lang: str, name: str) -> Body:
-        """The page for (lang, guide name or '' for the index), rendered again only when a source changed."""
+    async def page(self, lang: str, name: str, base: str = "") -> Body:
+        """The page for (lang, guide name or '' for the index, path prefix), rendered again only when a source
+        changed."""
         stamp: Stamp = tuple(self._stat(*p) for p in self._sources(lang, name))
-        key = (lang, name)
+        key = (lang, name, base)
         hit = self._pages.get(key)
         if hit is not None and hit[0] == stamp:
             return hit[1]
-        body = await asyncio.to_thread(self._build, lang, name)
+        body = await asyncio.to_thread(self._build, lang, name, base)
         self.renders += 1
         self._pages[key] = (stamp, body)
         return body
@@ -101,24 +103,24 @@ class Library:
         except (OSError, UnicodeDecodeError):
             return None
 
-    def _guide(self, lang: str, name: str) -> tuple[render.Rendered, bool, str] | None:
+    def _guide(self, lang: str, name: str, base: str) -> tuple[render.Rendered, bool, str] | None:
         """(rendered guide, whether it is the Thai translation, source path) or None when missing."""
         file = render.GUIDES[name]
         if lang == "th":
             text = self._read("th", file)
             if text is not None:
-                return render.render_markdown(text, "th", "th"), True, f"docs/th/{file}"
+                return render.render_markdown(text, "th", "th", base), True, f"docs/th/{file}"
         text = self._read(file)
         if text is None:
             return None
-        return render.render_markdown(text, "", "en"), False, f"docs/{file}"
+        return render.render_markdown(text, "", "en", base), False, f"docs/{file}"
 
-    def _build(self, lang: str, name: str) -> Body:
+    def _build(self, lang: str, name: str, base: str) -> Body:
         if name == "":
-            return self._index(lang)
-        found = self._guide(lang, name)
+            return self._index(lang, base)
+        found = self._guide(lang, name, base)
         if found is None:
-            return not_found(lang)
+            return not_found(lang, base)
         doc, translated, source = found
         ui = render.UI[lang]
         main, notice, content_lang = doc.body, "", lang
@@ -137,18 +139,19 @@ class Library:
             name=name,
             footer=footer,
             notice=notice,
+            base=base,
         )
         return Body.of(200, lang, text)
 
-    def _index(self, lang: str) -> Body:
+    def _index(self, lang: str, base: str) -> Body:
         ui = render.UI[lang]
         items: list[str] = []
         for name in render.GUIDES:
-            found = self._guide(lang, name)
+            found = self._guide(lang, name, base)
             if found is None:
                 continue
             doc, translated, _ = found
-            href = f"/docs/th/{name}" if lang == "th" else f"/docs/{name}"
+            href = f"{base}/docs/th/{name}" if lang == "th" else f"{base}/docs/{name}"
             english = lang == "th" and not translated
             attr = ' lang="en"' if english else ""
             tag = f'<span class="tag">({ui["english_only"]})</span>' if english else ""
@@ -157,14 +160,24 @@ class Library:
         listing = f'<ul class="guides">{"".join(items)}</ul>' if items else f"<p>{ui['not_installed']}</p>"
         main = f'<h1>{ui["index_title"]}</h1><p class="lede">{ui["index_lede"]}</p>{listing}'
         footer = f'{ui["source"]} <code>docs/</code>'
-        return Body.of(200, lang, render.page(lang=lang, title=ui["index_title"], main=main, footer=footer))
+        text = render.page(lang=lang, title=ui["index_title"], main=main, footer=footer, base=base)
+        return Body.of(200, lang, text)
 
 
-def not_found(lang: str) -> Body:
+@cache
+def not_found(lang: str, base: str = "") -> Body:
     ui = render.UI[lang]
-    index = "/docs/th" if lang == "th" else "/docs"
+    index = base + ("/docs/th" if lang == "th" else "/docs")
     main = f'<h1>{ui["missing_title"]}</h1><p>{ui["missing_body"]}</p><p><a href="{index}">{ui["missing_link"]}</a></p>'
-    return Body.of(404, lang, render.page(lang=lang, title=ui["missing_title"], main=main))
+    return Body.of(404, lang, render.page(lang=lang, title=ui["missing_title"], main=main, base=base))
+
+
+def path_prefix(req: Request) -> str:
+    """'/__qm' when the request came in under an inline host's queue prefix (the app stripped it), else ''."""
+    outer: str = req.scope.get("path", "")
+    if outer != req.path and outer.endswith(req.path):
+        return outer[: len(outer) - len(req.path)]
+    return ""
 
 
 _LIBRARIES: dict[Path, Library] = {}
@@ -239,19 +252,20 @@ async def _docs(ctx: Context, req: Request, send: Send) -> None:
         return  # refused: pageguard answered 429
     head = req.method == "HEAD"
     lang, name, canonical = resolve(req.path)
+    base = path_prefix(req)
     if canonical is not None:
-        location = canonical.encode()
+        location = (base + canonical).encode()
         await _send(send, 301, b"", [(b"location", location), CACHE_CONTROL, *limits], head)
         return
     lib = library(ctx)
-    body = not_found(lang) if name is None else await lib.page(lang, name)
+    body = not_found(lang, base) if name is None else await lib.page(lang, name, base)
     headers: list[tuple[bytes, bytes]] = [
         HTML_TYPE,
         CACHE_CONTROL,
         VARY,
         NOSNIFF,
         REFERRER,
-        (b"content-security-policy", render.content_security_policy().encode()),
+        (b"content-security-policy", render.content_security_policy(base).encode()),
         (b"content-language", body.lang.encode()),
         *limits,
     ]

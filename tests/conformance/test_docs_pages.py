@@ -247,3 +247,20 @@ def test_rate_guard_refuses_with_the_small_page_and_spares_the_waiting_page(make
         assert _plain(c, "/docs", **NAV).status_code == 429
         # the waiting page has a budget of its own
         assert _plain(c, f"/w/{room}", **NAV).status_code == 200
+
+
+def test_on_an_inline_host_the_docs_live_under_the_queue_prefix(make_server: ServerFactory) -> None:
+    srv = make_server()
+    with srv.admin() as admin:
+        create_room(admin, unique_id("inl"), targetUrl="http://shop.test", proxyOrigin="http://127.0.0.1:9")
+    with srv.client(headers={"host": "shop.test"}) as c:
+        r = _plain(c, "/__qm/docs/operations")
+        assert r.status_code == 200
+        assert 'href="/__qm/docs/integration"' in r.text and 'href="/__qm/docs/th/operations"' in r.text
+        assert 'url("/__qm/fonts/' in r.text
+        assert not re.search(r'(href|src)="/(?!__qm/)', r.text), "every link stays under the queue's prefix"
+        assert _plain(c, "/__qm/docs/OPERATIONS.md").headers["location"] == "/__qm/docs/operations"
+        thai = _plain(c, "/__qm/docs/th/integration")
+        assert thai.status_code == 200 and 'href="/__qm/docs/integration" lang="en"' in thai.text
+    with srv.client() as c:  # the same guide on the server's own address keeps its plain links
+        assert 'href="/docs/integration"' in _plain(c, "/docs/operations").text

@@ -122,8 +122,9 @@ def plain_text(inline: Token) -> str:
     return "".join(parts)
 
 
-def site_href(href: str, source_dir: str) -> str | None:
-    """The site URL for a relative link to a guide (``INTEGRATION.md#x``, ``../configuration.md``), or None."""
+def site_href(href: str, source_dir: str, base: str = "") -> str | None:
+    """The site URL for a relative link to a guide (``INTEGRATION.md#x``, ``../configuration.md``), or None.
+    ``base`` is the path prefix the site is served under ('' or ``/__qm`` on an inline host)."""
     m = _LINK_RE.match(href)
     if m is None:
         return None
@@ -133,7 +134,7 @@ def site_href(href: str, source_dir: str) -> str | None:
     if name is None or folder not in ("", "th"):
         return None
     prefix = "/docs/th/" if folder == "th" else "/docs/"
-    return prefix + name + (m.group("frag") or "")
+    return base + prefix + name + (m.group("frag") or "")
 
 
 def _table_open(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
@@ -164,7 +165,7 @@ def markdown() -> MarkdownIt:
     return md
 
 
-def render_markdown(text: str, source_dir: str, lang: str) -> Rendered:
+def render_markdown(text: str, source_dir: str, lang: str, base: str = "") -> Rendered:
     """One guide's Markdown -> article HTML. ``source_dir`` is the file's folder under docs/ ('' or 'th'),
     against which relative links are resolved."""
     md = markdown()
@@ -180,10 +181,10 @@ def render_markdown(text: str, source_dir: str, lang: str) -> Rendered:
             quoted += 1 if token.type == "blockquote_open" else -1
         if token.type == "heading_open":
             label = plain_text(tokens[i + 1])
-            base = slugify(label) or "section"
-            n = seen.get(base, 0)
-            seen[base] = n + 1
-            slug = base if n == 0 else f"{base}-{n}"
+            stem = slugify(label) or "section"
+            n = seen.get(stem, 0)
+            seen[stem] = n + 1
+            slug = stem if n == 0 else f"{stem}-{n}"
             token.attrSet("id", slug)
             level = int(token.tag[1])
             headings.append(Heading(level, label, slug))
@@ -195,7 +196,7 @@ def render_markdown(text: str, source_dir: str, lang: str) -> Rendered:
             for child in token.children or ():
                 if child.type == "link_open":
                     href = str(child.attrGet("href") or "")
-                    rewritten = site_href(href, source_dir)
+                    rewritten = site_href(href, source_dir, base)
                     if rewritten is not None:
                         child.attrSet("href", rewritten)
     body = md.renderer.render(tokens, md.options, env)
@@ -219,15 +220,15 @@ def _asset(name: str) -> str:
 
 
 @cache
-def stylesheet() -> tuple[str, str]:
-    """The inline stylesheet and its CSP hash source."""
-    css = _asset("docs.css")
+def stylesheet(base: str = "") -> tuple[str, str]:
+    """The inline stylesheet (fonts under ``base``) and its CSP hash source."""
+    css = _asset("docs.css").replace('url("/fonts/', f'url("{base}/fonts/')
     digest = b64encode(hashlib.sha256(css.encode()).digest()).decode()
     return css, f"'sha256-{digest}'"
 
 
-def content_security_policy() -> str:
-    _, style_hash = stylesheet()
+def content_security_policy(base: str = "") -> str:
+    _, style_hash = stylesheet(base)
     return (
         f"default-src 'none'; style-src {style_hash}; font-src 'self'; img-src 'self' data:; "
         "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -270,14 +271,15 @@ def page(
     name: str | None = None,
     footer: str = "",
     notice: str = "",
+    base: str = "",
 ) -> str:
     """The whole HTML document: header (guides, English/ไทย, console), skip link, table of contents, main."""
     ui = UI[lang]
-    css, _ = stylesheet()
+    css, _ = stylesheet(base)
     here = f"/{name}" if name else ""
     en_current = ' aria-current="true"' if lang == "en" else ""  # the language in use, among the two
     th_current = ' aria-current="true"' if lang == "th" else ""
-    index = "/docs/th" if lang == "th" else "/docs"
+    index = base + ("/docs/th" if lang == "th" else "/docs")
     return Template(_asset("page.html")).substitute(
         lang=lang,
         title=html.escape(title),
@@ -288,8 +290,9 @@ def page(
         index=index,
         guides=ui["guides"],
         console=ui["console"],
-        en_href=f"/docs{here}",
-        th_href=f"/docs/th{here}",
+        en_href=f"{base}/docs{here}",
+        th_href=f"{base}/docs/th{here}",
+        console_href=f"{base}/",
         en_current=en_current,
         th_current=th_current,
         layout="layout has-toc" if toc else "layout",
