@@ -70,6 +70,29 @@ class Inline:
             except Exception:  # pragma: no cover - logged, the loop goes on
                 log.exception("inline host index refresh failed")
 
+    def health(self) -> dict[str, object]:
+        """The ``inline`` block of /api/admin/health (absent while no room is inline)."""
+        c = self.ctx.counters
+        per_room: dict[str, dict[str, int]] = {}
+        for (room_id, phase), n in c.origin_errors.items():
+            per_room.setdefault(room_id, {})[phase] = n
+        return {
+            "rooms": sorted(self.index.by_room),
+            "hosts": sorted(self.index.by_host),
+            "indexFrom": self.index.source,
+            "gatedTotal": c.inline_gated,
+            "bypassedTotal": c.inline_bypassed,
+            "originErrorsTotal": sum(c.origin_errors.values()),
+            "originErrors": per_room,
+            "visitorDisconnectsTotal": sum(c.visitor_disconnects.values()),
+            "visitorDisconnects": dict(c.visitor_disconnects),
+            "backendDownOpenTotal": c.backend_down.get("open", 0),
+            "backendDownClosedTotal": c.backend_down.get("closed", 0),
+            "proxiedInFlight": self.active_proxied,
+            "connectionsShedTotal": c.connections_shed,
+            "upstreamConnectionsOpened": self.pool.connections_opened,
+        }
+
     # ---------------------------------------------------------------- limits
 
     def at_ceiling(self) -> bool:

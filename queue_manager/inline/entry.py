@@ -14,6 +14,8 @@ from queue_manager.inline import pages, proxy, surface
 from queue_manager.inline.component import Inline
 from queue_manager.inline.hosts import is_address_literal, request_host_key
 
+HEALTH_PATHS = frozenset({"/healthz", "/__qm/healthz"})
+
 
 def _inline(ctx: Context) -> Inline | None:
     inline = ctx.inline
@@ -36,7 +38,7 @@ async def route(ctx: Context, req: Request, send: Send) -> str | None:
     path = req.path
     if inline is None:
         return path
-    if inline.at_ceiling():
+    if inline.at_ceiling() and path not in HEALTH_PATHS:  # the probe still answers: ready is false there
         ctx.counters.connections_shed += 1
         await pages.shed(send, req.method == "HEAD")
         return None
@@ -80,7 +82,8 @@ def admin_send(ctx: Context, req: Request, send: Send) -> Send:
     async def wrapped(message: Message) -> None:
         if message["type"] == "http.response.start":
             state["status"] = message["status"]
-            inline.room_changed()
+            if 200 <= message["status"] < 300:
+                await inline.refresh()  # in effect from the next request on, on this instance
             if req.method == "POST" and req.path == "/api/admin/rooms" and message["status"] in (200, 201):
                 state["hold"] = 1
                 state["start"] = message  # type: ignore[assignment]

@@ -341,10 +341,12 @@ async def _relay_response(
             gone.set()
             conn.close()
             return
-        message = await req.receive()
-        if message["type"] == "http.disconnect":
-            gone.set()
-            conn.close()
+        while True:  # a request without a body still has its one empty http.request message to take
+            message = await req.receive()
+            if message["type"] == "http.disconnect":
+                gone.set()
+                conn.close()
+                return
 
     watcher = asyncio.create_task(watch())
     failed = False

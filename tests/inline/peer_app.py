@@ -22,6 +22,7 @@ import hashlib
 import json
 import sys
 from typing import Any
+from urllib.parse import unquote
 
 import uvicorn
 
@@ -38,7 +39,7 @@ def _query(scope: dict[str, Any]) -> dict[str, str]:
     for part in scope.get("query_string", b"").decode().split("&"):
         k, _, v = part.partition("=")
         if k:
-            out[k] = v
+            out[k] = unquote(v)
     return out
 
 
@@ -66,6 +67,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if path == "/" or path.startswith("/page/"):
         body = f"<!doctype html><title>Peer</title><h1 id=app>Peer app page {path}</h1>".encode()
         await _respond(send, 200, body, b"text/html; charset=utf-8")
+    elif path == "/hits":
+        await _respond(send, 200, json.dumps({"count": HITS.get(q.get("p", ""), 0)}).encode(), b"application/json")
     elif path == "/healthz":
         await _respond(send, 200, b"app-healthz", b"text/plain")
     elif path.startswith("/api/echo") or path == "/api/checkout" or path.startswith("/static/echo"):

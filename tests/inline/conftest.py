@@ -1,0 +1,118 @@
+"""Fixtures for the inline proxy tests: a real peer app process and real Queue Manager processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conformance.harness import Server, free_port, start_server, unique_id, wait_until
+
+PEER = Path(__file__).with_name("peer_app.py")
+
+
+class Peer:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(PEER), str(self.port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        ready = threading.Event()
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                if b"peer listening" in line:
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        ready.wait(15)
+        assert self.proc.poll() is None, "the peer app did not start"
+
+    def release(self, key: str) -> None:
+        httpx.get(f"{self.url}/release", params={"id": key}, timeout=5)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.fixture(scope="package")
+def peer() -> Iterator[Peer]:
+    p = Peer()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+ServerFactory = Callable[..., Server]
+
+
+@pytest.fixture
+def make_server() -> Iterator[ServerFactory]:
+    started: list[Server] = []
+
+    def make(env: Mapping[str, str | None] | None = None) -> Server:
+        srv = start_server({"PROXY_ALLOW_PRIVATE": "1", **(env or {})})
+        started.append(srv)
+        return srv
+
+    yield make
+    for srv in started:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def qm() -> Iterator[Server]:
+    """One server (PROXY_ALLOW_PRIVATE=1) shared by a module's tests; each test makes its own room/host."""
+    srv = start_server({"PROXY_ALLOW_PRIVATE": "1", "PROXY_TIMEOUT_MS": "3000"})
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def inline_room(srv: Server, origin: str, host: str | None = None, **fields: Any) -> tuple[str, str]:
+    """Create an inline room whose public host is ``host`` (default ``localhost:<port>``); returns (id, host)."""
+    host = host or f"localhost:{srv.port}"
+    room_id = fields.pop("id", None) or unique_id("in")
+    body = {"id": room_id, "targetUrl": f"http://{host}", "proxyOrigin": origin, "ratePerMinute": 6000, **fields}
+    with srv.admin() as admin:
+        r = admin.post("/api/admin/rooms", json=body)
+    assert r.status_code == 201, r.text
+    return room_id, host
+
+
+def visitor(srv: Server, host: str, **kwargs: Any) -> httpx.Client:
+    """A client that talks to the server's socket but names ``host`` in Host (the inline public host)."""
+    headers = {"Host": host, **kwargs.pop("headers", {})}
+    kwargs.setdefault("timeout", 10)
+    return httpx.Client(base_url=f"http://127.0.0.1:{srv.port}", headers=headers, **kwargs)
+
+
+def admitted(client: httpx.Client, room_id: str) -> dict[str, Any]:
+    """Join through /__qm/api/join and wait for the pass: the client's jar then carries qm_<room>."""
+    r = client.post("/__qm/api/join", json={"roomId": room_id})
+    assert r.status_code == 200, r.text
+
+    def passed() -> dict[str, Any] | None:
+        s = client.get("/__qm/api/status", params={"roomId": room_id}).json()
+        return s if s["state"] in ("passed", "admitted") else None
+
+    return wait_until(passed, 10, 0.1, "a pass")
