@@ -16,6 +16,9 @@ def health_status(ctx: Context) -> tuple[str, bool]:
     if ctx.shutting_down:
         return "shutting_down", False
     status = "degraded" if ctx.clock_incidents else "ok"
+    inline = ctx.inline
+    if inline is not None and inline.at_ceiling():  # new requests are being shed: take this one out
+        return status, False
     return status, ctx.ready
 
 
@@ -130,6 +133,8 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
     payload["warnings"].extend(
         {"variable": "TRUST_PROXY_IPS", "set": None, "effective": None, "message": m} for m in ctx.proxywatch.warnings()
     )
+    if ctx.inline is not None and ctx.inline.index:
+        payload["inline"] = ctx.inline.health()
     backend = ctx.backend
     if backend is not None:
         payload["backend"] = backend.health(full=full)
