@@ -63,7 +63,8 @@ async def deny(
 
 
 async def handle(ctx: Context, inline: Inline, scope: Scope, receive: Receive, send: Send) -> None:
-    http_scope = {**scope, "method": "GET"}
+    # the visitor's hop described in http terms (the -Proto an app is told is http or https)
+    http_scope = {**scope, "method": "GET", "scheme": "https" if scope.get("scheme") == "wss" else "http"}
     req = Request(http_scope, receive, scope["path"])
     if ctx.edge.enabled and not ctx.edge.passes(scope):  # refused before any socket to the origin is opened
         ctx.counters.edge_refused += 1
