@@ -154,6 +154,12 @@ def _fence(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any)
     return f"<pre tabindex=\"0\"><code{cls}>{html.escape(token.content, quote=False)}</code></pre>\n"
 
 
+def _code_inline(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    # a line may break after _ or / inside a long identifier or route (a table column then fits a phone)
+    text = html.escape(tokens[idx].content, quote=False).replace("_", "_<wbr>").replace("/", "/<wbr>")
+    return f"<code>{text}</code>"
+
+
 @cache
 def markdown() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
@@ -162,6 +168,7 @@ def markdown() -> MarkdownIt:
     md.add_render_rule("table_close", _table_close)
     md.add_render_rule("fence", _fence)
     md.add_render_rule("code_block", _fence)
+    md.add_render_rule("code_inline", _code_inline)
     return md
 
 
