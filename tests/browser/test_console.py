@@ -153,7 +153,7 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
         assert "#monitor=" in url
         page.keyboard.press("Escape")
 
-    monitor = _context(browser, viewport={"width": 1200, "height": 800})
+    monitor = _context(browser, viewport={"width": 1200, "height": 800}, color_scheme="dark")
     mpage = monitor.new_page()
     mrequests: list[str] = []
     mpage.on("request", lambda r: mrequests.append(r.url))
@@ -213,11 +213,35 @@ def test_keyboard_skip_links_and_console_menu(browser: Any, qm: Any) -> None:
     page.keyboard.press("Escape")
     assert page.evaluate("() => document.activeElement.id") == "menu-btn"
     assert page.locator("#menu").is_hidden()
+    # a confirm opened inside a panel: the first Escape returns to the panel, the second to the menu button
+    with qm.admin() as admin:
+        admin.post("/api/admin/operators", json={"name": "Day ops", "role": "operator"}).raise_for_status()
+    page.locator("#menu-btn").click()
+    page.get_by_role("menuitem", name="Access").click()
+    revoke = page.locator("#dlg-access").get_by_role("button", name="Revoke", exact=True).first
+    revoke.click()
+    page.locator("#dlg-confirm[open]").wait_for(timeout=5_000)
+    page.keyboard.press("Escape")
+    assert page.evaluate("() => document.activeElement.textContent") == "Revoke"
+    assert page.evaluate("() => !!document.activeElement.closest('#dlg-access')")
+    page.keyboard.press("Escape")
+    assert page.evaluate("() => document.activeElement.id") == "menu-btn"
+    # a dialog whose room was deleted meanwhile hands focus to the room list, never to nothing
+    _card(page, second).get_by_role("button", name="Edit").click()
+    page.locator("#dlg-editor[open]").wait_for(timeout=5_000)
+    with qm.admin() as admin:
+        admin.delete(f"/api/admin/rooms/{second}").raise_for_status()
+    _card(page, second).wait_for(state="detached", timeout=10_000)
+    page.keyboard.press("Escape")
+    assert page.evaluate("() => document.activeElement.id") == "rooms-h"
     # sign out from the menu: the session is revoked and the sign-in screen is back
+    page.locator("#menu-btn").focus()
     page.keyboard.press("ArrowDown")
     page.keyboard.press("End")
     page.keyboard.press("Enter")
     page.locator("#signin-key").wait_for(timeout=10_000)
+    page.reload()
+    page.locator("#signin-key").wait_for(timeout=10_000)  # the cookie is gone: still signed out
     ctx.close()
 
 

@@ -459,13 +459,15 @@
       openers.delete(dlg);
       if (dlg.id === "dlg-visitor") state.armed = null;
       if (!o) return;
-      let target = o.opener && o.opener.isConnected ? o.opener : null;
+      let target = o.opener && o.opener.isConnected && !o.opener.closest("[hidden]") ? o.opener : null;
+      const under = $$("dialog[open]").filter((d) => d !== dlg).pop();
+      if (!target && under) target = $(".dlg-head h2", under); // the panel a confirm was opened from
       if (!target && o.roomId) { const card = cards.get(o.roomId); target = card ? $("h3", card.node) : $("#rooms-h"); }
       (target || $("#rooms-h")).focus();
     });
   }
   function head(title, id) {
-    return el("div", { class: "dlg-head" }, el("h2", { id, text: title }),
+    return el("div", { class: "dlg-head" }, el("h2", { id, text: title, tabindex: "-1" }),
       el("button", { type: "button", class: "btn ghost small", "aria-label": "Close", onclick: (ev) => ev.currentTarget.closest("dialog").close() }, "Close"));
   }
   function confirmDialog(title, text, action, opener) {
@@ -665,14 +667,18 @@
         (() => { const s = el("select", { "aria-label": "Rule action" }, el("option", { value: "queue", text: "queue" }), el("option", { value: "skip", text: "skip" })); s.value = rule.action || "queue"; return s; })(),
         el("button", { type: "button", class: "btn small", onclick: () => row.remove() }, "Remove"));
       if (rule.id) row.dataset.ruleId = rule.id;
-      if (rule.matches !== undefined || rule.lastMatchAt !== undefined) row.title = `${fmtInt(rule.matches || 0)} matches${rule.lastMatchAt ? ", last " + new Date(rule.lastMatchAt).toLocaleString() : ", never matched"}`;
       rulesBox.append(row);
+      if (rule.pattern && rule.matchCount !== undefined) {
+        rulesBox.append(el("p", { class: "muted small rule-stat", text: rule.matchCount
+          ? `${fmtInt(rule.matchCount)} door checks matched · last ${new Date(rule.lastMatchAt).toLocaleString()}` : "never matched" }));
+      }
     };
     for (const rule of (room && room.rules) || []) addRule(rule);
     const dry = el("input", { id: "ed-dry", placeholder: "https://shop.example/checkout/1", spellcheck: "false" });
     const dryOut = el("p", { class: "result", role: "status", hidden: true });
+    const unscoped = room && room.unscopedChecks ? el("p", { class: "note warn", text: `${fmtInt(room.unscopedChecks)} door checks arrived with no page URL (an integration older than qm.js 1.2.0): they cannot be scoped and are queued as if unscoped.` }) : null;
     const rulesSet = may("team") ? el("fieldset", {}, el("legend", { text: "URL targeting" }),
-      el("p", { class: "muted small", text: "First match wins. No rules: every page is protected." }), rulesBox,
+      el("p", { class: "muted small", text: "First match wins; * matches anything; a pattern starting with / matches the path. No rules: every page is protected. Changes apply on the next check." }), unscoped, rulesBox,
       el("div", {}, el("button", { type: "button", class: "btn small", onclick: () => addRule({}) }, "+ Add rule")),
       creating ? null : el("div", { class: "row" }, el("div", { class: "field" }, el("label", { for: "ed-dry", text: "Dry run: which rule wins for a URL?" }), dry),
         el("button", { type: "button", class: "btn", onclick: async () => {
@@ -709,10 +715,9 @@
   }
   function describeMatch(res) {
     if (!res) return "";
-    const rule = res.rule || res.matched;
-    const verdict = res.protected === false || res.action === "skip" ? "not queued" : "queued";
-    if (rule) return `Rule ${rule.pattern || JSON.stringify(rule)} wins: ${verdict}.${res.warnings && res.warnings.length ? " " + res.warnings.join(" ") : ""}`;
-    return `${res.state || verdict}: ${JSON.stringify(res)}`;
+    const verdict = res.protected === false ? "not protected (no queue)" : "protected (queued)";
+    if (res.rule) return `Rule ${res.rule.pattern} (${res.rule.action || "queue"}) wins: ${verdict}.`;
+    return `No rule wins: ${verdict}${res.why ? ", " + res.why : ""}.`;
   }
   function collect(form, room, rulesBox) {
     const body = { id: $("#ed-id", form).value.trim() };
@@ -738,10 +743,11 @@
     if (rulesBox.isConnected) {
       const rules = $$(".rule-row", rulesBox).map((row) => {
         const [p, a] = $$("input, select", row);
+        if (!p.value.trim()) return null;
         const r = { pattern: p.value.trim(), action: a.value };
         if (row.dataset.ruleId) r.id = row.dataset.ruleId;
         return r;
-      }).filter((r) => r.pattern);
+      }).filter(Boolean);
       const before = ((room && room.rules) || []).map((r) => ({ pattern: r.pattern, action: r.action || "queue" }));
       if (JSON.stringify(before) !== JSON.stringify(rules.map((r) => ({ pattern: r.pattern, action: r.action })))) body.rules = rules;
     }
@@ -928,7 +934,7 @@
         el("thead", {}, el("tr", {}, ["Time", "Actor", "Action", "Target", "Address"].map((h) => el("th", { scope: "col", text: h })))),
         el("tbody", {}, rows.map((a) => el("tr", {}, el("td", { text: new Date(a.ts).toLocaleString() }), el("td", { text: a.actor }),
           el("td", { class: "mono", text: a.action + (a.ok === false ? " ✗" : "") }), el("td", { text: a.target || "" }), el("td", { class: "mono", text: a.ip || "" })))))),
-        el("button", { type: "button", class: "btn", onclick: () => download("/api/admin/audit?format=csv", "audit.csv") }, "Download audit CSV"));
+        el("div", {}, el("button", { type: "button", class: "btn", onclick: () => download("/api/admin/audit?format=csv", "audit.csv") }, "Download audit CSV")));
     }
     dlg.replaceChildren(head("Access", "access-h"), el("div", { class: "dlg-body" }, parts));
   }
