@@ -16,6 +16,7 @@ import ssl
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis import exceptions as rx
 
@@ -75,7 +76,9 @@ class Backend:
             spool_dir=spool,
             max_batch=settings.journal_max_batch,
         )
-        self.store = ValkeyStore(settings.valkey_url, settings.valkey_prefix, self.clock, journal=self.journal)
+        self.store = ValkeyStore(
+            with_timeouts(settings.valkey_url), settings.valkey_prefix, self.clock, journal=self.journal
+        )
         self.lease = LeaderLease(
             self.store.redis, settings.valkey_prefix, settings.instance_id, settings.leader_lease_ms
         )
@@ -209,14 +212,30 @@ class Backend:
     def health(self, *, full: bool) -> dict[str, Any]:
         out: dict[str, Any] = {
             "store": "valkey",
-            "valkey": "up" if self.valkey_up else "down",
+            # down also while the store answers at once after a failure (breaker.py)
+            "valkey": "up" if self.valkey_up and not self.store.breaker.down else "down",
             "valkeyEverConnected": self.valkey_ever_connected,
             "recoveringRooms": len(self.recovering),
-            "ok": self.valkey_up,
+            "ok": self.valkey_up and not self.store.breaker.down,
         }
         if full:
             out["maxmemoryPolicy"] = self.store.maxmemory_policy
         return out
+
+
+COMMAND_TIMEOUT_SEC = 2.0  # a Valkey command (or connect) that takes longer counts as Valkey unreachable
+
+
+def with_timeouts(url: str) -> str:
+    """``url`` with redis-py's socket timeouts unless it sets its own: without them a Valkey that stops
+    answering (a black-holed network) holds each request until TCP gives up."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    names = {k for k, _ in query}
+    for name in ("socket_timeout", "socket_connect_timeout"):
+        if name not in names:
+            query.append((name, str(COMMAND_TIMEOUT_SEC)))
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def _first_words(exc: BaseException) -> str:

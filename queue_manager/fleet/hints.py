@@ -91,8 +91,10 @@ class Hints:
             await pubsub.subscribe(self.channel)
             self.subscribed = True
             self._dispatch("resync", {})  # anything published while unsubscribed was lost
-            async for message in pubsub.listen():
-                if message.get("type") != "message":
+            while True:
+                # a bounded wait (not listen()): the client's socket timeout must not read as a lost link
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                if message is None or message.get("type") != "message":
                     continue
                 try:
                     data = orjson.loads(message["data"])

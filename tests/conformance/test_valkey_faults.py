@@ -36,13 +36,15 @@ pytestmark = pytest.mark.skipif(not VALKEY, reason="Valkey-only: STORE=valkey wi
 
 
 class Relay:
-    """A TCP relay 127.0.0.1:<port> → target; ``cut()`` drops every connection and refuses new ones."""
+    """A TCP relay 127.0.0.1:<port> → target; ``cut()`` drops every connection and refuses new ones;
+    ``stall()`` black-holes it (connections stay open, nothing gets through: a command timeout)."""
 
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.open = True
+        self.stalled = False
         self.conns: list[socket.socket] = []
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -56,6 +58,11 @@ class Relay:
             if not self.open:
                 client.close()
                 continue
+            if self.stalled:  # accepted, never answered
+                with self.lock:
+                    self.conns.append(client)
+                threading.Thread(target=self._swallow, args=(client,), daemon=True).start()
+                continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
             except OSError:
@@ -67,10 +74,18 @@ class Relay:
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
     @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _swallow(src: socket.socket) -> None:
+        try:
+            while src.recv(65536):
+                pass
+        except OSError:
+            pass
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
-                dst.sendall(data)
+                if not self.stalled:
+                    dst.sendall(data)
         except OSError:
             pass
         finally:
@@ -91,7 +106,13 @@ class Relay:
                     pass
             self.conns.clear()
 
+    def stall(self) -> None:
+        self.stalled = True
+
     def restore(self) -> None:
+        if self.stalled:  # what was swallowed is lost: drop those connections, the client reconnects
+            self.cut()
+            self.stalled = False
         self.open = True
 
     def close(self) -> None:
@@ -455,3 +476,62 @@ def test_without_the_hint_the_other_instance_refuses_the_key_within_resync() -> 
     finally:
         b.stop()
         a.stop()
+
+
+@contextmanager
+def relayed_valkey() -> Iterator[tuple[Relay, str]]:
+    url = os.environ["TEST_VALKEY_URL"]
+    parts = urlsplit(url)
+    relay = Relay(parts.hostname or "127.0.0.1", parts.port or 6379)
+    netloc = parts.netloc.rsplit("@", 1)
+    host = f"127.0.0.1:{relay.port}"
+    relayed = urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))
+    try:
+        yield relay, relayed
+    finally:
+        relay.close()
+
+
+def test_valkey_unreachable_answers_503_at_once_instead_of_a_command_timeout_each() -> None:
+    """Valkey stops answering (a black-holed link): after the first failure the server answers 503
+    storage_unavailable at once, not after a command timeout per request; it recovers by itself."""
+    with relayed_valkey() as (relay, url):
+        srv = start_server({"VALKEY_URL": url, "RESYNC_MS": "600000"})
+        try:
+            with srv.admin() as admin, srv.client() as c:
+                room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None)["id"]
+                first = join(c, room)
+                assert first.status_code == 200
+                token = first.json()["token"]
+                relay.stall()
+                with srv.client(timeout=60) as slow:  # the first failure may wait for its command timeout
+                    r = slow.get("/api/status", params={"roomId": room, "token": token})
+                assert r.status_code == 503 and r.json()["code"] == "storage_unavailable", r.text
+                # Every request now would wait the command timeout (2 s) without the fast answer, so none
+                # could answer within 1.5 s. With it, all do but a probe (one per 5 s hold).
+                answered = []
+                for _ in range(6):
+                    try:
+                        with srv.client(timeout=1.5) as quick:
+                            answered.append(quick.get("/api/status", params={"roomId": room, "token": token}))
+                    except httpx.TimeoutException:
+                        continue  # that one was the probe
+                assert len(answered) >= 4, len(answered)
+                for r in answered:
+                    assert r.status_code == 503 and r.json()["code"] == "storage_unavailable", r.text
+                    assert int(r.headers["retry-after"]) >= 1
+                with srv.client(timeout=10) as h:
+                    assert h.get("/healthz").json()["backend"]["valkey"] == "down"
+                relay.restore()
+
+                def back() -> bool:
+                    with srv.client(timeout=10) as c2:
+                        r = c2.get("/api/status", params={"roomId": room, "token": token})
+                    return r.status_code == 200 and r.json()["position"] == 1  # the place survived the outage
+
+                wait_until(back, timeout=30, what="the room answers again once Valkey is back")
+                with srv.client(timeout=10) as h:
+                    wait_until(lambda: h.get("/healthz").json()["backend"]["valkey"] == "up", timeout=15)
+        finally:
+            relay.restore()
+            srv.stop()

@@ -4,8 +4,8 @@
 
     redis-py / Valkey                                   ->  what the store raises
     ──────────────────────────────────────────────────────────────────────────────────
-    ConnectionError (refused, reset, auth, loading)     ->  StoreUnavailable
-    TimeoutError (redis-py's and asyncio's), OSError    ->  StoreUnavailable
+    ConnectionError (refused, reset, auth, loading)     ->  ValkeyUnreachable (a StoreUnavailable)
+    TimeoutError (redis-py's and asyncio's), OSError    ->  ValkeyUnreachable (trips the breaker: breaker.py)
     ResponseError LOADING / MASTERDOWN / TRYAGAIN /     ->  StoreUnavailable
       CLUSTERDOWN / READONLY / BUSY / OOM ("command
       not allowed when used memory > 'maxmemory'")
@@ -27,6 +27,7 @@ from redis import exceptions as rx
 
 from queue_manager.engine.errors import no_room
 from queue_manager.store.base import StoreUnavailable
+from queue_manager.store.valkey.breaker import Breaker, ValkeyUnreachable
 
 
 class RoomFenced(StoreUnavailable):
@@ -46,7 +47,31 @@ def is_unavailable_reply(message: str) -> bool:
 
 
 @contextmanager
-def translate(room_id: str | None = None) -> Iterator[None]:
+def translate(room_id: str | None = None, breaker: Breaker | None = None) -> Iterator[None]:
+    """Map driver errors (table above). With ``breaker``: answer at once while Valkey is held as
+    unreachable, and tell the breaker whether Valkey answered."""
+    if breaker is None:
+        with _translate(room_id):
+            yield
+        return
+    probe = breaker.enter()
+    try:
+        with _translate(room_id):
+            yield
+    except ValkeyUnreachable:
+        breaker.failed(probe)
+        raise
+    except Exception:
+        breaker.answered(probe)  # an error reply is an answer
+        raise
+    except BaseException:
+        breaker.abandoned(probe)
+        raise
+    breaker.answered(probe)
+
+
+@contextmanager
+def _translate(room_id: str | None = None) -> Iterator[None]:
     try:
         yield
     except StoreUnavailable:
@@ -64,4 +89,7 @@ def translate(room_id: str | None = None) -> Iterator[None]:
             raise StoreUnavailable(f"valkey: {message.split(chr(10), 1)[0][:200]}") from exc
         raise
     except (rx.ConnectionError, rx.TimeoutError, OSError, TimeoutError) as exc:
-        raise StoreUnavailable(f"valkey unreachable: {type(exc).__name__}: {exc}"[:300]) from exc
+        if isinstance(exc, rx.MaxConnectionsError) or "No connection available" in str(exc):
+            # every connection of this process is busy (a surge), not an outage: no fast-answer hold
+            raise StoreUnavailable(f"valkey: no free connection: {exc}"[:300]) from exc
+        raise ValkeyUnreachable(f"valkey unreachable: {type(exc).__name__}: {exc}"[:300]) from exc

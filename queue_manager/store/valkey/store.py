@@ -34,6 +34,7 @@ from queue_manager.engine.ticket import PreEntry, make_ref
 from queue_manager.engine.view import VisitorView
 from queue_manager.store.base import ChangeListener, Store, StoreUnavailable
 from queue_manager.store.valkey import codec
+from queue_manager.store.valkey.breaker import Breaker
 from queue_manager.store.valkey.clock import SharedClock
 from queue_manager.store.valkey.errors import RoomFenced, translate
 from queue_manager.store.valkey.keys import DEFAULT_PREFIX, room_key, rooms_key, script_keys
@@ -147,6 +148,7 @@ class ValkeyStore:
         self._keys: dict[str, list[bytes]] = {}  # each room's KEYS, encoded once
         self.events_total = 0
         self.maxmemory_policy: str | None = None
+        self.breaker = Breaker()  # the fast answer while Valkey is unreachable
 
     @property
     def redis(self) -> Redis:
@@ -192,7 +194,8 @@ class ValkeyStore:
     async def _now(self) -> tuple[int, int]:
         """The instant an operation happens at (every script call of one operation uses it)."""
         if isinstance(self.clock, SharedClock) and not self.clock.anchored:
-            with translate():  # a process that booted while Valkey was down anchors on first contact
+            # a process that booted while Valkey was down anchors on first contact
+            with translate(None, self.breaker):
                 await self.clock.anchor(self._redis)
         return self.clock.wall_ms(), self.clock.mono_ms()
 
@@ -231,7 +234,7 @@ class ValkeyStore:
             return await self._redis.evalsha(script.sha, len(keys), *keys, *args)
 
     async def _eval(self, name: str, room_id: str, args: Sequence[str]) -> Reply:
-        with translate(room_id):
+        with translate(room_id, self.breaker):
             raw = await self._evalsha(self._scripts[name], self._room_keys(room_id), args)
         reply: Reply = orjson.loads(raw)
         return reply
@@ -241,7 +244,7 @@ class ValkeyStore:
         if not calls:
             return []
         script = self._scripts[name]
-        with translate():
+        with translate(None, self.breaker):
             async with self._redis.pipeline(transaction=False) as pipe:
                 for room_id, args in calls:
                     keys = self._room_keys(room_id)
@@ -256,7 +259,7 @@ class ValkeyStore:
                     out.append(exc)
             elif isinstance(item, Exception):
                 try:
-                    with translate(room_id):
+                    with translate(room_id):  # an error reply of one room: Valkey answered
                         raise item
                 except Exception as exc:  # handed back per room
                     out.append(exc)
@@ -404,7 +407,7 @@ class ValkeyStore:
     # ------------------------------------------------------------------ rooms
 
     async def list_rooms(self) -> list[dict[str, Any]]:
-        with translate():
+        with translate(None, self.breaker):
             ids = [_text(i) for i in await self._redis.zrange(rooms_key(self.prefix), 0, -1)]
         now = await self._now()
         calls = []
@@ -440,7 +443,7 @@ class ValkeyStore:
     async def room_exists(self, room_id: str) -> bool:
         if self._fresh(room_id) is not None:
             return True
-        with translate(room_id):
+        with translate(room_id, self.breaker):
             count = await self._redis.exists(
                 room_key(self.prefix, room_id, "st"), room_key(self.prefix, room_id, "fence")
             )
@@ -661,7 +664,7 @@ class ValkeyStore:
         await self._eval("blocked", room_id, self._header(await self._now(), "*"))
 
     async def places_held(self, room_id: str, ident: str) -> int:
-        with translate(room_id):
+        with translate(room_id, self.breaker):
             held = await self._redis.hget(room_key(self.prefix, room_id, "pi"), ident)
         return int(held) if held else 0
 
@@ -783,7 +786,7 @@ class ValkeyStore:
 
     async def tick(self) -> set[str]:
         now = await self._now()
-        with translate():
+        with translate(None, self.breaker):
             ids = [_text(i) for i in await self._redis.zrange(rooms_key(self.prefix), 0, -1)]
         header = self._header(now, "*")
         replies = await self._eval_many("tick", [(room_id, header) for room_id in ids])
@@ -829,11 +832,11 @@ class ValkeyStore:
 
     async def fence(self, room_id: str) -> None:
         """Mark the room as being rebuilt: every operation on it answers StoreUnavailable."""
-        with translate(room_id):
+        with translate(room_id, self.breaker):
             await self._redis.set(room_key(self.prefix, room_id, "fence"), b"1")
 
     async def unfence(self, room_id: str) -> None:
-        with translate(room_id):
+        with translate(room_id, self.breaker):
             await self._redis.delete(room_key(self.prefix, room_id, "fence"))
 
 

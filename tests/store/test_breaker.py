@@ -1,0 +1,50 @@
+"""The fast answer while Valkey is unreachable (store/valkey/breaker.py), on a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from queue_manager.store.valkey.breaker import HOLD_SEC, Breaker, ValkeyUnreachable
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_after_a_failure_every_call_answers_at_once_until_the_hold_ends_then_one_probes() -> None:
+    clock = Clock()
+    b = Breaker(clock=clock)
+    assert b.enter() is False and not b.down  # healthy: nothing held
+    b.failed(False)
+    assert b.down
+    for _ in range(3):
+        with pytest.raises(ValkeyUnreachable) as err:
+            b.enter()
+        assert 1 <= err.value.retry_after <= HOLD_SEC
+    clock.now += HOLD_SEC
+    assert b.enter() is True  # the probe
+    with pytest.raises(ValkeyUnreachable):
+        b.enter()  # one probe at a time: the others still answer at once
+    b.failed(True)  # the probe failed too: held again
+    clock.now += HOLD_SEC - 0.1
+    with pytest.raises(ValkeyUnreachable):
+        b.enter()
+    clock.now += 0.1
+    assert b.enter() is True
+    b.answered(True)
+    assert not b.down and b.enter() is False
+    assert b.fast_answers == 5 and b.trips == 1
+
+
+def test_a_cancelled_probe_lets_the_next_call_probe() -> None:
+    clock = Clock()
+    b = Breaker(clock=clock)
+    b.failed(False)
+    clock.now += HOLD_SEC
+    assert b.enter() is True
+    b.abandoned(True)
+    assert b.enter() is True
