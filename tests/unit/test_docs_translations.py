@@ -34,8 +34,8 @@ def test_thai_guide_has_every_english_section(file: str) -> None:
         en = [h.text for h in english.headings if h.level == level]
         th = [h.text for h in thai.headings if h.level == level]
         assert len(th) == len(en), (
-            f"docs/th/{file} has {len(th)} level-{level} sections, docs/{file} has {len(en)}: "
-            f"translate the new English sections {en[len(th):] if len(en) > len(th) else ''}"
+            f"docs/th/{file} has {len(th)} level-{level} sections and docs/{file} has {len(en)}: translate the "
+            f"English sections it lacks (English: {en}; Thai: {th})"
         )
     assert _outline(thai) == _outline(english), f"docs/th/{file} has its sections in another order or nesting"
 
