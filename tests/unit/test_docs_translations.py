@@ -41,6 +41,14 @@ def test_thai_guide_has_every_english_section(file: str) -> None:
 
 
 @pytest.mark.parametrize("file", TRANSLATED)
+def test_thai_guide_has_as_many_tables_and_code_blocks(file: str) -> None:
+    """Code is kept as it is and every table translated: a block added to an English section shows here."""
+    english, thai = _rendered("", file).body, _rendered("th", file).body
+    for mark, what in (('<div class="table-wrap"', "tables"), ("<pre ", "code blocks")):
+        assert thai.count(mark) == english.count(mark), f"docs/th/{file} and docs/{file} differ in {what}"
+
+
+@pytest.mark.parametrize("file", TRANSLATED)
 def test_thai_guide_names_the_english_revision_it_follows(file: str) -> None:
     head = (DOCS / "th" / file).read_text(encoding="utf-8")[:600]
     assert re.search(rf"`docs/{re.escape(file)}`.*revision `[0-9a-f]{{7,40}}`", head), head
