@@ -16,7 +16,7 @@ from queue_manager.access.protection import BLOCKED_CODE, RequestFacts, block_he
 from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.engine.policy import RoomPolicy
 from queue_manager.engine.view import VisitorView
-from queue_manager.http import waiting
+from queue_manager.http import backend_down, waiting
 from queue_manager.http.context import Context
 from queue_manager.http.identity import FORWARDED_HEADERS as FORWARDED
 from queue_manager.http.identity import Identity, valid_ip
@@ -330,6 +330,9 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
             )
     else:
         limit_headers = _limit(ctx, "check", ident)
+    down = backend_down.refusal(ctx, req, room_id, lambda: public_base(ctx, req, ident), q.get("url"), limit_headers)
+    if down is not None:  # Valkey unreachable: answered at once, per the room's onBackendDown
+        raise down
     policy = await ctx.store.room_policy(room_id)  # cached per config version: no store round trip
     if policy is None:
         ctx.counters.unknown_room_checks += 1

@@ -535,3 +535,43 @@ def test_valkey_unreachable_answers_503_at_once_instead_of_a_command_timeout_eac
         finally:
             relay.restore()
             srv.stop()
+
+
+def test_on_backend_down_for_snippet_rooms_open_lets_through_closed_says_wait() -> None:
+    """Valkey unreachable: /api/check answers 503 storage_unavailable at once (clients that fail open on
+    a 5xx still do) and says what the room's onBackendDown wants: open admits, closed sends to wait."""
+    with relayed_valkey() as (relay, url):
+        srv = start_server({"VALKEY_URL": url, "RESYNC_MS": "600000"})
+        try:
+            with srv.admin() as admin, srv.client() as c:
+                opened = create_room(admin, onBackendDown="open")["id"]
+                closed = create_room(admin, onBackendDown="closed")["id"]
+                for room in (opened, closed):  # this instance has seen both rooms' config
+                    assert c.get("/api/check", params={"roomId": room}).status_code == 200
+                relay.stall()
+                with srv.client(timeout=60) as slow:  # the first failure (its command timeout)
+                    assert slow.get("/api/status", params={"roomId": opened}).status_code == 503
+                origin = {"Origin": "https://shop.example"}
+                page = "https://shop.example/checkout"
+                with srv.client(timeout=10) as quick:
+                    r_open = quick.get("/api/check", params={"roomId": opened, "url": page}, headers=origin)
+                    r_closed = quick.get("/api/check", params={"roomId": closed, "url": page}, headers=origin)
+                for r in (r_open, r_closed):
+                    assert r.status_code == 503 and r.json()["code"] == "storage_unavailable", r.text
+                    assert int(r.headers["retry-after"]) >= 1
+                    assert r.headers["access-control-allow-origin"] == "https://shop.example"  # the tag can read it
+                assert r_open.json()["onBackendDown"] == "open" and r_open.json()["admit"] is True
+                body = r_closed.json()
+                assert body["onBackendDown"] == "closed" and body["admit"] is False
+                assert body["reason"] == "backend_down"
+                assert body["waitUrl"].endswith(f"/w/{closed}?qm_return=https%3A%2F%2Fshop.example%2Fcheckout")
+                relay.restore()
+
+                def back() -> bool:
+                    with srv.client(timeout=10) as c2:
+                        return c2.get("/api/check", params={"roomId": closed}).status_code == 200
+
+                wait_until(back, timeout=30, what="door checks answered normally once Valkey is back")
+        finally:
+            relay.restore()
+            srv.stop()

@@ -404,6 +404,12 @@ class ValkeyStore:
             return cache
         return None
 
+    def known_config(self, room_id: str) -> tuple[RoomConfig, RoomPolicy] | None:
+        """The room's config as this process last saw it, however old: what gates the room's visitors
+        while Valkey is unreachable (``http/backend_down.py``). None: never seen here."""
+        cache = self._configs.get(room_id)
+        return None if cache is None else (cache.cfg, cache.policy)
+
     # ------------------------------------------------------------------ rooms
 
     async def list_rooms(self) -> list[dict[str, Any]]:
