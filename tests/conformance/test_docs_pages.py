@@ -264,3 +264,12 @@ def test_on_an_inline_host_the_docs_live_under_the_queue_prefix(make_server: Ser
         assert thai.status_code == 200 and 'href="/__qm/docs/integration" lang="en"' in thai.text
     with srv.client() as c:  # the same guide on the server's own address keeps its plain links
         assert 'href="/docs/integration"' in _plain(c, "/docs/operations").text
+
+
+def test_a_docs_dir_without_guides_says_how_to_point_at_them(make_server: ServerFactory, tmp_path: Path) -> None:
+    srv = make_server({"DOCS_DIR": str(tmp_path)})
+    with srv.client() as c:
+        index = _plain(c, "/docs")
+        assert index.status_code == 200 and "Set DOCS_DIR" in index.text
+        assert _plain(c, "/docs/operations").status_code == 404
+        assert _plain(c, "/docs/th/operations").status_code == 404
