@@ -104,6 +104,10 @@
   }
   function signedOut() {
     stopStream();
+    for (const card of cards.values()) card.node.remove(); // the next credential may have other grants
+    cards.clear();
+    state.rooms = new Map(); state.order = [];
+    for (const d of $$("dialog[open]")) d.close();
     if (state.monitor) { show("dead"); return; }
     state.principal = null;
     show("signin");
@@ -169,9 +173,9 @@
     $("#readonly-note").hidden = may("write");
     startStream();
     loadHealth();
-    setInterval(loadHealth, 30000);
-    setInterval(tickCountdowns, 1000);
-    setInterval(refreshChart, 10000);
+    if (!state.timers) {
+      state.timers = [setInterval(loadHealth, 30000), setInterval(tickCountdowns, 1000), setInterval(refreshChart, 10000)];
+    }
   }
 
   $("#signout").addEventListener("click", async () => {
@@ -1060,10 +1064,10 @@
       { ...axisBase, scale: "n", label: "people", size: 56 },
     ];
     if (split) {
-      axes.push({ ...axisBase, scale: "joins", side: 3, stroke: css("--amber"), grid: { show: false }, size: 46, values: (u, v) => v.map((x) => x + "/m") });
-      axes.push({ ...axisBase, scale: "passes", side: 3, stroke: css("--green"), grid: { show: false }, size: 46, values: (u, v) => v.map((x) => x + "/m") });
+      axes.push({ ...axisBase, scale: "joins", side: 3, stroke: css("--amber"), grid: { show: false }, size: 60, values: (u, v) => v.map((x) => x + "/m") });
+      axes.push({ ...axisBase, scale: "passes", side: 3, stroke: css("--green"), grid: { show: false }, size: 60, values: (u, v) => v.map((x) => x + "/m") });
     } else {
-      axes.push({ ...axisBase, scale: "rate", side: 3, stroke: css("--amber"), grid: { show: false }, size: 46, values: (u, v) => v.map((x) => x + "/m") });
+      axes.push({ ...axisBase, scale: "rate", side: 3, stroke: css("--amber"), grid: { show: false }, size: 60, values: (u, v) => v.map((x) => x + "/m") });
     }
     axes.push({ ...axisBase, scale: "s", side: 1, grid: { show: false }, size: 52, values: (u, v) => v.map(axisSec) });
     const width = Math.max(260, Math.floor($("#chart").clientWidth - 34));
