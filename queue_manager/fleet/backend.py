@@ -25,6 +25,7 @@ from queue_manager.engine.replay import ReplayDeleted, ReplayFenced, replay
 from queue_manager.engine.snapshot import dump
 from queue_manager.fleet.hints import Hints
 from queue_manager.fleet.leader import LeaderLease
+from queue_manager.fleet.storage_watch import StorageWatch
 from queue_manager.journal.pg import PgJournal
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey import ValkeyStore
@@ -83,6 +84,14 @@ class Backend:
             self.store.redis, settings.valkey_prefix, settings.instance_id, settings.leader_lease_ms
         )
         self.hints = Hints(self.store.redis, settings.valkey_prefix, settings.instance_id, enabled=settings.ctl_hints)
+        self.storage = StorageWatch(
+            self.journal,
+            self.store.redis,
+            settings.valkey_prefix,
+            settings.instance_id,
+            settings.alert_every_ms,
+            self.journal.clock,
+        )
         self.valkey_ever_connected = False
         self.valkey_up = False
         self._reconnect: asyncio.Task[None] | None = None
@@ -111,6 +120,7 @@ class Backend:
             self._reconnect = asyncio.create_task(self._keep_trying())
         self.lease.start()
         self.hints.start()
+        self.storage.start()
         self._reconciler = asyncio.create_task(self._reconcile_forever())
 
     async def _reconcile_forever(self) -> None:
@@ -199,6 +209,7 @@ class Backend:
                 await self._reconnect
         await self.lease.stop()
         await self.hints.stop()
+        await self.storage.stop()
         with contextlib.suppress(Exception):
             await self.store.close()
         with contextlib.suppress(Exception):

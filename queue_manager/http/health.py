@@ -19,7 +19,17 @@ def health_status(ctx: Context) -> tuple[str, bool]:
     inline = ctx.inline
     if inline is not None and inline.at_ceiling():  # new requests are being shed: take this one out
         return status, False
+    backend = ctx.backend
+    if backend is not None and not _storage_ok(ctx):
+        status = "degraded"
+        if backend.storage.out_of_rotation:  # this instance's journal only: another instance's is ok
+            return status, False
     return status, ctx.ready
+
+
+def _storage_ok(ctx: Context) -> bool:
+    backend = ctx.backend
+    return backend is None or backend.journal.storage_ok(ctx.clock.wall_ms(), 3 * ctx.settings.alert_every_ms)
 
 
 def _public_health(ctx: Context) -> dict[str, Any]:
@@ -147,6 +157,12 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
             )
         if not backend.valkey_up:
             incidents.append("valkey is unreachable from this instance")
+        if not _storage_ok(ctx):
+            last = backend.journal.last_error or "unknown error"
+            failed = f"storage is degraded: events journal commit failed: {last}"
+            incidents.append(failed if full else "storage is degraded")
+            if backend.storage.out_of_rotation:
+                incidents.append("storage is degraded on this instance only")
     if not full:
         for key in ("warnings", "hardening", "keys", "blockedReturnUrlsByRoom"):
             payload.pop(key, None)

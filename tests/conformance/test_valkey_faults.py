@@ -181,7 +181,7 @@ def test_kill_9_mid_surge_keeps_every_acknowledged_join_in_order() -> None:
 
 def test_postgres_unreachable_answers_503_then_recovers_by_itself() -> None:
     with relayed_database() as (relay, url):
-        srv = start_server({"DATABASE_URL": url})
+        srv = start_server({"DATABASE_URL": url, "ALERT_EVERY_MS": "300"})
         try:
             with srv.admin() as admin, srv.client() as c:
                 room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None)["id"]
@@ -199,6 +199,17 @@ def test_postgres_unreachable_answers_503_then_recovers_by_itself() -> None:
                 assert "set-cookie" not in refused.headers  # nothing handed out
                 waiting_during = admin.get(f"/api/admin/rooms/{room}").json()["room"]["waiting"]
                 assert waiting_during == 1  # the refused joins were taken back
+                # a fleet of one: the shared PostgreSQL is down for everybody, so the instance stays ready
+                # (degraded), even after alert frames that each saw a failure of their own probe
+                wait_until(
+                    lambda: admin.get("/api/admin/health").json()["storage"]["journal"]["probeErrors"] >= 3,
+                    timeout=30,
+                    what="three alert frames probing the failing journal",
+                )
+                h = c.get("/healthz")
+                assert h.status_code == 200 and h.json()["ready"] is True and h.json()["status"] == "degraded"
+                incidents = admin.get("/api/admin/health").json()["incidents"]
+                assert any(i.startswith("storage is degraded: events journal commit failed") for i in incidents)
                 relay.restore()
                 wait_until(
                     lambda: join(srv.client(), room).status_code == 200,
@@ -575,3 +586,41 @@ def test_on_backend_down_for_snippet_rooms_open_lets_through_closed_says_wait() 
         finally:
             relay.restore()
             srv.stop()
+
+
+def test_a_journal_failing_on_one_instance_only_takes_that_instance_out_of_rotation() -> None:
+    """B reaches PostgreSQL through a relay that is cut; A reaches it directly and its storage is ok. After
+    two alert frames that each saw a new failure, B is not ready (503 /healthz) and A still is; B comes
+    back at the first probe that lands once PostgreSQL is reachable again."""
+    with relayed_database() as (relay, url):
+        a, b = _pair({"ALERT_EVERY_MS": "300"}, {"ALERT_EVERY_MS": "300", "DATABASE_URL": url})
+        try:
+            with a.admin() as admin:
+                room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None)["id"]
+            with b.client() as c:
+                assert join(c, room).status_code == 200
+                assert c.get("/healthz").status_code == 200
+                relay.cut()
+                wait_until(lambda: join(b.client(), room).status_code == 503, timeout=30, what="B's join refused")
+
+                def b_out() -> bool:
+                    r = c.get("/healthz")
+                    return r.status_code == 503 and r.json()["ready"] is False
+
+                wait_until(b_out, timeout=30, what="B out of rotation")
+                assert c.get("/healthz").json()["status"] == "degraded"
+                with b.admin() as admin_b:
+                    assert "storage is degraded on this instance only" in admin_b.get("/api/admin/health").json()[
+                        "incidents"
+                    ]
+            with a.client() as ca:
+                r = ca.get("/healthz")
+                assert r.status_code == 200 and r.json()["ready"] is True  # A's journal is fine
+                assert join(ca, room).status_code == 200
+            relay.restore()
+            with b.client() as c:
+                wait_until(lambda: c.get("/healthz").status_code == 200, timeout=30, what="B back in rotation")
+                assert join(c, room).status_code == 200
+        finally:
+            b.stop()
+            a.stop()

@@ -1,0 +1,126 @@
+"""Readiness on a failing events journal (the guide's "Readiness (/healthz)", storage part).
+
+Every ALERT_EVERY_MS an *alert frame* looks at this instance's journal:
+
+* while the journal is failing (its newest failure is newer than its newest landed commit or
+  probe), the frame probes it (the commit's insert for one row, rolled back), so a fault recovers
+  by itself with no traffic to prove it;
+* a frame *saw a new failure* when a commit or its own probe failed since the previous frame;
+* this instance's storage is reported to the fleet as ok (a hash ``<prefix>storage:ok``,
+  instance → wall ms) when the journal reads healthy (``PgJournal.storage_ok``) and is not failing.
+
+Readiness goes out (``out_of_rotation``) only on a hard failure of *this* instance: no commit or
+probe has landed since the newest failure, the last two frames in a row each saw a new failure,
+and another instance reported its storage ok within 3 × ALERT_EVERY_MS. It comes back at the first
+commit or probe that lands. With no other instance ok (the shared PostgreSQL is down, a fleet of
+one, Valkey unreachable) the instance stays in: taking it out would move no join anywhere it could
+be persisted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from redis.asyncio import Redis
+
+from queue_manager.clock import Clock
+from queue_manager.journal.pg import PgJournal
+from queue_manager.store.base import StoreUnavailable
+
+log = logging.getLogger("queue_manager.storage")
+
+
+class StorageWatch:
+    def __init__(
+        self, journal: PgJournal, redis: Redis, prefix: str, instance_id: str, alert_every_ms: int, clock: Clock
+    ) -> None:
+        self.journal = journal
+        self.redis = redis
+        self.key = f"{prefix}storage:ok"
+        self.instance_id = instance_id
+        self.every_ms = max(1, alert_every_ms)
+        self.clock = clock
+        self.frames_failing = 0  # consecutive frames that each saw a new failure
+        self.others_ok = False  # another instance reported its storage ok within the window
+        self._seen_error_at: int | None = None  # the newest failure the previous frame knew of
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def window_ms(self) -> int:
+        return 3 * self.every_ms
+
+    def failing(self) -> bool:
+        """No commit or probe has landed since the journal's newest failure."""
+        j = self.journal
+        return j.last_error_at is not None and (j.last_ok_at is None or j.last_ok_at < j.last_error_at)
+
+    @property
+    def out_of_rotation(self) -> bool:
+        return self.failing() and self.frames_failing >= 2 and self.others_ok
+
+    async def frame(self) -> None:
+        """One alert frame (see the module docstring)."""
+        if self.failing():
+            with contextlib.suppress(StoreUnavailable):
+                await self.journal.probe()
+        newest = self.journal.last_error_at
+        saw_new = newest is not None and newest != self._seen_error_at
+        self._seen_error_at = newest
+        if self.failing() and saw_new:
+            self.frames_failing += 1
+        else:
+            self.frames_failing = 0
+        now = self.clock.wall_ms()
+        mine_ok = not self.failing() and self.journal.storage_ok(now, self.window_ms)
+        try:
+            if mine_ok:
+                await self.redis.hset(self.key, self.instance_id, str(now))
+            else:
+                await self.redis.hdel(self.key, self.instance_id)
+            reports = await self.redis.hgetall(self.key)
+        except Exception:  # Valkey unreachable: nobody can be known to be ok, so stay in
+            self.others_ok = False
+            return
+        others = False
+        stale = []
+        for raw_id, raw_at in reports.items():
+            who = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            at = int(raw_at)
+            if now - at >= self.window_ms:
+                stale.append(raw_id)
+            elif who != self.instance_id:
+                others = True
+        if stale:
+            with contextlib.suppress(Exception):
+                await self.redis.hdel(self.key, *stale)
+        if others != self.others_ok or (self.out_of_rotation and self.frames_failing == 2):
+            log.warning(
+                "storage: this instance's journal %s; another instance's storage ok: %s; ready: %s",
+                "failing" if self.failing() else "healthy",
+                others,
+                not (self.failing() and self.frames_failing >= 2 and others),
+            )
+        self.others_ok = others
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        with contextlib.suppress(Exception):
+            await self.redis.hdel(self.key, self.instance_id)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.every_ms / 1000)
+            try:
+                await self.frame()
+            except Exception as exc:
+                log.warning("storage frame: %s", exc)
