@@ -60,8 +60,8 @@ def assets() -> dict[str, Asset]:
 @cache
 def page() -> bytes:
     html = _read("index.html").decode("utf-8")
-    for logical, _, _ in SOURCES:
-        html = html.replace("{{" + logical + "}}", assets()[logical].path)
+    for logical, _, _ in SOURCES:  # relative, so the same page works under /__qm/ on an inline host
+        html = html.replace("{{" + logical + "}}", assets()[logical].path.lstrip("/"))
     return html.encode("utf-8")
 
 

@@ -50,7 +50,9 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
     ctx = _context(browser, viewport={"width": 1360, "height": 900})
     page = ctx.new_page()
     requests: list[str] = []
+    failed: list[tuple[int, str]] = []
     page.on("request", lambda r: requests.append(r.url))
+    page.on("response", lambda r: failed.append((r.status, r.url)) if r.status >= 400 else None)
     page.goto(f"{qm.base_url}/")
     page.locator("#signin-key").wait_for(timeout=10_000)
     page.screenshot(path=str(artifacts / "console-signin.png"))
@@ -174,6 +176,9 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
     wait_until(lambda: page.evaluate("() => document.documentElement.scrollWidth") <= 390, what="no sideways scroll")
     page.screenshot(path=str(artifacts / "console-narrow.png"), full_page=True)
 
+    # the only refusal is the "am I signed in?" probe on each load before signing in
+    assert {(status, urlsplit(u).path) for status, u in failed} == {(401, "/api/admin/whoami")}, failed
+    assert any(urlsplit(u).path.startswith("/fonts/Geist") for u in requests), "the console's own fonts"
     origins = {_origin(u) for u in requests + mrequests if u.startswith("http")}
     assert origins == {qm.base_url}, f"the console asked another origin: {origins}"
     ctx.close()

@@ -124,7 +124,7 @@
       if (legacy) { localStorage.removeItem(name); if (!state.monitor) await signIn(legacy, true); }
     }
     try {
-      const who = await api("GET", "/api/admin/whoami");
+      const who = await api("GET", "api/admin/whoami");
       enter(who.principal);
     } catch (err) {
       if (err.status !== 401) { show("signin"); $("#signin-error").textContent = err.message; }
@@ -132,7 +132,7 @@
   }
 
   async function signIn(key, quiet) {
-    const res = await fetch("/api/admin/session", {
+    const res = await fetch("api/admin/session", {
       method: "POST", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-QM-CSRF": "1" },
       body: JSON.stringify({ key }),
@@ -180,7 +180,7 @@
 
   $("#signout").addEventListener("click", async () => {
     closeMenu(false);
-    try { await api("DELETE", "/api/admin/session"); } catch (e) { /* the cookie is cleared either way */ }
+    try { await api("DELETE", "api/admin/session"); } catch (e) { /* the cookie is cleared either way */ }
     signedOut();
   });
 
@@ -189,11 +189,11 @@
   async function startStream() {
     stopStream();
     let ticket;
-    try { ticket = (await api("POST", "/api/admin/sse-ticket")).ticket; } catch (err) {
+    try { ticket = (await api("POST", "api/admin/sse-ticket")).ticket; } catch (err) {
       if (err.status === 401) return;
       return reconnect();
     }
-    const es = new EventSource(`/api/admin/events?ticket=${encodeURIComponent(ticket)}`);
+    const es = new EventSource(`api/admin/events?ticket=${encodeURIComponent(ticket)}`);
     state.es = es;
     es.onmessage = (ev) => { state.retry = 0; setLive(true); onFrame(JSON.parse(ev.data)); };
     es.addEventListener("revoked", () => { stopStream(); signedOut(); });
@@ -410,7 +410,7 @@
     clearTimeout(card.pending);
     card.pending = setTimeout(async () => {
       try {
-        const res = await api("POST", `/api/admin/rooms/${encodeURIComponent(card.id)}/rate`, { ratePerMinute: v });
+        const res = await api("POST", `api/admin/rooms/${encodeURIComponent(card.id)}/rate`, { ratePerMinute: v });
         state.rooms.set(card.id, { ...state.rooms.get(card.id), ...res.room });
       } catch (err) { fail(err); }
       card.pending = null;
@@ -422,7 +422,7 @@
     const r = state.rooms.get(card.id);
     const action = r.state === "paused" ? "resume" : "pause";
     try {
-      const res = await api("POST", `/api/admin/rooms/${encodeURIComponent(card.id)}/${action}`);
+      const res = await api("POST", `api/admin/rooms/${encodeURIComponent(card.id)}/${action}`);
       state.rooms.set(card.id, { ...r, ...res.room, effectiveState: res.room.effectiveState || res.room.state });
       updateCard(card, state.rooms.get(card.id));
       renderTotals(totalsNow());
@@ -438,12 +438,12 @@
     const r = state.rooms.get(id);
     const ok = await confirmDialog(`Purge ${id}?`, `Everybody waiting in ${id} (${fmtInt(r ? r.waiting : 0)} people) leaves the line unserved. Passes and live sessions are kept; the room stays.`, "Purge the line", opener);
     if (!ok) return;
-    try { const res = await api("POST", `/api/admin/rooms/${encodeURIComponent(id)}/purge`); toast(`Purged ${fmtInt(res.purged)} from ${id}.`); } catch (err) { fail(err); }
+    try { const res = await api("POST", `api/admin/rooms/${encodeURIComponent(id)}/purge`); toast(`Purged ${fmtInt(res.purged)} from ${id}.`); } catch (err) { fail(err); }
   }
   async function removeRoom(id, opener) {
     const ok = await confirmDialog(`Delete ${id}?`, `This cannot be undone: everybody in the line is discarded, and the room, its configuration and its schedule are gone.`, "Delete the room", opener);
     if (!ok) return;
-    try { await api("DELETE", `/api/admin/rooms/${encodeURIComponent(id)}`); toast(`Deleted ${id}.`); } catch (err) { fail(err); }
+    try { await api("DELETE", `api/admin/rooms/${encodeURIComponent(id)}`); toast(`Deleted ${id}.`); } catch (err) { fail(err); }
   }
 
   // ------------------------------------------------------------------ dialogs: open, close, focus return
@@ -536,7 +536,7 @@
   // ------------------------------------------------------------------ health: insecure-config badge, diagnostics
   let health = null;
   async function loadHealth() {
-    try { health = await api("GET", "/api/admin/health"); } catch (err) { return; }
+    try { health = await api("GET", "api/admin/health"); } catch (err) { return; }
     const reasons = [];
     if (health.keys && health.keys.adminKeyDefault) reasons.push("ADMIN_KEY is the default");
     if (health.keys && health.keys.secretDefault) reasons.push("SECRET is the default");
@@ -557,7 +557,7 @@
     const dlg = $("#dlg-diagnostics");
     dlg.replaceChildren(head("Diagnostics", "diagnostics-h"), el("div", { class: "dlg-body" }, el("p", { class: "muted", text: "Loading…" })));
     openDialog("diagnostics", opener);
-    try { health = await api("GET", "/api/admin/health"); } catch (err) { fail(err); return; }
+    try { health = await api("GET", "api/admin/health"); } catch (err) { fail(err); return; }
     const h = health;
     const skew = h.now ? Math.round((Date.now() - h.now) / 1000) : null;
     const proxy = h.proxy || {};
@@ -592,7 +592,7 @@
     dlg.replaceChildren(head("Security", "security-h"), el("div", { class: "dlg-body" }, el("p", { class: "muted", text: "Loading…" })));
     openDialog("security", opener);
     let data;
-    try { data = await api("GET", "/api/admin/security"); } catch (err) { fail(err); return; }
+    try { data = await api("GET", "api/admin/security"); } catch (err) { fail(err); return; }
     const flat = [];
     const walk = (prefix, v) => {
       if (v && typeof v === "object" && !Array.isArray(v)) for (const [k, x] of Object.entries(v)) walk(prefix ? `${prefix}.${k}` : k, x);
@@ -687,7 +687,7 @@
       creating ? null : el("div", { class: "row" }, el("div", { class: "field" }, el("label", { for: "ed-dry", text: "Dry run: which rule wins for a URL?" }), dry),
         el("button", { type: "button", class: "btn", onclick: async () => {
           try {
-            const res = await api("POST", `/api/admin/rooms/${encodeURIComponent(room.id)}/rules/test`, { url: dry.value });
+            const res = await api("POST", `api/admin/rooms/${encodeURIComponent(room.id)}/rules/test`, { url: dry.value });
             dryOut.hidden = false;
             dryOut.textContent = describeMatch(res);
           } catch (err) { dryOut.hidden = false; dryOut.textContent = `${err.message}${err.code ? " (" + err.code + ")" : ""}`; }
@@ -703,7 +703,7 @@
       let body;
       try { body = collect(form, room, rulesBox); } catch (e) { err.textContent = e.message; return; }
       try {
-        const res = await api("POST", "/api/admin/rooms", body);
+        const res = await api("POST", "api/admin/rooms", body);
         state.rooms.set(res.room.id, { ...(state.rooms.get(res.room.id) || {}), ...res.room });
         toast(res.created ? `Created ${res.room.id}.` : `Saved ${res.room.id}.`);
         dlg.close();
@@ -777,7 +777,7 @@
     if (q !== visitorCtx.query) state.armed = null; // looking up somebody else drops the arming
     visitorCtx.query = q;
     try {
-      const res = await api("GET", `/api/admin/rooms/${encodeURIComponent(visitorCtx.room)}/visitors/${encodeURIComponent(q)}`);
+      const res = await api("GET", `api/admin/rooms/${encodeURIComponent(visitorCtx.room)}/visitors/${encodeURIComponent(q)}`);
       visitorCtx.data = res.visitor; visitorCtx.error = null;
     } catch (err) { visitorCtx.data = null; visitorCtx.error = err; }
     renderVisitor();
@@ -836,7 +836,7 @@
     if (state.armed !== key) { state.armed = key; renderVisitor(); return; }
     state.armed = null;
     try {
-      await api("POST", `/api/admin/rooms/${encodeURIComponent(visitorCtx.room)}/eject`, { ticket });
+      await api("POST", `api/admin/rooms/${encodeURIComponent(visitorCtx.room)}/eject`, { ticket });
       toast(`Ejected #${ticket}: back of the line.`);
     } catch (err) { fail(err); }
     await lookUp(visitorCtx.query);
@@ -854,11 +854,11 @@
         el("td", { text: l.expiresAt ? new Date(l.expiresAt).toLocaleString() : "–" }),
         el("td", {}, l.live === false || l.revoked ? el("span", { class: "muted", text: l.revoked ? "revoked" : "expired" }) : [
           el("button", { type: "button", class: "btn small", onclick: async () => {
-            try { const r = await api("POST", `/api/admin/monitor-links/${encodeURIComponent(l.id)}/reveal`); onChange(r.url); } catch (err) { fail(err); }
+            try { const r = await api("POST", `api/admin/monitor-links/${encodeURIComponent(l.id)}/reveal`); onChange(r.url); } catch (err) { fail(err); }
           } }, "Copy"),
           withRevoke ? el("button", { type: "button", class: "btn small danger", onclick: async (ev) => {
             if (!(await confirmDialog("Revoke this link?", `Link ${l.id} stops working at once, including any open view.`, "Revoke", ev.currentTarget))) return;
-            try { await api("DELETE", `/api/admin/monitor-links/${encodeURIComponent(l.id)}`); onChange(null); } catch (err) { fail(err); }
+            try { await api("DELETE", `api/admin/monitor-links/${encodeURIComponent(l.id)}`); onChange(null); } catch (err) { fail(err); }
           } }, "Revoke") : null,
         ]))))));
   }
@@ -876,14 +876,14 @@
       openDialog("share", opener);
     }
     let links = [];
-    try { links = (await api("GET", "/api/admin/monitor-links")).links; } catch (err) { fail(err); return; }
+    try { links = (await api("GET", "api/admin/monitor-links")).links; } catch (err) { fail(err); return; }
     const live = links.filter((l) => l.live !== false && !l.revoked);
     const redo = (url) => openShare(opener, url || undefined);
     const body = el("div", { class: "dlg-body" },
       el("p", { text: "A read-only view of this dashboard for stakeholders. The link carries a viewer token in its #fragment, never a key; it can watch but never change anything, and expires on its own." }),
       shown ? linkBox(shown) : el("p", { class: "note", text: live.length ? "Copy an existing link below rather than minting another: every live link is one more person who can watch." : "No live link yet." }),
       el("div", {}, el("button", { type: "button", class: "btn primary", id: "share-mint", onclick: async () => {
-        try { const r = await api("POST", "/api/admin/monitor-links"); redo(r.url); } catch (err) { fail(err); }
+        try { const r = await api("POST", "api/admin/monitor-links"); redo(r.url); } catch (err) { fail(err); }
       } }, "Mint a new link"), live.length ? el("span", { class: "muted small", text: "  Minting a new link never revokes the others." }) : null),
       el("h3", { class: "small", text: "Live links" }), linkRows(live, true, redo));
     dlg.replaceChildren(head("Share monitor", "share-h"), body);
@@ -899,7 +899,7 @@
     const parts = [];
     if (may("owner")) {
       let ops = [];
-      try { ops = (await api("GET", "/api/admin/operators")).operators; } catch (err) { fail(err); }
+      try { ops = (await api("GET", "api/admin/operators")).operators; } catch (err) { fail(err); }
       const name = el("input", { id: "op-name", spellcheck: "false", autocomplete: "off" });
       const role = el("select", { id: "op-role" }, ["operator", "viewer", "owner"].map((r) => el("option", { value: r, text: r })));
       const keyOut = el("div", { "aria-live": "polite" });
@@ -911,12 +911,12 @@
             el("td", {}, o.revoked || o.revokedAt ? null : el("button", { type: "button", class: "btn small danger", onclick: async (ev) => {
               const n = o.liveLinks || 0;
               if (!(await confirmDialog(`Revoke ${o.name}?`, `Their key stops working on the next request and their console sessions end. ${n} monitor link${n === 1 ? "" : "s"} they shared will close too.`, "Revoke", ev.currentTarget))) return;
-              try { const r = await api("DELETE", `/api/admin/operators/${encodeURIComponent(o.id)}`); toast(`Revoked ${o.name}; closed ${r.linksRevoked} links.`); openAccess(opener); } catch (err) { fail(err); }
+              try { const r = await api("DELETE", `api/admin/operators/${encodeURIComponent(o.id)}`); toast(`Revoked ${o.name}; closed ${r.linksRevoked} links.`); openAccess(opener); } catch (err) { fail(err); }
             } }, "Revoke"))))))) : el("p", { class: "muted", text: "No operators yet: everyone shares ADMIN_KEY. Mint one key per person." }),
         el("form", { class: "row", onsubmit: async (ev) => {
           ev.preventDefault();
           try {
-            const r = await api("POST", "/api/admin/operators", { name: name.value, role: role.value });
+            const r = await api("POST", "api/admin/operators", { name: name.value, role: role.value });
             keyOut.replaceChildren(el("p", { class: "note warn", text: `Key for ${r.operator.name} (shown once, copy it now):` }), linkBoxPlain(r.key));
             name.value = "";
           } catch (err) { fail(err); }
@@ -925,20 +925,20 @@
           el("button", { type: "submit", class: "btn primary" }, "Mint key")), keyOut);
     }
     let links = [];
-    try { links = (await api("GET", "/api/admin/monitor-links")).links; } catch (err) { fail(err); }
+    try { links = (await api("GET", "api/admin/monitor-links")).links; } catch (err) { fail(err); }
     parts.push(el("h3", { class: "small", text: "Monitor links" }), linkRows(links, true, () => openAccess(opener)),
       el("div", {}, el("button", { type: "button", class: "btn danger", onclick: async (ev) => {
         if (!(await confirmDialog("Revoke every monitor link?", "Every shared read-only link stops working at once.", "Revoke all", ev.currentTarget))) return;
-        try { const r = await api("POST", "/api/admin/monitor-links/revoke-all"); toast(`Revoked ${r.revoked} links.`); openAccess(opener); } catch (err) { fail(err); }
+        try { const r = await api("POST", "api/admin/monitor-links/revoke-all"); toast(`Revoked ${r.revoked} links.`); openAccess(opener); } catch (err) { fail(err); }
       } }, "Revoke all links")));
     if (may("team")) {
       let rows = [];
-      try { rows = (await api("GET", "/api/admin/audit?limit=50")).audit; } catch (err) { /* not ours to see */ }
+      try { rows = (await api("GET", "api/admin/audit?limit=50")).audit; } catch (err) { /* not ours to see */ }
       parts.push(el("h3", { class: "small", text: "Audit trail (latest 50)" }), el("div", { class: "tbl-wrap" }, el("table", { class: "tbl" },
         el("thead", {}, el("tr", {}, ["Time", "Actor", "Action", "Target", "Address"].map((h) => el("th", { scope: "col", text: h })))),
         el("tbody", {}, rows.map((a) => el("tr", {}, el("td", { text: new Date(a.ts).toLocaleString() }), el("td", { text: a.actor }),
           el("td", { class: "mono", text: a.action + (a.ok === false ? " ✗" : "") }), el("td", { text: a.target || "" }), el("td", { class: "mono", text: a.ip || "" })))))),
-        el("div", {}, el("button", { type: "button", class: "btn", onclick: () => download("/api/admin/audit?format=csv", "audit.csv") }, "Download audit CSV")));
+        el("div", {}, el("button", { type: "button", class: "btn", onclick: () => download("api/admin/audit?format=csv", "audit.csv") }, "Download audit CSV")));
     }
     dlg.replaceChildren(head("Access", "access-h"), el("div", { class: "dlg-body" }, parts));
   }
@@ -953,7 +953,7 @@
     dlg.replaceChildren(head("Reports", "reports-h"), el("div", { class: "dlg-body" }, el("p", { class: "muted", text: "Loading…" })));
     openDialog("reports", opener);
     let data;
-    try { data = await api("GET", "/api/admin/reports?bucket=hour"); } catch (err) { fail(err); return; }
+    try { data = await api("GET", "api/admin/reports?bucket=hour"); } catch (err) { fail(err); return; }
     const since = data.recordingSince ? new Date(data.recordingSince).toLocaleString() : "–";
     const note = data.store === "memory"
       ? `STORE=memory keeps no history past a restart. This server has been recording since ${since}; hours before that are marked ⚠ partial.`
@@ -971,7 +971,7 @@
           el("td", { class: "num", text: secs(r.waitP50Sec) }), el("td", { class: "num", text: secs(r.waitP90Sec) }),
           el("td", { class: "num", text: secs(r.waitMaxSec) }), el("td", { class: "num", text: plus(r, r.measuredWaits) })))))) : el("p", { class: "muted", text: "No rows yet." }),
       el("p", { class: "muted small", text: "Wait p50/p90 are estimates from a bounded sample; measured waits count people who finished waiting, not people who entered the site; net unserved is joins minus passes." }),
-      el("div", {}, el("button", { type: "button", class: "btn", onclick: () => download("/api/admin/reports?bucket=hour&format=csv", "report-hour.csv") }, "Download CSV")));
+      el("div", {}, el("button", { type: "button", class: "btn", onclick: () => download("api/admin/reports?bucket=hour&format=csv", "report-hour.csv") }, "Download CSV")));
     dlg.replaceChildren(head("Reports", "reports-h"), body);
   }
 
@@ -1009,13 +1009,13 @@
   $("#chart-csv").addEventListener("click", () => {
     if (!state.chartRoom) return;
     const res = $("#chart-range").value.split(":")[0];
-    download(`/api/admin/series/${encodeURIComponent(state.chartRoom)}?res=${res}&format=csv`, `${state.chartRoom}-${res}.csv`);
+    download(`api/admin/series/${encodeURIComponent(state.chartRoom)}?res=${res}&format=csv`, `${state.chartRoom}-${res}.csv`);
   });
   async function refreshChart() {
     if (!state.chartRoom || !state.principal) return;
     const [res, span] = $("#chart-range").value.split(":");
     try {
-      const data = await api("GET", `/api/admin/series/${encodeURIComponent(state.chartRoom)}?res=${res}`);
+      const data = await api("GET", `api/admin/series/${encodeURIComponent(state.chartRoom)}?res=${res}`);
       const cut = data.now / 1000 - +span;
       data.rows = data.rows.filter((r) => r.t >= cut);
       data.span = +span;
