@@ -2,54 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import threading
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conformance.harness import Server, free_port, start_server, unique_id, wait_until
-
-PEER = Path(__file__).with_name("peer_app.py")
-
-
-class Peer:
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, str(PEER), str(self.port)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        ready = threading.Event()
-
-        def read() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                if b"peer listening" in line:
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        ready.wait(15)
-        assert self.proc.poll() is None, "the peer app did not start"
-
-    def release(self, key: str) -> None:
-        httpx.get(f"{self.url}/release", params={"id": key}, timeout=5)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+from tests.conformance.harness import Server, start_server, unique_id, wait_until
+from tests.inline.peer import Peer
 
 
 @pytest.fixture(scope="package")
