@@ -338,6 +338,10 @@
     const h3 = $("h3", card.node);
     if (h3.textContent !== name) h3.textContent = name;
     $(".skip-room", card.node).textContent = `Skip past ${name} to the next room`;
+    const auto = $('[data-k="auto"]', card.node);
+    const autoText = r.autoActivate && r.autoActivate.enabled ? `AUTO ≥${fmtInt(r.autoActivate.joinsPerMin)}/MIN` : "";
+    if (auto.textContent !== autoText) { auto.textContent = autoText; auto.className = autoText ? "auto-slot badge badge-info" : "auto-slot"; }
+    if (autoText) auto.title = `Threshold activation armed: a queue goes up by itself after ${r.autoActivate.sustainSec}s above ${r.autoActivate.joinsPerMin} joins/min.`;
     const st = r.effectiveState;
     const badge = $('[data-k="state"]', card.node);
     badge.textContent = st;
@@ -622,7 +626,6 @@
     ["returnOrigins", "Return origins", "lines", "One per line; https://*.shop.example covers subdomains."],
     ["tagOrigins", "Tag origins", "lines?", "One per line. Blank: same as return origins."],
     ["proxyOrigin", "Inline: internal address", "text?", "Blank: snippet room. Changing it needs the owner role."],
-    ["autoActivate", "Threshold activation (JSON)", "json", "Blank: off."],
   ];
   const DEFAULTS = { ratePerMinute: 60, passedTtlSec: 600, sessionTtlSec: 1800, presenceSec: 30, queueMaxPerIp: 16, preQueueMaxPerIp: 16 };
   function toLocalInput(iso) {
@@ -648,9 +651,9 @@
       if (Array.isArray(kind)) {
         input = el("select", { id, name: key }, kind.map((o) => el("option", { value: o, text: o || "server default" })));
         input.value = key === "protection" ? (v && v.mode) || "" : v || kind[0];
-      } else if (kind === "lines" || kind === "lines?" || kind === "json") {
+      } else if (kind === "lines" || kind === "lines?") {
         input = el("textarea", { id, name: key, rows: "3", spellcheck: "false" });
-        input.value = kind === "json" ? (v ? JSON.stringify(v, null, 1) : "") : (v || []).join("\n");
+        input.value = (v || []).join("\n");
       } else {
         input = el("input", { id, name: key, type: kind.startsWith("int") ? "number" : kind === "datetime" ? "datetime-local" : "text", spellcheck: "false", autocomplete: "off" });
         if (kind.startsWith("int")) input.min = "0";
@@ -663,6 +666,15 @@
       fields.append(el("div", { class: "field", "data-field": key }, el("label", { for: id, text: label }), input, el("span", { class: "help", id: `${id}-help`, text: helpText })));
       input.setAttribute("aria-describedby", `${id}-help`);
     }
+    // threshold activation: the room stays open until joins/min stays above the threshold
+    const aa = (room && room.autoActivate) || { enabled: false, joinsPerMin: 120, sustainSec: 60, releaseAfterSec: 300 };
+    const num = (id, label, value) => el("div", { class: "field" }, el("label", { for: id, text: label }),
+      el("input", { id, type: "number", min: "0", value: String(value) }));
+    const autoSet = el("fieldset", { id: "ed-auto" }, el("legend", { text: "Threshold activation" }),
+      el("label", { class: "check" }, el("input", { type: "checkbox", id: "ed-aa-enabled", checked: aa.enabled ? true : null }),
+        " Put a queue up by itself when joins stay above the threshold"),
+      el("div", { class: "grid2" }, num("ed-aa-joins", "Joins per minute", aa.joinsPerMin),
+        num("ed-aa-sustain", "Sustained for (s)", aa.sustainSec), num("ed-aa-release", "Release after (s)", aa.releaseAfterSec)));
     // URL targeting rules
     const rulesBox = el("div", { class: "rules" });
     const addRule = (rule) => {
@@ -693,7 +705,7 @@
           } catch (err) { dryOut.hidden = false; dryOut.textContent = `${err.message}${err.code ? " (" + err.code + ")" : ""}`; }
         } }, "Test")), dryOut) : null;
     const err = el("p", { class: "error", role: "alert" });
-    form.append(el("div", { class: "dlg-body" }, fields, rulesSet),
+    form.append(el("div", { class: "dlg-body" }, fields, autoSet, rulesSet),
       el("div", { class: "dlg-foot" }, err, el("button", { type: "button", class: "btn", onclick: () => dlg.close() }, "Cancel"),
         el("button", { type: "submit", class: "btn primary" }, creating ? "Create room" : "Save changes")));
     form.addEventListener("submit", async (ev) => {
@@ -737,13 +749,17 @@
       else if (kind === "datetime") v = raw ? new Date(raw).toISOString() : null;
       else if (kind === "lines") v = raw ? raw.split(/\s*\n\s*/).filter(Boolean) : [];
       else if (kind === "lines?") v = raw ? raw.split(/\s*\n\s*/).filter(Boolean) : null;
-      else if (kind === "json") { try { v = raw ? JSON.parse(raw) : null; } catch (e) { throw new Error(`${label} is not valid JSON.`); } }
       else if (kind === "text?") v = raw || null;
       else v = raw === "" && key === "name" ? null : raw;
       if (room) { const cur = room[key]; if (JSON.stringify(cur === undefined ? null : cur) === JSON.stringify(v)) continue; }
       else if (v === null || (Array.isArray(v) && !v.length) || v === "") continue;
       body[key] = v;
     }
+    const aaNow = { enabled: $("#ed-aa-enabled", form).checked, joinsPerMin: Number($("#ed-aa-joins", form).value),
+      sustainSec: Number($("#ed-aa-sustain", form).value), releaseAfterSec: Number($("#ed-aa-release", form).value) };
+    const aaBefore = (room && room.autoActivate) || null;
+    const aaDefault = JSON.stringify(aaNow) === JSON.stringify({ enabled: false, joinsPerMin: 120, sustainSec: 60, releaseAfterSec: 300 });
+    if (aaBefore ? JSON.stringify(aaBefore) !== JSON.stringify(aaNow) : !aaDefault) body.autoActivate = aaNow;
     if (rulesBox.isConnected) {
       const rules = $$(".rule-row", rulesBox).map((row) => {
         const [p, a] = $$("input, select", row);
