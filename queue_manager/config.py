@@ -166,6 +166,8 @@ class Settings:
     valkey_alert_after_ms: int
     journal_max_batch: int
     ctl_hints: bool
+    checkpoint_every_events: int
+    checkpoint_every_ms: int
     # trust and access
     trust_proxy: int
     trust_proxy_ips: tuple[IPNetwork, ...]
@@ -256,6 +258,8 @@ ENV_VARS: tuple[str, ...] = (
     "VALKEY_ALERT_AFTER_MS",
     "JOURNAL_MAX_BATCH",
     "CTL_HINTS",
+    "CHECKPOINT_EVERY_EVENTS",
+    "CHECKPOINT_EVERY_MS",
     # trust and access
     "TRUST_PROXY",
     "TRUST_PROXY_IPS",
@@ -702,6 +706,10 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     journal_max_batch = r.integer("JOURNAL_MAX_BATCH", 512, "events", minimum=1, maximum=10_000)
     # change hints over Valkey pub/sub (<prefix>ctl); off: instances catch up by the RESYNC_MS re-read alone
     ctl_hints = r.boolean("CTL_HINTS", True)
+    # the leader's checkpoints (room_snapshots): after this many events of a room, or this long after the
+    # oldest event no checkpoint holds yet, whichever comes first
+    checkpoint_every_events = r.integer("CHECKPOINT_EVERY_EVENTS", 10_000, "events", minimum=1)
+    checkpoint_every_ms = r.integer("CHECKPOINT_EVERY_MS", 600_000, "milliseconds", minimum=1)
 
     # -- rate limits (0 = off) -------------------------------------------------------------
     join_limit_per_min = r.integer("JOIN_LIMIT_PER_MIN", 600, "requests a minute (0 = off)")
@@ -821,6 +829,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         valkey_alert_after_ms=valkey_alert_after_ms,
         journal_max_batch=journal_max_batch,
         ctl_hints=ctl_hints,
+        checkpoint_every_events=checkpoint_every_events,
+        checkpoint_every_ms=checkpoint_every_ms,
         trust_proxy=trust_proxy,
         trust_proxy_ips=trust_proxy_ips,
         cookie_secure=cookie_secure,

@@ -96,7 +96,7 @@ def _ticket_record(t: Ticket, bounced: set[int]) -> dict[str, Any]:
         "passAt": t.pass_at if passed else 0,
         "slot": t.slot if passed else False,
         "told": t.told if passed else False,
-        "bouncedAt": t.bounced_at if passed and t.n in bounced else None,  # a lapsed claim is gone
+        "bouncedAt": t.bounced_at if passed and t.n in bounced else None,  # kept after its grace (events v2)
         "door": _hex(t.door) if admitted else None,
         "sessStart": t.session_start if admitted else 0,
         "sessLast": t.session_last if admitted else 0,

@@ -100,6 +100,9 @@ class Backend:
         self.recovering: set[str] = set()
         self.rebuilt_total = 0
         self.rollbacks_total = 0  # rooms found behind the journal (Valkey restored from an older copy)
+        self.checkpoints_saved = 0
+        self.last_checkpoint: dict[str, Any] | None = None
+        self.last_rebuild: dict[str, Any] | None = None
         self._reconcile_now = asyncio.Event()
         self.journal.on_conflict = self._on_conflict
 
@@ -130,9 +133,26 @@ class Backend:
                 await self.reconcile()
             except Exception as exc:
                 log.warning("reconcile: %s", _first_words(exc))
+            if self.lease.leader:
+                try:
+                    await self.checkpoint_round()
+                except Exception as exc:
+                    log.warning("checkpoints: %s", _first_words(exc))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._reconcile_now.wait(), interval)
             self._reconcile_now.clear()
+
+    async def checkpoint_round(self) -> list[tuple[str, int]]:
+        """The leader's checkpoints (every RESYNC_MS): each room with CHECKPOINT_EVERY_EVENTS events since its
+        newest checkpoint, or whose oldest event after it is CHECKPOINT_EVERY_MS old, gets a new one, folded
+        from PostgreSQL alone. A rebuild then replays that checkpoint and a bounded tail."""
+        saved = await self.journal.checkpoint_due(
+            self.settings.checkpoint_every_events, self.settings.checkpoint_every_ms
+        )
+        for room_id, seq in saved:
+            self.checkpoints_saved += 1
+            self.last_checkpoint = {"roomId": room_id, "seq": seq, "at": self.journal.clock.wall_ms()}
+        return saved
 
     async def _on_conflict(self, rooms: set[tuple[str, int]]) -> None:
         """The journal refused events whose seq it already holds: those rooms' Valkey state is behind
@@ -180,7 +200,23 @@ class Backend:
                 await self.store.import_room(dump(room))
                 rebuilt.append(room_id)
                 self.rebuilt_total += 1
-                log.warning("room %s rebuilt from the journal (generation %d, %d events)", room_id, gen, len(events))
+                start = int(base["seq"]) if base else 0
+                self.last_rebuild = {
+                    "roomId": room_id,
+                    "generation": gen,
+                    "why": why,
+                    "fromCheckpointSeq": start,
+                    "events": len(events),
+                    "seq": room.event_seq,
+                }
+                log.warning(
+                    "room %s rebuilt from the journal (%s; generation %d: checkpoint seq %d + %d events)",
+                    room_id,
+                    why,
+                    gen,
+                    start,
+                    len(events),
+                )
             finally:
                 self.recovering.discard(room_id)
         return rebuilt
@@ -231,6 +267,15 @@ class Backend:
         }
         if full:
             out["maxmemoryPolicy"] = self.store.maxmemory_policy
+            out["recovery"] = {
+                "rebuilt": self.rebuilt_total,
+                "rollbacks": self.rollbacks_total,
+                "conflicts": self.journal.conflicts,
+                "lastRebuild": self.last_rebuild,
+                "checkpointsSaved": self.checkpoints_saved,
+                "lastCheckpoint": self.last_checkpoint,
+            }
+            out["hints"] = self.hints.health()
         return out
 
 

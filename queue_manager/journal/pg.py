@@ -43,7 +43,7 @@ import orjson
 
 from queue_manager.clock import Clock, SystemClock
 from queue_manager.engine.events import Event
-from queue_manager.engine.replay import ReplayDeleted, fold
+from queue_manager.engine.replay import ReplayDeleted, ReplayFenced, fold
 from queue_manager.journal.migrations import check_schema, migrate
 from queue_manager.journal.spool import Spool, SpoolCorrupt
 from queue_manager.store.base import StoreUnavailable
@@ -656,6 +656,40 @@ class PgJournal:
             threshold,
         )
         return [(r["id"], r["gen"], r["base"], r["head"]) for r in rows]
+
+    async def quiet_rooms(self, age_ms: int) -> list[str]:
+        """Rooms with events after their newest checkpoint, the oldest of them committed ``age_ms`` ago
+        or more: a checkpoint at least that often while a room changes at all."""
+        rows = await self._fetch(
+            f"""SELECT r.id FROM {self._s}.rooms r
+                LEFT JOIN LATERAL (SELECT max(seq) AS seq FROM {self._s}.room_snapshots
+                                   WHERE room = r.id AND gen = r.gen) c ON true
+                WHERE NOT r.deleted
+                  AND (SELECT committed_at FROM {self._s}.events e
+                       WHERE e.room = r.id AND e.gen = r.gen AND e.seq > coalesce(c.seq, 0)
+                       ORDER BY e.seq LIMIT 1) <= now() - make_interval(secs => $1::float8 / 1000)""",
+            age_ms,
+        )
+        return [r["id"] for r in rows]
+
+    async def checkpoint_due(self, every_events: int, every_ms: int) -> list[tuple[str, int]]:
+        """Under the lease, checkpoint every room with ``every_events`` events since its newest checkpoint,
+        and every room whose oldest event after it is ``every_ms`` old. Returns (room, seq) of each saved."""
+        done: list[tuple[str, int]] = []
+        async with self.checkpoint_lease() as held:
+            if not held:
+                return done
+            due = [room for room, _gen, _base, _head in await self.busy_rooms(every_events)]
+            due += [room for room in await self.quiet_rooms(every_ms) if room not in due]
+            for room in due:
+                try:
+                    snap = await self.checkpoint(room)
+                except ReplayFenced as fenced:  # a journal this build cannot read: leave it for a newer one
+                    log.warning("checkpoint of %s skipped: %s", room, fenced)
+                    continue
+                if snap is not None:
+                    done.append((room, int(snap["seq"])))
+        return done
 
     async def checkpoint(self, room: str, dump: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         """Fold ``room``'s journal into a new checkpoint (read from PostgreSQL only) and save it.

@@ -624,3 +624,37 @@ def test_a_journal_failing_on_one_instance_only_takes_that_instance_out_of_rotat
         finally:
             b.stop()
             a.stop()
+
+
+def test_the_leader_checkpoints_busy_rooms_so_a_rebuild_replays_a_bounded_tail() -> None:
+    import redis
+
+    srv = start_server({"RESYNC_MS": "300", "CHECKPOINT_EVERY_EVENTS": "10", "CHECKPOINT_EVERY_MS": "3600000"})
+    try:
+        with srv.admin() as admin:
+            room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None, presenceSec=None)["id"]
+            tokens = _joined(srv, room, 34)  # 35 events with room.create
+
+            def checkpointed() -> int | None:
+                last = admin.get("/api/admin/health").json()["backend"]["recovery"]["lastCheckpoint"]
+                return last["seq"] if last and last["roomId"] == room and last["seq"] > 35 - 10 else None
+
+            # every 10 events, checked every 300 ms: the newest checkpoint leaves fewer than 10 events after it
+            base = wait_until(checkpointed, timeout=30, what="a checkpoint of the busy room")
+            before = _positions(srv, room, tokens)
+            client = redis.Redis.from_url(srv.env["VALKEY_URL"])
+            keys = list(client.scan_iter(match=f"{srv.env['VALKEY_PREFIX']}*", count=1000))
+            client.delete(*keys)
+            client.close()
+
+            def rebuilt() -> dict | None:
+                last = admin.get("/api/admin/health").json()["backend"]["recovery"]["lastRebuild"]
+                return last if last and last["roomId"] == room else None
+
+            last = wait_until(rebuilt, timeout=30, what="the room rebuilt")
+            assert last["why"] == "lost"
+            assert last["fromCheckpointSeq"] == base  # the newest checkpoint, not room.create
+            assert last["events"] == 35 - base < 10  # and only the tail after it
+            assert _positions(srv, room, tokens) == before
+    finally:
+        srv.stop()
