@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from queue_manager.inline.client import Pool
 from queue_manager.inline.hosts import HostIndex
+from queue_manager.inline.origin_health import OriginProbe
 from queue_manager.store.base import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ class Inline:
         self.connection_count: Callable[[], int] | None = None  # set by the server (cli)
         self._task: asyncio.Task[None] | None = None
         self._dirty = asyncio.Event() if _has_loop() else None
-        self.origin_health: dict[str, dict[str, object]] = {}
+        self.probe = OriginProbe(self.pool, self.index, self.timeout)
+        self._probe_task: asyncio.Task[None] | None = None
 
     # ---------------------------------------------------------------- the index
 
@@ -51,12 +53,14 @@ class Inline:
         self._dirty = asyncio.Event()
         await self.refresh()
         self._task = asyncio.create_task(self._refresher())
+        self._probe_task = asyncio.create_task(self.probe.run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._probe_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         self.pool.close_all()
 
     async def _refresher(self) -> None:
@@ -91,6 +95,7 @@ class Inline:
             "proxiedInFlight": self.active_proxied,
             "connectionsShedTotal": c.connections_shed,
             "upstreamConnectionsOpened": self.pool.connections_opened,
+            "origins": {r: res.as_json(0) for r, res in sorted(self.probe.results.items())},
         }
 
     # ---------------------------------------------------------------- limits

@@ -508,3 +508,35 @@ def not_ready(srv: Server) -> bool:
     except httpx.HTTPError:
         return True
     return r.status_code == 503
+
+
+# ---------------------------------------------------------------------- the origin health probe
+
+
+def test_the_origin_probe_reports_a_live_origin(qm: Server, peer: Peer) -> None:
+    room_id, _ = inline_room(qm, peer.url, host=_host())
+
+    def probed() -> dict[str, object] | None:
+        with qm.admin() as admin:
+            return admin.get("/api/admin/health").json()["inline"]["origins"].get(room_id)  # type: ignore[no-any-return]
+
+    result = wait_until(probed, 8, 0.2, "the first probe")
+    assert result["ok"] is True and result["status"] == 200
+
+
+def test_the_origin_probe_obeys_the_ssrf_rule(make_server, peer: Peer) -> None:  # type: ignore[no-untyped-def]
+    srv = make_server({"PROXY_ALLOW_PRIVATE": None})
+    before = hits(peer, "/")
+    room_id, _ = inline_room(srv, peer.url, host=_host())
+
+    def probed() -> dict[str, object] | None:
+        with srv.admin() as admin:
+            return admin.get("/api/admin/health").json()["inline"]["origins"].get(room_id)  # type: ignore[no-any-return]
+
+    result = wait_until(probed, 8, 0.2, "the first probe")
+    assert result["ok"] is False and result["phase"] == "refused"
+    with srv.admin() as admin:
+        health = admin.get("/api/admin/health").json()
+    assert health["status"] == "degraded" and health["ready"] is True
+    assert f"origin down — {room_id}" in health["incidents"]
+    assert hits(peer, "/") == before  # the probe never reached the private origin
