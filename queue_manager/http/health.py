@@ -17,6 +17,8 @@ def health_status(ctx: Context) -> tuple[str, bool]:
         return "shutting_down", False
     status = "degraded" if ctx.clock_incidents else "ok"
     inline = ctx.inline
+    if inline is not None and inline.probe.failing():  # an origin down is an incident, never unready
+        status = "degraded"
     if inline is not None and inline.at_ceiling():  # new requests are being shed: take this one out
         return status, False
     backend = ctx.backend
@@ -145,6 +147,7 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
     )
     if ctx.inline is not None and ctx.inline.index:
         payload["inline"] = ctx.inline.health()
+        incidents.extend(f"origin down — {room}" for room in ctx.inline.probe.failing())
     backend = ctx.backend
     if backend is not None:
         payload["backend"] = backend.health(full=full)
