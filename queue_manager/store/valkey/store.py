@@ -11,10 +11,7 @@ from typing import Any, Protocol
 
 import orjson
 from redis import exceptions as rx
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.connection import Connection
-from redis.connection import HiredisRespSerializer
-from redis.utils import HIREDIS_AVAILABLE
+from redis.asyncio import Redis
 
 import queue_manager.engine.engine as engine_module
 import queue_manager.engine.room as room_module
@@ -38,6 +35,7 @@ from queue_manager.engine.view import VisitorView
 from queue_manager.store.base import ChangeListener, Store, StoreUnavailable
 from queue_manager.store.valkey import codec
 from queue_manager.store.valkey.breaker import Breaker
+from queue_manager.store.valkey.client import open_client
 from queue_manager.store.valkey.clock import SharedClock
 from queue_manager.store.valkey.errors import RoomFenced, translate
 from queue_manager.store.valkey.keys import DEFAULT_PREFIX, room_key, rooms_key, script_keys
@@ -53,8 +51,6 @@ MAX_ATTEMPTS = 50  # draws, config refreshes, Ref windows, sweep budgets: each c
 CONFIG_FRESH_SEC = 2.0  # room_policy / room_exists answer from the config copy confirmed this recently
 REF_WINDOW_MIN = 4
 REF_WINDOW_MAX = 256
-POOL_CONNECTIONS = 100  # connections to Valkey per process (redis-py's default ceiling)
-POOL_WAIT_SEC = 5.0  # how long a command waits for a free connection before it is StoreUnavailable
 REF_RUN_KEEP = 1024  # Refs below the hint kept before the run is trimmed
 
 
@@ -110,18 +106,6 @@ def _query(query: str) -> tuple[str, str, str, str]:
     return q, "ref", "", q.upper()
 
 
-class _HiredisPackedConnection(Connection):
-    """redis-py's asyncio connection packs every command in Python, re-joining a growing buffer per
-    argument (~28 us for a join's 50 arguments); its sync client packs with hiredis' C packer, as here
-    (the same bytes, ~11 us)."""
-
-    _packer = HiredisRespSerializer()
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        packed: list[bytes] = self._packer.pack(*args)
-        return packed
-
-
 class ValkeyStore:
     """The live line in Valkey (STORE=valkey); answers exactly as MemoryStore does.
 
@@ -144,14 +128,7 @@ class ValkeyStore:
         config_fresh_sec: float = CONFIG_FRESH_SEC,
     ) -> None:
         if isinstance(redis, str):
-            # a request beyond the pool's connections waits for one (up to POOL_WAIT_SEC) instead of
-            # failing at once with MaxConnectionsError, which read as "Valkey unreachable"
-            pool = BlockingConnectionPool.from_url(
-                redis, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_SEC, decode_responses=False
-            )
-            if HIREDIS_AVAILABLE and pool.connection_class is Connection:  # plain TCP (TLS/unix keep theirs)
-                pool.connection_class = _HiredisPackedConnection
-            self._redis: Redis = Redis.from_pool(pool)  # closing the client closes the pool
+            self._redis: Redis = open_client(redis)  # waits for a free connection; hiredis packs
             self._owns_client = True
         else:
             self._redis = redis
