@@ -84,6 +84,8 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
         page.locator("#ed-aa-enabled").check()
         page.locator("#ed-aa-joins").fill("500")
         page.screenshot(path=str(artifacts / "console-editor.png"))
+        found = violations(page)
+        assert not found, describe(found)
         page.get_by_role("button", name="Create room").click()
         card = _card(page, room)
         card.wait_for(timeout=10_000)
@@ -130,6 +132,8 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
         wait_until(lambda: dlg.locator(".kv").inner_text() != before, timeout=15, what="a drill-down refresh")
         assert "Confirm" in page.locator("#vis-eject").inner_text()
         page.screenshot(path=str(artifacts / "console-drilldown.png"))
+        found = violations(page)
+        assert not found, describe(found)
         page.locator("#vis-eject").click()
 
         def ejected() -> bool:
