@@ -179,6 +179,12 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
     found = violations(mpage)
     assert not found, describe(found)
 
+    # revoking the link ends the open view: the stream says revoked and the dead-link screen replaces it
+    with qm.admin() as admin:
+        admin.post("/api/admin/monitor-links/revoke-all").raise_for_status()
+    mpage.locator("#dead-title").wait_for(timeout=10_000)
+    assert mpage.locator("#app").is_hidden()
+
     # a narrow viewport
     page.set_viewport_size({"width": 390, "height": 844})
     wait_until(lambda: page.evaluate("() => document.documentElement.scrollWidth") <= 390, what="no sideways scroll")
