@@ -69,6 +69,20 @@ SERVER_VARIABLES = (
     "EMAIL_NOTIFY AUTOTUNE QM_SERVER_CMD TEST_VALKEY_URL TEST_DATABASE_URL QM_REQUIRE_VALKEY"
 ).split()
 
+
+def _documented_variables() -> list[str]:
+    """Every setting in docs/configuration.md's table (read as a document, not from the package), so a new
+    setting is scrubbed from the inherited environment as soon as it is documented."""
+    table = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "configuration.md")
+    try:
+        with open(table, encoding="utf-8") as fh:
+            return re.findall(r"^\| `([A-Z][A-Z0-9_]+)`", fh.read(), re.M)
+    except OSError:
+        return []
+
+
+SERVER_VARIABLES = sorted(set(SERVER_VARIABLES) | set(_documented_variables()))
+
 _URL_RE = re.compile(r"https?://[^\s)\"'>]+")
 _LIVE: set[Server] = set()
 _LIVE_LOCK = threading.Lock()
