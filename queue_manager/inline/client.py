@@ -219,6 +219,13 @@ class Upstream(asyncio.Protocol):
             self._data.clear()
             await self._data.wait()
 
+    def take_all(self) -> bytes:
+        """Every body byte received so far, at once (used when the response is already complete)."""
+        body = b"".join(self._chunks)
+        self._chunks.clear()
+        self._buffered = 0
+        return body
+
     @property
     def reusable(self) -> bool:
         return self.complete and self.keep_alive and not self.closed and self._error is None

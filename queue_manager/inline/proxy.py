@@ -267,7 +267,8 @@ async def _head_or_pump_failure(conn: Upstream, pump: asyncio.Task[bool] | None,
     takes); an answer that comes first (say a 413) ends the wait, and so does the visitor leaving.
     """
     if pump is None:
-        await asyncio.wait_for(conn.response_head(), limit)
+        async with asyncio.timeout(limit):
+            await conn.response_head()
         return
     head = asyncio.ensure_future(conn.response_head())
     done, _ = await asyncio.wait({head, pump}, return_when=asyncio.FIRST_COMPLETED)
@@ -276,7 +277,8 @@ async def _head_or_pump_failure(conn: Upstream, pump: asyncio.Task[bool] | None,
         return
     exc = pump.exception()
     if exc is None and pump.result():
-        await asyncio.wait_for(head, limit)  # the whole body is up: now wait for the answer
+        async with asyncio.timeout(limit):  # the whole body is up: now wait for the answer
+            await head
         return
     if exc is not None:
         if head.done():
@@ -333,6 +335,14 @@ async def _relay_response(
 ) -> None:
     headers = downstream_headers(conn.headers) + extra
     await send({"type": "http.response.start", "status": conn.status, "headers": headers})
+    if conn.complete and (pump is None or (pump.done() and not pump.cancelled() and pump.exception() is None)):
+        # the whole answer is already here (the common small response): no watcher, one send
+        await send({"type": "http.response.body", "body": conn.take_all(), "more_body": False})
+        if pump is not None and not pump.result():
+            conn.close()
+            return
+        inline.pool.put_back(conn)
+        return
     gone = asyncio.Event()
     watcher: asyncio.Task[Any] | None = None
 

@@ -28,6 +28,7 @@ import uvicorn
 
 RELEASES: dict[str, asyncio.Event] = {}
 HITS: dict[str, int] = {}
+HOST_HITS: dict[str, int] = {}
 
 
 def _release(key: str) -> asyncio.Event:
@@ -64,11 +65,14 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     path = scope["path"]
     q = _query(scope)
     HITS[path] = HITS.get(path, 0) + 1
+    host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+    HOST_HITS[host] = HOST_HITS.get(host, 0) + 1
     if path == "/" or path.startswith("/page/"):
         body = f"<!doctype html><title>Peer</title><h1 id=app>Peer app page {path}</h1>".encode()
         await _respond(send, 200, body, b"text/html; charset=utf-8")
     elif path == "/hits":
-        await _respond(send, 200, json.dumps({"count": HITS.get(q.get("p", ""), 0)}).encode(), b"application/json")
+        count = HOST_HITS.get(q["host"], 0) if "host" in q else HITS.get(q.get("p", ""), 0)
+        await _respond(send, 200, json.dumps({"count": count}).encode(), b"application/json")
     elif path == "/healthz":
         await _respond(send, 200, b"app-healthz", b"text/plain")
     elif path.startswith("/api/echo") or path == "/api/checkout" or path.startswith("/static/echo"):
