@@ -510,8 +510,8 @@ def _prequeue_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
 
 Handler = Callable[[_Ctx, Mapping[str, Any]], None]
 
-# Every type this build can replay. ``slot.release`` and ``return.update`` are applied once the
-# engine journals them (see the report on issue 3); until then they simply never appear.
+# Every type this build can replay (docs/events.md). ``slot.release`` and ``return.update`` and the
+# ``reason`` / ``credit`` fields came with events v2; a v1 journal (without them) still replays.
 HANDLERS: dict[str, Handler] = {
     "room.create": _room_create,
     "room.update": _room_update,

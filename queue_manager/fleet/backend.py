@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from redis import exceptions as rx
 
 from queue_manager.config import ConfigRefusal, Settings
+from queue_manager.engine.events import Event
 from queue_manager.engine.replay import ReplayDeleted, ReplayFenced, replay
 from queue_manager.engine.snapshot import dump
 from queue_manager.fleet.hints import Hints
@@ -78,7 +79,7 @@ class Backend:
             max_batch=settings.journal_max_batch,
         )
         self.store = ValkeyStore(
-            with_timeouts(settings.valkey_url), settings.valkey_prefix, self.clock, journal=self.journal
+            with_timeouts(settings.valkey_url), settings.valkey_prefix, self.clock, journal=_RoomWatch(self)
         )
         self.lease = LeaderLease(
             self.store.redis, settings.valkey_prefix, settings.instance_id, settings.leader_lease_ms
@@ -122,6 +123,7 @@ class Backend:
             )
             self._reconnect = asyncio.create_task(self._keep_trying())
         self.lease.start()
+        self.hints.on("rooms", self._rooms_hint)
         self.hints.start()
         self.storage.start()
         self._reconciler = asyncio.create_task(self._reconcile_forever())
@@ -141,6 +143,19 @@ class Backend:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._reconcile_now.wait(), interval)
             self._reconcile_now.clear()
+
+    def rooms_committed(self, created: set[str], deleted: set[str]) -> None:
+        """Room creations and deletions this instance journaled: known at once (a room created a moment
+        before Valkey lost it answers 503 while it is rebuilt, never no_room)."""
+        self.known_rooms |= created
+        self.known_rooms -= deleted
+
+    def _rooms_hint(self, hint: dict[str, Any]) -> None:
+        created, deleted = hint.get("created"), hint.get("deleted")
+        self.rooms_committed(
+            {str(r) for r in created} if isinstance(created, list) else set(),
+            {str(r) for r in deleted} if isinstance(deleted, list) else set(),
+        )
 
     async def checkpoint_round(self) -> list[tuple[str, int]]:
         """The leader's checkpoints (every RESYNC_MS): each room with CHECKPOINT_EVERY_EVENTS events since its
@@ -292,6 +307,29 @@ def with_timeouts(url: str) -> str:
         if name not in names:
             query.append((name, str(COMMAND_TIMEOUT_SEC)))
     return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+class _RoomWatch:
+    """The journal as the store sees it: commits, then tells the backend (and, by a hint, the other
+    instances) which rooms were created or deleted."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    async def commit(self, events: list[Event]) -> None:
+        await self.backend.journal.commit(events)
+        created: set[str] = set()
+        deleted: set[str] = set()
+        for e in events:  # in order: the last of a create and a delete of one room wins
+            if e.type == "room.create":
+                created.add(e.room)
+                deleted.discard(e.room)
+            elif e.type == "room.delete":
+                deleted.add(e.room)
+                created.discard(e.room)
+        if created or deleted:
+            self.backend.rooms_committed(created, deleted)
+            await self.backend.hints.publish("rooms", created=sorted(created), deleted=sorted(deleted))
 
 
 def _first_words(exc: BaseException) -> str:

@@ -658,3 +658,30 @@ def test_the_leader_checkpoints_busy_rooms_so_a_rebuild_replays_a_bounded_tail()
             assert _positions(srv, room, tokens) == before
     finally:
         srv.stop()
+
+
+def test_a_room_created_just_before_valkey_lost_it_answers_503_never_no_room_on_any_instance() -> None:
+    """RESYNC_MS far beyond the test: the room is known as recovering from its own journaled creation
+    (and, on the other instance, from the rooms hint), not from a periodic re-read."""
+    import redis
+
+    a, b = _pair({"RESYNC_MS": "600000"}, {"RESYNC_MS": "600000"})
+    try:
+        with a.admin() as admin:
+            room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None)["id"]
+        token = _joined(a, room, 1)[0]
+        with b.client() as c:
+            assert status(c, room, token)["position"] == 1
+        client = redis.Redis.from_url(a.env["VALKEY_URL"])
+        client.delete(*client.scan_iter(match=f"{a.env['VALKEY_PREFIX']}*", count=1000))
+        client.close()
+        asks = (("/api/status", {"roomId": room, "token": token}), ("/api/check", {"roomId": room}))
+        for srv in (a, b):
+            with srv.client() as c:
+                for path, params in asks:
+                    r = c.get(path, params=params)
+                    assert r.status_code == 503, (srv, path, r.status_code, r.text)
+                    assert r.json()["code"] == "storage_unavailable" and "retry-after" in r.headers
+    finally:
+        b.stop()
+        a.stop()
