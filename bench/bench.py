@@ -969,7 +969,8 @@ def table(results: dict[str, Any]) -> str:
                 r = f[name]
                 lines.append(
                     f"fleet {name}: {r['rps']:,.0f} req/s (rounds {', '.join(f'{x:.0f}' for x in r['rounds'])}), "
-                    f"p99 {r['p99MsMedian']} ms, server CPU {r['serverUsPerRequest']} us/req, non-2xx {r['non2xx']}"
+                    f"p99 {r['p99MsMedian']} ms, server CPU {r['serverUsPerRequest']} us/req, non-2xx {r['non2xx']}, "
+                    f"foreign cores max {r.get('foreignCoresMax')}"
                 )
         for name, r in f.get("ratios", {}).items():
             lines.append(f"fleet {name}: {r['overall']}x (per round {r['rounds']}, median {r['median']})")

@@ -5,7 +5,8 @@ Servers (each pinned to CPU 0; wrk on CPU 1; Redis and PostgreSQL unpinned on th
   group    valkey+pg, group commit (JOURNAL_MAX_BATCH default 512)
   txn      valkey+pg, one transaction per acknowledged join (JOURNAL_MAX_BATCH=1)
   memory   STORE=memory
-  second   a second valkey+pg instance on the same prefix and schema as ``group`` (one shared line)
+  second   a second valkey+pg instance on the same prefix and schema as ``group`` (one shared line),
+           pinned to CPU 1 (with wrk): two instances get the machine's two cores, one instance one core
 
 Per round, in turn: joins on group / txn / memory / group+second together; then an admitted visitor's
 /api/check on group / memory / group+second. "Two instances" runs two wrk at once (half the
@@ -165,6 +166,7 @@ def phase_fleet(results: dict[str, Any]) -> None:
             "fleet-second",
             [bench.PY, "-m", "queue_manager"],
             _valkey_env(tags[0], spool + "/s", QM_INSTANCE_ID=f"bench-second-{run_tag}"),
+            cpu=bench.CLIENT_CPU,  # a core of its own, as in a fleet (shared with wrk: this machine has two)
         )
         check_path = setups["group"]["checkPath"]
         origin = {"QM_ORIGIN": TARGET}
@@ -238,6 +240,7 @@ def phase_fleet(results: dict[str, Any]) -> None:
                 "non2xx": sum(r["non2xx"] for r in rs),
                 "socketErrors": sum(r["socketErrors"] for r in rs),
                 "p99MsMedian": round(statistics.median(r["p99Ms"] for r in rs), 2),
+                "foreignCoresMax": max((r.get("foreign") or 0.0) for r in rs),
                 "serverUsPerRequest": statistics.median(
                     [r["serverUsPerRequest"] for r in rs if r["serverUsPerRequest"] is not None] or [0.0]
                 ),
