@@ -226,11 +226,30 @@ async def test_an_event_is_stored_once_by_room_gen_seq(journal, pg, schema):
     await journal.commit([ev(1), ev(2)])
     await journal.commit([ev(1), ev(2), ev(3)])  # a replayed batch
     await asyncio.gather(journal.commit([ev(4)]), journal.commit([ev(4)]))  # twice in one batch
-    other = Event("join", "r", 1, 5, {"n": 99}, seq=2)
-    await journal.commit([other])  # same identity, other content: the first one stays
     assert await count(pg, schema) == 4
     got = await journal.read_events("r", 1)
     assert [e.seq for e in got] == [1, 2, 3, 4] and got[1].data["n"] == 2
+
+
+async def test_an_event_whose_seq_the_journal_holds_for_another_event_is_refused_and_reported(journal, pg, schema):
+    """Valkey rolled back behind the journal: the event reusing seq 2 was not journaled, so its caller must
+    not be acknowledged; the rooms it came from are reported (the backend fences and rebuilds them) first."""
+    await journal.commit([ev(1), ev(2)])
+    told: list[set[tuple[str, int]]] = []
+
+    async def on_conflict(rooms: set[tuple[str, int]]) -> None:
+        told.append(rooms)
+
+    journal.on_conflict = on_conflict
+    other = Event("join", "r", 1, 5, {"n": 99}, seq=2)  # same identity, other content
+    fine = ev(1, room="s")  # in the same batch, from another room: journaled and acknowledged
+    results = await asyncio.gather(journal.commit([other]), journal.commit([fine]), return_exceptions=True)
+    assert isinstance(results[0], StoreUnavailable) and results[1] is None
+    assert told == [{("r", 1)}] and journal.conflicts == 1
+    assert await count(pg, schema) == 3
+    assert (await journal.read_events("r", 1))[1].data["n"] == 2  # the journaled event stays
+    await journal.commit([ev(2)])  # the same event again (a re-sent batch) is no conflict
+    assert journal.conflicts == 1
 
 
 async def test_read_events_is_one_generation_in_seq_order_after_a_seq(journal):
@@ -315,6 +334,28 @@ async def test_busy_rooms_are_checkpointed_by_one_instance_at_a_time(journal, sc
     assert await journal.busy_rooms(threshold=10) == []
     snap = await journal.latest_snapshot("r")
     assert snap is not None and snap["seq"] == run.events[-1].seq
+
+
+async def test_checkpoints_are_due_after_many_events_or_once_the_oldest_uncheckpointed_one_is_old(journal, pg, schema):
+    run = Run()
+    with deterministic():
+        for i in range(12):
+            run.apply(("join", i % 7, None))
+    await journal.commit(run.events)
+    head = run.events[-1].seq
+    assert await journal.heads() == {"r": (1, head)}
+    assert await journal.checkpoint_due(every_events=100, every_ms=3_600_000) == []  # neither yet
+    assert head >= 5
+    assert await journal.checkpoint_due(every_events=5, every_ms=3_600_000) == [("r", head)]  # by count
+    with deterministic():
+        run.apply(("purge",))  # one more event
+    assert run.events[-1].seq == head + 1
+    await journal.commit(run.events[-1:])
+    assert await journal.checkpoint_due(every_events=100, every_ms=3_600_000) == []
+    await pg.execute(f'UPDATE "{schema}".events SET committed_at = now() - interval \'2 hours\' WHERE seq > $1', head)
+    assert await journal.quiet_rooms(3_600_000) == ["r"]
+    assert await journal.checkpoint_due(every_events=100, every_ms=3_600_000) == [("r", head + 1)]  # by age
+    assert await journal.quiet_rooms(3_600_000) == [] and await journal.heads() == {"r": (1, head + 1)}
 
 
 # ------------------------------------------------------------------------------------ end to end
