@@ -79,6 +79,26 @@ http {{
     )
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """user + system CPU of these processes so far."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def family(pid: int) -> list[int]:
+    """A process and its children (nginx's master and its worker)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            kids = [int(k) for k in fh.read().split()]
+    except FileNotFoundError:
+        kids = []
+    return [pid, *kids]
+
+
 def wrk(url: str, conns: int, seconds: int, headers: list[str]) -> dict[str, float]:
     args = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency"]
     for h in headers:
@@ -93,7 +113,14 @@ def wrk(url: str, conns: int, seconds: int, headers: list[str]) -> dict[str, flo
         return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
 
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {"rps": rps, "p50_ms": pct("50"), "p99_ms": pct("99"), "non2xx": float(errors.group(1)) if errors else 0.0}
+    done = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    return {
+        "rps": rps,
+        "requests": float(done),
+        "p50_ms": pct("50"),
+        "p99_ms": pct("99"),
+        "non2xx": float(errors.group(1)) if errors else 0.0,
+    }
 
 
 def main() -> None:
@@ -158,16 +185,19 @@ def main() -> None:
             r = c.get("/page")
             assert r.status_code == 200, r.text
             cookie = "Cookie: " + "; ".join(f"{k}={v}" for k, v in c.cookies.items())
+        app_pids, nginx_pids = family(procs[0].pid), family(procs[1].pid)
         targets = {
-            "direct": (f"http://127.0.0.1:{app_port}/page", []),
-            "nginx": (f"http://127.0.0.1:{nginx_port}/page", []),
-            "qm static": (f"{base}/assets/app.js", ["Host: bench.local"]),
-            "qm gated": (f"{base}/page", ["Host: bench.local", cookie]),
+            "direct": (f"http://127.0.0.1:{app_port}/page", [], app_pids),
+            "nginx": (f"http://127.0.0.1:{nginx_port}/page", [], nginx_pids),
+            "qm static": (f"{base}/assets/app.js", ["Host: bench.local"], [qm.pid]),
+            "qm gated": (f"{base}/page", ["Host: bench.local", cookie], [qm.pid]),
         }
         results: dict[str, dict[str, float]] = {}
-        for name, (url, headers) in targets.items():
+        for name, (url, headers, pids) in targets.items():
             wrk(url, 8, 2, headers)  # warm
+            cpu_before = cpu_seconds(pids)
             through = wrk(url, CONNS, DURATION, headers)
+            cpu_used = cpu_seconds(pids) - cpu_before
             latency = wrk(url, 1, max(3, DURATION // 2), headers)
             results[name] = {
                 "rps": through["rps"],
@@ -175,13 +205,16 @@ def main() -> None:
                 "p50_ms": latency["p50_ms"],
                 "p99_ms": latency["p99_ms"],
                 "p99_ms_at_64": through["p99_ms"],
+                # CPU the server under test spent per request: robust to other load on the machine
+                "cpu_us_per_req": round(cpu_used / through["requests"] * 1e6, 1),
+                "rps_per_core": round(through["requests"] / cpu_used) if cpu_used else 0,
             }
         direct = results["direct"]
         for r in results.values():
             r["added_p50_ms"] = round(r["p50_ms"] - direct["p50_ms"], 3)
             r["added_p99_ms"] = round(r["p99_ms"] - direct["p99_ms"], 3)
-        ratio_static = results["qm static"]["rps"] / results["nginx"]["rps"]
-        ratio_gated = results["qm gated"]["rps"] / results["nginx"]["rps"]
+        ratio_static = results["qm static"]["rps_per_core"] / results["nginx"]["rps_per_core"]
+        ratio_gated = results["qm gated"]["rps_per_core"] / results["nginx"]["rps_per_core"]
         report = {
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "loadavg_before": os.getloadavg(),
@@ -194,16 +227,18 @@ def main() -> None:
         out = ROOT / "bench/results/proxy.json"
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps(report, indent=2))
-        print("| path | req/s (64 conns) | p50 ms (1 conn) | p99 ms (1 conn) | added p50 ms | added p99 ms |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        print(
+            "| path | req/s (64 conns) | CPU µs/req | req/s per core | p50 ms (1 conn) | p99 ms (1 conn) "
+            "| added p50 ms | added p99 ms |"
+        )
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for name, r in results.items():
             print(
-                f"| {name} | {r['rps']:,.0f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | "
-                f"{r['added_p50_ms']:.3f} | {r['added_p99_ms']:.3f} |"
+                f"| {name} | {r['rps']:,.0f} | {r['cpu_us_per_req']:.1f} | {r['rps_per_core']:,.0f} | "
+                f"{r['p50_ms']:.3f} | {r['p99_ms']:.3f} | {r['added_p50_ms']:.3f} | {r['added_p99_ms']:.3f} |"
             )
-        print(
-            f"qm static / nginx = {ratio_static:.2f}, qm gated / nginx = {ratio_gated:.2f}; loadavg {os.getloadavg()}"
-        )
+        print(f"per core: qm static / nginx = {ratio_static:.2f}, qm gated / nginx = {ratio_gated:.2f}")
+        print(f"load average before {report['loadavg_before']}, after {os.getloadavg()}")
     finally:
         for p in procs:
             p.terminate()
