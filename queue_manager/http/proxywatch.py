@@ -22,6 +22,7 @@ from queue_manager.config import Settings
 from queue_manager.http.wire import Request
 
 FORWARDED = (b"x-forwarded-for", b"forwarded", b"cf-connecting-ip", b"x-real-ip", b"true-client-ip")
+_FORWARDED_SET = frozenset(FORWARDED)
 THRESHOLD = 10
 WINDOW_MS = 60_000
 LOG_EVERY_MS = 600_000
@@ -46,8 +47,7 @@ class ProxyWatch:
     def observe(self, req: Request, peer: str, trusted_peer: bool) -> None:
         if not self.enabled or trusted_peer:
             return
-        headers = req.headers
-        if not any(h in headers for h in FORWARDED):
+        if _FORWARDED_SET.isdisjoint(req.headers):  # the common case, at C speed
             return
         now = self.clock.mono_ms()
         times = self._seen.get(peer)
