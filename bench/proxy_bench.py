@@ -126,6 +126,7 @@ def wrk(url: str, conns: int, seconds: int, headers: list[str]) -> dict[str, flo
 def main() -> None:
     if not shutil.which("nginx"):
         sys.exit("bench: nginx is needed (apt-get install -y nginx)")
+    load_before = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="qm-proxy-bench-"))
     os.chmod(tmp, 0o755)
     app_port, nginx_port, qm_port = free_port(), free_port(), free_port()
@@ -217,7 +218,8 @@ def main() -> None:
         ratio_gated = results["qm gated"]["rps_per_core"] / results["nginx"]["rps_per_core"]
         report = {
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "loadavg_before": os.getloadavg(),
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
             "duration_s": DURATION,
             "connections": CONNS,
             "results": results,
