@@ -105,14 +105,17 @@ def test_series_measures_joins_passes_and_actual_waits(server: Server) -> None:
     room = unique_id("flow")
     with server.admin() as admin:
         create_room(admin, room, ratePerMinute=0)
-        for _ in range(3):
-            with server.client() as c:
-                join(c, room).raise_for_status()
 
         def recorded(field: str) -> dict[str, Any] | None:
             rows = admin.get(f"/api/admin/series/{room}?res=10s").json()["rows"]
             hit = [r for r in rows if r[field]]
             return hit[-1] if hit else None
+
+        # the recorder has seen the room before anyone joins (joins it saw only as a total have no times)
+        wait_until(lambda: recorded("t"), timeout=15, what="the room's first sample")
+        for _ in range(3):
+            with server.client() as c:
+                join(c, room).raise_for_status()
 
         wait_until(lambda: recorded("depth"), timeout=15, what="a sample with the line in it")
         # open the doors: everyone waiting is let through, and their waits are measured
@@ -145,6 +148,7 @@ def test_reports_roll_up_by_hour_and_refuse_bad_input(server: Server, monitor_to
     room = unique_id("rep")
     with server.admin() as admin:
         create_room(admin, room)
+        wait_until(lambda: admin.get(f"/api/admin/reports?roomId={room}").json()["rows"], timeout=15, what="a sample")
         with server.client() as c:
             join(c, room).raise_for_status()
 
