@@ -34,6 +34,7 @@ class Inline:
         self._dirty = asyncio.Event() if _has_loop() else None
         self.probe = OriginProbe(self.pool, self.index, self.timeout)
         self._probe_task: asyncio.Task[None] | None = None
+        self._both_down_logged = False
 
     # ---------------------------------------------------------------- the index
 
@@ -41,8 +42,24 @@ class Inline:
         try:
             rooms = await self.ctx.store.list_rooms()
         except StoreUnavailable:
-            return  # keep the last index for the outage
+            if self.index.source == "none":  # booted during an outage: the durable room configs instead
+                await self._from_journal()
+            return  # otherwise keep the last index for the outage
         self.index.rebuild(rooms, "valkey" if self.ctx.store.kind == "valkey" else "memory")
+
+    async def _from_journal(self) -> None:
+        backend = self.ctx.backend
+        if backend is None:
+            return
+        try:
+            rows = await backend.journal.rooms()
+        except Exception as exc:  # both stores down: gate nothing (404s), retry on the next round
+            if not self._both_down_logged:
+                log.warning("Valkey and Postgres are both unreachable: %s", exc)
+                self._both_down_logged = True
+            return
+        self.index.rebuild([{**config, "id": room_id} for room_id, _gen, config in rows], "postgres")
+        log.warning("inline host index built from Postgres (%d inline rooms)", len(self.index.by_room))
 
     def room_changed(self) -> None:
         """A room was created, changed or deleted here: re-read the index now."""
@@ -51,7 +68,10 @@ class Inline:
 
     async def start(self) -> None:
         self._dirty = asyncio.Event()
-        await self.refresh()
+        try:
+            await self.refresh()
+        except Exception:  # never a reason not to start: the refresher tries again every second
+            log.exception("inline host index: first read failed")
         self._task = asyncio.create_task(self._refresher())
         self._probe_task = asyncio.create_task(self.probe.run())
 

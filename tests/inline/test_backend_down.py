@@ -78,7 +78,7 @@ async def _drop(prefix: str, schema: str) -> None:
 
 
 @pytest.fixture
-def valkey_server() -> Iterator[tuple[Server, Relay]]:
+def valkey_env() -> Iterator[tuple[dict[str, str], Relay]]:
     asyncio.run(_ensure_database())
     parts = urlsplit(VALKEY_URL)
     relay = Relay(parts.hostname or "127.0.0.1", parts.port or 6379)
@@ -98,14 +98,23 @@ def valkey_server() -> Iterator[tuple[Server, Relay]]:
         "RESYNC_MS": "600000",
         "PROXY_ALLOW_PRIVATE": "1",
     }
+    try:
+        yield env, relay
+    finally:
+        relay.restore()
+        relay.close()
+        asyncio.run(_drop(prefix, schema))
+
+
+@pytest.fixture
+def valkey_server(valkey_env: tuple[dict[str, str], Relay]) -> Iterator[tuple[Server, Relay]]:
+    env, relay = valkey_env
     srv = start_server(env)
     try:
         yield srv, relay
     finally:
         relay.restore()
         srv.stop()
-        relay.close()
-        asyncio.run(_drop(prefix, schema))
 
 
 def _room(srv: Server, origin: str, mode: str) -> tuple[str, str]:
@@ -165,7 +174,7 @@ def test_on_backend_down_open_forwards_closed_answers_retry(valkey_server: tuple
         metrics = admin.get("/metrics").text
         inline = admin.get("/api/admin/health").json()["inline"]
     assert inline["backendDownOpenTotal"] >= 2 and inline["backendDownClosedTotal"] >= 3
-    assert 'qm_proxy_backend_down_total{instance=' in metrics and 'mode="open"' in metrics
+    assert "qm_proxy_backend_down_total{instance=" in metrics and 'mode="open"' in metrics
     assert opened in inline["rooms"] and closed in inline["rooms"]
 
 
@@ -181,3 +190,39 @@ def test_the_host_index_is_kept_through_the_outage(valkey_server: tuple[Server, 
         for _ in range(3):
             r = c.get("/some/app/page", headers={"Accept": "application/json"})
             assert r.status_code == 503 and r.json()["code"] == "storage_unavailable"
+
+
+def test_booting_while_valkey_is_down_builds_the_index_from_postgres(
+    valkey_env: tuple[dict[str, str], Relay], peer: Peer
+) -> None:
+    env, relay = valkey_env
+    first = start_server(env)
+    try:
+        _, host = _room(first, peer.url, "closed")
+    finally:
+        first.stop()
+    relay.cut()
+    srv = start_server(env, timeout=40)  # boots degraded, reconnecting
+    try:
+        with visitor(srv, host, timeout=60) as c:
+            r = c.get("/some/page", headers={"Accept": "application/json"})
+            # a closed room's host answers the retry reply, never a 404 or the origin
+            assert r.status_code == 503 and r.json()["code"] == "storage_unavailable"
+            assert r.headers["retry-after"] == "5"
+        assert "inline host index built from Postgres" in srv.stderr
+        relay.restore()
+
+        def back() -> bool:
+            with visitor(srv, host) as c:
+                got = c.get("/some/page", headers={"Accept": "application/json"})
+            return got.status_code == 503 and got.json()["code"] == "queued"
+
+        wait_until(back, 40, 0.3, "the gate answers normally once Valkey is reachable")
+
+        def from_valkey() -> bool:
+            with srv.admin() as admin:
+                return bool(admin.get("/api/admin/health").json()["inline"]["indexFrom"] == "valkey")
+
+        wait_until(from_valkey, 10, 0.3, "the index replaced with Valkey's copy")
+    finally:
+        srv.stop()
