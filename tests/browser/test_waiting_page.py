@@ -143,6 +143,33 @@ def test_a_visitor_waits_switches_language_sees_the_causes_and_is_let_through(
         context.close()
 
 
+def test_the_turn_is_announced_before_the_hand_off(browser: Any, qm: Any, artifacts: Path) -> None:
+    room = unique_id("turn")
+    with serve_site(qm.base_url, room) as site, qm.admin() as admin:
+        create_room(admin, room, targetUrl=site, ratePerMinute=600, name="Open doors")
+        context = browser.new_context(viewport=DESKTOP, bypass_csp=True)
+        held: list[str] = []
+
+        def hold(route: Any) -> None:  # a 204 keeps the browser on the waiting page, to look at it
+            held.append(route.request.url)
+            route.fulfill(status=204)
+
+        context.route(f"{site}/**", hold)
+        page = context.new_page()
+        with page.expect_request(lambda r: r.url.startswith(site), timeout=15_000):
+            page.goto(f"{qm.base_url}/w/{room}?qm_return={quote(site + '/checkout', safe='')}")
+        page.get_by_text("It’s your turn").wait_for()
+        assert held and held[0].startswith(f"{site}/checkout?") and "qm_token=" in held[0]  # the permitted URL
+        assert page.locator("#turn-link").get_attribute("href") == held[0]
+        assert "Your pass is valid until" in page.locator("#pass-until").inner_text()
+        page.screenshot(path=str(artifacts / "waiting-turn-en.png"), full_page=True)
+        _assert_axe_clean(page, "the waiting page (your turn)")
+        context.unroute(f"{site}/**")
+        page.locator("#turn-link").click()  # the visitor whose browser stayed can follow the link
+        page.wait_for_url(f"{site}/checkout*", timeout=15_000)
+        context.close()
+
+
 def test_phone_viewport_dark_mode_and_keyboard(browser: Any, qm: Any, artifacts: Path) -> None:
     room = unique_id("phone")
     with qm.admin() as admin:
