@@ -193,12 +193,17 @@ async def waiting_asset(ctx: Context, req: Request, send: Send) -> None:
             req.method == "HEAD",
         )
         return
+    etag = f'"{name.split("-", 1)[1].rsplit(".", 1)[0]}"'.encode()
+    if etag_matches(req, etag):
+        await send({"type": "http.response.start", "status": 304, "headers": [IMMUTABLE, (b"etag", etag)]})
+        await send({"type": "http.response.body", "body": b""})
+        return
     headers = [
         (b"content-type", found.content_type.encode()),
         IMMUTABLE,
         (b"vary", b"Accept-Encoding"),
         (b"x-content-type-options", b"nosniff"),
-        (b"etag", f'"{name.split("-", 1)[1].rsplit(".", 1)[0]}"'.encode()),
+        (b"etag", etag),
     ]
     await send_variant(req, send, found.body, found.gzip, found.br, headers)
 

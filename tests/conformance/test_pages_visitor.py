@@ -135,6 +135,8 @@ def test_assets_are_content_addressed_immutable_and_an_unknown_hash_is_404(serve
             assert r.headers["content-type"].startswith("text/css" if ext == "css" else "text/javascript")
             zipped = c.get(f"/assets/waiting-{digest}.{ext}", headers={"accept-encoding": "gzip"})
             assert zipped.headers["content-encoding"] == "gzip" and zipped.content == r.content
+            revalidated = c.get(f"/assets/waiting-{digest}.{ext}", headers={"if-none-match": r.headers["etag"]})
+            assert revalidated.status_code == 304 and revalidated.content == b""
             head = c.head(f"/assets/waiting-{digest}.{ext}", headers=IDENTITY)
             assert head.status_code == 200 and head.content == b""
             assert head.headers["content-length"] == str(len(r.content))
