@@ -84,7 +84,7 @@ def upstream_headers(
         if k == b"x-forwarded-for":
             chain = chain + b", " + v if chain else v
             continue
-        if k == b"x-forwarded-host" and trusted and not fwd_host:
+        if k == b"x-forwarded-host" and ident.trusted_peer and not fwd_host:  # never believed via the edge
             fwd_host = v
             continue
         if k in HOP_BY_HOP or k in named or k in REBUILT or k in NEVER_UP:

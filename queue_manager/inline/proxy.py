@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import logging
 import secrets
+import time
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
@@ -87,6 +88,7 @@ async def serve(ctx: Context, inline: Inline, req: Request, room: InlineRoom, se
     except StoreUnavailable:
         mode = room.on_backend_down
         counters.backend_down[mode] = counters.backend_down.get(mode, 0) + 1
+        log_backend_down(room, mode)
         if mode == "open":
             await forward(ctx, inline, req, room, send, extra)
         else:
@@ -110,6 +112,18 @@ async def serve(ctx: Context, inline: Inline, req: Request, room: InlineRoom, se
         await waiting_page(ctx, req, send, room.room_id)
     else:
         await pages.queued_json(send, room.room_id, reason, head)
+
+
+BACKEND_DOWN_LOGGED: dict[str, float] = {}
+
+
+def log_backend_down(room: InlineRoom, mode: str) -> None:
+    """One log line per room per minute while the backend is down."""
+    now = time.monotonic()
+    if now - BACKEND_DOWN_LOGGED.get(room.room_id, -120.0) >= 60.0:
+        BACKEND_DOWN_LOGGED[room.room_id] = now
+        action = "forwarding to the app ungated" if mode == "open" else "answering 503 with Retry-After: 5"
+        log.warning("inline %s: the backend is down; onBackendDown=%s, %s", room.room_id, mode, action)
 
 
 async def _redirect_clean(req: Request, send: Send, headers: list[tuple[bytes, bytes]]) -> None:

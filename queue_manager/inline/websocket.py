@@ -94,6 +94,7 @@ async def handle(ctx: Context, inline: Inline, scope: Scope, receive: Receive, s
     except StoreUnavailable:
         mode = room.on_backend_down
         ctx.counters.backend_down[mode] = ctx.counters.backend_down.get(mode, 0) + 1
+        proxy.log_backend_down(room, mode)
         if mode != "open":
             await deny(
                 send,

@@ -540,3 +540,29 @@ def test_the_origin_probe_obeys_the_ssrf_rule(make_server, peer: Peer) -> None: 
     assert f"origin down — {room_id}" in health["incidents"]
     seen = httpx.get(f"{peer.url}/hits", params={"host": host}, timeout=5).json()["count"]
     assert seen == 0  # the probe never reached the private origin
+
+
+# ---------------------------------------------------------------------- EDGE_SECRET on an inline host
+
+
+def test_edge_secret_guards_inline_hosts_and_never_reaches_the_app(make_server, peer: Peer) -> None:  # type: ignore[no-untyped-def]
+    secret = "edge-secret-value-0123456789"
+    srv = make_server({"EDGE_SECRET": secret})
+    host = _host()
+    edge = {"X-QM-Edge": secret, "CF-Connecting-IP": "203.0.113.7"}
+    with httpx.Client(
+        base_url=f"http://127.0.0.1:{srv.port}", headers={"Authorization": f"Bearer {srv.admin_key}"}
+    ) as a:
+        body = {"id": unique_id(), "targetUrl": f"http://{host}", "proxyOrigin": peer.url, "ratePerMinute": 6000}
+        room_id = a.post("/api/admin/rooms", json=body, headers=edge).json()["room"]["id"]
+    with visitor(srv, host) as c:
+        assert c.get("/static/app.js").status_code == 403  # even a path that skips the gate
+        assert c.get("/healthz").status_code == 403  # /healthz is the app's path here, not the exemption
+    with visitor(srv, host, headers=edge) as c:
+        admitted(c, room_id)
+        r = c.get("/api/echo", headers={"X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "https"})
+        seen = _headers(r)
+        assert "x-qm-edge" not in seen
+        assert seen["x-forwarded-for"] == ["203.0.113.7"]  # cf-connecting-ip is the client
+        assert seen["x-forwarded-host"] == [host]  # a client's own X-Forwarded-Host is not believed via the edge
+        assert seen["x-forwarded-proto"] == ["https"]
