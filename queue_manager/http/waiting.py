@@ -155,7 +155,11 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, pre
     policy = await ctx.store.room_policy(room_id) if ROOM_ID_RE.match(room_id) else None
     if policy is None:
         await send_response(
-            send, 404, asset.not_found_page(room_id), [HTML_TYPE, NO_STORE, *admitted], req.method == "HEAD"
+            send,
+            404,
+            asset.not_found_page(room_id, pick_language(req)),
+            [HTML_TYPE, NO_STORE, *admitted],
+            req.method == "HEAD",
         )
         return
     page = render(room_id, policy.name or room_id, pick_language(req), prefix)

@@ -149,11 +149,15 @@ def refusal_page(headers: list[tuple[bytes, bytes]]) -> bytes:
     ).encode()
 
 
-def not_found_page(room_id: str) -> bytes:
+def not_found_page(room_id: str, lang: str = "en") -> bytes:
+    """The 404 page for /w/<room> when no such room exists, in the visitor's language."""
+    table = waiting_strings().get(lang) or waiting_strings()["en"]
+    head = html.escape(table["notFoundHead"]).replace("{room}", html.escape(room_id[:80]))
     return (
-        "<!doctype html><html lang=en><meta charset=utf-8><meta name=robots content=noindex>"
-        "<title>No such waiting room</title>"
-        '<body style="font:16px system-ui,sans-serif;margin:3rem auto;max-width:30rem;padding:0 1rem">'
-        f"<h1 style=font-size:1.3rem>There is no waiting room called “{html.escape(room_id[:80])}”</h1>"
-        "<p>Check the link you followed.</p></body></html>"
+        f'<!doctype html><html lang="{html.escape(lang)}"><meta charset=utf-8><meta name=robots content=noindex>'
+        '<meta name=viewport content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(table['notFoundTitle'])}</title>"
+        '<body style="font:16px/1.5 system-ui,sans-serif;margin:3rem auto;max-width:30rem;padding:0 1rem">'
+        f"<h1 style=font-size:1.3rem>{head}</h1>"
+        f"<p>{html.escape(table['notFoundBody'])}</p></body></html>"
     ).encode()

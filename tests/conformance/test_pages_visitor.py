@@ -151,6 +151,8 @@ def test_unknown_room_is_a_404_page_and_head_matches_get(server: Server) -> None
         missing = c.get("/w/no-such-room-here", headers=HTML)
         assert missing.status_code == 404
         assert "no waiting room" in missing.text.lower()
+        thai = c.get("/w/no-such-room-here", headers={**HTML, "accept-language": "th"})
+        assert thai.status_code == 404 and "ไม่มีห้องรอคิวชื่อ" in thai.text
         bad = c.get("/w/%3Cscript%3E", headers=HTML)
         assert bad.status_code == 404 and "<script>" not in bad.text
         get = c.get(f"/w/{room}", headers=IDENTITY)
