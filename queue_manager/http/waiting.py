@@ -7,6 +7,7 @@ content-addressed (waiting-<hash>.css/.js, immutable for a year); the fonts are 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import html
@@ -37,6 +38,17 @@ class Rendered:
 
 
 _pages: dict[tuple[str, str, str, str], Rendered] = {}
+
+
+_assets: dict[str, asset.Static] | None = None
+
+
+async def built_assets() -> dict[str, asset.Static]:
+    """The hashed assets; hashed and compressed once, in a thread, the first time they are asked for."""
+    global _assets
+    if _assets is None:
+        _assets = await asyncio.to_thread(asset.waiting_assets)
+    return _assets
 
 
 def pick_language(req: Request) -> str:
@@ -162,7 +174,10 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, pre
             req.method == "HEAD",
         )
         return
-    page = render(room_id, policy.name or room_id, pick_language(req), prefix)
+    name, lang = policy.name or room_id, pick_language(req)
+    page = _pages.get((room_id, name, lang, prefix))
+    if page is None:  # Brotli at its best setting takes tens of ms: keep it off the event loop
+        page = await asyncio.to_thread(render, room_id, name, lang, prefix)
     common = [
         (b"cache-control", b"private, no-cache"),
         (b"etag", page.etag),
@@ -187,7 +202,7 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, pre
 async def waiting_asset(ctx: Context, req: Request, send: Send) -> None:
     """GET/HEAD /assets/waiting-<hash>.css|.js: only this build's hashes; any other name is 404."""
     name = req.path.removeprefix("/assets/")
-    found = asset.waiting_assets().get(name)
+    found = (await built_assets()).get(name)
     if found is None:
         await send_response(
             send,
