@@ -54,6 +54,7 @@
     noticeKey = null;
     if (last) render(last); else setTitle(null);
     setConn(connMode);
+    if (problemKey) setProblem(problemKey);
   }
 
   // ---- state (memory only: the cookies carry the place across reloads) ----
@@ -538,8 +539,12 @@
   }
   // The server rendered the language of the qm_lang cookie (else Accept-Language); localStorage covers a
   // visitor whose cookie was cleared but whose queue-host storage was not.
-  var saved = cookieLang() || storedLang();
-  if (saved && STRINGS[saved] && saved !== lang) setLang(saved);
+  var fromCookie = cookieLang();
+  var saved = fromCookie || storedLang();
+  if (saved && STRINGS[saved]) {
+    if (!fromCookie) persistLang(saved);
+    if (saved !== lang) setLang(saved);
+  }
   try {
     join();
   } catch (e) {
