@@ -105,6 +105,7 @@ class Backend:
         self.last_checkpoint: dict[str, Any] | None = None
         self.last_rebuild: dict[str, Any] | None = None
         self._reconcile_now = asyncio.Event()
+        self._rereads: set[asyncio.Task[None]] = set()
         self.journal.on_conflict = self._on_conflict
 
     async def start(self) -> None:
@@ -135,6 +136,10 @@ class Backend:
                 await self.reconcile()
             except Exception as exc:
                 log.warning("reconcile: %s", _first_words(exc))
+            try:  # every room's config copy re-read (what gates requests while Valkey is down)
+                await self.store.list_rooms()
+            except Exception as exc:
+                log.warning("room configs: %s", _first_words(exc))
             if self.lease.leader:
                 try:
                     await self.checkpoint_round()
@@ -151,11 +156,19 @@ class Backend:
         self.known_rooms -= deleted
 
     def _rooms_hint(self, hint: dict[str, Any]) -> None:
-        created, deleted = hint.get("created"), hint.get("deleted")
-        self.rooms_committed(
-            {str(r) for r in created} if isinstance(created, list) else set(),
-            {str(r) for r in deleted} if isinstance(deleted, list) else set(),
-        )
+        created, deleted, changed = (hint.get(k) for k in ("created", "deleted", "changed"))
+        fresh = {str(r) for r in created} if isinstance(created, list) else set()
+        self.rooms_committed(fresh, {str(r) for r in deleted} if isinstance(deleted, list) else set())
+        # re-read the config that gates the room's requests now (onBackendDown, protection), not within RESYNC_MS
+        for room_id in sorted(fresh | ({str(r) for r in changed} if isinstance(changed, list) else set())):
+            if len(self._rereads) < 100:
+                task = asyncio.create_task(self._reread_config(room_id))
+                self._rereads.add(task)
+                task.add_done_callback(self._rereads.discard)
+
+    async def _reread_config(self, room_id: str) -> None:
+        with contextlib.suppress(Exception):  # best effort: the RESYNC_MS re-read repairs it
+            await self.store.get_room(room_id)
 
     async def checkpoint_round(self) -> list[tuple[str, int]]:
         """The leader's checkpoints (every RESYNC_MS): each room with CHECKPOINT_EVERY_EVENTS events since its
@@ -320,6 +333,7 @@ class _RoomWatch:
         await self.backend.journal.commit(events)
         created: set[str] = set()
         deleted: set[str] = set()
+        changed: set[str] = set()
         for e in events:  # in order: the last of a create and a delete of one room wins
             if e.type == "room.create":
                 created.add(e.room)
@@ -327,9 +341,13 @@ class _RoomWatch:
             elif e.type == "room.delete":
                 deleted.add(e.room)
                 created.discard(e.room)
-        if created or deleted:
+            elif e.type in ("room.update", "room.schedule"):
+                changed.add(e.room)
+        if created or deleted or changed:
             self.backend.rooms_committed(created, deleted)
-            await self.backend.hints.publish("rooms", created=sorted(created), deleted=sorted(deleted))
+            await self.backend.hints.publish(
+                "rooms", created=sorted(created), deleted=sorted(deleted), changed=sorted(changed - deleted)
+            )
 
 
 def _first_words(exc: BaseException) -> str:

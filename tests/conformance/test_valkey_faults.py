@@ -685,3 +685,32 @@ def test_a_room_created_just_before_valkey_lost_it_answers_503_never_no_room_on_
     finally:
         b.stop()
         a.stop()
+
+
+def test_during_an_outage_an_instance_answers_per_the_newest_on_backend_down_it_saw() -> None:
+    """B saw the room as closed; A switches it to open and B reads the room again (the guide: make the
+    change ahead of the outage); when B's Valkey link then fails, B answers per the new value, from its
+    own copy of the config."""
+    with relayed_valkey() as (relay, url):
+        a, b = _pair({"RESYNC_MS": "600000"}, {"RESYNC_MS": "600000", "VALKEY_URL": url})
+        try:
+            with a.admin() as admin:
+                room = create_room(admin, onBackendDown="closed")["id"]
+            with b.client() as c:
+                assert c.get("/api/check", params={"roomId": room}).status_code == 200  # B's copy: closed
+            with a.admin() as admin:
+                r = admin.post("/api/admin/rooms", json={"id": room, "onBackendDown": "open"})
+                assert r.status_code == 200, r.text
+
+            with b.admin() as admin_b:
+                assert admin_b.get(f"/api/admin/rooms/{room}").json()["room"]["onBackendDown"] == "open"
+            relay.stall()
+            with b.client(timeout=60) as slow:  # the first failure (its command timeout)
+                assert slow.get("/api/status", params={"roomId": room}).status_code == 503
+            with b.client(timeout=10) as quick:
+                r = quick.get("/api/check", params={"roomId": room})
+            assert r.status_code == 503 and r.json()["onBackendDown"] == "open" and r.json()["admit"] is True
+        finally:
+            relay.restore()
+            b.stop()
+            a.stop()
