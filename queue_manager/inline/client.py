@@ -79,6 +79,7 @@ class Upstream(asyncio.Protocol):
         self.complete = False
         self._error: UpstreamError | None = None
         self._paused = False
+        self._until_close = False
         self.got_bytes = False
 
     # ---------------------------------------------------------------- asyncio.Protocol
@@ -105,11 +106,9 @@ class Upstream(asyncio.Protocol):
                 self.transport.close()
 
     def eof_received(self) -> bool | None:
-        if not self.complete:
-            try:
-                self._parser.feed_data(b"")  # lets a read-until-close body finish
-            except httptools.HttpParserError:
-                pass
+        if not self.complete and self._head.done() and self._until_close:
+            self.keep_alive = False
+            self._finish()  # a read-until-close body ends here
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -120,11 +119,10 @@ class Upstream(asyncio.Protocol):
                 self._fail(UpstreamError("response", "the origin closed the connection before answering"))
             else:
                 # a body without a length ends with the connection; anything else is cut short
-                try:
-                    self._parser.feed_data(b"")
-                except httptools.HttpParserError:
-                    pass
-                if not self.complete:
+                if self._until_close and self._error is None:
+                    self.keep_alive = False
+                    self._finish()
+                else:
                     self._fail(UpstreamError("body", "the origin closed the connection mid-response"))
 
     def pause_writing(self) -> None:
@@ -145,6 +143,10 @@ class Upstream(asyncio.Protocol):
             return
         self.status = status
         self.keep_alive = self._parser.should_keep_alive()
+        names = {k for k, _ in self.headers}
+        chunked = any(k == b"transfer-encoding" and b"chunked" in v.lower() for k, v in self.headers)
+        # neither a length nor chunked: the body ends when the connection does (HTTP/1.0 style)
+        self._until_close = b"content-length" not in names and not chunked
         if not self._head.done():
             self._head.set_result(None)
         if self._head_only or status in (204, 304):

@@ -233,3 +233,59 @@ def test_response_headers_lose_hop_by_hop_and_the_console_cookie() -> None:
         b"set-cookie": [b"cart=1; Path=/"],
         b"content-encoding": [b"gzip"],
     }
+
+
+# ---------------------------------------------------------------------- the upstream client against raw peers
+
+
+def _raw_origin(answer: bytes):  # type: ignore[no-untyped-def]
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    return asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+def _exchange(answer: bytes, method: str = "GET") -> tuple[int, bytes, bool]:
+    async def run() -> tuple[int, bytes, bool]:
+        server = await _raw_origin(answer)
+        port = server.sockets[0].getsockname()[1]
+        pool = Pool(allow_private=True, connect_timeout=2)
+        conn = await pool.connect(Origin("http", "127.0.0.1", port))
+        conn.begin(f"{method} / HTTP/1.1\r\nhost: x\r\n\r\n".encode(), head_only=method == "HEAD")
+        await conn.response_head()
+        body = b""
+        error = False
+        try:
+            while (chunk := await conn.read()) is not None:
+                body += chunk
+        except UpstreamError:
+            error = True
+        conn.close()
+        server.close()
+        await server.wait_closed()
+        return conn.status, body, error
+
+    return asyncio.run(run())
+
+
+def test_a_body_delimited_by_the_connection_closing_is_complete() -> None:
+    status, body, error = _exchange(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello, until close")
+    assert (status, body, error) == (200, b"hello, until close", False)
+
+
+def test_a_body_shorter_than_its_length_is_an_error() -> None:
+    status, body, error = _exchange(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten..")
+    assert status == 200 and body == b"only ten.." and error
+
+
+def test_chunked_bodies_arrive_decoded_and_interim_answers_are_skipped() -> None:
+    answer = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    answer += b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+    assert _exchange(answer) == (200, b"hello world", False)
+
+
+def test_a_head_answer_has_no_body_whatever_its_length_says() -> None:
+    assert _exchange(b"HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n", "HEAD") == (200, b"", False)
