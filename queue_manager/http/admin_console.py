@@ -14,7 +14,7 @@ from typing import Any
 
 from queue_manager.http.call import Call
 from queue_manager.http.wire import HttpError, send_json, send_response
-from queue_manager.ops.series import TIERS, percentile
+from queue_manager.ops.series import TIERS, weighted_percentile
 
 SERIES_COLUMNS = (
     "t",
@@ -159,7 +159,7 @@ async def _reports(call: Call) -> None:
             "store": call.ctx.store.kind,
             "recordingSince": recorder.started_ms,
             "labels": {
-                "waitP50Sec": "estimate: a uniform reservoir of up to 256 waits per minute",
+                "waitP50Sec": "estimate: a uniform sample of up to 64 waits per minute, weighted by the waits measured",
                 "measuredWaits": "people who finished waiting (were let through), not people who entered the site",
                 "netUnserved": "joins minus passes, not observed abandonment; null when the row is partial",
                 "partial": "the recorder was not running for part of the period: counters are lower bounds",
@@ -171,7 +171,8 @@ async def _reports(call: Call) -> None:
 
 
 def _report_row(room_id: str, bucket: str, start: int, size: int, minutes: list[Any], now_s: int) -> dict[str, Any]:
-    waits = [w for m in minutes for w in m.waits]
+    # each kept wait stands for waits_seen / kept of its minute, so busy minutes weigh what they measured
+    waits = [(w, m.waits_seen / len(m.waits)) for m in minutes if m.waits for w in m.waits]
     measured = sum(m.waits_seen for m in minutes)
     wait_sum = sum(m.wait_sum for m in minutes)
     samples = sum(m.samples for m in minutes)
@@ -191,8 +192,8 @@ def _report_row(room_id: str, bucket: str, start: int, size: int, minutes: list[
         "peakDepth": max((m.depth_max for m in minutes), default=0),
         "avgDepth": round(sum(m.depth_sum for m in minutes) / samples, 2) if samples else 0,
         "peakActive": max((m.active_max for m in minutes), default=0),
-        "waitP50Sec": percentile(waits, 0.5),
-        "waitP90Sec": percentile(waits, 0.9),
+        "waitP50Sec": _round1(weighted_percentile(waits, 0.5)),
+        "waitP90Sec": _round1(weighted_percentile(waits, 0.9)),
         "waitMaxSec": max((m.wait_max for m in minutes if m.waits_seen), default=None),
         "waitAvgSec": round(wait_sum / measured, 1) if measured else None,
         "measuredWaits": measured,
@@ -203,6 +204,10 @@ def _report_row(room_id: str, bucket: str, start: int, size: int, minutes: list[
         "coveredSec": covered,
         "missingSec": max(0, span - covered),
     }
+
+
+def _round1(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def _iso(ms: int) -> str:

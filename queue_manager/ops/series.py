@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import random
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from queue_manager.store.base import Store
 
 SAMPLE_SEC = 2.0
-RESERVOIR = 256
+RESERVOIRS = {10: 128, 60: 64}  # waits kept per bucket (a uniform sample), by bucket seconds; 4 bytes each
 MARKS_KEEP = 500
 STATE_MARKS = {"paused": "pause", "active": "resume", "bypass": "bypass", "scheduled": "schedule"}
 TIERS = {"10s": (10, 360), "1m": (60, 1440)}  # name: (bucket seconds, buckets kept)
@@ -39,6 +40,20 @@ def percentile(values: list[float], q: float) -> float | None:
     ordered = sorted(values)
     rank = max(0, min(len(ordered) - 1, int(-(-q * len(ordered) // 1)) - 1))
     return ordered[rank]
+
+
+def weighted_percentile(pairs: list[tuple[float, float]], q: float) -> float | None:
+    """Percentile of values each standing for a weight of waits (merging buckets' reservoirs fairly)."""
+    if not pairs:
+        return None
+    ordered = sorted(pairs)
+    total = sum(w for _, w in ordered)
+    target, run = q * total, 0.0
+    for value, weight in ordered:
+        run += weight
+        if run >= target - 1e-9:
+            return value
+    return ordered[-1][0]
 
 
 @dataclass(slots=True)
@@ -55,7 +70,8 @@ class Bucket:
     active_max: int = 0
     passed_last_min: int = 0
     joins_last_min: int = 0
-    waits: list[float] = field(default_factory=list)
+    cap: int = 64
+    waits: array[float] = field(default_factory=lambda: array("f"))
     waits_seen: int = 0
     wait_max: float = 0.0
     wait_sum: float = 0.0
@@ -64,11 +80,11 @@ class Bucket:
         self.waits_seen += 1
         self.wait_sum += wait
         self.wait_max = max(self.wait_max, wait)
-        if len(self.waits) < RESERVOIR:
+        if len(self.waits) < self.cap:
             self.waits.append(wait)
         else:  # uniform reservoir sample
             slot = rng.randrange(self.waits_seen)
-            if slot < RESERVOIR:
+            if slot < self.cap:
                 self.waits[slot] = wait
 
     def row(self, seconds: float) -> dict[str, Any]:
@@ -89,8 +105,8 @@ class Bucket:
             "joins": self.joins,
             "passes": self.passes,
             "estWaitSec": est,
-            "waitP50Sec": _round(percentile(self.waits, 0.5)),
-            "waitP90Sec": _round(percentile(self.waits, 0.9)),
+            "waitP50Sec": _round(percentile(list(self.waits), 0.5)),
+            "waitP90Sec": _round(percentile(list(self.waits), 0.9)),
             "waitMaxSec": _round(self.wait_max) if self.waits_seen else None,
             "waitAvgSec": _round(self.wait_sum / self.waits_seen) if self.waits_seen else None,
             "measuredWaits": self.waits_seen,
@@ -118,7 +134,7 @@ class Tier:
                 self.closed.append(self.open)
                 while len(self.closed) > self.keep:
                     self.closed.popleft()
-            self.open = Bucket(start)
+            self.open = Bucket(start, cap=RESERVOIRS.get(self.seconds, 64))
         return self.open
 
 
@@ -135,8 +151,8 @@ class RoomSeries:
     tiers: dict[str, Tier] = field(default_factory=lambda: {k: Tier(s, n) for k, (s, n) in TIERS.items()})
     marks: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MARKS_KEEP))
     # the cumulative join curve since the generation began: join counts and when they were first reached
-    curve_n: list[int] = field(default_factory=list)
-    curve_t: list[int] = field(default_factory=list)
+    curve_n: array[int] = field(default_factory=lambda: array("q"))
+    curve_t: array[int] = field(default_factory=lambda: array("q"))
     base_joins: int = 0  # joins made before this recorder was watching: their times are unknown
 
     def join_time(self, k: int) -> int | None:
@@ -148,12 +164,12 @@ class RoomSeries:
             return None
         return self.curve_t[i]
 
-    def trim(self, before_ms: int) -> None:
-        """Forget join-curve points older than the retained window (keeps one to bound older waits)."""
-        cut = bisect.bisect_left(self.curve_t, before_ms)
-        if cut > 1024 and cut > len(self.curve_t) // 2:
-            del self.curve_n[: cut - 1]
-            del self.curve_t[: cut - 1]
+    def trim(self) -> None:
+        """Forget join-curve points of people who have left the line (only the line's own span is needed)."""
+        cut = bisect.bisect_left(self.curve_n, self.exits + 1) - 1
+        if cut > 1024 and cut > len(self.curve_n) // 2:
+            del self.curve_n[:cut]
+            del self.curve_t[:cut]
 
 
 def _exits(summary: dict[str, Any]) -> int:
@@ -245,7 +261,7 @@ class SeriesRecorder:
                 b.add_wait(self._rng, w)
         series.joins_total, series.passes_total, series.exits = joins, passes, exits
         series.state, series.rate, series.waiting = state, rate, waiting
-        series.trim(now_ms - 25 * 3600 * 1000)
+        series.trim()
 
     def rows(self, room_id: str, tier: str, now_ms: int | None = None) -> list[dict[str, Any]] | None:
         """Closed buckets oldest first, then (given now_ms) the open one, its rates over the time it has run."""

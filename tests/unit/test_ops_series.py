@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from queue_manager.ops.series import TIERS, SeriesRecorder, percentile
+from queue_manager.ops.series import TIERS, SeriesRecorder, percentile, weighted_percentile
 
 T0 = 1_800_000_000_000 - 1_800_000_000_000 % 3_600_000  # an hour boundary
 
@@ -33,6 +33,15 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile([5.0], 0.9) == 5.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.0
     assert percentile([float(i) for i in range(1, 11)], 0.9) == 9.0
+
+
+def test_weighted_percentile_lets_a_busy_minute_weigh_what_it_measured() -> None:
+    assert weighted_percentile([], 0.5) is None
+    # one quiet minute (2 waits of 100 s, each standing for 1) and one busy one (2 kept of 1,000 waits of 5 s)
+    pairs = [(100.0, 1.0), (100.0, 1.0), (5.0, 500.0), (5.0, 500.0)]
+    assert weighted_percentile(pairs, 0.5) == 5.0
+    assert weighted_percentile(pairs, 0.9) == 5.0
+    assert weighted_percentile(pairs, 1.0) == 100.0
 
 
 def test_waits_are_the_distance_between_the_kth_join_and_the_kth_exit() -> None:
