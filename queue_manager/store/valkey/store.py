@@ -51,7 +51,8 @@ MAX_ATTEMPTS = 50  # draws, config refreshes, Ref windows, sweep budgets: each c
 CONFIG_FRESH_SEC = 2.0  # room_policy / room_exists answer from the config copy confirmed this recently
 REF_WINDOW_MIN = 4
 REF_WINDOW_MAX = 256
-REF_RUN_KEEP = 1024  # Refs below the hint kept before the run is trimmed
+REF_RUN_KEEP = 256  # Refs below the hint kept before the run is trimmed
+REF_RUN_ROOMS = 1_000  # rooms with a run of Refs kept (beyond: all dropped, derived again as needed)
 
 
 class Journal(Protocol):
@@ -299,7 +300,7 @@ class ValkeyStore:
             return memo[1]
         run = self._ref_runs.get(room_id)
         if run is None or run[0] != gen or first < run[1] or first > run[1] + len(run[2]):
-            if len(self._ref_runs) >= 10_000:  # room ids come from requests: keep the caches bounded
+            if len(self._ref_runs) >= REF_RUN_ROOMS:  # room ids come from requests: keep the caches bounded
                 self._ref_runs.clear()
                 self._ref_sent.clear()
             run = self._ref_runs[room_id] = (gen, first, [])
