@@ -2,9 +2,9 @@
 # Installs Debian's Chromium for the browser tests when it is missing (root, apt-get).
 # Playwright's Python package drives it; `playwright install` is never used.
 set -u
-# Thai glyphs for the screenshots of the Thai pages (the tests do not depend on it)
-if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1 && ! fc-list 2>/dev/null | grep -qi tlwg; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-thai-tlwg-ttf >/dev/null 2>&1 || true
+# Thai and Japanese glyphs for the screenshots of those pages (the tests do not depend on them)
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1 && ! fc-list 2>/dev/null | grep -qi -e tlwg -e ipagothic; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-thai-tlwg-ttf fonts-ipafont-gothic >/dev/null 2>&1 || true
 fi
 [ -x /usr/bin/chromium ] && exit 0
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
