@@ -3,7 +3,7 @@
 # Playwright's Python package drives it; `playwright install` is never used.
 set -u
 # Thai and Japanese glyphs for the screenshots of those pages (the tests do not depend on them)
-if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1 && ! fc-list 2>/dev/null | grep -qi -e tlwg -e ipagothic; then
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1 && ! { fc-list 2>/dev/null | grep -qi tlwg && fc-list 2>/dev/null | grep -qi ipagothic; }; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-thai-tlwg-ttf fonts-ipafont-gothic >/dev/null 2>&1 || true
 fi
 [ -x /usr/bin/chromium ] && exit 0
