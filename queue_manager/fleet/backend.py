@@ -106,6 +106,7 @@ class Backend:
         self.last_rebuild: dict[str, Any] | None = None
         self._reconcile_now = asyncio.Event()
         self._rereads: set[asyncio.Task[None]] = set()
+        self.unrebuildable: dict[str, str] = {}  # room -> why its journal could not be replayed (fence kind)
         self.journal.on_conflict = self._on_conflict
 
     async def start(self) -> None:
@@ -204,6 +205,7 @@ class Backend:
         Valkey seq below it can only be a rollback, never a commit racing this check."""
         heads = await self.journal.heads()
         self.known_rooms = set(heads)
+        self.unrebuildable = {room: kind for room, kind in self.unrebuildable.items() if room in heads}
         live = await live_heads(self.store.redis, self.settings.valkey_prefix, heads)
         rebuilt = []
         for room_id, (gen, seq) in sorted(heads.items()):
@@ -223,8 +225,14 @@ class Backend:
                 except ReplayDeleted:
                     continue
                 except ReplayFenced as fenced:
-                    log.warning("rebuild of %s fenced: %s", room_id, fenced)
+                    # the room stays fenced (503 everywhere, never no_room) until a build that can read its
+                    # journal rebuilds it; a gap may be a commit still in flight: retried every RESYNC_MS
+                    if room_id not in self.unrebuildable:
+                        log.warning("rebuild of %s fenced (%s): %s", room_id, fenced.kind, fenced.reason)
+                    self.unrebuildable[room_id] = fenced.kind
+                    await self.store.fence(room_id)
                     continue
+                self.unrebuildable.pop(room_id, None)
                 await self.store.import_room(dump(room))
                 rebuilt.append(room_id)
                 self.rebuilt_total += 1
@@ -279,6 +287,9 @@ class Backend:
         with contextlib.suppress(Exception):
             await self.journal.close()
 
+    def recovering_rooms(self) -> set[str]:
+        return self.recovering | set(self.unrebuildable) | self.store.fenced_recently(30.0)
+
     def note_store_result(self, ok: bool) -> None:
         self.valkey_up = ok
         if ok:
@@ -290,16 +301,19 @@ class Backend:
             # down also while the store answers at once after a failure (breaker.py)
             "valkey": "up" if self.valkey_up and not self.store.breaker.down else "down",
             "valkeyEverConnected": self.valkey_ever_connected,
-            "recoveringRooms": len(self.recovering),
+            # marked here, or answered as fenced by Valkey in the last 30 s (the guide's /healthz)
+            "recoveringRooms": len(self.recovering_rooms()),
             "ok": self.valkey_up and not self.store.breaker.down,
         }
         if full:
             out["maxmemoryPolicy"] = self.store.maxmemory_policy
+            out["recovering"] = sorted(self.recovering_rooms())
             out["recovery"] = {
                 "rebuilt": self.rebuilt_total,
                 "rollbacks": self.rollbacks_total,
                 "conflicts": self.journal.conflicts,
                 "lastRebuild": self.last_rebuild,
+                "unrebuildable": dict(sorted(self.unrebuildable.items())),
                 "checkpointsSaved": self.checkpoints_saved,
                 "lastCheckpoint": self.last_checkpoint,
             }

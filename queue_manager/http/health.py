@@ -22,10 +22,14 @@ def health_status(ctx: Context) -> tuple[str, bool]:
     if inline is not None and inline.at_ceiling():  # new requests are being shed: take this one out
         return status, False
     backend = ctx.backend
-    if backend is not None and not _storage_ok(ctx):
-        status = "degraded"
-        if backend.storage.out_of_rotation:  # this instance's journal only: another instance's is ok
-            return status, False
+    if backend is not None:
+        block = backend.health(full=False)
+        if block["valkey"] == "down" or block["recoveringRooms"]:  # reported only: never clears ready
+            status = "degraded"
+        if not _storage_ok(ctx):
+            status = "degraded"
+            if backend.storage.out_of_rotation:  # this instance's journal only: another instance's is ok
+                return status, False
     return status, ctx.ready
 
 
@@ -46,8 +50,8 @@ def _public_health(ctx: Context) -> dict[str, Any]:
         "uptimeSec": int(ctx.uptime()),
     }
     if backend is not None:
-        out["backend"] = backend.health(full=False)
-        if not backend.valkey_up and out["status"] == "ok":
+        block = out["backend"] = backend.health(full=False)
+        if (block["valkey"] == "down" or block["recoveringRooms"]) and out["status"] == "ok":
             out["status"] = "degraded"
     return out
 
@@ -158,8 +162,11 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
                 if full
                 else "valkey maxmemory-policy is not noeviction"
             )
-        if not backend.valkey_up:
+        if payload["backend"]["valkey"] == "down":
             incidents.append("valkey is unreachable from this instance")
+        if payload["backend"]["recoveringRooms"]:
+            names = ", ".join(payload["backend"]["recovering"]) if full else str(payload["backend"]["recoveringRooms"])
+            incidents.append(f"rooms being rebuilt from the journal: {names}")
         if not _storage_ok(ctx):
             last = backend.journal.last_error or "unknown error"
             failed = f"storage is degraded: events journal commit failed: {last}"

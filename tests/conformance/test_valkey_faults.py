@@ -714,3 +714,51 @@ def test_during_an_outage_an_instance_answers_per_the_newest_on_backend_down_it_
             relay.restore()
             b.stop()
             a.stop()
+
+
+def test_a_room_whose_journal_this_build_cannot_read_stays_fenced_and_is_reported() -> None:
+    """A journal event from a newer build (lv above ours) and Valkey flushed: the rebuild fences instead of
+    skipping the event; the room answers 503 storage_unavailable (never no_room) and /healthz counts it in
+    recoveringRooms (status degraded, still ready); /api/admin/health names it."""
+    import asyncio
+
+    import asyncpg
+    import redis
+
+    srv = start_server({"RESYNC_MS": "300"})
+    try:
+        with srv.admin() as admin:
+            room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None)["id"]
+        token = _joined(srv, room, 1)[0]
+
+        async def newer_event() -> None:
+            conn = await asyncpg.connect(srv.env["DATABASE_URL"])
+            try:
+                schema = srv.env["PG_SCHEMA"]
+                head = await conn.fetchval(f'SELECT max(seq) FROM "{schema}".events WHERE room = $1', room)
+                await conn.execute(
+                    f'INSERT INTO "{schema}".events (room, gen, seq, type, lv, ts, data, instance) '
+                    "VALUES ($1, 1, $2, 'join', 99, 1, '{}'::jsonb, 'a-newer-build')",
+                    room,
+                    head + 1,
+                )
+            finally:
+                await conn.close()
+
+        asyncio.run(newer_event())
+        client = redis.Redis.from_url(srv.env["VALKEY_URL"])
+        client.delete(*client.scan_iter(match=f"{srv.env['VALKEY_PREFIX']}*", count=1000))
+        client.close()
+        with srv.client() as c:
+            wait_until(lambda: c.get("/healthz").json()["backend"]["recoveringRooms"] == 1, timeout=30)
+            h = c.get("/healthz")
+            assert h.status_code == 200 and h.json()["ready"] is True and h.json()["status"] == "degraded"
+            r = c.get("/api/status", params={"roomId": room, "token": token})
+            assert r.status_code == 503 and r.json()["code"] == "storage_unavailable" and "retry-after" in r.headers
+        with srv.admin() as admin:
+            health = admin.get("/api/admin/health").json()
+        assert health["backend"]["recovering"] == [room]
+        assert health["backend"]["recovery"]["unrebuildable"] == {room: "newer_lv"}
+        assert f"rooms being rebuilt from the journal: {room}" in health["incidents"]
+    finally:
+        srv.stop()

@@ -151,6 +151,7 @@ class ValkeyStore:
         self.events_total = 0
         self.maxmemory_policy: str | None = None
         self.breaker = Breaker()  # the fast answer while Valkey is unreachable
+        self.fenced_seen: dict[str, float] = {}  # room -> time.monotonic() Valkey last answered it fenced
 
     @property
     def redis(self) -> Redis:
@@ -236,10 +237,24 @@ class ValkeyStore:
             return await self._redis.evalsha(script.sha, len(keys), *keys, *args)
 
     async def _eval(self, name: str, room_id: str, args: Sequence[str]) -> Reply:
-        with translate(room_id, self.breaker):
-            raw = await self._evalsha(self._scripts[name], self._room_keys(room_id), args)
+        try:
+            with translate(room_id, self.breaker):
+                raw = await self._evalsha(self._scripts[name], self._room_keys(room_id), args)
+        except RoomFenced:
+            self._saw_fenced(room_id)
+            raise
         reply: Reply = orjson.loads(raw)
         return reply
+
+    def _saw_fenced(self, room_id: str) -> None:
+        if len(self.fenced_seen) >= 10_000:
+            self.fenced_seen.clear()
+        self.fenced_seen[room_id] = time.monotonic()
+
+    def fenced_recently(self, within_sec: float = 30.0) -> set[str]:
+        """Rooms Valkey answered as fenced (being rebuilt) within ``within_sec``."""
+        now = time.monotonic()
+        return {room for room, at in self.fenced_seen.items() if now - at < within_sec}
 
     async def _eval_many(self, name: str, calls: list[tuple[str, list[str]]]) -> list[Reply | Exception]:
         """One round trip for many rooms (a pipeline); each script is still atomic on its own."""
@@ -264,6 +279,8 @@ class ValkeyStore:
                     with translate(room_id):  # an error reply of one room: Valkey answered
                         raise item
                 except Exception as exc:  # handed back per room
+                    if isinstance(exc, RoomFenced):
+                        self._saw_fenced(room_id)
                     out.append(exc)
             else:
                 out.append(orjson.loads(item))
