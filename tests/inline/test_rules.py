@@ -289,3 +289,37 @@ def test_chunked_bodies_arrive_decoded_and_interim_answers_are_skipped() -> None
 
 def test_a_head_answer_has_no_body_whatever_its_length_says() -> None:
     assert _exchange(b"HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n", "HEAD") == (200, b"", False)
+
+
+# ---------------------------------------------------------------------- the inline host index
+
+
+def test_the_host_index_matches_hosts_as_visitors_send_them() -> None:
+    from queue_manager.inline.hosts import HostIndex
+
+    index = HostIndex()
+    index.rebuild(
+        [
+            {"id": "shop", "targetUrl": "https://Shop.Example/", "proxyOrigin": "http://10.0.0.5:3000"},
+            {"id": "dev", "targetUrl": "http://localhost:8080", "proxyOrigin": "http://127.0.0.1:3000"},
+            {"id": "v6", "targetUrl": "http://[::1]:8081", "proxyOrigin": "http://127.0.0.1:3001"},
+            {"id": "snippet", "targetUrl": "https://blog.example", "proxyOrigin": None},
+            {"id": "aaa", "targetUrl": "https://shop.example/other", "proxyOrigin": "http://10.0.0.6:3000"},
+        ]
+    )
+    found = {h: (r.room_id if (r := index.lookup(h.encode())) else None) for h in (
+        "shop.example", "SHOP.EXAMPLE", "shop.example:443", "shop.example:80", "shop.example:8443",
+        "localhost:8080", "localhost", "[::1]:8081", "blog.example",
+    )}  # fmt: skip
+    assert found == {
+        "shop.example": "aaa",  # two rooms on one host: the first id in sort order
+        "SHOP.EXAMPLE": "aaa",
+        "shop.example:443": "aaa",
+        "shop.example:80": "aaa",
+        "shop.example:8443": None,
+        "localhost:8080": "dev",
+        "localhost": None,
+        "[::1]:8081": "v6",
+        "blog.example": None,  # a snippet room is not inline
+    }
+    assert index.by_room["shop"].origin.key == "http://10.0.0.5:3000"
