@@ -42,6 +42,11 @@ def _sign_in(page: Any, qm: Any) -> None:
     page.locator("#live.on").wait_for(timeout=10_000)
 
 
+def _focus_is(page: Any, script: str, expected: str) -> None:
+    """Wait until ``script`` (about document.activeElement) reads ``expected``: a dialog's close event is async."""
+    page.wait_for_function(f"(want) => ({script}) === want", arg=expected, timeout=5_000)
+
+
 def _card(page: Any, room_id: str) -> Any:
     return page.locator(f'article.card[data-room="{room_id}"]')
 
@@ -144,7 +149,7 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
         assert admin.get(f"/api/admin/rooms/{room}/visitors/1").json()["visitor"]["position"] == 2
         page.keyboard.press("Escape")
         # focus goes back to the button that opened the dialog
-        assert page.evaluate("() => document.activeElement.textContent") == "Visitors"
+        _focus_is(page, "document.activeElement.textContent", "Visitors")
 
         # the dashboard with its chart, once a few samples are in
         page.locator("#chart-room").select_option(busy)
@@ -241,10 +246,10 @@ def test_keyboard_skip_links_and_console_menu(browser: Any, qm: Any) -> None:
     revoke.click()
     page.locator("#dlg-confirm[open]").wait_for(timeout=5_000)
     page.keyboard.press("Escape")
-    assert page.evaluate("() => document.activeElement.textContent") == "Revoke"
+    _focus_is(page, "document.activeElement.textContent", "Revoke")
     assert page.evaluate("() => !!document.activeElement.closest('#dlg-access')")
     page.keyboard.press("Escape")
-    assert page.evaluate("() => document.activeElement.id") == "menu-btn"
+    _focus_is(page, "document.activeElement.id", "menu-btn")
     # a dialog whose room was deleted meanwhile hands focus to the room list, never to nothing
     _card(page, second).get_by_role("button", name="Edit").click()
     page.locator("#dlg-editor[open]").wait_for(timeout=5_000)
@@ -252,7 +257,7 @@ def test_keyboard_skip_links_and_console_menu(browser: Any, qm: Any) -> None:
         admin.delete(f"/api/admin/rooms/{second}").raise_for_status()
     _card(page, second).wait_for(state="detached", timeout=10_000)
     page.keyboard.press("Escape")
-    assert page.evaluate("() => document.activeElement.id") == "rooms-h"
+    _focus_is(page, "document.activeElement.id", "rooms-h")
     # sign out from the menu: the session is revoked and the sign-in screen is back
     page.locator("#menu-btn").focus()
     page.keyboard.press("ArrowDown")
