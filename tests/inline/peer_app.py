@@ -29,6 +29,7 @@ import uvicorn
 RELEASES: dict[str, asyncio.Event] = {}
 HITS: dict[str, int] = {}
 HOST_HITS: dict[str, int] = {}
+HOST_CONNS: dict[str, set[tuple[Any, ...]]] = {}  # distinct client (address, port) pairs per Host
 
 
 def _release(key: str) -> asyncio.Event:
@@ -67,11 +68,15 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     HITS[path] = HITS.get(path, 0) + 1
     host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
     HOST_HITS[host] = HOST_HITS.get(host, 0) + 1
+    HOST_CONNS.setdefault(host, set()).add(tuple(scope.get("client") or ()))
     if path == "/" or path.startswith("/page/"):
         body = f"<!doctype html><title>Peer</title><h1 id=app>Peer app page {path}</h1>".encode()
         await _respond(send, 200, body, b"text/html; charset=utf-8")
     elif path == "/hits":
-        count = HOST_HITS.get(q["host"], 0) if "host" in q else HITS.get(q.get("p", ""), 0)
+        if "conns" in q:
+            count = len(HOST_CONNS.get(q["conns"], ()))
+        else:
+            count = HOST_HITS.get(q["host"], 0) if "host" in q else HITS.get(q.get("p", ""), 0)
         await _respond(send, 200, json.dumps({"count": count}).encode(), b"application/json")
     elif path == "/healthz":
         await _respond(send, 200, b"app-healthz", b"text/plain")

@@ -566,3 +566,13 @@ def test_edge_secret_guards_inline_hosts_and_never_reaches_the_app(make_server, 
         assert seen["x-forwarded-for"] == ["203.0.113.7"]  # cf-connecting-ip is the client
         assert seen["x-forwarded-host"] == [host]  # a client's own X-Forwarded-Host is not believed via the edge
         assert seen["x-forwarded-proto"] == ["https"]
+
+
+def test_connections_to_the_app_are_kept_alive_and_reused(qm: Server, peer: Peer) -> None:
+    room_id, host = inline_room(qm, peer.url, host=_host())
+    with visitor(qm, host) as c:
+        admitted(c, room_id)
+        for i in range(30):
+            assert c.get("/api/echo", params={"i": i}).status_code == 200
+    conns = httpx.get(f"{peer.url}/hits", params={"conns": host}, timeout=5).json()["count"]
+    assert conns <= 3, f"{conns} connections for 30 sequential requests (the origin probe may add its own)"
