@@ -17,25 +17,9 @@ ORIGIN_HEADER = b"x-qm-origin"
 EXPOSE = (b"access-control-expose-headers", b"X-QM-Queued, X-QM-Origin, Retry-After")
 
 
-def _fallback_origin_down() -> bytes:
-    # used only until the pages module provides origin-down.html (asset.origin_down_page)
-    return (
-        b"<!doctype html><html lang=en><meta charset=utf-8><meta name=robots content=noindex>"
-        b"<title>This site is not answering</title>"
-        b'<body style="font:16px system-ui,sans-serif;margin:3rem auto;max-width:32rem;padding:0 1rem">'
-        b"<h1 style=font-size:1.3rem>The site is not answering right now</h1>"
-        b"<p>You have not lost your place: this page tries again by itself.</p>"
-        b"<script>setTimeout(function(){location.reload()},(15+Math.random()*45)*1000)</script>"
-        b"</body></html>"
-    )
-
-
 def origin_down_page() -> bytes:
-    provided = getattr(asset, "origin_down_page", None)
-    if callable(provided):
-        body = provided()
-        return body if isinstance(body, bytes) else str(body).encode()
-    return _fallback_origin_down()
+    """origin_down.html (one self-contained file, five languages, jittered retry), from the pages module."""
+    return asset.origin_down_page()
 
 
 async def origin_down(send: Send, *, page: bool, status: int, room_id: str, phase: str, head: bool) -> None:

@@ -297,6 +297,8 @@ def test_origin_down_answers_502_with_the_page_or_json_and_counts_it(qm: Server)
         page = c.get("/", headers={"Sec-Fetch-Mode": "navigate"})
         assert page.status_code == 502 and page.headers["content-type"].startswith("text/html")
         assert page.headers["x-qm-origin"]
+        # the origin-down page: one self-contained file that never says the visitor lost their place
+        assert "noindex" in page.text and "<script src" not in page.text and "<link" not in page.text
     with qm.admin() as admin:
         health = admin.get("/api/admin/health").json()
         metrics = admin.get("/metrics").text
