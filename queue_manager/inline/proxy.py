@@ -14,7 +14,7 @@ import logging
 import secrets
 import time
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import quote
 
 from queue_manager.engine.room import CheckResult
 from queue_manager.http import visitor
@@ -55,7 +55,7 @@ def trusted_forwarder(ctx: Context, ident: Identity) -> bool:
 async def admit(ctx: Context, req: Request, ident: Identity, room: InlineRoom) -> tuple[CheckResult, str | None]:
     """The door check for one request; returns the result and the token it was made with."""
     room_id = room.room_id
-    query_token = req.query.get("qm_token") if req.scope.get("query_string") else None
+    query_token = hand_off_token(req.scope.get("query_string") or b"")
     token = query_token or req.cookies.get(f"qm_{room_id}")
     presented, _ = ctx.read_ticket(room_id, token)
     dk = req.cookies.get(f"qm_dk_{room_id}")
@@ -98,7 +98,8 @@ async def serve(ctx: Context, inline: Inline, req: Request, room: InlineRoom, se
         secure = ctx.identity.secure(ident)
         if result.door_key:
             extra.append(cookie_header(f"qm_dk_{room.room_id}", result.door_key, max_age=None, secure=secure))
-        if token is not None and "qm_token" in req.query and req.method == "GET" and navigation:
+        qs = req.scope.get("query_string") or b""
+        if token is not None and hand_off_token(qs) and req.method == "GET" and navigation:
             # the waiting page's hand-off: keep the token in the cookie, not in the app's URLs and logs
             extra.append(
                 cookie_header(f"qm_{room.room_id}", token, max_age=ctx.settings.queue_cookie_max_age_sec, secure=secure)
@@ -126,10 +127,22 @@ def log_backend_down(room: InlineRoom, mode: str) -> None:
         log.warning("inline %s: the backend is down; onBackendDown=%s, %s", room.room_id, mode, action)
 
 
+def hand_off_token(query: bytes) -> str | None:
+    """``qm_token`` from the raw query string, without parsing the rest: the app's query is the app's."""
+    if b"qm_token=" not in query:
+        return None
+    for part in query.split(b"&"):
+        if part.startswith(b"qm_token="):
+            value = part[9:]
+            return value.decode("ascii", "replace") if value else None
+    return None
+
+
 async def _redirect_clean(req: Request, send: Send, headers: list[tuple[bytes, bytes]]) -> None:
     raw = req.scope.get("raw_path") or req.scope["path"].encode()
-    kept = [(k, v) for k, v in parse_qsl(req.scope.get("query_string", b"").decode("latin-1"), True) if k != "qm_token"]
-    location = raw.split(b"?", 1)[0] + (b"?" + urlencode(kept).encode() if kept else b"")
+    query = req.scope.get("query_string") or b""
+    kept = b"&".join(p for p in query.split(b"&") if p and not p.startswith(b"qm_token="))
+    location = raw.split(b"?", 1)[0] + (b"?" + kept if kept else b"")
     headers += [(b"location", location), (b"cache-control", b"no-store"), (b"content-length", b"0")]
     await send({"type": "http.response.start", "status": 303, "headers": headers})
     await send({"type": "http.response.body", "body": b""})

@@ -578,3 +578,16 @@ def test_connections_to_the_app_are_kept_alive_and_reused(qm: Server, peer: Peer
             assert c.get("/api/echo", params={"i": i}).status_code == 200
     conns = httpx.get(f"{peer.url}/hits", params={"conns": host}, timeout=5).json()["count"]
     assert conns <= 3, f"{conns} connections for 30 sequential requests (the origin probe may add its own)"
+
+
+def test_the_apps_query_string_is_the_apps(qm: Server, peer: Peer) -> None:
+    room_id, host = inline_room(qm, peer.url, host=_host())
+    many = "&".join(f"f{i}=%E0%A4" for i in range(80))  # more fields than the queue's API takes, bad UTF-8
+    with visitor(qm, host) as c:
+        admitted(c, room_id)
+        r = c.get(f"/api/echo?{many}")
+        assert r.status_code == 200 and r.json()["target"] == f"/api/echo?{many}"
+        # the hand-off strips only qm_token, leaving the rest byte for byte
+        token = c.cookies.get(f"qm_{room_id}")
+        hop = c.get(f"/page/a?x=a+b&qm_token={token}&y=%2F", headers={"Sec-Fetch-Mode": "navigate"})
+        assert hop.status_code == 303 and hop.headers["location"] == "/page/a?x=a+b&y=%2F"
