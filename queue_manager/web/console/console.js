@@ -820,7 +820,7 @@
       return;
     }
     if (v.state === "previous_generation") {
-      out.replaceChildren(el("p", { class: "note warn", text: `Ref ${v.ref || visitorCtx.query} was ticket #${v.ticket} of an earlier generation (${v.generation}) of this room. The caller has to join again.` }));
+      out.replaceChildren(el("p", { class: "note warn", text: v.message || `Ref ${v.ref || visitorCtx.query} was ticket ${(v.tickets || []).join(", ")} of an earlier generation (${v.generation}) of this room. The caller has to join again.` }));
       return;
     }
     const clockRow = v.passExpiresInSec !== undefined ? ["Pass expires in", secs(v.passExpiresInSec)]
