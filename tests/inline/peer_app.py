@@ -29,6 +29,7 @@ import uvicorn
 RELEASES: dict[str, asyncio.Event] = {}
 HITS: dict[str, int] = {}
 HOST_HITS: dict[str, int] = {}
+SLOW_SEEN: set[str] = set()  # /slow ids that reached the app
 HOST_CONNS: dict[str, set[tuple[Any, ...]]] = {}  # distinct client (address, port) pairs per Host
 
 
@@ -73,7 +74,9 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         body = f"<!doctype html><title>Peer</title><h1 id=app>Peer app page {path}</h1>".encode()
         await _respond(send, 200, body, b"text/html; charset=utf-8")
     elif path == "/hits":
-        if "conns" in q:
+        if "slow" in q:
+            count = int(q["slow"] in SLOW_SEEN)
+        elif "conns" in q:
             count = len(HOST_CONNS.get(q["conns"], ()))
         else:
             count = HOST_HITS.get(q["host"], 0) if "host" in q else HITS.get(q.get("p", ""), 0)
@@ -109,6 +112,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await _release(q.get("id", "")).wait()
         await send({"type": "http.response.body", "body": b"data: two\n\n", "more_body": False})
     elif path == "/slow":
+        SLOW_SEEN.add(q.get("id", ""))
         await _release(q.get("id", "")).wait()
         await _respond(send, 200, b"slow-done", b"text/plain")
     elif path == "/release":

@@ -501,7 +501,7 @@ def test_a_stop_lets_proxied_responses_finish_within_the_drain(make_server, peer
 
 
 def peer_saw_slow(peer: Peer, key: str) -> bool:
-    return hits(peer, "/slow") > 0
+    return bool(httpx.get(f"{peer.url}/hits", params={"slow": key}, timeout=5).json()["count"])
 
 
 def not_ready(srv: Server) -> bool:
@@ -591,3 +591,32 @@ def test_the_apps_query_string_is_the_apps(qm: Server, peer: Peer) -> None:
         token = c.cookies.get(f"qm_{room_id}")
         hop = c.get(f"/page/a?x=a+b&qm_token={token}&y=%2F", headers={"Sec-Fetch-Mode": "navigate"})
         assert hop.status_code == 303 and hop.headers["location"] == "/page/a?x=a+b&y=%2F"
+
+
+def test_shutdown_drain_ms_bounds_a_proxied_response_that_never_ends(make_server, peer: Peer) -> None:  # type: ignore[no-untyped-def]
+    import signal
+
+    srv = make_server({"SHUTDOWN_DRAIN_MS": "1000", "SHUTDOWN_GRACE_MS": "1000"})
+    room_id, host = inline_room(srv, peer.url, host=_host())
+    key = unique_id("never")
+    result: dict[str, object] = {}
+    try:
+        with visitor(srv, host, timeout=30) as c:
+            admitted(c, room_id)
+
+            def slow() -> None:
+                try:
+                    r = c.get("/slow", params={"id": key})
+                    result["status"] = r.status_code
+                except httpx.HTTPError as err:
+                    result["error"] = type(err).__name__
+
+            t = threading.Thread(target=slow)
+            t.start()
+            wait_until(lambda: peer_saw_slow(peer, key), 5, 0.05, "the app holding the request")
+            srv.proc.send_signal(signal.SIGTERM)
+            srv.wait(15)  # the stop did not wait for the app: SHUTDOWN_DRAIN_MS is the ceiling
+            t.join(15)
+        assert "error" in result or result.get("status", 0) >= 500, result
+    finally:
+        peer.release(key)
