@@ -39,6 +39,7 @@ from queue_manager.store.valkey.client import open_client
 from queue_manager.store.valkey.clock import SharedClock
 from queue_manager.store.valkey.errors import RoomFenced, translate
 from queue_manager.store.valkey.keys import DEFAULT_PREFIX, room_key, rooms_key, script_keys
+from queue_manager.store.valkey.lane import ValkeyLane
 from queue_manager.store.valkey.scripts import Script, load_all
 from queue_manager.store.valkey.snapshot import export_document, import_payload
 
@@ -134,6 +135,8 @@ class ValkeyStore:
         else:
             self._redis = redis
             self._owns_client = False
+        # the per-request commands (room scripts, places_held) on one pipelined connection (lane.py)
+        self._lane = ValkeyLane.for_url(redis) if isinstance(redis, str) else None
         self.prefix = prefix
         self.clock: Clock = clock if clock is not None else SharedClock()
         self.journal = journal
@@ -180,6 +183,8 @@ class ValkeyStore:
             )
 
     async def close(self) -> None:
+        if self._lane is not None:
+            await self._lane.close()
         if self._owns_client:
             await self._redis.aclose()
 
@@ -230,10 +235,15 @@ class ValkeyStore:
         return keys
 
     async def _evalsha(self, script: Script, keys: Sequence[str | bytes], args: Sequence[str]) -> Any:
+        lane = self._lane
         try:
+            if lane is not None:
+                return await lane.execute("EVALSHA", script.sha, len(keys), *keys, *args)
             return await self._redis.evalsha(script.sha, len(keys), *keys, *args)
         except rx.NoScriptError:
             await self._redis.script_load(script.source)
+            if lane is not None:
+                return await lane.execute("EVALSHA", script.sha, len(keys), *keys, *args)
             return await self._redis.evalsha(script.sha, len(keys), *keys, *args)
 
     async def _eval(self, name: str, room_id: str, args: Sequence[str]) -> Reply:
@@ -690,7 +700,11 @@ class ValkeyStore:
 
     async def places_held(self, room_id: str, ident: str) -> int:
         with translate(room_id, self.breaker):
-            held = await self._redis.hget(room_key(self.prefix, room_id, "pi"), ident)
+            key = room_key(self.prefix, room_id, "pi")
+            if self._lane is not None:
+                held = await self._lane.execute("HGET", key, ident)
+            else:
+                held = await self._redis.hget(key, ident)
         return int(held) if held else 0
 
     async def _revoke(
