@@ -107,12 +107,52 @@ async def _series(call: Call, room_id: str) -> None:
             "stepSec": TIERS[res][0],
             "retainSec": TIERS[res][0] * TIERS[res][1],
             "rows": rows,
-            "marks": recorder.marks(room_id, since),
+            "marks": await _marks(call, room_id, since),
             "recordingSince": recorder.started_ms,
             "now": call.ctx.clock.wall_ms(),
         },
         head=head,
     )
+
+
+# Room changes the recorder cannot see in its samples, taken from the audit trail. Rate moves, state flips and
+# purges are already marks of the recorder's own (one per change it saw), so they are not repeated here.
+AUDIT_MARKS = {
+    "visitor.eject": ("eject", "visitor ejected"),
+    "room.update": ("edit", "room settings edited"),
+    "room.schedule": ("schedule", "schedule changed"),
+    "room.inline": ("edit", "inline settings changed"),
+}
+
+
+async def _marks(call: Call, room_id: str, since: int) -> list[dict[str, Any]]:
+    """The recorder's marks plus the room's audited changes since `since` (s), oldest first.
+
+    A monitor-link or viewer caller may read the chart but not the audit trail, so an audit mark carries only
+    what happened: never who did it or from where; the ejected ticket number only for a caller with the
+    "team" grant (the drill-down's readers).
+    """
+    marks = list(call.ctx.series.marks(room_id, since))
+    try:
+        rows = await call.ctx.access.store.list_audit(room_id, 500)
+    except Exception:  # the chart still answers with the recorder's marks when the trail cannot be read
+        rows = []
+    named = call.who.may("team")
+    for row in rows:
+        kind_note = AUDIT_MARKS.get(row.action)
+        if kind_note is None or not row.ok or row.room_id != room_id or row.ts // 1000 < since:
+            continue
+        kind, note = kind_note
+        if row.action == "visitor.eject" and named and row.target:
+            note = f"visitor #{row.target} ejected"
+        elif row.action == "room.update":
+            fields = row.detail.get("fields")
+            if not fields:
+                continue  # saved with nothing changed
+            note = "room edited: " + ", ".join(str(f) for f in fields)
+        marks.append({"t": row.ts // 1000, "kind": kind, "note": note})
+    marks.sort(key=lambda m: m["t"])
+    return marks
 
 
 async def _reports(call: Call) -> None:

@@ -141,6 +141,27 @@ def test_series_measures_joins_passes_and_actual_waits(server: Server) -> None:
         assert rows and {"time", "depth", "joinsPerMin", "passesPerMin", "waitP50Sec", "waitP90Sec"} <= set(rows[0])
 
 
+def test_ejects_and_edits_are_chart_marks_without_naming_anyone(server: Server, monitor_token: str) -> None:
+    room = unique_id("mk")
+    with server.admin() as admin:
+        create_room(admin, room, ratePerMinute=0)
+        wait_until(lambda: admin.get(f"/api/admin/series/{room}").json()["rows"], timeout=15, what="a first sample")
+        with server.client() as c:
+            ticket = join(c, room).json()["ticket"]
+        admin.post(f"/api/admin/rooms/{room}/eject", json={"ticket": ticket}).raise_for_status()
+        admin.post("/api/admin/rooms", json={"id": room, "name": "Renamed"}).raise_for_status()
+        marks = admin.get(f"/api/admin/series/{room}").json()["marks"]
+        kinds = {m["kind"]: m["note"] for m in marks}
+        assert kinds.get("eject") == f"visitor #{ticket} ejected", marks
+        assert kinds.get("edit") == "room edited: name", marks
+        # a share link sees that somebody was ejected, not which ticket, and never who did it
+        with server.client() as c:
+            shared = c.get(f"/api/admin/series/{room}", headers={"Authorization": f"Bearer {monitor_token}"}).json()
+        notes = [m["note"] for m in shared["marks"]]
+        assert "visitor ejected" in notes and not [n for n in notes if str(ticket) in n or "ADMIN" in n], notes
+        assert [m["t"] for m in shared["marks"]] == sorted(m["t"] for m in shared["marks"])
+
+
 # ---------------------------------------------------------------------------------------------- reports
 
 
