@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from queue_manager.http.context import Context
 from queue_manager.http.edge import wants_page
+from queue_manager.http.language import pick_language
 from queue_manager.http.wire import Request, Send, send_response
 from queue_manager.web import asset
 
@@ -28,7 +29,7 @@ async def admit(ctx: Context, req: Request, send: Send, bucket: str) -> list[tup
         await send_response(
             send,
             429,
-            asset.refusal_page(headers),
+            asset.refusal_page(headers, pick_language(req)),
             [(b"content-type", b"text/html; charset=utf-8"), NO_STORE, *headers],
             head,
         )

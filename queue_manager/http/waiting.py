@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.http import pageguard
 from queue_manager.http.context import Context
+from queue_manager.http.language import pick_language
 from queue_manager.http.wire import NO_STORE, Request, Send, send_response
 from queue_manager.web import asset
 
@@ -49,29 +50,6 @@ async def built_assets() -> dict[str, asset.Static]:
     if _assets is None:
         _assets = await asyncio.to_thread(asset.waiting_assets)
     return _assets
-
-
-def pick_language(req: Request) -> str:
-    """The qm_lang cookie when it names one of ours, else the best Accept-Language match, else English."""
-    chosen = req.cookies.get("qm_lang")
-    if chosen in asset.LANGUAGES:
-        return chosen
-    header = req.header(b"accept-language") or ""
-    best, best_q = "en", 0.0
-    for position, part in enumerate(header.split(",")[:20]):
-        tag, _, params = part.strip().partition(";")
-        base = tag.strip().lower().split("-")[0]
-        q = 1.0
-        params = params.strip()
-        if params.startswith("q="):
-            try:
-                q = float(params[2:])
-            except ValueError:
-                q = 0.0
-        q -= position * 1e-6  # equal weights: the first listed wins
-        if base in asset.LANGUAGES and q > best_q:
-            best, best_q = base, q
-    return best
 
 
 def pick_encoding(req: Request) -> str | None:

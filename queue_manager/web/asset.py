@@ -136,16 +136,49 @@ def qm_js() -> bytes:
     return _text("qm.js").encode()
 
 
-def refusal_page(headers: list[tuple[bytes, bytes]]) -> bytes:
-    """The small self-reloading page a throttled navigation gets."""
+# The throttled navigation's page, per language: (title, heading, body with {n} for the seconds). Kept here, not in
+# waiting/strings.json, so the refusal never has to load the waiting page's tables and stays about 1 KB.
+REFUSAL_TEXT: dict[str, tuple[str, str]] = {
+    "en": (
+        "One moment, please",
+        "This page was reloaded very often from your network. It will reload by itself in {n} seconds. "
+        "Your place in line is kept.",
+    ),
+    "th": (
+        "กรุณารอสักครู่",
+        "หน้านี้ถูกโหลดซ้ำบ่อยมากจากเครือข่ายของคุณ หน้าจะโหลดใหม่เองใน {n} วินาที ลำดับของคุณในคิวยังอยู่",
+    ),
+    "es": (
+        "Un momento, por favor",
+        "Esta página se ha recargado muchas veces desde su red. Se recargará sola en {n} segundos. "
+        "Conserva su lugar en la fila.",
+    ),
+    "ja": (
+        "しばらくお待ちください",
+        "お使いのネットワークからこのページが何度も再読み込みされました。{n} 秒後に自動で再読み込みします。"
+        "列での順番はそのままです。",
+    ),
+    "de": (
+        "Einen Moment, bitte",
+        "Diese Seite wurde von Ihrem Netzwerk aus sehr oft neu geladen. Sie lädt sich in {n} Sekunden von selbst "
+        "neu. Ihr Platz in der Warteschlange bleibt erhalten.",
+    ),
+}
+
+
+def refusal_page(headers: list[tuple[bytes, bytes]], lang: str = "en") -> bytes:
+    """The small self-reloading page a throttled navigation gets, in the visitor's language."""
     retry = next((v.decode() for k, v in headers if k == b"retry-after"), "30")
+    lang = lang if lang in REFUSAL_TEXT else "en"
+    head, body = REFUSAL_TEXT[lang]
+    n = html.escape(retry)
     return (
-        "<!doctype html><html lang=en><meta charset=utf-8><meta name=robots content=noindex>"
-        f'<meta http-equiv=refresh content="{html.escape(retry)}"><title>One moment</title>'
-        '<body style="font:16px system-ui,sans-serif;margin:3rem auto;max-width:30rem;padding:0 1rem">'
-        "<h1 style=font-size:1.3rem>One moment, please</h1><p>This page was reloaded very often from your "
-        f"network. It will reload by itself in {html.escape(retry)} seconds. Your place in line is kept."
-        "</p></body></html>"
+        f"<!doctype html><html lang={lang}><meta charset=utf-8><meta name=robots content=noindex>"
+        '<meta name=viewport content="width=device-width, initial-scale=1">'
+        f'<meta http-equiv=refresh content="{n}"><title>{head}</title>'
+        '<body style="font:16px/1.5 system-ui,sans-serif;margin:3rem auto;max-width:30rem;padding:0 1rem;'
+        'color:#1a1a1a;background:#fff"><main><h1 style=font-size:1.3rem>'
+        f"{head}</h1><p>{body.format(n=n)}</p></main></body></html>"
     ).encode()
 
 

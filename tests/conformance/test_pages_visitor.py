@@ -182,6 +182,40 @@ def test_the_guard_refuses_a_navigation_with_a_small_page(make_server: Any) -> N
         assert c.get(f"/fonts/{FONT_FILES[0]}").status_code == 200
 
 
+REFUSED_IN = {
+    "en": "One moment, please",
+    "th": "กรุณารอสักครู่",
+    "es": "Un momento, por favor",
+    "ja": "しばらくお待ちください",
+    "de": "Einen Moment, bitte",
+}
+
+
+def test_the_refusal_page_speaks_the_visitors_language(make_server: Any) -> None:
+    srv = make_server({"WAITING_LIMIT_PER_MIN": "1"})
+    room = _room(srv)
+    with srv.client() as c:
+        assert c.get(f"/w/{room}", headers=HTML).status_code == 200
+        for lang, heading in REFUSED_IN.items():
+            # the qm_lang cookie wins over Accept-Language; without it, Accept-Language decides
+            c.cookies.set("qm_lang", lang)
+            refused = c.get(f"/w/{room}", headers={**HTML, **IDENTITY, "accept-language": "de;q=0.1, es;q=0.2"})
+            assert refused.status_code == 429
+            assert f"<html lang={lang}>" in refused.text and heading in refused.text, refused.text
+            assert f"{refused.headers['retry-after']} " in refused.text.split('<p>')[1]
+            assert len(refused.content) < 1500, (lang, len(refused.content))
+        c.cookies.delete("qm_lang")
+        refused = c.get(f"/w/{room}", headers={**HTML, **IDENTITY, "accept-language": "fr, ja-JP;q=0.9, en;q=0.5"})
+        assert "<html lang=ja>" in refused.text and REFUSED_IN["ja"] in refused.text
+        refused = c.get(f"/w/{room}", headers={**HTML, **IDENTITY, "accept-language": "fr"})
+        assert "<html lang=en>" in refused.text
+        # the console and the docs take the same refusal, in the same language
+        c.cookies.set("qm_lang", "th")
+        assert c.get("/docs", headers=HTML).status_code == 200
+        docs = c.get("/docs", headers={**HTML, **IDENTITY})
+        assert docs.status_code == 429 and REFUSED_IN["th"] in docs.text
+
+
 @pytest.mark.parametrize("name", FONT_FILES)
 def test_fonts_are_whole_woff2_files_cached_a_week_and_never_compressed(server: Server, name: str) -> None:
     with server.client() as c:
