@@ -92,6 +92,7 @@ class Backend:
             settings.instance_id,
             settings.alert_every_ms,
             self.journal.clock,
+            report_every_ms=settings.resync_ms,
         )
         self.valkey_ever_connected = False
         self.valkey_up = False
@@ -141,6 +142,8 @@ class Backend:
                 await self.store.list_rooms()
             except Exception as exc:
                 log.warning("room configs: %s", _first_words(exc))
+            with contextlib.suppress(Exception):  # Valkey unreachable: nobody reads us as ok meanwhile
+                await self.storage.report()
             if self.lease.leader:
                 try:
                     await self.checkpoint_round()

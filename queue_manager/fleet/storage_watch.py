@@ -4,14 +4,17 @@ Every ALERT_EVERY_MS an *alert frame* looks at this instance's journal:
 
 * while the journal is failing (its newest failure is newer than its newest landed commit or
   probe), the frame probes it (the commit's insert for one row, rolled back), so a fault recovers
-  by itself with no traffic to prove it;
-* a frame *saw a new failure* when a commit or its own probe failed since the previous frame;
-* this instance's storage is reported to the fleet as ok (a hash ``<prefix>storage:ok``,
-  instance → wall ms) when the journal reads healthy (``PgJournal.storage_ok``) and is not failing.
+  by itself with no traffic to prove it, and reads which other instances report their storage ok;
+* a frame *saw a new failure* when a commit or its own probe failed since the previous frame.
+
+Every RESYNC_MS (with the backend's other periodic reads, ``report``) this instance's storage is
+reported to the fleet as ok (a hash ``<prefix>storage:ok``, instance → wall ms) when the journal
+reads healthy (``PgJournal.storage_ok``) and is not failing. A report counts for 3 × ALERT_EVERY_MS
+(3 × RESYNC_MS when that is longer, so a report is never older than its window between two).
 
 Readiness goes out (``out_of_rotation``) only on a hard failure of *this* instance: no commit or
 probe has landed since the newest failure, the last two frames in a row each saw a new failure,
-and another instance reported its storage ok within 3 × ALERT_EVERY_MS. It comes back at the first
+and another instance reported its storage ok within that window. It comes back at the first
 commit or probe that lands. With no other instance ok (the shared PostgreSQL is down, a fleet of
 one, Valkey unreachable) the instance stays in: taking it out would move no join anywhere it could
 be persisted.
@@ -34,13 +37,21 @@ log = logging.getLogger("queue_manager.storage")
 
 class StorageWatch:
     def __init__(
-        self, journal: PgJournal, redis: Redis, prefix: str, instance_id: str, alert_every_ms: int, clock: Clock
+        self,
+        journal: PgJournal,
+        redis: Redis,
+        prefix: str,
+        instance_id: str,
+        alert_every_ms: int,
+        clock: Clock,
+        report_every_ms: int = 0,
     ) -> None:
         self.journal = journal
         self.redis = redis
         self.key = f"{prefix}storage:ok"
         self.instance_id = instance_id
         self.every_ms = max(1, alert_every_ms)
+        self.report_every_ms = max(0, report_every_ms)
         self.clock = clock
         self.frames_failing = 0  # consecutive frames that each saw a new failure
         self.others_ok = False  # another instance reported its storage ok within the window
@@ -49,7 +60,7 @@ class StorageWatch:
 
     @property
     def window_ms(self) -> int:
-        return 3 * self.every_ms
+        return 3 * max(self.every_ms, self.report_every_ms)
 
     def failing(self) -> bool:
         """No commit or probe has landed since the journal's newest failure."""
@@ -72,13 +83,12 @@ class StorageWatch:
             self.frames_failing += 1
         else:
             self.frames_failing = 0
+        if not self.failing():
+            self.others_ok = False  # only asked while this instance's journal fails
+            return
         now = self.clock.wall_ms()
-        mine_ok = not self.failing() and self.journal.storage_ok(now, self.window_ms)
         try:
-            if mine_ok:
-                await self.redis.hset(self.key, self.instance_id, str(now))
-            else:
-                await self.redis.hdel(self.key, self.instance_id)
+            await self.redis.hdel(self.key, self.instance_id)  # an instance whose commits fail is not ok
             reports = await self.redis.hgetall(self.key)
         except Exception:  # Valkey unreachable: nobody can be known to be ok, so stay in
             self.others_ok = False
@@ -103,6 +113,14 @@ class StorageWatch:
                 not (self.failing() and self.frames_failing >= 2 and others),
             )
         self.others_ok = others
+
+    async def report(self) -> None:
+        """Tell the fleet whether this instance's storage is ok (called every RESYNC_MS)."""
+        now = self.clock.wall_ms()
+        if not self.failing() and self.journal.storage_ok(now, 3 * self.every_ms):
+            await self.redis.hset(self.key, self.instance_id, str(now))
+        else:
+            await self.redis.hdel(self.key, self.instance_id)
 
     def start(self) -> None:
         if self._task is None:
