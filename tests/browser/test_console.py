@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from axe import describe, violations
-from harness import create_room, join, start_server, unique_id, wait_until
+from harness import Server, create_room, free_port, join, start_server, unique_id, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -299,3 +302,153 @@ def test_viewer_key_sees_no_controls(browser: Any, qm: Any) -> None:
     page.locator("#vis-q").press("Enter")
     page.locator("#dlg-visitor").get_by_text("earlier generation").wait_for(timeout=10_000)
     ctx.close()
+
+
+def _panel(page: Any, dialog: str) -> Any:
+    """An opened panel once its content has loaded (it opens on a "Loading…" line)."""
+    dlg = page.locator(f"#{dialog}[open]")
+    dlg.wait_for(timeout=10_000)
+    page.wait_for_function(
+        "(sel) => { const d = document.querySelector(sel); return d && !d.textContent.includes('Loading…'); }",
+        arg=f"#{dialog}",
+        timeout=10_000,
+    )
+    return dlg
+
+
+def test_room_states_site_down_panels_dry_run_and_a_restart(browser: Any, artifacts: Path) -> None:
+    srv = start_server({"PROXY_ALLOW_PRIVATE": "1"})
+    again: Any = None
+    try:
+        public = f"http://localhost:{srv.port}"
+        launch, held, moving, site = unique_id("launch"), unique_id("held"), unique_id("moving"), unique_id("site")
+        with srv.admin() as admin:
+            create_room(admin, launch, name="Launch")
+            opens = time.time() + 4 * 60 + 30
+            when = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(opens))
+            admin.post(f"/api/admin/rooms/{launch}/schedule", json={"opensAt": when}).raise_for_status()
+            create_room(admin, held, name="Held line", ratePerMinute=30)
+            create_room(admin, moving, name="Moving line", ratePerMinute=30, maxConcurrent=50)
+            for room in (held, held, moving, moving, moving):
+                with srv.client() as c:
+                    join(c, room).raise_for_status()
+            admin.post(f"/api/admin/rooms/{held}/pause").raise_for_status()
+            # an inline room whose site is not answering: nothing listens on its proxyOrigin
+            dead = f"http://127.0.0.1:{free_port()}"
+            body = {"id": site, "name": "Site", "targetUrl": public, "proxyOrigin": dead, "ratePerMinute": 600}
+            admin.post("/api/admin/rooms", json=body).raise_for_status()
+        visitor = browser.new_page()
+        visitor.goto(f"{public}/shop")
+        visitor.get_by_text("The site is not answering right now").wait_for(timeout=20_000)
+        visitor.close()
+
+        ctx = _context(browser, viewport={"width": 1360, "height": 1000})
+        page = ctx.new_page()
+        _sign_in(page, srv)
+        for room in (launch, held, moving, site):
+            _card(page, room).wait_for(timeout=10_000)
+        # one room is letting nobody through: the header leaves it out of the worst wait, and says so
+        page.locator("#t-worst-note", has_text="excludes 1 at ∞").wait_for(timeout=10_000)
+        held_est = _card(page, held).locator('[data-k="est"]')
+        assert held_est.inner_text() == "∞" and "resume" in (held_est.get_attribute("title") or "")
+        countdown = _card(page, launch).locator('[data-k="countdown"]')
+        assert countdown.inner_text().startswith("Doors open in 4m")
+        assert "soon" in (countdown.get_attribute("class") or "")  # amber inside the last five minutes
+        # the site behind the inline room is down: the card, its chip and the header all say so
+        card = _card(page, site)
+        card.locator('[data-k="site"]', has_text="site · failing").wait_for(timeout=15_000)
+        line = card.locator('[data-k="site-line"]').inner_text()
+        assert re.fullmatch(r"Site not answering — \d+ visitors? got an error page", line), line
+        assert page.locator("#incident").inner_text().startswith("⚠ origin down — Site")
+        page.wait_for_function("() => document.querySelector('[data-k=countdown]:not([hidden])')")
+        page.screenshot(path=str(artifacts / "console-states.png"), full_page=True)
+        found = violations(page)
+        assert not found, describe(found)
+        page.emulate_media(color_scheme="dark")
+        page.screenshot(path=str(artifacts / "console-states-dark.png"), full_page=True)
+        found = violations(page)
+        assert not found, describe(found)
+        page.emulate_media(color_scheme="light")
+
+        # Diagnostics: the inline rows, origin errors per room and failure, disconnects apart
+        page.get_by_role("button", name="Diagnostics", exact=True).click()
+        dlg = _panel(page, "dlg-diagnostics")
+        text = dlg.inner_text()
+        assert "Inline rooms" in text and "gated" in text and f"{site}:" in text and "Visitor disconnects" in text, text
+        assert "join off · check off · waiting page off" in text, text  # 0 is "no limit", not "0/min"
+        page.screenshot(path=str(artifacts / "console-diagnostics.png"))
+        found = violations(page)
+        assert not found, describe(found)
+        page.keyboard.press("Escape")
+
+        # the URL-targeting dry run warns about an origin the room will not return visitors to, before saving
+        _card(page, moving).get_by_role("button", name="Edit").click()
+        page.locator("#dlg-editor[open]").wait_for(timeout=5_000)
+        warnings = page.locator("#dlg-editor .warn-list li")
+        assert warnings.count() == 0
+        page.get_by_role("button", name="+ Add rule").click()
+        rule = page.locator("#dlg-editor .rule-row input").last
+        rule.fill("https://other.example/checkout*")
+        rule.press("Tab")
+        warnings.first.wait_for(timeout=5_000)
+        assert "https://other.example" in warnings.first.inner_text()
+        page.locator("#ed-dry").fill("https://shop.example/checkout/1")
+        page.get_by_role("button", name="Test", exact=True).click()
+        page.locator("#dlg-editor .result:not([hidden])").wait_for(timeout=5_000)
+        assert warnings.count() == 1  # shop.example is the target's own origin
+        page.locator("#ed-returnOrigins").fill("https://other.example")
+        page.locator("#ed-returnOrigins").press("Tab")
+        page.wait_for_function("() => document.querySelectorAll('#dlg-editor .warn-list li').length === 0")
+        page.locator("#ed-returnOrigins").fill("")
+        page.locator("#ed-returnOrigins").press("Tab")
+        warnings.first.wait_for(timeout=5_000)
+        page.locator("#dlg-editor .warn-list").scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "console-dry-run.png"))
+        found = violations(page)
+        assert not found, describe(found)
+        page.keyboard.press("Escape")
+
+        # Reports says plainly that STORE=memory keeps no history; Access lists who can sign in
+        page.locator("#menu-btn").click()
+        page.get_by_role("menuitem", name="Reports").click()
+        dlg = _panel(page, "dlg-reports")
+        assert "STORE=memory keeps no history past a restart" in dlg.inner_text()
+        page.screenshot(path=str(artifacts / "console-reports.png"))
+        found = violations(page)
+        assert not found, describe(found)
+        page.keyboard.press("Escape")
+        page.locator("#menu-btn").click()
+        page.get_by_role("menuitem", name="Access").click()
+        _panel(page, "dlg-access")
+        page.screenshot(path=str(artifacts / "console-access.png"))
+        found = violations(page)
+        assert not found, describe(found)
+        page.keyboard.press("Escape")
+
+        # the server restarts: the console shows it is reconnecting, comes back by itself and says so
+        srv.stop()
+        page.locator("#live.off").wait_for(timeout=15_000)
+        assert page.locator("#live-text").inner_text() == "Reconnecting…"
+        again = Server(srv.argv, srv.env, srv.port, tempfile.mkdtemp(prefix="qm-browser-"))
+        again.wait_listening()
+        page.locator("#live.on").wait_for(timeout=30_000)
+        page.locator(".toast", has_text="The server restarted.").wait_for(timeout=10_000)
+        # STORE=memory: the rooms are gone, and the chart says so rather than keep the old room's lines
+        page.locator("#chart-empty", has_text="No rooms to chart yet.").wait_for(timeout=10_000)
+        assert page.locator("#chart-box canvas").count() == 0
+        page.screenshot(path=str(artifacts / "console-restarted.png"))
+        # a new room has at most one sample: no lone dot, a line saying what is coming
+        with again.admin() as admin:
+            create_room(admin, unique_id("fresh"), name="Fresh")
+        page.locator("#chart-room option").first.wait_for(state="attached", timeout=10_000)
+        page.wait_for_function("() => !document.querySelector('#chart-empty').hidden")
+        if page.locator("#chart-box canvas").count() == 0:
+            assert page.locator("#chart-empty").is_visible()
+        page.locator("#chart-box canvas").first.wait_for(timeout=40_000)  # two samples: the lines are drawn
+        assert page.locator("#chart-empty").is_hidden()
+        page.screenshot(path=str(artifacts / "console-fresh-room.png"))
+        ctx.close()
+    finally:
+        srv.stop()
+        if again is not None:
+            again.stop()

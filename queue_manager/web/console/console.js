@@ -174,7 +174,7 @@
     startStream();
     loadHealth();
     if (!state.timers) {
-      state.timers = [setInterval(loadHealth, 30000), setInterval(tickCountdowns, 1000), setInterval(refreshChart, 10000)];
+      state.timers = [setInterval(loadHealth, 10000), setInterval(tickCountdowns, 1000), setInterval(refreshChart, 10000)];
     }
   }
 
@@ -222,6 +222,7 @@
     }
     renderRooms();
     renderTotals(frame);
+    renderIncidents();
     refreshVisitor();
   }
 
@@ -293,10 +294,12 @@
       el("div", { class: "countdown", "data-k": "countdown", hidden: true }));
     const badges = el("div", { class: "card-badges" },
       el("span", { class: "auto-slot", "data-k": "auto" }),
-      el("span", { class: "badge", "data-k": "state" }));
+      el("span", { class: "badge", "data-k": "state" }),
+      el("span", { class: "badge", "data-k": "site", hidden: true }));
     const stats = el("dl", { class: "stats" },
       stat("Waiting", "waiting"), stat("Capacity", "capacity"), stat("Est. wait", "est"), stat("Passes/min", "passes"));
-    node.append(skip, el("div", { class: "card-head" }, title, badges), stats);
+    const siteLine = el("p", { class: "site-line", "data-k": "site-line", role: "status", hidden: true });
+    node.append(skip, el("div", { class: "card-head" }, title, badges), stats, siteLine);
     const card = { node, id, dial: null, num: null, pending: null };
     if (may("write")) {
       const dialId = `rate-${cssId(id)}`;
@@ -361,6 +364,7 @@
     hint(card, "passes", `of ${fmtInt(r.ratePerMinute)}/min`);
     card.node.dataset.opens = r.opensAt ? String(Date.parse(r.opensAt)) : "";
     tickCountdown(card, r);
+    siteHealth(card);
     if (card.dial) {
       const busy = document.activeElement === card.dial || document.activeElement === card.num || card.pending;
       if (!busy) setDial(card, r.ratePerMinute);
@@ -539,8 +543,62 @@
 
   // ------------------------------------------------------------------ health: insecure-config badge, diagnostics
   let health = null;
+  // per inline room: its origin-error total as last read, and when that total last grew
+  const originSeen = new Map();
+  const SITE_FRESH_MS = 120000;
+  function siteState(id) {
+    const inline = health && health.inline;
+    if (!inline || !(inline.rooms || []).includes(id)) return null;
+    const errors = Object.values((inline.originErrors || {})[id] || {}).reduce((a, b) => a + b, 0);
+    const seen = originSeen.get(id);
+    const recent = seen && seen.grewAt && Date.now() - seen.grewAt < SITE_FRESH_MS;
+    const probe = (inline.origins || {})[id];
+    const probeDown = !!probe && probe.ok === false;
+    return { errors, failing: !!recent || probeDown, probeDown, recent: !!recent };
+  }
+  function siteHealth(card) {
+    const chip = $('[data-k="site"]', card.node), line = $('[data-k="site-line"]', card.node);
+    const s = siteState(card.id);
+    if (!s) { chip.hidden = true; line.hidden = true; return; }
+    chip.hidden = false;
+    // real pages failing outranks the probe: a HEAD on / can succeed while every page 502s
+    chip.textContent = s.failing ? "site · failing" : "site · ok";
+    chip.className = "badge " + (s.failing ? "badge-bad" : "badge-ok");
+    chip.title = s.recent ? "Visitors let through are getting an error page from the site behind the queue."
+      : s.probeDown ? "The health probe (HEAD /) to the site behind the queue is failing." : "The site behind the queue is answering.";
+    line.hidden = !s.failing;
+    if (s.failing) {
+      line.textContent = s.errors
+        ? `Site not answering — ${fmtInt(s.errors)} visitor${s.errors === 1 ? "" : "s"} got an error page`
+        : "Site not answering — its health probe fails";
+    }
+  }
+  function renderIncidents() {
+    const badge = $("#incident");
+    const all = (health && health.incidents) || [];
+    const texts = all.map((i) => (typeof i === "string" ? i : i.message || JSON.stringify(i)));
+    // an origin down leads, even when another room has a deeper queue: its waiting can honestly read 0
+    const failing = state.order.filter((id) => { const s = siteState(id); return s && s.failing; });
+    const origin = failing.map((id) => `origin down — ${(state.rooms.get(id) || {}).name || id}`);
+    const rest = texts.filter((t) => !t.startsWith("origin down — "));
+    const lines = [...origin, ...rest];
+    badge.hidden = !lines.length;
+    badge.textContent = lines.length ? `⚠ ${lines[0]}${lines.length > 1 ? ` (+${lines.length - 1})` : ""}` : "";
+    badge.title = lines.join("\n");
+    badge.setAttribute("aria-label", `Incident: ${lines.join("; ")}.${may("team") ? " Open Diagnostics." : ""}`);
+  }
   async function loadHealth() {
     try { health = await api("GET", "api/admin/health"); } catch (err) { return; }
+    const inline = health.inline;
+    for (const id of (inline && inline.rooms) || []) {
+      const n = Object.values((inline.originErrors || {})[id] || {}).reduce((a, b) => a + b, 0);
+      const seen = originSeen.get(id);
+      if (!seen) originSeen.set(id, { n, grewAt: n ? Date.now() : 0 });
+      else if (n > seen.n) { seen.n = n; seen.grewAt = Date.now(); }
+      else seen.n = n;
+    }
+    for (const card of cards.values()) siteHealth(card);
+    renderIncidents();
     const reasons = [];
     if (health.keys && health.keys.adminKeyDefault) reasons.push("ADMIN_KEY is the default");
     if (health.keys && health.keys.secretDefault) reasons.push("SECRET is the default");
@@ -552,11 +610,28 @@
     badge.setAttribute("aria-label", `Insecure config: ${reasons.length} warning${reasons.length === 1 ? "" : "s"}. Open Diagnostics.`);
   }
   $("#insecure").addEventListener("click", (ev) => openDiagnostics(ev.currentTarget));
+  $("#incident").addEventListener("click", (ev) => { if (may("team")) openDiagnostics(ev.currentTarget); });
 
   const warnText = (w) => (typeof w === "string" ? w : w.message || JSON.stringify(w));
   function kv(pairs) {
     return el("dl", { class: "kv" }, pairs.filter(Boolean).map(([k, v]) => [el("dt", { text: k }), el("dd", {}, v)]));
   }
+  // Diagnostics' inline rows: gated vs bypassed with the ratio; origin errors per room and failure; disconnects apart
+  function inlineRows(inline) {
+    if (!inline) return [];
+    const gated = inline.gatedTotal || 0, bypassed = inline.bypassedTotal || 0, all = gated + bypassed;
+    const ratio = all ? ` · ${Math.round((gated / all) * 100)}% gated` : "";
+    const per = Object.entries(inline.originErrors || {}).map(([room, phases]) =>
+      `${room}: ${Object.entries(phases).map(([phase, n]) => `${phase} ${fmtInt(n)}`).join(", ")}`);
+    const gone = Object.entries(inline.visitorDisconnects || {}).map(([k, n]) => `${k} ${fmtInt(n)}`);
+    return [
+      ["Inline rooms", `${fmtInt((inline.rooms || []).length)} · gated ${fmtInt(gated)} · bypassed ${fmtInt(bypassed)}${ratio}`],
+      ["Origin errors", `${fmtInt(inline.originErrorsTotal || 0)}${per.length ? " · " + per.join(" · ") : ""}`],
+      ["Visitor disconnects", `${fmtInt(inline.visitorDisconnectsTotal || 0)}${gone.length ? " · " + gone.join(" · ") : ""} (not origin errors)`],
+    ];
+  }
+  const cap = (n) => (n ? fmtInt(n) : "no cap");
+  const perMin = (n) => (n ? `${fmtInt(n)}/min` : "off");
   async function openDiagnostics(opener) {
     const dlg = $("#dlg-diagnostics");
     dlg.replaceChildren(head("Diagnostics", "diagnostics-h"), el("div", { class: "dlg-body" }, el("p", { class: "muted", text: "Loading…" })));
@@ -575,11 +650,14 @@
         ["Clock", skew === null ? "–" : `server ${clockSec(h.now)} · this browser ${skew >= 0 ? "+" : ""}${skew}s`],
         ["Rooms", fmtInt(h.rooms)],
         ["Visitors", h.visitors ? `${fmtInt(h.visitors.waiting)} waiting · ${fmtInt(h.visitors.preQueue)} pre-queue · ${fmtInt(h.visitors.activeSessions)} in session · ${fmtInt(h.visitors.passesOutstanding)} passes` : "–"],
-        ["SSE streams", h.sse ? `${fmtInt(h.sse.streams)} (per IP ${h.sse.perIp}, total ${fmtInt(h.sse.maxTotal)})` : "–"],
-        ["Rate limits", h.rateLimits ? `join ${h.rateLimits.joinPerMin}/min · check ${h.rateLimits.checkPerMin}/min · waiting page ${h.rateLimits.waitingPerMin}/min` : "–"],
+        ["SSE streams", h.sse ? `${fmtInt(h.sse.streams)} (per IP ${cap(h.sse.perIp)}, total ${cap(h.sse.maxTotal)})` : "–"],
+        ["Rate limits", h.rateLimits ? `join ${perMin(h.rateLimits.joinPerMin)} · check ${perMin(h.rateLimits.checkPerMin)} · waiting page ${perMin(h.rateLimits.waitingPerMin)}` : "–"],
         ["Storage", `${st.kind || h.store}${st.ok === false ? " · FAILING" : " · ok"} · ${fmtInt(st.writeErrors || 0)} write errors${st.lastError ? " · " + st.lastError : ""}`],
-        ["Proxy", proxyText],
-        h.memory ? ["Memory", JSON.stringify(h.memory)] : null,
+        ["Proxy", proxyText + (h.waitingPage && h.waitingPage.enforced === false
+          ? ` · an undeclared proxy is in front: the page guard stands down for ${fmtInt(h.waitingPage.standsDownFor)} address${h.waitingPage.standsDownFor === 1 ? "" : "es"}` : "")],
+        h.backend ? ["Backend", `${h.backend.store || h.store} · valkey ${h.backend.valkey || "–"} · ${fmtInt(h.backend.recoveringRooms || 0)} rooms recovering`] : null,
+        ...inlineRows(h.inline),
+        h.memory ? ["Memory", typeof h.memory === "object" ? Object.entries(h.memory).map(([k, v]) => `${k} ${typeof v === "number" ? fmtInt(v) : v}`).join(" · ") : String(h.memory)] : null,
         ["Unknown-room checks", fmtInt(h.counters ? h.counters.unknownRoomChecks : 0)],
         ["Blocked return URLs", fmtInt(h.counters ? h.counters.blockedReturnUrls : 0)],
         ["Rejected tokens", fmtInt(h.counters ? h.counters.rejectedTokens : 0)],
@@ -703,7 +781,31 @@
             dryOut.hidden = false;
             dryOut.textContent = describeMatch(res);
           } catch (err) { dryOut.hidden = false; dryOut.textContent = `${err.message}${err.code ? " (" + err.code + ")" : ""}`; }
+          showOriginWarnings();
         } }, "Test")), dryOut) : null;
+    // warnings under the dry run: a rule (or the URL tried) naming an origin this room will not return visitors to,
+    // worked out from the form as it stands, so they show before anything is saved
+    const warnBox = el("ul", { class: "warn-list", "aria-live": "polite", hidden: true });
+    const showOriginWarnings = () => {
+      const target = ($("#ed-targetUrl", form) || {}).value || (room && room.targetUrl) || "";
+      const listed = (($("#ed-returnOrigins", form) || {}).value || "").split("\n").map((x) => x.trim()).filter(Boolean);
+      const rules = $$(".rule-row", rulesBox).map((row) => $("input", row).value.trim()).filter(Boolean);
+      const tried = dry.value.trim() ? [["URL", dry.value.trim()]] : [];
+      const notes = [];
+      for (const [what, text] of [...rules.map((r) => ["Rule", r]), ...tried]) {
+        const origin = patternOrigin(text);
+        if (origin && !returnsTo(origin, target, listed)) {
+          notes.push(`${what} ${text} names ${origin}, an origin this room will not return visitors to (not the target URL's origin and not in Return origins): add it to Return origins, or visitors queued there are sent to the target URL instead.`);
+        }
+      }
+      warnBox.replaceChildren(...notes.map((n) => el("li", { text: "⚠ " + n })));
+      warnBox.hidden = !notes.length;
+    };
+    if (rulesSet) {
+      rulesSet.append(warnBox);
+      form.addEventListener("change", showOriginWarnings);
+      showOriginWarnings();
+    }
     const err = el("p", { class: "error", role: "alert" });
     form.append(el("div", { class: "dlg-body" }, fields, autoSet, rulesSet),
       el("div", { class: "dlg-foot" }, err, el("button", { type: "button", class: "btn", onclick: () => dlg.close() }, "Cancel"),
@@ -728,6 +830,33 @@
     dlg.replaceChildren(head(creating ? "New room" : `Edit ${room.id}`, "editor-h"), form);
     openDialog("editor", opener, roomId);
     (creating ? $("#ed-id") : $("#ed-name")).focus();
+  }
+  // "https://shop.example" for a rule pattern or URL naming an origin; null for a path pattern ("/checkout*")
+  function patternOrigin(text) {
+    const m = /^(https?):\/\/([^/?#]+)/i.exec(text);
+    if (!m) return null;
+    return `${m[1].toLowerCase()}://${m[2].toLowerCase()}`;
+  }
+  const defaultPort = (scheme) => (scheme === "https" ? "443" : "80");
+  function splitOrigin(origin) {
+    const m = /^(https?):\/\/(.*?)(?::(\d+))?$/.exec(origin);
+    return m ? { scheme: m[1], host: m[2], port: m[3] || defaultPort(m[1]) } : null;
+  }
+  // whether visitors may be returned to origin: the target URL's own origin, or one listed (https://*.x covers subdomains)
+  function returnsTo(origin, targetUrl, listed) {
+    const o = splitOrigin(origin);
+    if (!o) return true;
+    const t = patternOrigin(targetUrl || "");
+    const all = [t, ...listed.map((x) => patternOrigin(x) || x.toLowerCase())].filter(Boolean).map(splitOrigin).filter(Boolean);
+    return all.some((p) => {
+      if (p.scheme !== o.scheme || p.port !== o.port) return false;
+      if (p.host.startsWith("*.")) {
+        const suffix = p.host.slice(1);
+        const host = o.host.startsWith("*.") ? o.host.slice(1) : o.host;
+        return host.endsWith(suffix) && (o.host.startsWith("*.") ? host.length >= suffix.length : host.length > suffix.length);
+      }
+      return p.host === o.host;
+    });
   }
   function describeMatch(res) {
     if (!res) return "";
@@ -1009,9 +1138,16 @@
     if (sel.options.length !== ids.length || ids.some((id, i) => sel.options[i].value !== id)) {
       const keep = state.chartRoom;
       sel.replaceChildren(...ids.map((id) => el("option", { value: id, text: (state.rooms.get(id) || {}).name || id })));
-      if (!keep || !ids.includes(keep)) { if (ids.length) selectChart(ids[0], false); else { state.chartRoom = null; } }
+      if (!keep || !ids.includes(keep)) { if (ids.length) selectChart(ids[0], false); else clearChart(); }
       else sel.value = keep;
     }
+  }
+  function clearChart() {
+    state.chartRoom = null; chartData = null;
+    if (state.plot) { state.plot.destroy(); state.plot = null; }
+    $("#chart-readout").textContent = "";
+    const empty = $("#chart-empty");
+    empty.hidden = false; empty.textContent = "No rooms to chart yet.";
   }
   function selectChart(id, focus) {
     state.chartRoom = id;
@@ -1059,14 +1195,18 @@
     if (!chartData || typeof uPlot === "undefined") return;
     const rows = chartData.rows;
     const box = $("#chart-box");
-    $("#chart-empty").hidden = rows.length > 0;
+    const empty = $("#chart-empty");
+    // a line needs two samples: until then say what is coming instead of drawing a lone dot
+    empty.hidden = rows.length >= 2;
+    empty.textContent = rows.length ? `Recording since ${clock(rows[0].t * 1000)}: the lines start with the next sample (every ${chartData.stepSec || 10} s).`
+      : "Waiting for the first samples…";
     const split = ratesSplit(rows);
     if (split !== state.splitRates) { rebuild = true; state.splitRates = split; }
     renderLegend(split);
     const data = [rows.map((r) => r.t), ...SERIES.filter((s) => s.scale).map((s) => rows.map((r) => r[s.key]))];
-    if (state.plot && !rebuild) { state.plot.setData(data); return; }
+    if (state.plot && !rebuild && rows.length >= 2) { state.plot.setData(data); return; }
     if (state.plot) { state.plot.destroy(); state.plot = null; }
-    if (!rows.length) return;
+    if (rows.length < 2) return;
     const grid = { stroke: css("--line"), width: 1 };
     const axisBase = { stroke: css("--muted"), grid, ticks: { stroke: css("--line") }, font: "11px " + css("--mono").split(",")[0] };
     const series = [{}];
@@ -1076,7 +1216,7 @@
         points: { show: rows.length < 4, size: 5 } });
     }
     const axes = [
-      { ...axisBase, grid: { show: false } },
+      { ...axisBase, grid: { show: false }, space: 80, values: (u, splits) => splits.map((v) => clock(v * 1000)) },
       { ...axisBase, scale: "n", label: "people", size: 56 },
     ];
     if (split) {
