@@ -167,15 +167,21 @@ REFUSAL_TEXT: dict[str, tuple[str, str]] = {
 
 
 def refusal_page(headers: list[tuple[bytes, bytes]], lang: str = "en") -> bytes:
-    """The small self-reloading page a throttled navigation gets, in the visitor's language."""
+    """The small self-reloading page a throttled navigation gets, in the visitor's language.
+
+    It reloads by script (a meta refresh only inside <noscript>): a delayed meta refresh fails WCAG 2.2.1, and
+    a browser running scripts never sees the <noscript> one.
+    """
     retry = next((v.decode() for k, v in headers if k == b"retry-after"), "30")
     lang = lang if lang in REFUSAL_TEXT else "en"
     head, body = REFUSAL_TEXT[lang]
     n = html.escape(retry)
+    seconds = int(retry) if retry.isdigit() else 30
     return (
         f"<!doctype html><html lang={lang}><meta charset=utf-8><meta name=robots content=noindex>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
-        f'<meta http-equiv=refresh content="{n}"><title>{head}</title>'
+        f'<noscript><meta http-equiv=refresh content="{n}"></noscript><title>{head}</title>'
+        f"<script>setTimeout(function(){{location.reload()}},{seconds * 1000})</script>"
         '<body style="font:16px/1.5 system-ui,sans-serif;margin:3rem auto;max-width:30rem;padding:0 1rem;'
         'color:#1a1a1a;background:#fff"><main><h1 style=font-size:1.3rem>'
         f"{head}</h1><p>{body.format(n=n)}</p></main></body></html>"

@@ -306,3 +306,35 @@ def test_the_page_keeps_working_when_the_stream_is_refused(browser: Any, qm: Any
         page.wait_for_function("document.querySelector('#headline .num')?.textContent === '1'", timeout=15_000)
         assert any("/api/status?" in u for u in requests), "the update did not come from polling"
         context.close()
+
+
+def test_a_throttled_navigation_gets_a_small_page_in_the_visitors_language(browser: Any, artifacts: Path) -> None:
+    srv = start_server({"WAITING_LIMIT_PER_MIN": "1"})
+    try:
+        room = unique_id("throttled")
+        with srv.admin() as admin:
+            create_room(admin, room, name="Drop")
+        # Accept-Language decides when there is no qm_lang cookie
+        ctx = browser.new_context(viewport=PHONE, locale="ja-JP")
+        page = ctx.new_page()
+        seen = _recorded(page)
+        assert page.goto(f"{srv.base_url}/w/{room}").status == 200
+        refused = page.goto(f"{srv.base_url}/w/{room}")
+        assert refused is not None and refused.status == 429
+        assert page.locator("html").get_attribute("lang") == "ja"
+        page.get_by_role("heading", name="しばらくお待ちください").wait_for(timeout=5_000)
+        assert len(refused.body()) < 1500
+        page.screenshot(path=str(artifacts / "refused-ja-phone.png"), full_page=True)
+        _assert_axe_clean(page, "the refusal page (ja)")
+        assert {_origin(u) for u in _web_requests(seen)} == {srv.base_url}
+        # the qm_lang cookie wins over Accept-Language
+        ctx.add_cookies([{"name": "qm_lang", "value": "th", "url": srv.base_url}])
+        refused = page.goto(f"{srv.base_url}/w/{room}")
+        assert refused is not None and refused.status == 429
+        page.get_by_role("heading", name="กรุณารอสักครู่").wait_for(timeout=5_000)
+        assert refused.headers["retry-after"] in page.locator("p").inner_text()
+        page.screenshot(path=str(artifacts / "refused-th-phone.png"), full_page=True)
+        _assert_axe_clean(page, "the refusal page (th)")
+        ctx.close()
+    finally:
+        srv.stop()

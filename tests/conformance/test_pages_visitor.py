@@ -204,6 +204,10 @@ def test_the_refusal_page_speaks_the_visitors_language(make_server: Any) -> None
             assert f"<html lang={lang}>" in refused.text and heading in refused.text, refused.text
             assert f"{refused.headers['retry-after']} " in refused.text.split('<p>')[1]
             assert len(refused.content) < 1500, (lang, len(refused.content))
+            # it reloads itself after Retry-After: by script, and by a meta refresh only for a browser without one
+            retry = int(refused.headers["retry-after"])
+            assert f"location.reload()}},{retry * 1000})" in refused.text
+            assert f'<noscript><meta http-equiv=refresh content="{retry}"></noscript>' in refused.text
         c.cookies.delete("qm_lang")
         refused = c.get(f"/w/{room}", headers={**HTML, **IDENTITY, "accept-language": "fr, ja-JP;q=0.9, en;q=0.5"})
         assert "<html lang=ja>" in refused.text and REFUSED_IN["ja"] in refused.text
