@@ -440,6 +440,9 @@ def test_saving_the_first_inline_room_from_a_hostname_warns(make_server, peer: P
         warnings = r.json()["warnings"]
         assert warnings[0]["code"] == "console_host_withheld" and warnings[0]["host"] == "qm.weekday.example"
         assert c.get("/api/admin/rooms").status_code == 404
+    with srv.admin() as admin:  # an address literal keeps the console, and health says why the name lost it
+        warnings = admin.get("/api/admin/health").json()["configWarnings"]
+    assert [w["code"] for w in warnings] == ["console_host_withheld"]
 
 
 # ---------------------------------------------------------------------- limits
