@@ -152,6 +152,15 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
     if ctx.inline is not None and ctx.inline.index:
         payload["inline"] = ctx.inline.health()
         incidents.extend(f"origin down — {room}" for room in ctx.inline.probe.failing())
+        if full and not s.admin_hosts and not s.public_url:  # QM-454: the console is now withheld from names
+            payload["configWarnings"] = [
+                {
+                    "code": "console_host_withheld",
+                    "message": "An inline room exists and neither ADMIN_HOST nor PUBLIC_URL is set: the console "
+                    "answers only on address literals and localhost (and under /__qm/ on inline hosts). Set "
+                    "ADMIN_HOST (or PUBLIC_URL) to the name you run the console on.",
+                }
+            ]
     backend = ctx.backend
     if backend is not None:
         payload["backend"] = backend.health(full=full)
