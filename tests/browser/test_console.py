@@ -197,6 +197,10 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
     page.set_viewport_size({"width": 390, "height": 844})
     wait_until(lambda: page.evaluate("() => document.documentElement.scrollWidth") <= 390, what="no sideways scroll")
     page.screenshot(path=str(artifacts / "console-narrow.png"), full_page=True)
+    # on a phone the destructive pair shares a row of its own: no lone Delete wrapped under Purge
+    buttons = ("Pause", "Purge", "Delete")
+    boxes = {n: _card(page, room).get_by_role("button", name=n, exact=True).bounding_box() for n in buttons}
+    assert abs(boxes["Purge"]["y"] - boxes["Delete"]["y"]) < 2 and boxes["Purge"]["y"] > boxes["Pause"]["y"], boxes
 
     # the only refusal is the "am I signed in?" probe on each load before signing in
     assert {(status, urlsplit(u).path) for status, u in failed} == {(401, "/api/admin/whoami")}, failed

@@ -202,7 +202,7 @@ def test_the_refusal_page_speaks_the_visitors_language(make_server: Any) -> None
             refused = c.get(f"/w/{room}", headers={**HTML, **IDENTITY, "accept-language": "de;q=0.1, es;q=0.2"})
             assert refused.status_code == 429
             assert f"<html lang={lang}>" in refused.text and heading in refused.text, refused.text
-            assert f"{refused.headers['retry-after']} " in refused.text.split('<p>')[1]
+            assert f"{refused.headers['retry-after']} " in refused.text.split("<p>")[1]
             assert len(refused.content) < 1500, (lang, len(refused.content))
             # it reloads itself after Retry-After: by script, and by a meta refresh only for a browser without one
             retry = int(refused.headers["retry-after"])

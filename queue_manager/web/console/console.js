@@ -1131,6 +1131,7 @@
     { key: "marks", label: "events", color: "--mark", scale: null },
   ];
   const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  const WAIT_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 432000];
   let chartData = null;
   function syncChartRooms() {
     const sel = $("#chart-room");
@@ -1225,7 +1226,8 @@
     } else {
       axes.push({ ...axisBase, scale: "rate", side: 3, stroke: css("--amber"), grid: { show: false }, size: 60, values: (u, v) => v.map((x) => x + "/m") });
     }
-    axes.push({ ...axisBase, scale: "s", side: 1, grid: { show: false }, size: 52, values: (u, v) => v.map(axisSec) });
+    // whole seconds, minutes and hours on the wait axis: never "4.2m"
+    axes.push({ ...axisBase, scale: "s", side: 1, grid: { show: false }, size: 52, values: (u, v) => v.map(axisSec), incrs: WAIT_STEPS });
     const width = Math.max(260, Math.floor($("#chart").clientWidth - 34));
     state.plot = new uPlot({
       width, height: 300, series, axes,
