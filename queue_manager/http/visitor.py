@@ -424,8 +424,9 @@ async def verify(ctx: Context, req: Request, send: Send) -> None:
 async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, prefix: str | None = None) -> None:
     """The waiting page (http/waiting.py). ``prefix`` is where the page finds this server's paths: "" at
     /w/<room>; answered at any other URL it is an inline host's page, and they live under "/__qm"."""
-    if prefix is None:
-        prefix = "" if req.path.startswith("/w/") else "/__qm"
+    if prefix is None:  # req.path has /__qm stripped on an inline host; the address asked for has not
+        asked: str = req.scope["path"]
+        prefix = "" if req.path.startswith("/w/") and not asked.startswith("/__qm/") else "/__qm"
     await waiting.waiting_page(ctx, req, send, room_id, prefix)
 
 

@@ -37,6 +37,10 @@ def test_routing_inline_host_app_paths_and_the_queue_prefix(qm: Server, peer: Pe
         assert r.status_code == 200 and r.json()["ready"] is True
         assert c.get("/__qm/api/version").json()["version"]
         assert c.head("/__qm/healthz").status_code == 200
+        # the waiting page under the prefix finds its API, assets and fonts under the prefix too
+        page = c.get(f"/__qm/w/{_room_id}")
+        assert page.status_code == 200 and '"apiBase":"/__qm"' in page.text
+        assert 'src="/__qm/assets/waiting-' in page.text or "/__qm/assets/waiting-" in page.text
     # a host no room fronts is the queue itself
     with httpx.Client(base_url=f"http://127.0.0.1:{qm.port}") as c:
         assert c.get("/healthz").json()["ready"] is True
