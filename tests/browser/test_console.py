@@ -456,3 +456,44 @@ def test_room_states_site_down_panels_dry_run_and_a_restart(browser: Any, artifa
         srv.stop()
         if again is not None:
             again.stop()
+
+
+def test_insecure_config_badge_opens_diagnostics_and_is_kept_from_a_monitor_link(browser: Any, artifacts: Path) -> None:
+    srv = start_server({"ADMIN_KEY": "qm-dev-admin-key"})  # the documented default: the badge must say so
+    try:
+        room = unique_id("dial")
+        with srv.admin() as admin:
+            create_room(admin, room, name="Dial", ratePerMinute=30)
+            link = admin.post("/api/admin/monitor-links").json()["url"]
+        ctx = _context(browser, viewport={"width": 1360, "height": 900})
+        page = ctx.new_page()
+        _sign_in(page, srv)
+        badge = page.locator("#insecure")
+        badge.wait_for(timeout=10_000)
+        assert "ADMIN_KEY is the default" in (badge.get_attribute("title") or "")
+        # the rest of the dial's keys: PageUp/PageDown by 50, Shift+← by 1
+        dial = _card(page, room).get_by_role("slider")
+        dial.focus()
+        for key in ("PageUp", "PageUp", "PageDown", "Shift+ArrowLeft"):
+            dial.press(key)
+        with srv.admin() as admin:
+            wait_until(lambda: _room(admin, room)["ratePerMinute"] == 79, what="rate 30 + 50 + 50 - 50 - 1")
+        badge.click()
+        _panel(page, "dlg-diagnostics")
+        page.screenshot(path=str(artifacts / "console-insecure.png"))
+        found = violations(page)
+        assert not found, describe(found)
+        page.keyboard.press("Escape")
+        _focus_is(page, "document.activeElement.id", "insecure")
+        ctx.close()
+        # whoever a monitor link was forwarded to is not told the key is the default
+        monitor = _context(browser)
+        mpage = monitor.new_page()
+        mpage.goto(link if link.startswith("http") else f"{srv.base_url}/{link.lstrip('/')}")
+        _card(mpage, room).wait_for(timeout=10_000)
+        # the badge is labelled once the health read has landed: it must still be hidden then
+        mpage.wait_for_function("() => document.querySelector('#insecure').hasAttribute('aria-label')")
+        assert mpage.locator("#insecure").is_hidden()
+        monitor.close()
+    finally:
+        srv.stop()
