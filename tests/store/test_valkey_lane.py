@@ -76,8 +76,34 @@ async def test_a_killed_connection_is_replaced_on_the_next_command(env: tuple[Va
     await client.hset(key, "a", "1")
     lane_id = await lane.execute("CLIENT", "ID")
     assert await client.execute_command("CLIENT", "KILL", "ID", lane_id) == 1
+    for _ in range(500):  # the close reaches the lane's socket a moment after the kill's reply
+        if not lane.connected:
+            break
+        await asyncio.sleep(0.01)
+    assert not lane.connected
     assert await lane.execute("HGET", key, "a") == b"1"
     assert await lane.execute("CLIENT", "ID") != lane_id
+
+
+async def test_a_command_whose_connection_drops_after_it_was_written_is_not_sent_again() -> None:
+    received: list[bytes] = []
+
+    async def drop_after_reading(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.read(1024))  # the command arrives; no reply, the connection closes
+        writer.close()
+
+    server = await asyncio.start_server(drop_after_reading, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    lane = ValkeyLane.for_url(f"redis://127.0.0.1:{port}/0?socket_timeout=5")
+    assert lane is not None
+    try:
+        with pytest.raises(rx.ConnectionError):
+            await lane.execute("EVALSHA", "a" * 40, 0)
+        assert len(received) == 1 and b"EVALSHA" in received[0]  # one connection, one attempt
+    finally:
+        await lane.close()
+        server.close()
+        await server.wait_closed()
 
 
 async def test_a_silent_server_times_out_and_a_closed_port_is_a_connection_error() -> None:

@@ -11,7 +11,9 @@ Same errors as redis-py, so ``errors.translate`` and the breaker see no differen
 become redis-py's exception classes (``NoScriptError``, ``OutOfMemoryError``, …); a lost connection
 fails every command in flight with ``ConnectionError``; a reply that does not come within the URL's
 ``socket_timeout`` fails them with ``TimeoutError`` and drops the connection. A command that finds
-the connection gone is sent once more on a new one (as redis-py retries); a timeout is not retried.
+the connection already gone is sent on a new one; a command written before the connection was lost
+fails with ConnectionError and is not sent again (redis-py would retry it, and a room script whose
+reply was lost may have run), and a timeout is not retried either.
 Only plain ``redis://`` URLs get a lane; TLS and unix sockets keep using redis-py for everything.
 """
 
@@ -134,11 +136,18 @@ class ValkeyLane:
     async def execute(self, *args: Any) -> Any:
         proto = await self._connection()
         try:
-            return await self._send(proto, args)
+            sent = self._send(proto, args)
         except rx.ConnectionError:
-            pass
-        # the connection was gone (a restart, an idle close): once more on a new one, as redis-py retries
-        return await self._send(await self._connection(), args)
+            # known gone before anything was written (a restart, an idle close): on a new connection.
+            # A command that was written and then lost its connection is not sent again: a script
+            # may have run, and its reply (the events to journal) is gone with the connection.
+            sent = self._send(await self._connection(), args)
+        return await sent
+
+    @property
+    def connected(self) -> bool:
+        """Whether the lane holds an open connection (it opens one on the next command otherwise)."""
+        return self._proto is not None and self._proto.closed is None
 
     async def close(self) -> None:
         self._closed = True
