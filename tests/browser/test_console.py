@@ -497,3 +497,58 @@ def test_insecure_config_badge_opens_diagnostics_and_is_kept_from_a_monitor_link
         monitor.close()
     finally:
         srv.stop()
+
+
+def test_chart_splits_the_rate_scale_toggles_series_and_lists_collapsed_marks(
+    browser: Any, qm: Any, artifacts: Path
+) -> None:
+    room = unique_id("surge")
+    with qm.admin() as admin:
+        create_room(admin, room, name="Surge", ratePerMinute=1, queueMaxPerIp=None)
+        tickets = []
+        for _ in range(30):  # thirty visitors, each with a client (cookies) of their own
+            with qm.client() as c:
+                tickets.append(join(c, room).json()["ticket"])
+    ctx = _context(browser, viewport={"width": 1360, "height": 900})
+    page = ctx.new_page()
+    _sign_in(page, qm)
+    _card(page, room).get_by_role("button", name="Chart").click()
+    # a surge of joins against a trickle of passes: each rate line gets its own scale, and the legend says so
+    page.locator("#chart-box canvas").first.wait_for(timeout=40_000)
+    legend = page.locator("#legend")
+    legend.get_by_text("(own scale)").first.wait_for(timeout=20_000)
+    assert legend.get_by_text("(own scale)").count() == 2
+    # an eject and a pause in the same moment: one mark on the timeline, both listed on hover
+    with qm.admin() as admin:
+        admin.post(f"/api/admin/rooms/{room}/eject", json={"ticket": tickets[-1]}).raise_for_status()
+        admin.post(f"/api/admin/rooms/{room}/pause").raise_for_status()
+
+        def both() -> bool:
+            kinds = {m["kind"] for m in admin.get(f"/api/admin/series/{room}").json()["marks"]}
+            return {"eject", "pause"} <= kinds
+
+        wait_until(both, timeout=15, what="the eject and pause marks")
+    page.locator("#chart-range").select_option(index=0)  # redraw now rather than at the next 10 s refresh
+    page.locator("#chart-range").dispatch_event("change")
+    over = page.locator("#chart-box .u-over")
+    box = over.bounding_box()
+    assert box is not None
+    tip = page.locator("#mark-tip")
+    found_tip = False
+    for dx in range(0, 160, 2):  # the marks are at "now", the right edge of the plot
+        page.mouse.move(box["x"] + box["width"] - 1 - dx, box["y"] + box["height"] / 2)
+        if tip.is_visible():
+            found_tip = True
+            break
+    assert found_tip, "no event mark under the pointer near the right edge"
+    text = tip.inner_text()
+    assert "visitor #" in text and "ejected" in text and "paused" in text, text
+    page.screenshot(path=str(artifacts / "console-chart-marks.png"))
+    # the legend toggles a series off and on
+    depth = legend.get_by_role("button", name="queue depth")
+    assert depth.get_attribute("aria-pressed") == "true"
+    depth.click()
+    assert legend.get_by_role("button", name="queue depth").get_attribute("aria-pressed") == "false"
+    found = violations(page)
+    assert not found, describe(found)
+    ctx.close()
