@@ -40,12 +40,15 @@ class Request:
         self.receive = receive
         self.method: str = scope["method"]
         self.path = path
-        self.headers: dict[bytes, bytes] = {}
-        for k, v in scope["headers"]:
-            if k in self.headers:
-                self.headers[k] = self.headers[k] + b"," + v if k != b"cookie" else self.headers[k] + b"; " + v
-            else:
-                self.headers[k] = v
+        raw = scope["headers"]
+        self.headers: dict[bytes, bytes] = dict(raw)  # C speed; a repeated name needs the loop below
+        if len(self.headers) != len(raw):
+            self.headers = {}
+            for k, v in raw:
+                if k in self.headers:
+                    self.headers[k] = self.headers[k] + b"," + v if k != b"cookie" else self.headers[k] + b"; " + v
+                else:
+                    self.headers[k] = v
         self._query: dict[str, str] | None = None
         self._cookies: dict[str, str] | None = None
         self.ident: Any = None  # the resolved Identity, computed once (http.identity)
