@@ -1136,6 +1136,11 @@
   function syncChartRooms() {
     const sel = $("#chart-room");
     const ids = state.order;
+    if (!ids.length) {  // also on a first load with no room at all
+      if (sel.options.length) sel.replaceChildren();
+      if (state.chartRoom || !$("#chart-csv").hidden) clearChart();
+      return;
+    }
     if (sel.options.length !== ids.length || ids.some((id, i) => sel.options[i].value !== id)) {
       const keep = state.chartRoom;
       sel.replaceChildren(...ids.map((id) => el("option", { value: id, text: (state.rooms.get(id) || {}).name || id })));
@@ -1149,8 +1154,14 @@
     $("#chart-readout").textContent = "";
     const empty = $("#chart-empty");
     empty.hidden = false; empty.textContent = "No rooms to chart yet.";
+    chartControls(false);
+  }
+  // with no room there is nothing to pick, export or toggle: the controls go, the empty line stays
+  function chartControls(on) {
+    for (const sel of ["#chart-room", "#chart-range", "#chart-csv", "#legend"]) $(sel).hidden = !on;
   }
   function selectChart(id, focus) {
+    chartControls(true);
     state.chartRoom = id;
     $("#chart-room").value = id;
     for (const c of cards.values()) c.node.classList.toggle("selected", c.id === id);
@@ -1248,15 +1259,15 @@
   }
   function markGroups(u) {
     if (!chartData || state.hidden.has("marks")) return [];
-    const groups = new Map();
-    for (const m of chartData.marks || []) {
-      const x = Math.round(u.valToPos(m.t, "x"));
-      if (x < 0 || x > u.bbox.width / devicePixelRatio) continue;
-      const key = Math.round(x / 4);
-      if (!groups.has(key)) groups.set(key, { x, marks: [] });
-      groups.get(key).marks.push(m);
+    // marks closer than a hover can tell apart (6 px) are one group: drawn once, listed together on hover
+    const groups = [];
+    const placed = (chartData.marks || []).map((m) => ({ m, x: Math.round(u.valToPos(m.t, "x")) }))
+      .filter((p) => p.x >= 0 && p.x <= u.bbox.width / devicePixelRatio).sort((a, b) => a.x - b.x);
+    for (const p of placed) {
+      const last = groups[groups.length - 1];
+      if (last && p.x - last.x <= 6) last.marks.push(p.m); else groups.push({ x: p.x, marks: [p.m] });
     }
-    return [...groups.values()];
+    return groups;
   }
   function drawMarks(u) {
     const ctx = u.ctx; const dpr = devicePixelRatio;
