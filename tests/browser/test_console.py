@@ -308,6 +308,17 @@ def test_viewer_key_sees_no_controls(browser: Any, qm: Any) -> None:
     ctx.close()
 
 
+# The browser's own Notification, with every title it is asked to show kept in window.__qmNotes for the test to read.
+NOTIFICATIONS_SEEN = """(() => {
+  const Real = window.Notification, seen = [];
+  window.__qmNotes = seen;
+  class Recorded extends Real { constructor(title, options) { seen.push(title); super(title, options); } }
+  Object.defineProperty(Recorded, "permission", { get: () => Real.permission });
+  Recorded.requestPermission = (...args) => Real.requestPermission(...args);
+  window.Notification = Recorded;
+})()"""
+
+
 def _panel(page: Any, dialog: str) -> Any:
     """An opened panel once its content has loaded (it opens on a "Loading…" line)."""
     dlg = page.locator(f"#{dialog}[open]")
@@ -515,9 +526,15 @@ def test_chart_splits_the_rate_scale_toggles_series_and_lists_collapsed_marks(
         for _ in range(30):  # thirty visitors, each with a client (cookies) of their own
             with qm.client() as c:
                 tickets.append(join(c, room).json()["ticket"])
-    ctx = _context(browser, viewport={"width": 1360, "height": 900})
+    ctx = _context(browser, viewport={"width": 1360, "height": 900}, permissions=["notifications"])
+    ctx.add_init_script(NOTIFICATIONS_SEEN)
     page = ctx.new_page()
     _sign_in(page, qm)
+    # Alerts: the surge raises a desktop notification in this tab once armed
+    alerts = page.get_by_role("button", name="Alerts")
+    alerts.click()
+    page.wait_for_function("() => document.querySelector('#alerts-btn').getAttribute('aria-pressed') === 'true'")
+    page.wait_for_function("() => window.__qmNotes.some((t) => t === 'Surge: Surge')", timeout=10_000)
     _card(page, room).get_by_role("button", name="Chart").click()
     # a surge of joins against a trickle of passes: each rate line gets its own scale, and the legend says so
     page.locator("#chart-box canvas").first.wait_for(timeout=40_000)

@@ -209,6 +209,46 @@
     $("#live-text").textContent = on ? "Live" : "Reconnecting…";
   }
 
+  // ------------------------------------------------------------------ alerts: desktop notifications in this tab
+  // Armed by the Alerts button (asks the browser's permission); kept in page memory only, so it dies with the tab.
+  const alerting = { on: false, raised: new Set(), stalledSince: new Map() };
+  const STALL_MS = 60000;
+  function notify(key, title, body) {
+    if (!alerting.on || alerting.raised.has(key)) return;
+    alerting.raised.add(key);
+    try { new Notification(title, { body, tag: key }); } catch (err) { toast(`${title}: ${body}`, true); }
+  }
+  function watchAlerts() {
+    const now = Date.now();
+    for (const [id, r] of state.rooms) {
+      const name = r.name || id;
+      // surge start: joins running at 4x the rate or more (and at least 20/min)
+      const surge = r.effectiveState !== "bypass" && r.joinsLastMinute >= 20 && r.joinsLastMinute >= 4 * Math.max(1, r.ratePerMinute);
+      if (surge) notify(`surge:${id}`, `Surge: ${name}`, `${fmtInt(r.joinsLastMinute)} joins/min against ${fmtInt(r.ratePerMinute)}/min let through.`);
+      else if (r.joinsLastMinute < 2 * Math.max(1, r.ratePerMinute)) alerting.raised.delete(`surge:${id}`);
+      // the site behind an inline room failing
+      const site = siteState(id);
+      if (site && site.failing) notify(`site:${id}`, `Site not answering: ${name}`, site.errors ? `${fmtInt(site.errors)} visitors got an error page.` : "Its health probe fails.");
+      else alerting.raised.delete(`site:${id}`);
+      // stalled outflow: people waiting in an active room at a non-zero rate, nobody let through for a minute
+      const stalled = r.effectiveState === "active" && r.waiting > 0 && r.ratePerMinute > 0 && !r.passedLastMinute;
+      if (!stalled) { alerting.stalledSince.delete(id); alerting.raised.delete(`stall:${id}`); continue; }
+      if (!alerting.stalledSince.has(id)) alerting.stalledSince.set(id, now);
+      if (now - alerting.stalledSince.get(id) >= STALL_MS) notify(`stall:${id}`, `Outflow stalled: ${name}`, `${fmtInt(r.waiting)} waiting and nobody let through for a minute.`);
+    }
+  }
+  $("#alerts-btn").addEventListener("click", async (ev) => {
+    const btn = ev.currentTarget;
+    if (alerting.on) { alerting.on = false; btn.setAttribute("aria-pressed", "false"); btn.textContent = "Alerts"; toast("Alerts off."); return; }
+    if (typeof Notification === "undefined") { toast("This browser cannot show desktop notifications.", true); return; }
+    const answer = Notification.permission === "granted" ? "granted" : await Notification.requestPermission();
+    if (answer !== "granted") { toast("Notifications are blocked for this page in the browser's settings.", true); return; }
+    alerting.on = true; alerting.raised.clear();
+    btn.setAttribute("aria-pressed", "true"); btn.textContent = "Alerts: on";
+    toast("Alerts on: surge start, site not answering and stalled outflow notify this tab while it is open.");
+    watchAlerts();
+  });
+
   function onFrame(frame) {
     state.lastFrameAt = Date.now();
     if (state.startedAt && frame.startedAt && frame.startedAt !== state.startedAt) toast("The server restarted.", true);
@@ -223,6 +263,7 @@
     renderRooms();
     renderTotals(frame);
     renderIncidents();
+    watchAlerts();
     refreshVisitor();
   }
 
