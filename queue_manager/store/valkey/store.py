@@ -339,7 +339,8 @@ class ValkeyStore:
             del refs[: first - base]
             run = self._ref_runs[room_id] = (gen, first, refs)
             base = first
-        out = f"{gen}:{first}", _json(refs[first - base : first - base + size])
+        # fixed-width Refs concatenated: the script cuts out the one it mints instead of decoding JSON
+        out = f"{gen}:{first}", "".join(refs[first - base : first - base + size])
         self._ref_sent[room_id] = ((gen, first, size), out)
         return out
 

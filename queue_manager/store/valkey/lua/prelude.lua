@@ -8,7 +8,8 @@
 -- ARGV header (the same for every script; the operation's own arguments follow at A + 1):
 --   1 now_wall  2 now_mono  3 expected config version ('*' = any)  4 FINISHED_KEEP
 --   5 ARCHIVE_TICKETS  6 sweep budget  7 draw version  8 draw order (JSON)  9 draw Refs (JSON)
---   10 the Ref window's "generation:first number"  11 Ref window (JSON: Refs of the next numbers)
+--   10 the Ref window's "generation:first number"  11 Ref window (the Refs of the next numbers,
+--      concatenated: each REF_WIDTH characters, no separator; one is cut out, nothing decoded)
 --   12 the tick's promotion budget
 --
 -- Records (JSON, absent field = None / False / 0 as in the Python dataclasses):
@@ -38,7 +39,7 @@ local DRAW_ORDER = ARGV[8]
 local DRAW_REFS = ARGV[9]
 local REFS_GEN, REFS_BASE = string.match(ARGV[10], '^(%d+):(%d+)$')
 REFS_GEN, REFS_BASE = tonumber(REFS_GEN), tonumber(REFS_BASE)
-local REFS_JSON = ARGV[11]
+local REFS_WINDOW = ARGV[11]
 local PROMOTE_MAX = tonumber(ARGV[12])
 local A = 12
 
@@ -354,16 +355,17 @@ end
 
 -- ------------------------------------------------------------------ transitions
 
-local REFS = nil
+local REF_WIDTH = 6  -- engine/ticket.py make_ref: six Crockford base32 characters
 
 local function ref_for(n)
   if REFS_BASE == nil or REFS_GEN ~= S.gen then
     return nil
   end
-  if REFS == nil then
-    REFS = cjson.decode(REFS_JSON)
+  local at = (n - REFS_BASE) * REF_WIDTH
+  if at < 0 or at + REF_WIDTH > #REFS_WINDOW then
+    return nil
   end
-  return REFS[n - REFS_BASE + 1]
+  return string.sub(REFS_WINDOW, at + 1, at + REF_WIDTH)
 end
 
 local function charge(t)  -- _charge
