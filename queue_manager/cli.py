@@ -36,8 +36,8 @@ class _Server(uvicorn.Server):
         print(f"Queue Manager {__version__} listening on http://{shown}:{port} (STORE={s.store})", flush=True)
         key_hint = "the default key qm-dev-admin-key" if s.admin_key_is_default else "your ADMIN_KEY"
         print(
-            f"  admin API: curl -H 'Authorization: Bearer <ADMIN_KEY>' http://{shown}:{port}/api/admin/rooms "
-            f"(sign in with {key_hint})",
+            f"  console:   http://{shown}:{port}/ (sign in with {key_hint}); guides at http://{shown}:{port}/docs\n"
+            f"  admin API: curl -H 'Authorization: Bearer <ADMIN_KEY>' http://{shown}:{port}/api/admin/rooms",
             flush=True,
         )
 
