@@ -48,3 +48,34 @@ def test_a_cancelled_probe_lets_the_next_call_probe() -> None:
     assert b.enter() is True
     b.abandoned(True)
     assert b.enter() is True
+
+
+def test_translate_tells_the_breaker_what_became_of_each_call() -> None:
+    import asyncio
+
+    from redis import exceptions as rx
+
+    from queue_manager.store.valkey.errors import RoomFenced, translate
+
+    clock = Clock()
+    b = Breaker(clock=clock)
+    with pytest.raises(ValkeyUnreachable), translate("r", b):
+        raise rx.ConnectionError("Connection refused")  # unreachable: trips the breaker
+    assert b.down and b.trips == 1
+    with pytest.raises(ValkeyUnreachable), translate("r", b):
+        raise AssertionError("not reached: the breaker answers at once")  # pragma: no cover
+    assert b.fast_answers == 1
+    clock.now += HOLD_SEC
+    with pytest.raises(asyncio.CancelledError), translate("r", b):
+        raise asyncio.CancelledError  # the probe was cancelled: no verdict, the next call probes
+    assert b.down and not b.probing
+    with pytest.raises(RoomFenced), translate("r", b):
+        raise rx.ResponseError("QM fenced")  # an error reply is an answer: Valkey is back
+    assert not b.down
+    unchanged = rx.ResponseError("ERR wrong number of arguments")
+    with pytest.raises(rx.ResponseError) as info, translate("r", b):
+        raise unchanged
+    assert info.value is unchanged and not b.down
+    with translate("r", b):
+        pass
+    assert not b.down and b.trips == 1
