@@ -161,6 +161,13 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
         found = violations(page)
         assert not found, describe(found)
 
+        # no card line is cut short by an ellipsis ("+6 holding passes" is the guide's wording);
+        # after the screenshot, since the next frame puts the real text back
+        page.evaluate("""() => { for (const dd of document.querySelectorAll('[data-h="capacity"]'))
+            dd.textContent = '+1,234 holding passes'; }""")
+        cut = page.evaluate("""() => [...document.querySelectorAll('.stats dd')]
+            .filter((dd) => dd.scrollWidth > dd.clientWidth + 1).map((dd) => dd.textContent)""")
+        assert not cut, cut
         # share a monitor link: opening the dialog mints nothing
         links_before = len(admin.get("/api/admin/monitor-links").json()["links"])
         page.get_by_role("button", name="Share monitor").click()
