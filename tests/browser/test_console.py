@@ -488,6 +488,10 @@ def test_insecure_config_badge_opens_diagnostics_and_is_kept_from_a_monitor_link
         room = unique_id("dial")
         with srv.admin() as admin:
             create_room(admin, room, name="Dial", ratePerMinute=30)
+            stuck = unique_id("stuck")
+            create_room(admin, stuck, name="Stuck", ratePerMinute=0)
+            with srv.client() as c:
+                join(c, stuck).raise_for_status()
             link = admin.post("/api/admin/monitor-links").json()["url"]
         ctx = _context(browser, viewport={"width": 1360, "height": 900})
         page = ctx.new_page()
@@ -495,6 +499,11 @@ def test_insecure_config_badge_opens_diagnostics_and_is_kept_from_a_monitor_link
         badge = page.locator("#insecure")
         badge.wait_for(timeout=10_000)
         assert "ADMIN_KEY is the default" in (badge.get_attribute("title") or "")
+        # the only room with a line lets nobody through: the header's number is ∞ itself, and says why
+        page.locator("#t-worst-note", has_text="1 not admitting").wait_for(timeout=10_000)
+        assert page.locator("#t-worst").inner_text() == "∞"
+        est = _card(page, stuck).locator('[data-k="est"]')
+        assert est.inner_text() == "∞" and "raise the rate" in (est.get_attribute("title") or "")
         # the rest of the dial's keys: PageUp/PageDown by 50, Shift+← by 1
         dial = _card(page, room).get_by_role("slider")
         dial.focus()
