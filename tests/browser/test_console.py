@@ -251,6 +251,13 @@ def test_keyboard_skip_links_and_console_menu(browser: Any, qm: Any) -> None:
     page.keyboard.press("Escape")
     assert page.evaluate("() => document.activeElement.id") == "menu-btn"
     assert page.locator("#menu").is_hidden()
+    # Tab leaves the menu and closes it rather than cycling inside
+    page.keyboard.press("Enter")
+    assert page.locator("#menu").is_visible()
+    page.keyboard.press("Tab")
+    page.locator("#menu").wait_for(state="hidden", timeout=5_000)
+    assert page.evaluate("() => !document.activeElement.closest('#menu')")
+    page.locator("#menu-btn").focus()
     # a confirm opened inside a panel: the first Escape returns to the panel, the second to the menu button
     with qm.admin() as admin:
         admin.post("/api/admin/operators", json={"name": "Day ops", "role": "operator"}).raise_for_status()
