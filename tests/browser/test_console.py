@@ -592,6 +592,12 @@ def test_chart_splits_the_rate_scale_toggles_series_and_lists_collapsed_marks(
     # two seconds apart at most (the pause is seen at the next sample): one group, both listed
     assert tips and "visitor #" in tips[-1] and "ejected" in tips[-1] and "paused" in tips[-1], tips
     page.screenshot(path=str(artifacts / "console-chart-marks.png"))
+    # Export CSV downloads the retained series of the room on the chart, percentiles included
+    with page.expect_download() as download:
+        page.locator("#chart-csv").click()
+    assert download.value.suggested_filename == f"{room}-10s.csv"
+    head = Path(download.value.path()).read_text(encoding="utf-8").splitlines()[0].split(",")
+    assert {"time", "depth", "joinsPerMin", "passesPerMin", "waitP50Sec", "waitP90Sec"} <= set(head), head
     # the legend toggles a series off and on
     depth = legend.get_by_role("button", name="queue depth")
     assert depth.get_attribute("aria-pressed") == "true"
