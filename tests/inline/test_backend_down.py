@@ -39,9 +39,11 @@ def _reachable(url: str, default_port: int) -> bool:
     return True
 
 
+_SERVICES_UP = _reachable(VALKEY_URL, 6379) and _reachable(DATABASE_URL, 5432)
+if not _SERVICES_UP and (os.environ.get("CI") or os.environ.get("QM_REQUIRE_VALKEY") == "1"):
+    raise RuntimeError(f"Valkey ({VALKEY_URL}) and PostgreSQL are required in CI and one is unreachable")
 pytestmark = pytest.mark.skipif(
-    not (_reachable(VALKEY_URL, 6379) and _reachable(DATABASE_URL, 5432)),
-    reason="needs Valkey/Redis and PostgreSQL on this machine (environment guard)",
+    not _SERVICES_UP, reason="needs Valkey/Redis and PostgreSQL on this machine (environment guard)"
 )
 
 
