@@ -102,16 +102,35 @@ _SCRIPT_ESCAPES = str.maketrans(
 )
 
 
+def _outage_page(name: str) -> bytes:
+    """One self-contained outage page: outage/page.html filled from outage/<name>.json (its five languages,
+    the attempts key and the first retry delay). English is in the markup; the script repaints in qm_lang."""
+    spec = orjson.loads(_text(f"outage/{name}.json"))
+    en = spec["strings"]["en"]
+    page = (
+        _text("outage/page.html")
+        .replace("__TITLE__", html.escape(en["title"]), 1)
+        .replace("__HEAD__", html.escape(en["head"]), 1)
+        .replace("__BODY__", html.escape(en["body"]), 1)
+        .replace("__KEEP__", html.escape(en["keep"]), 1)
+        .replace("__KEY__", script_json(spec["attemptsKey"]), 1)
+        .replace("__FIRST__", str(int(spec["firstSec"])), 1)
+        .replace("__STRINGS__", script_json(spec["strings"]), 1)
+    )
+    return page.encode()
+
+
 @cache
 def offline_page() -> bytes:
-    """offline.html: the self-contained page an operator hosts on the CDN for when the queue is down."""
-    return _text("offline.html").encode()
+    """offline.html: the self-contained page an operator hosts on the CDN for when the queue is down
+    (retry 20 s → 60 s). Save it from GET /offline.html to host it."""
+    return _outage_page("offline")
 
 
 @cache
 def origin_down_page() -> bytes:
-    """origin_down.html: what a navigation gets when the site behind an inline room answers 502/504 or not at all."""
-    return _text("origin_down.html").encode()
+    """What a navigation gets when the site behind an inline room answers 502/504 or not at all (15 s → 60 s)."""
+    return _outage_page("origin_down")
 
 
 _INLINE = re.compile(rb"<(script|style)>(.*?)</\1>", re.S)
