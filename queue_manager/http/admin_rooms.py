@@ -7,12 +7,15 @@ origin lists, URL rules, the drill-down) needs ``team``. Every change is audited
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
+from urllib.parse import urlsplit
 
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import ALIASES, bare_origin
 from queue_manager.http.call import Call
 from queue_manager.http.wire import HttpError, send_json
+from queue_manager.inline import ssrf
 
 TEAM_ONLY_FIELDS = ("proxyOrigin", "returnOrigins", "tagOrigins", "rules")
 
@@ -62,6 +65,41 @@ def _same_origin_spelling(value: Any) -> Any:
         return value
 
 
+def _private_literal(value: Any) -> str | None:
+    """The address when ``value`` is an origin whose host is a private or internal IP literal, else None.
+
+    A host name is not judged here: what it resolves to can change, and the connect-time check covers it.
+    """
+    if not isinstance(value, str):
+        return None
+    try:
+        host = urlsplit(value.strip()).hostname
+    except ValueError:
+        return None  # the engine's own validation refuses it with its code
+    if not host:
+        return None
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+    return host if ssrf.is_private(host) else None
+
+
+def _refuse_private_origin(call: Call, changes: dict[str, Any]) -> None:
+    """A new or changed proxyOrigin naming a private IP literal is refused unless PROXY_ALLOW_PRIVATE=1."""
+    if call.ctx.settings.proxy_allow_private or "proxyOrigin" not in changes:
+        return
+    address = _private_literal(changes["proxyOrigin"][1])
+    if address is not None:
+        raise HttpError(
+            400,
+            "proxy_origin_private",
+            f"proxyOrigin {address} is a private or internal address; this server refuses to connect to it "
+            "unless PROXY_ALLOW_PRIVATE=1 (set it if the app really is on this network).",
+            field="proxyOrigin",
+        )
+
+
 async def rooms_upsert(call: Call) -> None:
     call.need("write")
     body = await call.req.json_object()
@@ -86,6 +124,18 @@ async def rooms_upsert(call: Call) -> None:
             "inline_requires_owner",
             f"Serving a room inline (its targetUrl and proxyOrigin) needs the owner role. {advice}",
         )
+    try:
+        _refuse_private_origin(call, changes)
+    except HttpError:
+        await call.audit(
+            "room.create" if creating else "room.update",
+            target=room_id,
+            room_id=room_id,
+            ok=False,
+            refused="proxy_origin_private",
+            fields=sorted(changes),
+        )
+        raise
     fields = sorted(k for k in body if k != "id")
     try:
         room, created, changed = await call.ctx.store.upsert_room(body)

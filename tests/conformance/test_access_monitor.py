@@ -13,7 +13,7 @@ from harness import Server, create_room, join, unique_id
 
 ServerFactory = Callable[..., Server]
 
-INTERNAL = "http://10.77.66.55:8080"  # an "internal address" a share link must never see
+INTERNAL = "http://app-776655.internal.test:8080"  # an "internal address" a share link must never see
 RETURN_ORIGIN = "https://return-secret.example"
 TAG_ORIGIN = "https://tag-secret.example"
 RULE = "/secret-rule-path*"
@@ -89,7 +89,7 @@ def test_monitor_reads_rooms_without_internal_fields(monitor: httpx.Client, room
     for path in ("/api/admin/rooms", f"/api/admin/rooms/{room['id']}"):
         r = monitor.get(path)
         assert r.status_code == 200, (path, r.text)
-        for needle in ("10.77.66.55", RETURN_ORIGIN, TAG_ORIGIN, RULE):
+        for needle in ("app-776655", RETURN_ORIGIN, TAG_ORIGIN, RULE):
             assert needle not in r.text, (path, needle)
     rooms = {x["id"]: x for x in monitor.get("/api/admin/rooms").json()["rooms"]}
     seen = rooms[room["id"]]

@@ -287,7 +287,7 @@ def test_owner_operator_deletes_rooms(admin: httpx.Client, as_role: dict[str, ht
 
 # ---------------------------------------------------------------------- inline requires owner
 
-PROXY = "http://10.20.30.40:8080"
+PROXY = "http://origin-a.internal.test:8080"  # a name: a private IP literal is refused at save
 
 
 def test_operator_cannot_create_an_inline_room(admin: httpx.Client, as_role: dict[str, httpx.Client]) -> None:
@@ -310,7 +310,7 @@ def test_operator_cannot_change_an_inline_rooms_routing(admin: httpx.Client, as_
     rid = create_room(admin, targetUrl="https://inline-b.example/", proxyOrigin=PROXY)["id"]
     op = as_role["operator"]
     for change in (
-        {"proxyOrigin": "http://10.20.30.41:8080"},
+        {"proxyOrigin": "http://origin-b.internal.test:8080"},
         {"proxyOrigin": None},
         {"targetUrl": "https://elsewhere.example/"},
     ):
@@ -354,7 +354,7 @@ def test_operator_resending_equivalent_proxy_origin_is_not_a_change(
 
 def test_owner_inline_change_is_audited_with_old_and_new(admin: httpx.Client, as_role: dict[str, httpx.Client]) -> None:
     rid = create_room(admin, targetUrl="https://inline-e.example/", proxyOrigin=PROXY)["id"]
-    new = "http://10.20.30.99:9090"
+    new = "http://origin-c.internal.test:9090"
     r = as_role["owner"].post("/api/admin/rooms", json={"id": rid, "proxyOrigin": new})
     assert r.status_code == 200, r.text
     rows = [a for a in audit_rows(admin, roomId=rid) if a["action"] == "room.inline"]

@@ -174,7 +174,7 @@ def test_full_frame_lists_the_rooms(server: Server, admin: httpx.Client) -> None
 
 
 def test_monitor_stream_rooms_hide_team_only_fields(server: Server, admin: httpx.Client) -> None:
-    rid = create_room(admin, returnOrigins=["https://hidden-origin.example"], proxyOrigin="http://10.9.8.7:80")["id"]
+    rid = create_room(admin, returnOrigins=["https://hidden-origin.example"], proxyOrigin="http://app-9877.internal.test:80")["id"]
     _, token = mint_link(admin)
     with bearer(server, token) as m, stream(server, ticket_for(m)) as s:
         first = s.frame()
@@ -183,7 +183,7 @@ def test_monitor_stream_rooms_hide_team_only_fields(server: Server, admin: httpx
     assert rid in rooms
     for field in TEAM_ONLY:
         assert rooms[rid].get(field) is None, (field, rooms[rid])
-    assert "10.9.8.7" not in json.dumps(first) and "hidden-origin" not in json.dumps(first)
+    assert "app-9877" not in json.dumps(first) and "hidden-origin" not in json.dumps(first)
 
 
 # ---------------------------------------------------------------------- revocation reaches open streams

@@ -252,7 +252,7 @@ def test_rate_guard_refuses_with_the_small_page_and_spares_the_waiting_page(make
 def test_on_an_inline_host_the_docs_live_under_the_queue_prefix(make_server: ServerFactory) -> None:
     srv = make_server()
     with srv.admin() as admin:
-        create_room(admin, unique_id("inl"), targetUrl="http://shop.test", proxyOrigin="http://127.0.0.1:9")
+        create_room(admin, unique_id("inl"), targetUrl="http://shop.test", proxyOrigin="http://localhost:9")
     with srv.client(headers={"host": "shop.test"}) as c:
         r = _plain(c, "/__qm/docs/operations")
         assert r.status_code == 200

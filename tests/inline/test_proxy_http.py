@@ -364,18 +364,19 @@ def test_a_visitor_leaving_is_counted_apart_from_origin_errors(qm: Server, peer:
 
 def test_a_private_origin_is_refused_without_proxy_allow_private(make_server, peer: Peer) -> None:  # type: ignore[no-untyped-def]
     srv = make_server({"PROXY_ALLOW_PRIVATE": None})
-    room_id, host = inline_room(srv, peer.url, host=_host())  # 127.0.0.1: loopback
+    # an IP literal (127.0.0.1: loopback) is refused when saved (tests/inline/test_save_time_ssrf.py has the rest)
+    with srv.admin() as admin:
+        body = {"id": unique_id(), "targetUrl": f"http://{_host()}", "proxyOrigin": peer.url}
+        r = admin.post("/api/admin/rooms", json=body)
+    assert r.status_code == 400 and r.json()["code"] == "proxy_origin_private"
+    # a name is saved, and refused on connection when an answer is private
     before = hits(peer, "/api/echo")
+    room_id, host = inline_room(srv, f"http://localhost:{peer.port}", host=_host())
     with visitor(srv, host) as c:
         admitted(c, room_id)
         r = c.get("/api/echo")
         assert r.status_code == 502 and r.headers["x-qm-origin"] == "refused"
         assert c.get("/static/app.js").status_code == 502  # skipping the gate skips no SSRF rule
-        # a name with a private answer is refused the same way
-    room2, host2 = inline_room(srv, f"http://localhost:{peer.port}", host=_host())
-    with visitor(srv, host2) as c:
-        admitted(c, room2)
-        assert c.get("/api/echo").headers["x-qm-origin"] == "refused"
     assert hits(peer, "/api/echo") == before  # nothing reached the app
 
 
@@ -535,7 +536,7 @@ def test_the_origin_probe_reports_a_live_origin(qm: Server, peer: Peer) -> None:
 
 def test_the_origin_probe_obeys_the_ssrf_rule(make_server, peer: Peer) -> None:  # type: ignore[no-untyped-def]
     srv = make_server({"PROXY_ALLOW_PRIVATE": None})
-    room_id, host = inline_room(srv, peer.url, host=_host())
+    room_id, host = inline_room(srv, f"http://localhost:{peer.port}", host=_host())  # a literal is refused at save
 
     def probed() -> dict[str, object] | None:
         with srv.admin() as admin:
