@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 
 import queue_manager
-from queue_manager.http import pageguard
+from queue_manager.http import negotiate, pageguard
 from queue_manager.http.context import Context
 from queue_manager.http.wire import Request, Send
 from queue_manager.web.docs import render
@@ -215,35 +215,11 @@ def resolve(path: str) -> tuple[str, str | None, str | None]:
 
 
 def _accepts_gzip(req: Request) -> bool:
-    raw = req.header(b"accept-encoding")
-    if not raw:
-        return False
-    for part in raw.split(","):
-        coding, _, params = part.strip().partition(";")
-        if coding.strip().lower() in ("gzip", "*"):
-            q = params.strip().lower()
-            if q.startswith("q="):
-                try:
-                    return float(q[2:]) > 0
-                except ValueError:
-                    return False
-            return True
-    return False
+    return negotiate.accepts(req.header(b"accept-encoding"), "gzip")
 
 
 def _matches(req: Request, etags: tuple[bytes, ...]) -> bool:
-    raw = req.headers.get(b"if-none-match")
-    if not raw:
-        return False
-    for candidate in raw.split(b","):
-        tag = candidate.strip()
-        if tag == b"*":
-            return True
-        if tag.startswith(b"W/"):
-            tag = tag[2:]
-        if tag in etags:
-            return True
-    return False
+    return negotiate.etag_matches(req.headers.get(b"if-none-match"), *etags)
 
 
 async def _docs(ctx: Context, req: Request, send: Send) -> None:

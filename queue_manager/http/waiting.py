@@ -14,7 +14,7 @@ import html
 from dataclasses import dataclass
 
 from queue_manager.engine.model import ROOM_ID_RE
-from queue_manager.http import pageguard
+from queue_manager.http import negotiate, pageguard
 from queue_manager.http.context import Context
 from queue_manager.http.language import pick_language
 from queue_manager.http.wire import NO_STORE, Request, Send, send_response
@@ -54,20 +54,9 @@ async def built_assets() -> dict[str, asset.Static]:
 
 def pick_encoding(req: Request) -> str | None:
     """br, gzip or None (identity) from Accept-Encoding; an explicit q=0 refuses a coding."""
-    header = (req.header(b"accept-encoding") or "").lower()
-    offered: dict[str, float] = {}
-    for part in header.split(","):
-        coding, _, params = part.strip().partition(";")
-        q = 1.0
-        params = params.strip()
-        if params.startswith("q="):
-            try:
-                q = float(params[2:])
-            except ValueError:
-                q = 0.0
-        offered[coding.strip()] = q
+    header = req.header(b"accept-encoding")
     for coding in ("br", "gzip"):
-        if offered.get(coding, offered.get("*", 0.0)) > 0:
+        if negotiate.accepts(header, coding):
             return coding
     return None
 
@@ -108,14 +97,7 @@ def render(room_id: str, name: str, lang: str, prefix: str) -> Rendered:
 
 
 def etag_matches(req: Request, etag: bytes) -> bool:
-    header = req.headers.get(b"if-none-match")
-    if not header:
-        return False
-    for candidate in header.split(b","):
-        c = candidate.strip()
-        if c == b"*" or c.removeprefix(b"W/") == etag:
-            return True
-    return False
+    return negotiate.etag_matches(req.headers.get(b"if-none-match"), etag)
 
 
 async def send_variant(
