@@ -174,8 +174,41 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
         page.get_by_role("button", name="Mint a new link").wait_for(timeout=10_000)
         assert len(admin.get("/api/admin/monitor-links").json()["links"]) == links_before
         page.get_by_role("button", name="Mint a new link").click()
+        page.locator("#share-url").wait_for(timeout=10_000)
         url = page.locator("#share-url").input_value()
         assert "#monitor=" in url
+        page.keyboard.press("Escape")
+
+        def reveals(link_id: str) -> int:
+            rows = admin.get("/api/admin/audit", params={"limit": 200}).json()["audit"]
+            return sum(1 for r in rows if r["action"] == "monitor_token.reveal" and r["target"] == link_id)
+
+        def share_field() -> str:
+            page.get_by_role("button", name="Share monitor").click()
+            page.locator("#share-url").wait_for(timeout=10_000)
+            value: str = page.locator("#share-url").input_value()
+            return value
+
+        # reopening shows the live link in the field: nothing minted, and the page's own link needs no reveal
+        count = len(admin.get("/api/admin/monitor-links").json()["links"])
+        assert share_field() == url
+        page.keyboard.press("Escape")
+        # a newer live link made elsewhere is the one the field shows, revealed (audited) once, never minted
+        newer = admin.post("/api/admin/monitor-links").json()
+        count += 1
+        assert share_field() == newer["url"] and newer["url"] != url
+        assert newer["link"]["id"] in page.locator("#share-which").inner_text()
+        found = violations(page)
+        assert not found, describe(found)
+        page.screenshot(path=str(artifacts / "console-share.png"))
+        page.keyboard.press("Escape")
+        assert share_field() == newer["url"]
+        page.keyboard.press("Escape")
+        assert len(admin.get("/api/admin/monitor-links").json()["links"]) == count
+        assert reveals(newer["link"]["id"]) == 1
+        # once it is revoked, the field falls back to the link still live
+        admin.delete(f"/api/admin/monitor-links/{newer['link']['id']}").raise_for_status()
+        assert share_field() == url
         page.keyboard.press("Escape")
 
     monitor = _context(browser, viewport={"width": 1200, "height": 800}, color_scheme="dark")

@@ -1040,7 +1040,7 @@
         el("td", { text: l.expiresAt ? new Date(l.expiresAt).toLocaleString() : "–" }),
         el("td", {}, l.live === false || l.revoked ? el("span", { class: "muted", text: l.revoked ? "revoked" : "expired" }) : [
           el("button", { type: "button", class: "btn small", onclick: async () => {
-            try { const r = await api("POST", `api/admin/monitor-links/${encodeURIComponent(l.id)}/reveal`); onChange(r.url); } catch (err) { fail(err); }
+            try { const r = await api("POST", `api/admin/monitor-links/${encodeURIComponent(l.id)}/reveal`); onChange(r.url, l.id); } catch (err) { fail(err); }
           } }, "Copy"),
           withRevoke ? el("button", { type: "button", class: "btn small danger", onclick: async (ev) => {
             if (!(await confirmDialog("Revoke this link?", `Link ${l.id} stops working at once, including any open view.`, "Revoke", ev.currentTarget))) return;
@@ -1048,6 +1048,9 @@
           } }, "Revoke") : null,
         ]))))));
   }
+  // Link id -> URL this page has already been shown (minted or revealed): reopening Share monitor puts it back in
+  // the field without another monitor_token.reveal. Memory only, never storage; dropped once the link is not live.
+  const shownLinks = new Map();
   function linkBox(url) {
     const input = el("input", { id: "share-url", readonly: true, value: url, "aria-label": "Monitor link", onfocus: (ev) => ev.currentTarget.select() });
     return el("div", { class: "linkbox" }, input, el("button", { type: "button", class: "btn", onclick: async () => {
@@ -1055,7 +1058,7 @@
       try { await navigator.clipboard.writeText(url); toast("Link copied."); } catch (e) { toast("Select the field and copy it."); }
     } }, "Copy"));
   }
-  async function openShare(opener, shown) {
+  async function openShare(opener, shown, shownId) {
     const dlg = $("#dlg-share");
     if (!dlg.open) {
       dlg.replaceChildren(head("Share monitor", "share-h"), el("div", { class: "dlg-body" }, el("p", { class: "muted", text: "Loading…" })));
@@ -1064,12 +1067,28 @@
     let links = [];
     try { links = (await api("GET", "api/admin/monitor-links")).links; } catch (err) { fail(err); return; }
     const live = links.filter((l) => l.live !== false && !l.revoked);
-    const redo = (url) => openShare(opener, url || undefined);
+    for (const id of [...shownLinks.keys()]) if (!live.some((l) => l.id === id)) shownLinks.delete(id);
+    if (shown && shownId) shownLinks.set(shownId, shown);
+    if (!shown && live.length) {
+      // never mint on open: put the newest live link in the field (revealed once per page, audited by the server)
+      const newest = live.reduce((a, b) => ((b.createdAt || 0) > (a.createdAt || 0) ? b : a));
+      shownId = newest.id;
+      shown = shownLinks.get(newest.id);
+      if (!shown) {
+        try {
+          shown = (await api("POST", `api/admin/monitor-links/${encodeURIComponent(newest.id)}/reveal`)).url;
+          shownLinks.set(newest.id, shown);
+        } catch (err) { shown = undefined; }
+      }
+    }
+    const redo = (url, id) => openShare(opener, url || undefined, id);
+    const which = live.find((l) => l.id === shownId);
     const body = el("div", { class: "dlg-body" },
       el("p", { text: "A read-only view of this dashboard for stakeholders. The link carries a viewer token in its #fragment, never a key; it can watch but never change anything, and expires on its own." }),
-      shown ? linkBox(shown) : el("p", { class: "note", text: live.length ? "Copy an existing link below rather than minting another: every live link is one more person who can watch." : "No live link yet." }),
+      shown ? linkBox(shown) : el("p", { class: "note", text: "No live link yet." }),
+      shown && which ? el("p", { class: "muted small", id: "share-which", text: `Link ${which.id}${which.createdBy ? `, shared by ${which.createdBy}` : ""}${which.expiresAt ? `, expires ${new Date(which.expiresAt).toLocaleString()}` : ""}. Send this one rather than minting another: every live link is one more person who can watch.` }) : null,
       el("div", {}, el("button", { type: "button", class: "btn primary", id: "share-mint", onclick: async () => {
-        try { const r = await api("POST", "api/admin/monitor-links"); redo(r.url); } catch (err) { fail(err); }
+        try { const r = await api("POST", "api/admin/monitor-links"); redo(r.url, r.link && r.link.id); } catch (err) { fail(err); }
       } }, "Mint a new link"), live.length ? el("span", { class: "muted small", text: "  Minting a new link never revokes the others." }) : null),
       el("h3", { class: "small", text: "Live links" }), linkRows(live, true, redo));
     dlg.replaceChildren(head("Share monitor", "share-h"), body);
