@@ -281,9 +281,8 @@ class Pool:
                 conn.close()
         self._idle.clear()
 
-    async def connect(self, origin: Origin) -> Upstream:
-        """A new connection: resolve, refuse any private answer, connect, check the connected address."""
-        loop = asyncio.get_running_loop()
+    async def _resolve_allowed(self, origin: Origin) -> list[str]:
+        """The origin's addresses, every one allowed by the SSRF rule (a name with any private answer is refused)."""
         try:
             addresses = await asyncio.wait_for(self.resolver(origin.host, origin.port), self.connect_timeout)
         except TimeoutError as exc:
@@ -292,8 +291,14 @@ class Pool:
             raise UpstreamError("connect", f"{origin.host} does not resolve: {exc}") from exc
         if not addresses:
             raise UpstreamError("connect", f"{origin.host} does not resolve")
-        for address in addresses:  # a name with any private answer is refused outright
+        for address in addresses:
             self._check(origin, address)
+        return list(addresses)
+
+    async def connect(self, origin: Origin) -> Upstream:
+        """A new connection: resolve, refuse any private answer, connect, check the connected address."""
+        loop = asyncio.get_running_loop()
+        addresses = await self._resolve_allowed(origin)
         last: Exception | None = None
         for address in addresses:
             tls = self._tls_context() if origin.scheme == "https" else None
@@ -328,16 +333,7 @@ class Pool:
     async def connect_socket(self, origin: Origin) -> socket.socket:
         """A plain connected socket (for a WebSocket relay) under exactly the same rule as :meth:`connect`."""
         loop = asyncio.get_running_loop()
-        try:
-            addresses = await asyncio.wait_for(self.resolver(origin.host, origin.port), self.connect_timeout)
-        except TimeoutError as exc:
-            raise UpstreamError("timeout", f"resolving {origin.host} timed out") from exc
-        except OSError as exc:
-            raise UpstreamError("connect", f"{origin.host} does not resolve: {exc}") from exc
-        if not addresses:
-            raise UpstreamError("connect", f"{origin.host} does not resolve")
-        for address in addresses:
-            self._check(origin, address)
+        addresses = await self._resolve_allowed(origin)
         last: UpstreamError | None = None
         for address in addresses:
             family = socket.AF_INET6 if ":" in address else socket.AF_INET
