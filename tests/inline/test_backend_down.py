@@ -22,9 +22,9 @@ import httpx
 import pytest
 
 from tests.conformance.harness import Server, start_server, unique_id, wait_until
+from tests.conformance.relay import Relay
 from tests.inline.conftest import visitor
 from tests.inline.peer import Peer
-from tests.inline.relay import Relay
 
 VALKEY_URL = os.environ.get("TEST_VALKEY_URL") or "redis://127.0.0.1:6379/13"
 DATABASE_URL = os.environ.get("TEST_DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/qm_inline_test"

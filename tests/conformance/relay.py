@@ -1,4 +1,4 @@
-"""A TCP relay the test owns: 127.0.0.1:<port> → target; ``cut()`` drops every connection and refuses new ones."""
+"""A TCP relay a test owns, for cutting or black-holing a server's link to Valkey or PostgreSQL."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ import threading
 
 
 class Relay:
+    """A TCP relay 127.0.0.1:<port> → target; ``cut()`` drops every connection and refuses new ones;
+    ``stall()`` black-holes it (connections stay open, nothing gets through: a command timeout)."""
+
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.open = True
+        self.stalled = False
         self.conns: list[socket.socket] = []
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -25,6 +29,11 @@ class Relay:
             if not self.open:
                 client.close()
                 continue
+            if self.stalled:  # accepted, never answered
+                with self.lock:
+                    self.conns.append(client)
+                threading.Thread(target=self._swallow, args=(client,), daemon=True).start()
+                continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
             except OSError:
@@ -36,10 +45,18 @@ class Relay:
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
     @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _swallow(src: socket.socket) -> None:
+        try:
+            while src.recv(65536):
+                pass
+        except OSError:
+            pass
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
-                dst.sendall(data)
+                if not self.stalled:
+                    dst.sendall(data)
         except OSError:
             pass
         finally:
@@ -60,7 +77,13 @@ class Relay:
                     pass
             self.conns.clear()
 
+    def stall(self) -> None:
+        self.stalled = True
+
     def restore(self) -> None:
+        if self.stalled:  # what was swallowed is lost: drop those connections, the client reconnects
+            self.cut()
+            self.stalled = False
         self.open = True
 
     def close(self) -> None:
