@@ -12,6 +12,7 @@ import uvicorn
 from queue_manager import __version__
 from queue_manager.config import ConfigRefusal, Settings, load_settings
 from queue_manager.http.app import App
+from queue_manager.inline.fastpath import InlineProtocol
 
 
 class _Server(uvicorn.Server):
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         app,
         host=settings.host,
         port=settings.port,
-        http="httptools",
+        http=InlineProtocol,
         lifespan="on",
         log_level="warning",
         access_log=False,

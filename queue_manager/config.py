@@ -190,6 +190,7 @@ class Settings:
     connection_reserve: int
     proxy_timeout_ms: int
     proxy_allow_private: bool
+    proxy_fast_path: bool
     shutdown_grace_ms: int
     shutdown_drain_ms: int | None
     # bot protection
@@ -282,6 +283,7 @@ ENV_VARS: tuple[str, ...] = (
     "CONNECTION_RESERVE",
     "PROXY_TIMEOUT_MS",
     "PROXY_ALLOW_PRIVATE",
+    "PROXY_FAST_PATH",
     "SHUTDOWN_GRACE_MS",
     "SHUTDOWN_DRAIN_MS",
     # bot protection
@@ -734,6 +736,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         )
     proxy_timeout_ms = r.integer("PROXY_TIMEOUT_MS", 30000, "milliseconds", minimum=1)
     proxy_allow_private = r.boolean("PROXY_ALLOW_PRIVATE", False)
+    proxy_fast_path = r.boolean("PROXY_FAST_PATH", True)
     shutdown_grace_ms = r.integer("SHUTDOWN_GRACE_MS", 2000, "milliseconds")
     # None = unset: 2000 ms, or a 15000 ms floor with an inline room (the caller decides).
     shutdown_drain_ms = r.optional_integer(
@@ -850,6 +853,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         connection_reserve=connection_reserve,
         proxy_timeout_ms=proxy_timeout_ms,
         proxy_allow_private=proxy_allow_private,
+        proxy_fast_path=proxy_fast_path,
         shutdown_grace_ms=shutdown_grace_ms,
         shutdown_drain_ms=shutdown_drain_ms,
         protection_mode=protection_mode,

@@ -43,6 +43,14 @@ ROUTES: dict[str, tuple[frozenset[str], Handler]] = {
 }
 
 
+PREPARED = "qm.request"  # scope key: a Request already screened (App.screen) by the inline fast path
+
+
+def api_path(path: str) -> str:
+    """``/api/v1/...`` is ``/api/...``."""
+    return "/api/" + path[8:] if path.startswith("/api/v1/") else path
+
+
 def create_store(settings: Settings, clock: SystemClock) -> tuple[Store, Backend | None]:
     if settings.store == "memory":
         from queue_manager.store.memory import MemoryStore
@@ -194,24 +202,40 @@ class App:
         else:
             await send_error(send, HttpError(403, "edge_required", "edge_required"), head)
 
-    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path: str = scope["path"]
-        if path.startswith("/api/v1/"):
-            path = "/api/" + path[8:]
-        req = Request(scope, receive, path)
+    def screen(self, req: Request) -> bool:
+        """What every request goes through first: the edge secret, the client's identity, proxy watch.
+
+        False: refused at the edge (the caller answers). Run once per request, whichever path serves
+        it: the inline fast path runs it and hands the Request over in the scope (``PREPARED``).
+        """
         ctx = self.ctx
-        head = req.method == "HEAD"
+        scope = req.scope
         through_edge = False
         if ctx.edge.enabled:
             through_edge = ctx.edge.passes(scope)
             if not through_edge and not (ctx.edge.exempt(scope) and not inline_entry.inline_host(ctx, scope)):
                 ctx.counters.edge_refused += 1
-                await self._edge_refusal(scope, send, head)
-                return
+                return False
         ident = ctx.identity.resolve(req)
         if ident.edge_fallback and through_edge:  # a platform probe of /healthz is not Cloudflare's
             ctx.counters.edge_client_ip_fallback += 1
         ctx.proxywatch.observe(req, ident.peer, ident.trusted_peer)
+        return True
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        ctx = self.ctx
+        prepared = scope.pop(PREPARED, None)
+        if isinstance(prepared, Request):
+            req = prepared
+            req.receive = receive
+            path = req.path
+        else:
+            req = Request(scope, receive, api_path(scope["path"]))
+            path = req.path
+            if not self.screen(req):
+                await self._edge_refusal(scope, send, req.method == "HEAD")
+                return
+        head = req.method == "HEAD"
         try:
             routed = await inline_entry.route(ctx, req, send)  # an inline host's own paths, /__qm, limits
             if routed is None:

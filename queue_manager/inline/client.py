@@ -19,8 +19,8 @@ import collections
 import socket
 import ssl
 import time
-from dataclasses import dataclass
-from typing import cast
+from dataclasses import dataclass, field
+from typing import Protocol, cast
 
 import httptools
 
@@ -36,10 +36,10 @@ class Origin:
     scheme: str
     host: str
     port: int
+    key: str = field(init=False, compare=False)  # scheme://host:port, the pool's key (made once)
 
-    @property
-    def key(self) -> str:
-        return f"{self.scheme}://{self.host}:{self.port}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.scheme}://{self.host}:{self.port}")
 
 
 class UpstreamError(Exception):
@@ -50,8 +50,24 @@ class UpstreamError(Exception):
         self.phase = phase
 
 
+class Sink(Protocol):
+    """Who an exchange in callback mode reports to (the inline fast path's :class:`~.relay.Relay`)."""
+
+    def upstream_head(self, conn: Upstream) -> None: ...
+    def upstream_body(self, data: bytes) -> None: ...
+    def upstream_done(self, conn: Upstream) -> None: ...
+    def upstream_failed(self, conn: Upstream, err: UpstreamError) -> None: ...
+    def upstream_writable(self, ok: bool) -> None: ...
+    def upstream_flush(self) -> None: ...
+
+
 class Upstream(asyncio.Protocol):
-    """One connection to an origin, parsing one response at a time."""
+    """One connection to an origin, parsing one response at a time.
+
+    Two ways to run an exchange: awaited (:meth:`begin`, then :meth:`response_head` and :meth:`read`,
+    used by the ASGI path and the health probe) or in callback mode (:meth:`begin_sink`: the head, each
+    body piece, the end and any failure are handed to a :class:`Sink` as they are parsed, nothing held).
+    """
 
     def __init__(self, origin: Origin) -> None:
         self.origin = origin
@@ -62,22 +78,35 @@ class Upstream(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._write_ok: asyncio.Event = asyncio.Event()
         self._write_ok.set()
+        self._parser: httptools.HttpResponseParser | None = None
+        self.sink: Sink | None = None
+        self._paused = False
+        self._head_only = False
+        self.complete = False
+        self._error: UpstreamError | None = None
         self._reset_exchange(head_only=False)
 
     # ---------------------------------------------------------------- exchange state
 
-    def _reset_exchange(self, head_only: bool) -> None:
-        self._parser = httptools.HttpResponseParser(self)
+    def _reset_exchange(self, head_only: bool, sink: Sink | None = None) -> None:
+        # the parser carries over from a cleanly finished exchange; after a HEAD (no body read) it cannot
+        if self._parser is None or self._head_only or not self.complete or self._error is not None:
+            self._parser = httptools.HttpResponseParser(self)
+        if self._paused and self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+        self.sink = sink
         self._head_only = head_only
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []
         self.keep_alive = False
-        self._head: asyncio.Future[None] = self._loop.create_future()
+        self.length: int | None = None
+        self.head_done = False
+        self._head: asyncio.Future[None] | None = None if sink is not None else self._loop.create_future()
         self._chunks: collections.deque[bytes] = collections.deque()
         self._buffered = 0
-        self._data = asyncio.Event()
+        self._data = _NO_EVENT if sink is not None else asyncio.Event()
         self.complete = False
-        self._error: UpstreamError | None = None
+        self._error = None
         self._paused = False
         self._until_close = False
         self.got_bytes = False
@@ -94,19 +123,23 @@ class Upstream(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.got_bytes = True
-        if self.complete:
+        if self.complete or self._parser is None:
             return  # bytes after a complete response (none expected without pipelining)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             pass
         except httptools.HttpParserError as exc:
-            self._fail(UpstreamError("response" if not self._head.done() else "body", f"bad response: {exc}"))
+            self._fail(UpstreamError("response" if not self.head_done else "body", f"bad response: {exc}"))
             if self.transport is not None:
                 self.transport.close()
+            return
+        sink = self.sink
+        if sink is not None:
+            sink.upstream_flush()  # what this read produced, in one write to the visitor
 
     def eof_received(self) -> bool | None:
-        if not self.complete and self._head.done() and self._until_close:
+        if not self.complete and self.head_done and self._until_close:
             self.keep_alive = False
             self._finish()  # a read-until-close body ends here
         return None
@@ -115,7 +148,7 @@ class Upstream(asyncio.Protocol):
         self.closed = True
         self._write_ok.set()
         if not self.complete:
-            if not self._head.done():
+            if not self.head_done:
                 self._fail(UpstreamError("response", "the origin closed the connection before answering"))
             else:
                 # a body without a length ends with the connection; anything else is cut short
@@ -127,9 +160,17 @@ class Upstream(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._write_ok.clear()
+        if self.sink is not None:
+            self.sink.upstream_writable(False)
 
     def resume_writing(self) -> None:
         self._write_ok.set()
+        if self.sink is not None:
+            self.sink.upstream_writable(True)
+
+    @property
+    def write_paused(self) -> bool:
+        return not self._write_ok.is_set()
 
     # ---------------------------------------------------------------- httptools callbacks
 
@@ -137,23 +178,38 @@ class Upstream(asyncio.Protocol):
         self.headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
-        status = self._parser.get_status_code()
+        parser = self._parser
+        assert parser is not None
+        status = parser.get_status_code()
         if 100 <= status < 200 and status != 101:
             self.headers = []  # an interim answer (100 Continue, 103 Early Hints): wait for the final one
             return
         self.status = status
-        self.keep_alive = self._parser.should_keep_alive()
-        names = {k for k, _ in self.headers}
-        chunked = any(k == b"transfer-encoding" and b"chunked" in v.lower() for k, v in self.headers)
+        self.keep_alive = parser.should_keep_alive()
+        self.length = None
+        chunked = False
+        for k, v in self.headers:
+            if k == b"content-length":
+                self.length = int(v) if v.isdigit() else None
+            elif k == b"transfer-encoding" and b"chunked" in v.lower():
+                chunked = True
         # neither a length nor chunked: the body ends when the connection does (HTTP/1.0 style)
-        self._until_close = b"content-length" not in names and not chunked
-        if not self._head.done():
+        self._until_close = self.length is None and not chunked
+        self.head_done = True
+        no_body = self._head_only or status in (204, 304)
+        sink = self.sink
+        if sink is not None:
+            sink.upstream_head(self)
+        elif self._head is not None and not self._head.done():
             self._head.set_result(None)
-        if self._head_only or status in (204, 304):
+        if no_body:
             self._finish()
 
     def on_body(self, body: bytes) -> None:
         if self.complete:
+            return
+        if self.sink is not None:
+            self.sink.upstream_body(body)
             return
         self._chunks.append(body)
         self._buffered += len(body)
@@ -167,13 +223,25 @@ class Upstream(asyncio.Protocol):
             self._finish()
 
     def _finish(self) -> None:
+        if self.complete:
+            return
         self.complete = True
+        sink = self.sink
+        if sink is not None:
+            sink.upstream_done(self)
+            return
         self._data.set()
 
     def _fail(self, err: UpstreamError) -> None:
-        if self._error is None:
+        first = self._error is None
+        if first:
             self._error = err
-        if not self._head.done():
+        sink = self.sink
+        if sink is not None:
+            if first:
+                sink.upstream_failed(self, err)
+            return
+        if self._head is not None and not self._head.done():
             self._head.set_exception(err)
             self._head.exception()  # retrieved: never "exception was never retrieved"
         self._data.set()
@@ -184,6 +252,21 @@ class Upstream(asyncio.Protocol):
         self._reset_exchange(head_only)
         self.write(head)
 
+    def begin_sink(self, sink: Sink, head: bytes, head_only: bool) -> None:
+        """Start an exchange in callback mode: ``sink`` hears the response as it is parsed."""
+        self._reset_exchange(head_only, sink)
+        self.write(head)
+
+    def pause_reading(self) -> None:
+        if not self._paused and self.transport is not None and not self.closed:
+            self._paused = True
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self._paused and self.transport is not None and not self.closed:
+            self._paused = False
+            self.transport.resume_reading()
+
     def write(self, data: bytes) -> None:
         if self.transport is None or self.closed:
             raise UpstreamError("response", "the connection to the origin is closed")
@@ -192,10 +275,11 @@ class Upstream(asyncio.Protocol):
     async def drain(self) -> None:
         if not self._write_ok.is_set():
             await self._write_ok.wait()
-        if self.closed and not self.complete and self._error is not None and not self._head.done():
+        if self.closed and not self.complete and self._error is not None and not self.head_done:
             raise self._error
 
     async def response_head(self) -> None:
+        assert self._head is not None, "an awaited exchange (begin), not a callback one"
         await self._head
 
     async def read(self) -> bytes | None:
@@ -234,8 +318,25 @@ class Upstream(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        self.sink = None
         if self.transport is not None:
             self.transport.close()
+
+
+class _NoEvent:
+    """Stands in for the awaited mode's Event in callback mode (nothing waits there)."""
+
+    def set(self) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+    async def wait(self) -> None:  # pragma: no cover - never awaited in callback mode
+        raise RuntimeError("callback-mode exchanges are not awaited")
+
+
+_NO_EVENT: asyncio.Event = cast(asyncio.Event, _NoEvent())
 
 
 class Pool:
@@ -265,6 +366,7 @@ class Pool:
         return None
 
     def put_back(self, conn: Upstream) -> None:
+        conn.sink = None
         if not conn.reusable:
             conn.close()
             return

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from queue_manager.inline.client import Pool
+from queue_manager.inline.deadlines import Deadlines
 from queue_manager.inline.hosts import HostIndex
 from queue_manager.inline.origin_health import OriginProbe
 from queue_manager.store.base import StoreUnavailable
@@ -28,6 +29,7 @@ class Inline:
         self.index = HostIndex()
         self.pool = Pool(allow_private=s.proxy_allow_private, connect_timeout=s.proxy_timeout_ms / 1000.0)
         self.timeout = s.proxy_timeout_ms / 1000.0
+        self.deadlines = Deadlines(self.timeout)  # response heads awaited on the fast path
         self.active_proxied = 0  # proxied responses and sockets in flight (what a stop waits for)
         self.connection_count: Callable[[], int] | None = None  # set by the server (cli)
         self._task: asyncio.Task[None] | None = None

@@ -12,7 +12,7 @@ from queue_manager.http.context import Context
 from queue_manager.http.wire import HttpError, Message, Request, Scope, Send
 from queue_manager.inline import pages, proxy, surface
 from queue_manager.inline.component import Inline
-from queue_manager.inline.hosts import is_address_literal, request_host_key
+from queue_manager.inline.hosts import InlineRoom, is_address_literal, request_host_key
 
 HEALTH_PATHS = frozenset({"/healthz", "/__qm/healthz"})
 
@@ -31,6 +31,26 @@ def inline_host(ctx: Context, scope: Scope) -> bool:
         if k == b"host":
             return inline.index.lookup(v) is not None
     return False
+
+
+def _console_literal(ctx: Context, host: bytes | None, path: str) -> bool:
+    """An admin path on an address-literal Host with no ADMIN_HOST: the queue's console, not the app."""
+    if not path.startswith("/api/admin/") or ctx.settings.admin_hosts:
+        return False
+    name = request_host_key(host.decode("latin-1")) if host else ""
+    return is_address_literal(name.rsplit(":", 1)[0] if name.count(":") == 1 else name)
+
+
+def app_room(ctx: Context, req: Request) -> InlineRoom | None:
+    """The inline room whose app this request is for, when :func:`route` would hand it to the proxy."""
+    inline = _inline(ctx)
+    if inline is None or not inline.index or inline.at_ceiling():
+        return None
+    host = req.headers.get(b"host")
+    room = inline.index.lookup(host)
+    if room is None or surface.strip_prefix(req.path) is not None or _console_literal(ctx, host, req.path):
+        return None
+    return room
 
 
 async def route(ctx: Context, req: Request, send: Send) -> str | None:
@@ -52,9 +72,7 @@ async def route(ctx: Context, req: Request, send: Send) -> str | None:
     if room is not None:
         inner = surface.strip_prefix(path)
         if inner is None:
-            name = request_host_key(host.decode("latin-1")) if host else ""
-            literal = is_address_literal(name.rsplit(":", 1)[0] if name.count(":") == 1 else name)
-            if path.startswith("/api/admin/") and literal and not settings.admin_hosts:
+            if _console_literal(ctx, host, path):
                 return path  # that address is the console's too: the queue answers, never the app (QM-439)
             await proxy.serve(ctx, inline, req, room, send)
             return None

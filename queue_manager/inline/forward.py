@@ -67,27 +67,33 @@ def split_host(host: str, scheme: str) -> tuple[str, int]:
     return name.lower(), port or (443 if scheme == "https" else 80)
 
 
+# every request header name the app never receives as sent (Host and X-Forwarded-* are rebuilt)
+DROP_UP = HOP_BY_HOP | REBUILT | NEVER_UP
+DROP_DOWN = HOP_BY_HOP | {b"date"}
+CONSOLE_SET_COOKIE = CONSOLE_COOKIE.encode()
+
+
 def upstream_headers(
     headers: list[tuple[bytes, bytes]], ident: Identity, trusted: bool, *, upgrade: bool = False
 ) -> list[tuple[bytes, bytes]]:
     """The request headers the app receives (Host first; body framing is added by the caller)."""
-    named = _named_in_connection(headers)
     out: list[tuple[bytes, bytes]] = []
     host = b""
     chain = b""
     fwd_host = b""
+    connection = False
     for k, v in headers:
-        if k == b"host":
-            if not host:
-                host = v
-            continue
-        if k == b"x-forwarded-for":
-            chain = chain + b", " + v if chain else v
-            continue
-        if k == b"x-forwarded-host" and ident.trusted_peer and not fwd_host:  # never believed via the edge
-            fwd_host = v
-            continue
-        if k in HOP_BY_HOP or k in named or k in REBUILT or k in NEVER_UP:
+        if k in DROP_UP:
+            if k == b"host":
+                if not host:
+                    host = v
+            elif k == b"x-forwarded-for":
+                chain = chain + b", " + v if chain else v
+            elif k == b"x-forwarded-host":
+                if ident.trusted_peer and not fwd_host:  # never believed via the edge
+                    fwd_host = v
+            elif k == b"connection":
+                connection = True
             continue
         if k in FORWARDED_IN and not trusted:
             continue
@@ -96,16 +102,25 @@ def upstream_headers(
             if not v:
                 continue
         out.append((k, v))
-    shown_host = (fwd_host or host).decode("latin-1").split(",")[0].strip()
-    _, port = split_host(shown_host, ident.scheme) if shown_host else ("", 443 if ident.scheme == "https" else 80)
+    if connection:  # and what the Connection header names
+        named = _named_in_connection(headers)
+        out = [(k, v) for k, v in out if k not in named]
+    scheme = ident.scheme
+    if fwd_host or b":" in host or b"," in host:
+        shown_host = (fwd_host or host).decode("latin-1").split(",")[0].strip()
+        port = split_host(shown_host, scheme)[1] if shown_host else (443 if scheme == "https" else 80)
+        shown = shown_host.encode("latin-1")
+    else:
+        shown = host.strip()
+        port = 443 if scheme == "https" else 80
     client = ident.ip.encode()
     xff = chain.strip() + b", " + client if trusted and chain.strip() else client
     head = [(b"host", host)] if host else []
     head += [
         (b"x-forwarded-for", xff),
-        (b"x-forwarded-host", shown_host.encode("latin-1")),
-        (b"x-forwarded-proto", ident.scheme.encode()),
-        (b"x-forwarded-port", str(port).encode()),
+        (b"x-forwarded-host", shown),
+        (b"x-forwarded-proto", scheme.encode()),
+        (b"x-forwarded-port", b"443" if port == 443 else b"80" if port == 80 else str(port).encode()),
     ]
     if upgrade:
         head += [(b"connection", b"upgrade"), (b"upgrade", b"websocket")]
@@ -114,14 +129,18 @@ def upstream_headers(
 
 def downstream_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """The response headers the visitor receives (the server adds its own framing and Date)."""
-    named = _named_in_connection(headers)
     out: list[tuple[bytes, bytes]] = []
+    connection = False
     for k, v in headers:
-        if k in HOP_BY_HOP or k in named or k == b"date":
+        if k in DROP_DOWN:
+            connection = connection or k == b"connection"
             continue
-        if k == b"set-cookie" and v.split(b"=", 1)[0].strip() == CONSOLE_COOKIE.encode():
+        if k == b"set-cookie" and v.split(b"=", 1)[0].strip() == CONSOLE_SET_COOKIE:
             continue
         out.append((k, v))
+    if connection:  # and what the Connection header names
+        named = _named_in_connection(headers)
+        out = [(k, v) for k, v in out if k not in named]
     return out
 
 

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import secrets
 import time
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -70,18 +71,36 @@ async def admit(ctx: Context, req: Request, ident: Identity, room: InlineRoom) -
     return result, (token if presented is not None else None)
 
 
-async def serve(ctx: Context, inline: Inline, req: Request, room: InlineRoom, send: Send) -> None:
+DECISION = "qm.inline.decision"  # scope key: a decision the fast path already made (inline/fastpath.py)
+
+
+@dataclass(slots=True)
+class Decision:
+    """What the gate decided for one request on an inline host.
+
+    ``kind``: forward (to the app), redirect (the waiting page's token hand-off), waiting (the page),
+    queued (the JSON envelope) or backend_down (onBackendDown closed while the store is unreachable).
+    """
+
+    kind: str
+    extra: list[tuple[bytes, bytes]] = field(default_factory=list)
+    navigation: bool = False
+    reason: str = "waiting"
+
+
+FORWARD_PLAIN = "forward"
+
+
+async def decide(ctx: Context, req: Request, room: InlineRoom) -> Decision:
+    """Skip the gate, or run the door check; counted here once, whichever path answers."""
     counters = ctx.counters
-    ident = ctx.identity.resolve(req)
-    head = req.method == "HEAD"
     raw_path: bytes = req.scope.get("raw_path") or req.scope["path"].encode()
     raw_path = raw_path.split(b"?", 1)[0]
-    extra: list[tuple[bytes, bytes]] = []
     if gate.skips_gate(req.method, raw_path, req.headers.get(b"sec-fetch-dest")):
         counters.inline_bypassed += 1
-        await forward(ctx, inline, req, room, send, extra)
-        return
+        return Decision(FORWARD_PLAIN)
     counters.inline_gated += 1
+    ident = ctx.identity.resolve(req)
     navigation = gate.is_navigation(req.headers)
     try:
         result, token = await admit(ctx, req, ident, room)
@@ -89,12 +108,9 @@ async def serve(ctx: Context, inline: Inline, req: Request, room: InlineRoom, se
         mode = room.on_backend_down
         counters.backend_down[mode] = counters.backend_down.get(mode, 0) + 1
         log_backend_down(room, mode)
-        if mode == "open":
-            await forward(ctx, inline, req, room, send, extra)
-        else:
-            await pages.backend_down(send, page=navigation, room_id=room.room_id, head=head)
-        return
+        return Decision(FORWARD_PLAIN if mode == "open" else "backend_down", navigation=navigation)
     if result.admit:
+        extra: list[tuple[bytes, bytes]] = []
         secure = ctx.identity.secure(ident)
         if result.door_key:
             extra.append(cookie_header(f"qm_dk_{room.room_id}", result.door_key, max_age=None, secure=secure))
@@ -104,15 +120,30 @@ async def serve(ctx: Context, inline: Inline, req: Request, room: InlineRoom, se
             extra.append(
                 cookie_header(f"qm_{room.room_id}", token, max_age=ctx.settings.queue_cookie_max_age_sec, secure=secure)
             )
-            await _redirect_clean(req, send, extra)
-            return
-        await forward(ctx, inline, req, room, send, extra)
-        return
-    reason = result.reason or "waiting"
-    if navigation:
+            return Decision("redirect", extra, navigation)
+        return Decision(FORWARD_PLAIN, extra, navigation)
+    return Decision("waiting" if navigation else "queued", navigation=navigation, reason=result.reason or "waiting")
+
+
+async def serve(ctx: Context, inline: Inline, req: Request, room: InlineRoom, send: Send) -> None:
+    decision = req.scope.pop(DECISION, None)
+    if not isinstance(decision, Decision):
+        decision = await decide(ctx, req, room)
+    await answer(ctx, inline, req, room, send, decision)
+
+
+async def answer(ctx: Context, inline: Inline, req: Request, room: InlineRoom, send: Send, d: Decision) -> None:
+    head = req.method == "HEAD"
+    if d.kind == FORWARD_PLAIN:
+        await forward(ctx, inline, req, room, send, d.extra)
+    elif d.kind == "redirect":
+        await _redirect_clean(req, send, d.extra)
+    elif d.kind == "backend_down":
+        await pages.backend_down(send, page=d.navigation, room_id=room.room_id, head=head)
+    elif d.kind == "waiting":
         await waiting_page(ctx, req, send, room.room_id)
     else:
-        await pages.queued_json(send, room.room_id, reason, head)
+        await pages.queued_json(send, room.room_id, d.reason, head)
 
 
 BACKEND_DOWN_LOGGED: dict[str, float] = {}
@@ -183,6 +214,17 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> 
 # ---------------------------------------------------------------------- forwarding
 
 
+def upstream_request(ctx: Context, req: Request, ident: Identity) -> tuple[bytes, str]:
+    """The request head the app receives, and how its body is framed (none | length | chunked)."""
+    scope = req.scope
+    raw: bytes = scope.get("raw_path") or scope["path"].encode()
+    qs: bytes = scope.get("query_string") or b""
+    target = raw if b"?" in raw or not qs else raw + b"?" + qs
+    framing, body_kind = _body_framing(req)
+    headers = upstream_headers(scope["headers"], ident, trusted_forwarder(ctx, ident)) + framing
+    return request_head(req.method, target, headers), body_kind
+
+
 def _body_framing(req: Request) -> tuple[list[tuple[bytes, bytes]], str]:
     """(framing headers for the app, body kind: none | length | chunked)."""
     length = req.headers.get(b"content-length")
@@ -217,13 +259,7 @@ async def forward(
 ) -> None:
     ident = ctx.identity.resolve(req)
     head_request = req.method == "HEAD"
-    scope = req.scope
-    raw: bytes = scope.get("raw_path") or scope["path"].encode()
-    qs: bytes = scope.get("query_string") or b""
-    target = raw if b"?" in raw or not qs else raw + b"?" + qs
-    framing, body_kind = _body_framing(req)
-    headers = upstream_headers(scope["headers"], ident, trusted_forwarder(ctx, ident)) + framing
-    head = request_head(req.method, target, headers)
+    head, body_kind = upstream_request(ctx, req, ident)
     inline.active_proxied += 1
     try:
         await _exchange(ctx, inline, req, room, send, extra, head, head_request, body_kind)
@@ -333,19 +369,19 @@ async def _origin_failed(
     if pump is not None and not pump.done():
         pump.cancel()
     if phase == "visitor":
-        _count_disconnect(ctx, room)
+        count_disconnect(ctx, room)
         return
-    _count_origin_error(ctx, room, phase)
+    count_origin_error(ctx, room, phase)
     await pages.origin_down(send, page=navigation, status=status, room_id=room.room_id, phase=phase, head=head)
 
 
-def _count_origin_error(ctx: Context, room: InlineRoom, phase: str) -> None:
+def count_origin_error(ctx: Context, room: InlineRoom, phase: str) -> None:
     key = (room.room_id, phase)
     errors = ctx.counters.origin_errors
     errors[key] = errors.get(key, 0) + 1
 
 
-def _count_disconnect(ctx: Context, room: InlineRoom) -> None:
+def count_disconnect(ctx: Context, room: InlineRoom) -> None:
     d = ctx.counters.visitor_disconnects
     d[room.room_id] = d.get(room.room_id, 0) + 1
 
@@ -407,11 +443,11 @@ async def _relay_response(
             pump.cancel()
             conn.close()
     if gone.is_set():
-        _count_disconnect(ctx, room)
+        count_disconnect(ctx, room)
         conn.close()
         return
     if failed:
-        _count_origin_error(ctx, room, "body")
+        count_origin_error(ctx, room, "body")
         conn.close()
         # the status is already sent: return without ending the body, so the server cuts the connection
         # and the visitor sees a broken transfer rather than a short file

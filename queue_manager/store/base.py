@@ -37,6 +37,9 @@ ChangeListener = Callable[[set[str]], None]
 
 class Store(Protocol):
     kind: str
+    # True when no coroutine of this store ever suspends (the embedded store): a caller on a hot path may
+    # then run one to its end in place (http/eager.py) instead of scheduling a task for it
+    immediate: bool
 
     async def start(self) -> None: ...
 

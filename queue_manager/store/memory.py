@@ -25,6 +25,7 @@ def room_summary(room: Room) -> dict[str, Any]:
 
 class MemoryStore:
     kind = "memory"
+    immediate = True  # nothing here awaits: every coroutine finishes on its first step
 
     def __init__(self, clock: Clock) -> None:
         self.engine = Engine(clock)

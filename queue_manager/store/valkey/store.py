@@ -117,6 +117,7 @@ class ValkeyStore:
     """
 
     kind = "valkey"
+    immediate = False
 
     def __init__(
         self,

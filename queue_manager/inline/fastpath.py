@@ -1,0 +1,315 @@
+"""The server's HTTP protocol, with a fast path for what an inline host's app is sent.
+
+uvicorn's httptools protocol serves every request through the ASGI app. Proxied requests are the
+bulk of an inline deployment's traffic, and through ASGI each costs a task, a dozen message dicts and
+a second pass over every header. This subclass takes, at the end of a request's head, the requests
+the gate lets through to the app — a static subresource, or an admitted visitor — and runs them as a
+:class:`~.relay.Relay` right on the two sockets. Everything else, and every request this path is not
+sure of, goes through uvicorn and the ASGI app exactly as before:
+
+* any host that is not an inline room's, anything under ``/__qm``, upgrades (WebSockets), a request
+  behind another still being answered (pipelining), the connection ceiling, the edge secret refused;
+* the gate's other answers (the waiting page, the queued envelope, the token hand-off, the backend-down
+  page): the decision made here travels in the scope (``proxy.DECISION``) so the door check is never
+  run twice and nothing is counted twice.
+
+Both paths call the same functions for every rule (App.screen, entry.app_room, proxy.decide,
+proxy.upstream_request, forward.downstream_headers); ``PROXY_FAST_PATH=0`` turns this one off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import urllib.parse
+from collections.abc import MutableMapping
+from typing import Any
+
+import httptools
+from uvicorn.config import Config
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.server import ServerState
+
+from queue_manager.http.app import PREPARED, App, api_path
+from queue_manager.http.eager import run_now
+from queue_manager.http.wire import Message, Request
+from queue_manager.inline import entry, gate, proxy
+from queue_manager.inline.component import Inline
+from queue_manager.inline.hosts import InlineRoom
+from queue_manager.inline.relay import Relay
+
+
+async def _no_receive() -> Message:  # the fast path reads bodies from the parser, never through ASGI
+    return {"type": "http.disconnect"}
+
+
+class Held:
+    """A request waiting for its door check (a store that answers over the network).
+
+    It stands as the protocol's cycle meanwhile: the visitor's reading is paused and any body that
+    already arrived is kept, then handed to the relay or the ASGI cycle the decision picks.
+    """
+
+    message_event = Relay.message_event
+
+    def __init__(self, scope: dict[str, Any], keep_alive: bool, expect_continue: bool) -> None:
+        self.scope = scope
+        self.keep_alive = keep_alive
+        self.expect_continue = expect_continue
+        self.response_complete = False
+        self.disconnected = False
+        self.body: list[bytes] = []
+        self.complete = False
+        self.task: asyncio.Task[None] | None = None
+
+
+class InlineProtocol(HttpToolsProtocol):
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        app = config.app
+        self.qm: App | None = app if isinstance(app, App) and app.settings.proxy_fast_path else None
+        self.relay: Relay | Held | None = None
+        self.idle_from: float | None = None
+        self.idle_timer: asyncio.TimerHandle | None = None
+
+    # ---------------------------------------------------------------- the connection
+
+    def data_received(self, data: bytes) -> None:
+        self.idle_from = None
+        super().data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        current = self.relay
+        if isinstance(current, Relay):
+            current.visitor_gone()
+        elif isinstance(current, Held) and current.task is not None:
+            current.task.cancel()
+        self.relay = None
+        if self.idle_timer is not None:
+            self.idle_timer.cancel()
+            self.idle_timer = None
+        super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if isinstance(self.relay, Relay):
+            self.relay.visitor_writable(False)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if isinstance(self.relay, Relay):
+            self.relay.visitor_writable(True)
+
+    def _cycle(self) -> object:
+        """The current cycle: uvicorn's, a Relay or a Held (they stand in for one another)."""
+        return self.cycle
+
+    # ---------------------------------------------------------------- parser callbacks
+
+    def on_headers_complete(self) -> None:
+        qm = self.qm
+        cycle = self.cycle
+        if (
+            qm is None
+            or not qm.ctx.inline.index
+            or (cycle is not None and not cycle.response_complete)
+            or self.parser.should_upgrade()
+        ):
+            super().on_headers_complete()
+            return
+        limit = self.limit_concurrency
+        if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
+            super().on_headers_complete()
+            return
+        self._take(qm)
+
+    def on_body(self, body: bytes) -> None:
+        current = self.relay
+        if current is None or current is not self._cycle():
+            super().on_body(body)
+        elif isinstance(current, Relay):
+            current.request_body(body)
+        else:
+            current.body.append(body)
+
+    def on_message_complete(self) -> None:
+        current = self.relay
+        if current is None or current is not self._cycle():
+            super().on_message_complete()
+        elif isinstance(current, Relay):
+            current.request_done()
+        else:
+            current.complete = True
+
+    # ---------------------------------------------------------------- the fast path
+
+    def _take(self, qm: App) -> None:
+        """Serve this request here if the gate lets it through to the app; otherwise hand it to uvicorn."""
+        ctx = qm.ctx
+        parser = self.parser
+        scope: dict[str, Any] = self.scope  # type: ignore[assignment]
+        method = parser.get_method().decode("ascii")
+        scope["method"] = method
+        version = parser.get_http_version()
+        if version != "1.1":
+            scope["http_version"] = version
+        url = httptools.parse_url(self.url)
+        raw_path = url.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        scope["path"] = self.root_path + path
+        scope["raw_path"] = self.root_path.encode("ascii") + raw_path
+        scope["query_string"] = url.query or b""
+        if ctx.edge.enabled and not ctx.edge.passes(scope):
+            super().on_headers_complete()  # the ASGI path refuses it (and counts the refusal once)
+            return
+        req = Request(scope, _no_receive, api_path(scope["path"]))
+        qm.screen(req)  # passes: the edge secret, the one refusal it makes, was checked just above
+        scope[PREPARED] = req
+        room = entry.app_room(ctx, req)
+        if room is None:
+            super().on_headers_complete()
+            return
+        keep_alive = version != "1.0" and parser.should_keep_alive()
+        coro = proxy.decide(ctx, req, room)
+        if ctx.store.immediate:
+            try:
+                decision = run_now(coro)
+            except Exception:  # e.g. the room went away: the ASGI path answers it with the right error
+                super().on_headers_complete()
+                return
+            self._decided(req, room, decision, keep_alive, self.expect_100_continue, None)
+            return
+        # a door check over the network: hold the request (and any body) until it answers
+        held = Held(scope, keep_alive, self.expect_100_continue)
+        self.relay = self.cycle = held  # type: ignore[assignment]
+        self.flow.pause_reading()
+        held.task = self.loop.create_task(self._await_decision(coro, req, room, held))
+
+    async def _await_decision(self, coro: Any, req: Request, room: InlineRoom, held: Held) -> None:
+        try:
+            decision: proxy.Decision | None = await coro
+        except Exception:  # e.g. the room went away: the ASGI path runs it again and answers the error
+            decision = None
+        if self.relay is not held or self.transport.is_closing():
+            return
+        if decision is None:
+            self._to_asgi(req.scope, held.keep_alive, held.expect_continue, held)
+        else:
+            self._decided(req, room, decision, held.keep_alive, held.expect_continue, held)
+        self.flow.resume_reading()
+
+    def _decided(
+        self,
+        req: Request,
+        room: InlineRoom,
+        decision: proxy.Decision,
+        keep_alive: bool,
+        expect_continue: bool,
+        held: Held | None,
+    ) -> None:
+        qm = self.qm
+        assert qm is not None
+        ctx = qm.ctx
+        inline = ctx.inline
+        assert isinstance(inline, Inline)
+        scope = req.scope
+        if decision.kind != proxy.FORWARD_PLAIN:
+            scope[proxy.DECISION] = decision
+            self._to_asgi(scope, keep_alive, expect_continue, held)
+            return
+        ident = ctx.identity.resolve(req)
+        head, body_kind = proxy.upstream_request(ctx, req, ident)
+        relay = Relay(
+            self,
+            ctx,
+            inline,
+            room,
+            head,
+            body_kind,
+            head_request=req.method == "HEAD",
+            navigation=gate.is_navigation(req.headers),
+            extra=decision.extra,
+            keep_alive=keep_alive,
+            http10=scope.get("http_version") == "1.0",
+            expect_continue=expect_continue,
+        )
+        scope.pop(PREPARED, None)
+        if held is None or self._cycle() is held:  # not when a pipelined request's cycle is already current
+            self.cycle = relay  # type: ignore[assignment]
+        self.relay = relay
+        if held is not None:
+            for chunk in held.body:
+                relay.request_body(chunk)
+            if held.complete:
+                relay.request_done()
+        relay.start()
+
+    def _to_asgi(
+        self, scope: MutableMapping[str, Any], keep_alive: bool, expect_continue: bool, held: Held | None
+    ) -> None:
+        """This request through uvicorn's cycle and the ASGI app, as if the fast path had not looked."""
+        if held is None:
+            super().on_headers_complete()
+            return
+        cycle = RequestResponseCycle(
+            scope=scope,  # type: ignore[arg-type]
+            transport=self.transport,
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=self.access_log,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=expect_continue,
+            keep_alive=keep_alive,
+            on_response=self.on_response_complete,
+        )
+        for chunk in held.body:
+            cycle.body += chunk
+        cycle.more_body = not held.complete
+        if held.body or held.complete:
+            cycle.message_event.set()
+        self.relay = None
+        if self._cycle() is held:
+            self.cycle = cycle
+        self._start_asgi_task(cycle, self.app)
+
+    def relay_complete(self, relay: Relay) -> None:
+        """The relay has written its whole answer: keep the connection for the next request, or close it."""
+        if self.relay is relay:
+            self.relay = None
+        self.server_state.total_requests += 1
+        transport = self.transport
+        if transport.is_closing():
+            return
+        if not relay.keep_alive:
+            transport.close()
+            return
+        self.flow.resume_reading()
+        if self.pipeline:  # requests queued behind this one: uvicorn starts the next
+            self.server_state.total_requests -= 1  # counted there too
+            self.on_response_complete()
+            return
+        self.idle_from = self.loop.time()
+        if self.idle_timer is None:
+            self.idle_timer = self.loop.call_later(self.timeout_keep_alive, self._idle_check)
+
+    def _idle_check(self) -> None:
+        """One timer per connection, not one per request: close it once idle for the keep-alive timeout."""
+        self.idle_timer = None
+        if self.transport.is_closing() or self.idle_from is None:
+            return  # closed, or busy again (the ASGI path keeps its own timer)
+        left = self.idle_from + self.timeout_keep_alive - self.loop.time()
+        if left <= 0:
+            with contextlib.suppress(Exception):
+                self.transport.close()
+            return
+        self.idle_timer = self.loop.call_later(left, self._idle_check)
