@@ -1,4 +1,10 @@
-"""Fixtures for the inline proxy tests: a real peer app process and real Queue Manager processes."""
+"""Fixtures for the inline proxy tests: a real peer app process and real Queue Manager processes.
+
+Every server these fixtures start runs once per proxy path (``proxy_path``, ids ``fast`` and ``asgi``):
+``PROXY_FAST_PATH=1`` (requests the gate lets through are relayed by the server's own protocol,
+inline/fastpath.py) and ``PROXY_FAST_PATH=0`` (everything through the ASGI app, inline/proxy.py). The
+same black-box assertions hold for both.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ import pytest
 from tests.conformance.harness import Server, start_server, unique_id, wait_until
 from tests.inline.peer import Peer
 
+PROXY_PATHS = {"fast": "1", "asgi": "0"}
+
 
 @pytest.fixture(scope="package")
 def peer() -> Iterator[Peer]:
@@ -21,15 +29,25 @@ def peer() -> Iterator[Peer]:
         p.stop()
 
 
+@pytest.fixture(scope="package", params=list(PROXY_PATHS))
+def proxy_path(request: pytest.FixtureRequest) -> str:
+    """``fast`` or ``asgi``: which path the servers of this run serve proxied requests on."""
+    return str(request.param)
+
+
+def path_env(proxy_path: str) -> dict[str, str]:
+    return {"PROXY_FAST_PATH": PROXY_PATHS[proxy_path]}
+
+
 ServerFactory = Callable[..., Server]
 
 
 @pytest.fixture
-def make_server() -> Iterator[ServerFactory]:
+def make_server(proxy_path: str) -> Iterator[ServerFactory]:
     started: list[Server] = []
 
     def make(env: Mapping[str, str | None] | None = None) -> Server:
-        srv = start_server({"PROXY_ALLOW_PRIVATE": "1", **(env or {})})
+        srv = start_server({"PROXY_ALLOW_PRIVATE": "1", **path_env(proxy_path), **(env or {})})
         started.append(srv)
         return srv
 
@@ -39,9 +57,9 @@ def make_server() -> Iterator[ServerFactory]:
 
 
 @pytest.fixture(scope="module")
-def qm() -> Iterator[Server]:
+def qm(proxy_path: str) -> Iterator[Server]:
     """One server (PROXY_ALLOW_PRIVATE=1) shared by a module's tests; each test makes its own room/host."""
-    srv = start_server({"PROXY_ALLOW_PRIVATE": "1", "PROXY_TIMEOUT_MS": "3000"})
+    srv = start_server({"PROXY_ALLOW_PRIVATE": "1", "PROXY_TIMEOUT_MS": "3000", **path_env(proxy_path)})
     try:
         yield srv
     finally:
