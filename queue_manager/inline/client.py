@@ -84,6 +84,7 @@ class Upstream(asyncio.Protocol):
         self._head_only = False
         self.complete = False
         self._error: UpstreamError | None = None
+        self._chunks: collections.deque[bytes] = collections.deque()
         self._reset_exchange(head_only=False)
 
     # ---------------------------------------------------------------- exchange state
@@ -101,10 +102,14 @@ class Upstream(asyncio.Protocol):
         self.keep_alive = False
         self.length: int | None = None
         self.head_done = False
-        self._head: asyncio.Future[None] | None = None if sink is not None else self._loop.create_future()
-        self._chunks: collections.deque[bytes] = collections.deque()
+        if sink is None:
+            self._head: asyncio.Future[None] | None = self._loop.create_future()
+            self._chunks = collections.deque()
+            self._data = asyncio.Event()
+        else:  # nothing awaits a callback-mode exchange: no future, no event, no buffer
+            self._head = None
+            self._data = _NO_EVENT
         self._buffered = 0
-        self._data = _NO_EVENT if sink is not None else asyncio.Event()
         self.complete = False
         self._error = None
         self._paused = False

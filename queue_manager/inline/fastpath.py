@@ -204,7 +204,7 @@ class InlineProtocol(HttpToolsProtocol):
             self._to_asgi(req.scope, held.keep_alive, held.expect_continue, held)
         else:
             self._decided(req, room, decision, held.keep_alive, held.expect_continue, held)
-        self.flow.resume_reading()
+        self.resume_visitor()
 
     def _decided(
         self,
@@ -281,6 +281,11 @@ class InlineProtocol(HttpToolsProtocol):
         if self._cycle() is held:
             self.cycle = cycle
         self._start_asgi_task(cycle, self.app)
+
+    def resume_visitor(self) -> None:
+        """Read from the visitor again, unless requests already queued behind this one keep it paused."""
+        if not self.pipeline:
+            self.flow.resume_reading()
 
     def relay_complete(self, relay: Relay) -> None:
         """The relay has written its whole answer: keep the connection for the next request, or close it."""

@@ -145,8 +145,7 @@ def downstream_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, 
 
 
 def request_head(method: str, target: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
-    parts = [method.encode("latin-1"), b" ", target, b" HTTP/1.1\r\n"]
-    for k, v in headers:
-        parts += [k, b": ", v, b"\r\n"]
-    parts.append(b"\r\n")
-    return b"".join(parts)
+    lines = [b"%s %s HTTP/1.1" % (method.encode("latin-1"), target)]
+    lines += [k + b": " + v for k, v in headers]
+    lines.append(b"\r\n")
+    return b"\r\n".join(lines)

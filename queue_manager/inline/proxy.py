@@ -221,20 +221,26 @@ def upstream_request(ctx: Context, req: Request, ident: Identity) -> tuple[bytes
     qs: bytes = scope.get("query_string") or b""
     target = raw if b"?" in raw or not qs else raw + b"?" + qs
     framing, body_kind = _body_framing(req)
-    headers = upstream_headers(scope["headers"], ident, trusted_forwarder(ctx, ident)) + framing
+    headers = upstream_headers(scope["headers"], ident, trusted_forwarder(ctx, ident))
+    if framing:
+        headers += framing
     return request_head(req.method, target, headers), body_kind
 
 
 def _body_framing(req: Request) -> tuple[list[tuple[bytes, bytes]], str]:
     """(framing headers for the app, body kind: none | length | chunked)."""
-    length = req.headers.get(b"content-length")
+    headers = req.headers
+    length = headers.get(b"content-length")
     if length is not None:
         value = length.split(b",")[0].strip()
         return [(b"content-length", value)], ("length" if value not in (b"0", b"") else "none")
-    te = req.headers.get(b"transfer-encoding", b"").lower()
-    if b"chunked" in te:
+    te = headers.get(b"transfer-encoding")
+    if te is not None and b"chunked" in te.lower():
         return [(b"transfer-encoding", b"chunked")], "chunked"
-    return [], "none"
+    return NO_FRAMING, "none"
+
+
+NO_FRAMING: list[tuple[bytes, bytes]] = []
 
 
 async def _pump(conn: Upstream, receive: Receive, chunked: bool) -> bool:

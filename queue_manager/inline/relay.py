@@ -62,6 +62,37 @@ class Relay:
     """
 
     message_event = _NoEvent()
+    __slots__ = (
+        "body_done",
+        "body_kind",
+        "chunked_out",
+        "conn",
+        "connecting",
+        "ctx",
+        "deadlines",
+        "disconnected",
+        "expect_continue",
+        "extra",
+        "finished",
+        "head",
+        "head_request",
+        "held",
+        "held_size",
+        "http10",
+        "inline",
+        "keep_alive",
+        "navigation",
+        "out",
+        "out_size",
+        "proto",
+        "response_complete",
+        "retried",
+        "reused",
+        "room",
+        "started",
+        "timing",
+        "transport",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -165,7 +196,7 @@ class Relay:
         if conn.write_paused:
             self.proto.flow.pause_reading()
         else:
-            self.proto.flow.resume_reading()
+            self.proto.resume_visitor()
 
     # ---------------------------------------------------------------- the visitor's side
 
@@ -225,7 +256,7 @@ class Relay:
         if self.finished or self.body_done:
             return
         if ok:
-            self.proto.flow.resume_reading()
+            self.proto.resume_visitor()
         else:
             self.proto.flow.pause_reading()
 
@@ -235,13 +266,12 @@ class Relay:
             return
         status = conn.status
         no_body = self.head_request or status in (204, 304)
-        parts = [STATUS_LINE[status] if 100 <= status < 600 else b"HTTP/1.1 %d \r\n" % status]
-        for k, v in self.proto.server_state.default_headers:
-            parts += [k, b": ", v, b"\r\n"]
-        for k, v in downstream_headers(conn.headers):
-            parts += [k, b": ", v, b"\r\n"]
-        for k, v in self.extra:
-            parts += [k, b": ", v, b"\r\n"]
+        line = STATUS_LINE.get(status) or b"HTTP/1.1 %d \r\n" % status
+        lines = [k + b": " + v for k, v in self.proto.server_state.default_headers]
+        lines += [k + b": " + v for k, v in downstream_headers(conn.headers)]
+        if self.extra:
+            lines += [k + b": " + v for k, v in self.extra]
+        parts = [line, b"\r\n".join(lines), b"\r\n"] if lines else [line]
         if conn.length is None and not no_body:
             if self.http10:
                 self.keep_alive = False  # an HTTP/1.0 visitor: the body ends with the connection
