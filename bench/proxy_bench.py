@@ -7,7 +7,9 @@ One run measures, on loopback:
 * **qm static**: wrk → Queue Manager inline → the app, for a static asset (skips the gate: pure proxy);
 * **qm gated**: the same for a page, carrying an admitted visitor's cookies (door check + proxy);
 * **… (ASGI path)**: the same two on a second server with ``PROXY_FAST_PATH=0`` (the baseline the fast
-  path is measured against).
+  path is measured against);
+* **python floor**: ``bench/proxy_floor.py``, a Python relay on the same server stack with no rules at
+  all (what any Python proxy here costs before it does anything a waiting room needs).
 
 The app is a second nginx answering ``return 200`` (so the proxies, not the app, are what is measured).
 Pinning: the proxy under test on CPU 0; the app and wrk on CPU 1. Throughput: 64 connections for
@@ -182,7 +184,14 @@ def main() -> None:
             )
             procs.append(proc)
             servers[label] = (port, proc)
-        for port in (app_port, nginx_port, *(p for p, _ in servers.values())):
+        floor_port = free_port()
+        floor = subprocess.Popen(
+            ["taskset", "-c", PROXY_CPU, PY, str(ROOT / "bench/proxy_floor.py"), str(floor_port), str(app_port)],
+            stdout=subprocess.DEVNULL,
+            stderr=open(tmp / "floor.stderr", "wb"),
+        )
+        procs.append(floor)
+        for port in (app_port, nginx_port, floor_port, *(p for p, _ in servers.values())):
             wait_port(port)
         auth = {"Authorization": f"Bearer {admin_key}"}
         origin = f"http://127.0.0.1:{app_port}"
@@ -190,6 +199,8 @@ def main() -> None:
         targets = {
             "direct": (f"http://127.0.0.1:{app_port}/page", [], app_pids),
             "nginx": (f"http://127.0.0.1:{nginx_port}/page", [], nginx_pids),
+            # bench/proxy_floor.py: a Python relay with no rules at all, the floor for this stack
+            "python floor": (f"http://127.0.0.1:{floor_port}/assets/app.js", ["Host: bench.local"], [floor.pid]),
         }
         for label, (port, proc) in servers.items():
             base = f"http://127.0.0.1:{port}"
@@ -242,7 +253,7 @@ def main() -> None:
             results[name] = {key: round(median([p[key] for p in per]), 3) for key in per[0]}
         ratios: dict[str, list[float]] = {}
         for name in targets:
-            if name.startswith("qm "):
+            if name.startswith(("qm ", "python floor")):
                 ratios[name] = [
                     round(rnd[name]["rps_per_core"] / rnd["nginx"]["rps_per_core"], 3) for rnd in rounds
                 ]

@@ -178,7 +178,11 @@ class InlineProtocol(HttpToolsProtocol):
             super().on_headers_complete()
             return
         keep_alive = version != "1.0" and parser.should_keep_alive()
-        coro = proxy.decide(ctx, req, room)
+        skip = proxy.skipped(ctx, req)
+        if skip is not None:  # a static subresource: no door check at all
+            self._decided(req, room, skip, keep_alive, self.expect_100_continue, None)
+            return
+        coro = proxy.door(ctx, req, room)
         if ctx.store.immediate:
             try:
                 decision = run_now(coro)

@@ -35,11 +35,15 @@ CONSOLE_COOKIE = "qm_console"
 
 
 def _named_in_connection(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
+    """The header names ``Connection`` lists, less the hop-by-hop ones (dropped anyway)."""
     named: set[bytes] = set()
     for k, v in headers:
         if k == b"connection":
             named.update(t.strip().lower() for t in v.split(b",") if t.strip())
-    return named
+    return named - ALREADY_DROPPED
+
+
+ALREADY_DROPPED = HOP_BY_HOP
 
 
 def strip_console_cookie(value: bytes) -> bytes:
@@ -104,7 +108,8 @@ def upstream_headers(
         out.append((k, v))
     if connection:  # and what the Connection header names
         named = _named_in_connection(headers)
-        out = [(k, v) for k, v in out if k not in named]
+        if named:
+            out = [(k, v) for k, v in out if k not in named]
     scheme = ident.scheme
     if fwd_host or b":" in host or b"," in host:
         shown_host = (fwd_host or host).decode("latin-1").split(",")[0].strip()
@@ -140,7 +145,8 @@ def downstream_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, 
         out.append((k, v))
     if connection:  # and what the Connection header names
         named = _named_in_connection(headers)
-        out = [(k, v) for k, v in out if k not in named]
+        if named:
+            out = [(k, v) for k, v in out if k not in named]
     return out
 
 

@@ -31,7 +31,10 @@ def plain_path(raw_path: bytes) -> bool:
     """No ``;``, no ``%``, no backslash, no dot segment: the app routes exactly what we looked at."""
     if b";" in raw_path or b"%" in raw_path or b"\\" in raw_path or not raw_path.startswith(b"/"):
         return False
-    return all(segment not in (b".", b"..") for segment in raw_path.split(b"/"))
+    if b"/." not in raw_path:  # the common case: no segment starts with a dot
+        return True
+    closed = raw_path + b"/"  # a dot segment is "/./" or "/../" once the path ends in a slash
+    return b"/./" not in closed and b"/../" not in closed
 
 
 def static_extension(raw_path: bytes) -> bool:

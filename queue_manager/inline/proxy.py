@@ -91,14 +91,24 @@ class Decision:
 FORWARD_PLAIN = "forward"
 
 
+def skipped(ctx: Context, req: Request) -> Decision | None:
+    """A static subresource skips the gate (counted here); None: the door check decides."""
+    raw_path: bytes = req.scope.get("raw_path") or req.scope["path"].encode()
+    if gate.skips_gate(req.method, raw_path.split(b"?", 1)[0], req.headers.get(b"sec-fetch-dest")):
+        ctx.counters.inline_bypassed += 1
+        return Decision(FORWARD_PLAIN)
+    return None
+
+
 async def decide(ctx: Context, req: Request, room: InlineRoom) -> Decision:
     """Skip the gate, or run the door check; counted here once, whichever path answers."""
+    skip = skipped(ctx, req)
+    return skip if skip is not None else await door(ctx, req, room)
+
+
+async def door(ctx: Context, req: Request, room: InlineRoom) -> Decision:
+    """The door check for a request that does not skip the gate."""
     counters = ctx.counters
-    raw_path: bytes = req.scope.get("raw_path") or req.scope["path"].encode()
-    raw_path = raw_path.split(b"?", 1)[0]
-    if gate.skips_gate(req.method, raw_path, req.headers.get(b"sec-fetch-dest")):
-        counters.inline_bypassed += 1
-        return Decision(FORWARD_PLAIN)
     counters.inline_gated += 1
     ident = ctx.identity.resolve(req)
     navigation = gate.is_navigation(req.headers)
