@@ -15,7 +15,7 @@ from queue_manager.engine.errors import EngineError
 from queue_manager.http import admin, health, pages_console, pages_docs, pages_visitor, visitor
 from queue_manager.http.context import Context
 from queue_manager.http.edge import REFUSAL_PAGE, wants_page
-from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, send_error, send_response
+from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, api_path, send_error, send_response
 from queue_manager.inline import entry as inline_entry
 from queue_manager.inline import websocket as inline_websocket
 from queue_manager.inline.component import Inline
@@ -44,11 +44,6 @@ ROUTES: dict[str, tuple[frozenset[str], Handler]] = {
 
 
 PREPARED = "qm.request"  # scope key: a Request already screened (App.screen) by the inline fast path
-
-
-def api_path(path: str) -> str:
-    """``/api/v1/...`` is ``/api/...``."""
-    return "/api/" + path[8:] if path.startswith("/api/v1/") else path
 
 
 def create_store(settings: Settings, clock: SystemClock) -> tuple[Store, Backend | None]:

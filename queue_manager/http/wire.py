@@ -18,6 +18,11 @@ JSON_TYPE = (b"content-type", b"application/json")
 NO_STORE = (b"cache-control", b"no-store")
 
 
+def api_path(path: str) -> str:
+    """``/api/v1/...`` is ``/api/...``."""
+    return "/api/" + path[8:] if path.startswith("/api/v1/") else path
+
+
 class HttpError(Exception):
     """An answer with a status and the spec's ``code``; raised anywhere below a route."""
 

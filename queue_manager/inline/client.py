@@ -108,7 +108,7 @@ class Upstream(asyncio.Protocol):
             self._data = asyncio.Event()
         else:  # nothing awaits a callback-mode exchange: no future, no event, no buffer
             self._head = None
-            self._data = _NO_EVENT
+            self._data = NO_EVENT
         self._buffered = 0
         self.complete = False
         self._error = None
@@ -329,7 +329,7 @@ class Upstream(asyncio.Protocol):
 
 
 class _NoEvent:
-    """Stands in for the awaited mode's Event in callback mode (nothing waits there)."""
+    """Stands in for an Event nothing waits on: callback-mode exchanges, the fast path's cycles."""
 
     def set(self) -> None:
         pass
@@ -341,7 +341,7 @@ class _NoEvent:
         raise RuntimeError("callback-mode exchanges are not awaited")
 
 
-_NO_EVENT: asyncio.Event = cast(asyncio.Event, _NoEvent())
+NO_EVENT: asyncio.Event = cast(asyncio.Event, _NoEvent())
 
 
 class Pool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import orjson
 
 from queue_manager.http.context import Context
-from queue_manager.http.wire import HttpError, Message, Request, Scope, Send
+from queue_manager.http.wire import HttpError, Message, Request, Scope, Send, api_path
 from queue_manager.inline import pages, proxy, surface
 from queue_manager.inline.component import Inline
 from queue_manager.inline.hosts import InlineRoom, is_address_literal, request_host_key
@@ -76,8 +76,7 @@ async def route(ctx: Context, req: Request, send: Send) -> str | None:
                 return path  # that address is the console's too: the queue answers, never the app (QM-439)
             await proxy.serve(ctx, inline, req, room, send)
             return None
-        if inner.startswith("/api/v1/"):
-            inner = "/api/" + inner[8:]
+        inner = api_path(inner)
         if surface.is_console_path(inner) and not surface.console_allowed(settings, inline.index, host, room):
             raise HttpError(404, "not_found", "No such route.")
         if inner == "/api/join" and req.method == "POST":

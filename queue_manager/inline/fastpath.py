@@ -13,8 +13,8 @@ sure of, goes through uvicorn and the ASGI app exactly as before:
   page): the decision made here travels in the scope (``proxy.DECISION``) so the door check is never
   run twice and nothing is counted twice.
 
-Both paths call the same functions for every rule (App.screen, entry.app_room, proxy.decide,
-proxy.upstream_request, forward.downstream_headers); ``PROXY_FAST_PATH=0`` turns this one off.
+Both paths call the same functions for every rule (App.screen, entry.app_room, proxy.skipped and
+proxy.door, proxy.upstream_request, forward.downstream_headers); ``PROXY_FAST_PATH=0`` turns this one off.
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
-from queue_manager.http.app import PREPARED, App, api_path
+from queue_manager.http.app import PREPARED, App
 from queue_manager.http.eager import run_now
-from queue_manager.http.wire import Message, Request
+from queue_manager.http.wire import Message, Request, api_path
 from queue_manager.inline import entry, gate, proxy
+from queue_manager.inline.client import NO_EVENT
 from queue_manager.inline.component import Inline
 from queue_manager.inline.hosts import InlineRoom
 from queue_manager.inline.relay import Relay
@@ -50,7 +51,7 @@ class Held:
     already arrived is kept, then handed to the relay or the ASGI cycle the decision picks.
     """
 
-    message_event = Relay.message_event
+    message_event = NO_EVENT
 
     def __init__(self, scope: dict[str, Any], keep_alive: bool, expect_continue: bool) -> None:
         self.scope = scope

@@ -29,7 +29,7 @@ from queue_manager.http.context import Context
 from queue_manager.http.eager import run_now
 from queue_manager.http.wire import Message, Send
 from queue_manager.inline import pages
-from queue_manager.inline.client import Upstream, UpstreamError
+from queue_manager.inline.client import NO_EVENT, Upstream, UpstreamError
 from queue_manager.inline.component import Inline
 from queue_manager.inline.forward import downstream_headers
 from queue_manager.inline.hosts import InlineRoom
@@ -49,11 +49,6 @@ CHUNKED = b"transfer-encoding: chunked\r\n"
 LAST_CHUNK = b"0\r\n\r\n"
 
 
-class _NoEvent:
-    def set(self) -> None:
-        pass
-
-
 class Relay:
     """The visitor's request to the app and the app's answer back; the protocol's current cycle.
 
@@ -61,7 +56,7 @@ class Relay:
     protocol reads and writes on its cycle (pipelining, shutdown, a lost connection).
     """
 
-    message_event = _NoEvent()
+    message_event = NO_EVENT
     __slots__ = (
         "body_done",
         "body_kind",
@@ -69,7 +64,6 @@ class Relay:
         "conn",
         "connecting",
         "ctx",
-        "deadlines",
         "disconnected",
         "expect_continue",
         "extra",
@@ -138,7 +132,6 @@ class Relay:
         self.chunked_out = False
         self.out: list[bytes] = []
         self.out_size = 0
-        self.deadlines = inline.deadlines
         self.timing = False
         self.connecting: asyncio.Task[None] | None = None
 
@@ -282,8 +275,9 @@ class Relay:
             parts.append(CLOSE)
         parts.append(b"\r\n")
         self.started = True
-        self.out.append(b"".join(parts))
-        self.out_size += 256
+        head = b"".join(parts)
+        self.out.append(head)
+        self.out_size += len(head)
 
     def upstream_body(self, data: bytes) -> None:
         if self.finished or self.head_request:
@@ -351,12 +345,12 @@ class Relay:
     def _arm_timer(self) -> None:
         if not self.timing:
             self.timing = True
-            self.deadlines.add(self)
+            self.inline.deadlines.add(self)
 
     def _cancel_timer(self) -> None:
         if self.timing:
             self.timing = False
-            self.deadlines.discard(self)
+            self.inline.deadlines.discard(self)
 
     def timed_out(self) -> None:
         self.timing = False
