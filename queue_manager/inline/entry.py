@@ -6,6 +6,8 @@ the path the queue's router should serve (the ``/__qm`` prefix stripped on an in
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from queue_manager.http.context import Context
@@ -94,7 +96,7 @@ def admin_send(ctx: Context, req: Request, send: Send) -> Send:
     inline = _inline(ctx)
     if inline is None or req.method in ("GET", "HEAD") or not req.path.startswith("/api/admin/rooms"):
         return send
-    state = {"status": 0}
+    state: dict[str, Any] = {"status": 0}  # the status seen, and a held POST's start message
 
     async def wrapped(message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -103,10 +105,10 @@ def admin_send(ctx: Context, req: Request, send: Send) -> Send:
                 await inline.refresh()  # in effect from the next request on, on this instance
             if req.method == "POST" and req.path == "/api/admin/rooms" and message["status"] in (200, 201):
                 state["hold"] = 1
-                state["start"] = message  # type: ignore[assignment]
+                state["start"] = message
                 return
         elif message["type"] == "http.response.body" and state.get("hold"):
-            start: Message = state.pop("start")  # type: ignore[assignment]
+            start: Message = state.pop("start")
             state["hold"] = 0
             body = _with_warning(ctx, inline, req, message.get("body", b""))
             headers = [(k, v) for k, v in start["headers"] if k != b"content-length"]
