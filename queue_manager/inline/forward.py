@@ -34,16 +34,29 @@ NEVER_UP = frozenset({b"x-qm-edge", b"expect", b"content-length", b"host"})
 CONSOLE_COOKIE = "qm_console"
 
 
-def _named_in_connection(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
+def _named_in_connection(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
     """The header names ``Connection`` lists, less the hop-by-hop ones (dropped anyway)."""
-    named: set[bytes] = set()
+    named: frozenset[bytes] = NONE_NAMED
     for k, v in headers:
         if k == b"connection":
-            named.update(t.strip().lower() for t in v.split(b",") if t.strip())
-    return named - ALREADY_DROPPED
+            named = named | _connection_names(v) if named else _connection_names(v)
+    return named
 
 
-ALREADY_DROPPED = HOP_BY_HOP
+def _connection_names(value: bytes) -> frozenset[bytes]:
+    """One Connection header's names beyond the hop-by-hop ones; the few values browsers and apps
+    send (``keep-alive``, ``close``, ``Upgrade``) are remembered."""
+    named = _NAMED.get(value)
+    if named is None:
+        named = frozenset(t.strip().lower() for t in value.split(b",") if t.strip()) - HOP_BY_HOP
+        if len(_NAMED) >= 256:
+            _NAMED.clear()
+        _NAMED[value] = named
+    return named
+
+
+NONE_NAMED: frozenset[bytes] = frozenset()
+_NAMED: dict[bytes, frozenset[bytes]] = {}
 
 
 def strip_console_cookie(value: bytes) -> bytes:

@@ -235,6 +235,28 @@ def test_response_headers_lose_hop_by_hop_and_the_console_cookie() -> None:
     }
 
 
+
+def test_every_connection_header_names_headers_that_never_cross_both_ways_every_time() -> None:
+    # two Connection headers, mixed case and spacing: both lists count; asked twice (the second answer
+    # comes from the remembered value) and in both directions
+    sent = [
+        (b"host", b"shop.example"),
+        (b"connection", b"Keep-Alive , X-Hop-A"),
+        (b"x-hop-a", b"1"),
+        (b"connection", b"x-hop-b,,"),
+        (b"x-hop-b", b"2"),
+        (b"x-kept", b"3"),
+    ]
+    for _ in range(2):
+        out = _as_dict(upstream_headers(sent, _ident(), trusted=False))
+        assert b"x-hop-a" not in out and b"x-hop-b" not in out and b"connection" not in out
+        assert out[b"x-kept"] == [b"3"]
+        down = _as_dict(downstream_headers([(k, v) for k, v in sent if k != b"host"]))
+        assert down == {b"x-kept": [b"3"]}
+    # a Connection header naming only hop-by-hop headers removes nothing else
+    assert _as_dict(downstream_headers([(b"connection", b"close"), (b"x-kept", b"3")])) == {b"x-kept": [b"3"]}
+
+
 # ---------------------------------------------------------------------- the upstream client against raw peers
 
 
