@@ -4,8 +4,15 @@
 shared VM that varies ±30 % from run to run. This measures only the Python a proxied request costs: a
 real :class:`~queue_manager.inline.fastpath.InlineProtocol` and a real upstream connection
 (:class:`~queue_manager.inline.client.Upstream`) on in-memory transports, a browser's request fed in,
-the app's answer fed back, the visitor's answer checked. ``floor`` is the same loop through
-``bench/proxy_floor.py`` (a relay that applies no rule): what any Python proxy on this stack costs.
+the app's answer fed back, the visitor's answer checked. Targets:
+
+* ``floor``: the same loop through ``bench/proxy_floor.py`` (a relay that applies no rule), what any
+  Python proxy on this stack costs;
+* ``static``: a script (skips the gate);
+* ``gated``: a page from an admitted visitor whose browser keeps the door key the first page set (the
+  door check's replay path: what an admitted visitor's every later page costs);
+* ``gated-first``: the same page with no door key, so every request is a first door check (a client
+  with no cookie jar).
 
     .venv/bin/python bench/inline_cost.py                 # µs per request, best of 5 rounds
     .venv/bin/python bench/inline_cost.py --instructions  # CPU instructions per request (callgrind)
@@ -45,7 +52,7 @@ os.environ.update(
     }
 )
 
-TARGETS = ("floor", "static", "gated")
+TARGETS = ("floor", "static", "gated", "gated-first")
 # what a browser sends for a script and for a page (Chromium's headers, in its order)
 BROWSER = (
     b"User-Agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0 Safari/537.36\r\n"
@@ -96,7 +103,7 @@ class Transport(asyncio.Transport):
 
 
 def request(target: str, cookie: str) -> bytes:
-    if target == "gated":
+    if target.startswith("gated"):
         head = b"GET /page HTTP/1.1\r\nHost: bench.local\r\n" + BROWSER % {
             b"accept": b"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
             b"mode": b"navigate",
@@ -153,6 +160,14 @@ async def _qm(target: str) -> Callable[[], None]:
     conn.connection_made(upstream)
     conn.complete = conn.keep_alive = True  # as if it had served one exchange: the pool keeps it
     app.ctx.inline.pool.put_back(conn)
+    if target == "gated":  # a browser keeps the door key its first page set: later pages replay it
+        # ("gated-first" never sends one: every page is a first door check, as from a client with no cookie jar)
+        first: list[bytes] = []
+        _loop(request(target, cookie), proto.data_received, upstream, conn.data_received, visitor, first)()
+        door_key = re.search(rb"set-cookie: (qm_dk_bench=[^;]+)", b"".join(first))
+        if door_key is None:
+            raise SystemExit("bench: the first page set no door key")
+        cookie += "; " + door_key.group(1).decode()
     return _loop(request(target, cookie), proto.data_received, upstream, conn.data_received, visitor)
 
 
@@ -181,6 +196,7 @@ def _loop(
     upstream: Transport,
     answer: Callable[[bytes], None],
     visitor: Transport,
+    keep: list[bytes] | None = None,
 ) -> Callable[[], None]:
     def once() -> None:
         feed(req)
@@ -190,6 +206,8 @@ def _loop(
         answer(ANSWER)
         if not visitor.out or not visitor.out[-1].endswith(b"hello from the app\n"):
             raise SystemExit(f"bench: no answer from the app: {visitor.out[:2]!r}")
+        if keep is not None:
+            keep[:] = visitor.out
         visitor.out.clear()
 
     return once
@@ -259,7 +277,7 @@ def _instructions(target: str, n: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("targets", nargs="*", default=list(TARGETS), help="floor, static, gated (default: all)")
+    ap.add_argument("targets", nargs="*", default=list(TARGETS), help=f"{', '.join(TARGETS)} (default: all)")
     ap.add_argument("--requests", type=int, default=20000, help="requests per timed round")
     ap.add_argument("--instructions", action="store_true", help="count instructions under callgrind")
     ap.add_argument("--profile", action="store_true", help="cProfile the first target")
@@ -267,7 +285,7 @@ def main() -> None:
     args = ap.parse_args()
     for target in [*args.targets, *([args.child] if args.child else [])]:
         if target not in TARGETS:
-            ap.error(f"unknown target {target!r} (floor, static, gated)")
+            ap.error(f"unknown target {target!r} ({', '.join(TARGETS)})")
     if args.child:
         _run(args.child, 0 if "QM_BENCH_N" in os.environ else args.requests, False)
         return

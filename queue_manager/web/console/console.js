@@ -257,7 +257,8 @@
       state.rooms = new Map(frame.rooms.map((r) => [r.id, r]));
       state.order = frame.rooms.map((r) => r.id);
     } else {
-      for (const r of frame.rooms) { if (!state.rooms.has(r.id)) state.order.push(r.id); state.rooms.set(r.id, r); }
+      // a room this page created is in state.rooms before its first frame: order by the list, not the map
+      for (const r of frame.rooms) { if (!state.order.includes(r.id)) state.order.push(r.id); state.rooms.set(r.id, r); }
       for (const id of frame.removed || []) { state.rooms.delete(id); state.order = state.order.filter((x) => x !== id); }
     }
     renderRooms();
