@@ -44,14 +44,15 @@ def _named_in_connection(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]
 
 
 def _connection_names(value: bytes) -> frozenset[bytes]:
-    """One Connection header's names beyond the hop-by-hop ones; the few values browsers and apps
-    send (``keep-alive``, ``close``, ``Upgrade``) are remembered."""
+    """One Connection header's names beyond the hop-by-hop ones; the few short values browsers and
+    apps send (``keep-alive``, ``close``, ``Upgrade``) are remembered, at most 256 of 64 bytes or less."""
     named = _NAMED.get(value)
     if named is None:
         named = frozenset(t.strip().lower() for t in value.split(b",") if t.strip()) - HOP_BY_HOP
-        if len(_NAMED) >= 256:
-            _NAMED.clear()
-        _NAMED[value] = named
+        if len(value) <= 64:  # a client's long or endless variety costs it the split, never our memory
+            if len(_NAMED) >= 256:
+                _NAMED.clear()
+            _NAMED[value] = named
     return named
 
 

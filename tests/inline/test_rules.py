@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from queue_manager.http.identity import Identity
-from queue_manager.inline import gate
+from queue_manager.inline import forward, gate
 from queue_manager.inline.client import Origin, Pool, UpstreamError
 from queue_manager.inline.forward import downstream_headers, strip_console_cookie, upstream_headers
 from queue_manager.inline.ssrf import OriginRefused, is_private
@@ -255,6 +255,12 @@ def test_every_connection_header_names_headers_that_never_cross_both_ways_every_
         assert down == {b"x-kept": [b"3"]}
     # a Connection header naming only hop-by-hop headers removes nothing else
     assert _as_dict(downstream_headers([(b"connection", b"close"), (b"x-kept", b"3")])) == {b"x-kept": [b"3"]}
+    # a long value is honoured the same, twice, and never remembered
+    long_value = b"keep-alive, " + b", ".join(b"x-pad-%d" % i for i in range(20)) + b", x-long"
+    for _ in range(2):
+        got = _as_dict(downstream_headers([(b"connection", long_value), (b"x-long", b"1"), (b"x-kept", b"3")]))
+        assert got == {b"x-kept": [b"3"]}
+    assert long_value not in forward._NAMED
 
 
 # ---------------------------------------------------------------------- the upstream client against raw peers
