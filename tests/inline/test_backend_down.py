@@ -79,6 +79,26 @@ async def _drop(prefix: str, schema: str) -> None:
         await conn.close()
 
 
+def networked_env(valkey_url: str, tag: str) -> tuple[dict[str, str], str, str]:
+    """An inline server's env on STORE=valkey + SIDESTORE=pg, on a key prefix and schema of its own.
+
+    Returns (env, prefix, schema); ``_drop(prefix, schema)`` removes what the server wrote.
+    """
+    suffix = uuid.uuid4().hex[:10]
+    prefix, schema = f"{tag}{suffix}:", f"{tag}_{suffix}"
+    env = {
+        "STORE": "valkey",
+        "SIDESTORE": "pg",
+        "VALKEY_URL": valkey_url,
+        "DATABASE_URL": DATABASE_URL,
+        "VALKEY_PREFIX": prefix,
+        "PG_SCHEMA": schema,
+        "SPOOL_DIR": tempfile.mkdtemp(prefix=f"{tag}-spool-"),
+        "PROXY_ALLOW_PRIVATE": "1",
+    }
+    return env, prefix, schema
+
+
 @pytest.fixture
 def valkey_env() -> Iterator[tuple[dict[str, str], Relay]]:
     asyncio.run(_ensure_database())
@@ -87,19 +107,8 @@ def valkey_env() -> Iterator[tuple[dict[str, str], Relay]]:
     netloc = parts.netloc.rsplit("@", 1)
     host = f"127.0.0.1:{relay.port}"
     relayed = urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))
-    tag = uuid.uuid4().hex[:10]
-    prefix, schema = f"qmi{tag}:", f"qmi_{tag}"
-    env = {
-        "STORE": "valkey",
-        "SIDESTORE": "pg",
-        "VALKEY_URL": relayed,
-        "DATABASE_URL": DATABASE_URL,
-        "VALKEY_PREFIX": prefix,
-        "PG_SCHEMA": schema,
-        "SPOOL_DIR": tempfile.mkdtemp(prefix="qm-inline-spool-"),
-        "RESYNC_MS": "600000",
-        "PROXY_ALLOW_PRIVATE": "1",
-    }
+    env, prefix, schema = networked_env(relayed, "qmi")
+    env["RESYNC_MS"] = "600000"
     try:
         yield env, relay
     finally:

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import socket
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ from tests.inline.conftest import Peer, admitted, inline_room, path_env, visitor
 
 # test_backend_down.py's environment guard comes with these: the Held tests are skipped when Valkey or
 # PostgreSQL is down here, and the import fails under CI / QM_REQUIRE_VALKEY=1
-from tests.inline.test_backend_down import _SERVICES_UP, DATABASE_URL, VALKEY_URL, _drop, _ensure_database
+from tests.inline.test_backend_down import _SERVICES_UP, VALKEY_URL, _drop, _ensure_database, networked_env
 
 # ---------------------------------------------------------------------- a raw HTTP/1.x client
 
@@ -623,20 +622,8 @@ def networked(proxy_path: str) -> Iterator[Server]:
     import asyncio
 
     asyncio.run(_ensure_database())
-    tag = uuid.uuid4().hex[:10]
-    prefix, schema = f"qmf{tag}:", f"qmf_{tag}"
-    env = {
-        "STORE": "valkey",
-        "SIDESTORE": "pg",
-        "VALKEY_URL": VALKEY_URL,
-        "DATABASE_URL": DATABASE_URL,
-        "VALKEY_PREFIX": prefix,
-        "PG_SCHEMA": schema,
-        "SPOOL_DIR": tempfile.mkdtemp(prefix="qm-fast-spool-"),
-        "PROXY_ALLOW_PRIVATE": "1",
-        **path_env(proxy_path),
-    }
-    srv = start_server(env)
+    env, prefix, schema = networked_env(VALKEY_URL, "qmf")
+    srv = start_server({**env, **path_env(proxy_path)})
     try:
         yield srv
     finally:
