@@ -27,27 +27,31 @@ install-dev: $(DEVSTAMP)
 run: $(STAMP)
 	$(BIN)/python -m queue_manager
 
-## Everything: lint, type check, unit tests, black-box HTTP conformance suite.
+## Everything: lint, type check, then the whole suite in one pytest run on $(PYTEST_WORKERS) workers: unit, store,
+## journal, fleet, inline and browser tests, and the black-box HTTP suite on both stores (memory, valkey+pg).
+## docs/testing.md: the layout, how to run one part, and the time budget.
+PYTEST_WORKERS ?= 4
+TEST_STORES    ?= memory,valkey
+PYTEST         := $(BIN)/python -m pytest -p no:cacheprovider
+
 test: $(DEVSTAMP)
 	bash scripts/services.sh
 	bash scripts/browser.sh
 	$(BIN)/ruff check queue_manager tests bench
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/conformance/test_valkey_faults.py --ignore=tests/conformance/test_valkey_round_trips.py
-	$(MAKE) test-conformance-valkey
+	QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n $(PYTEST_WORKERS) --durations=15 tests
 
-## The black-box HTTP suite again, every server on STORE=valkey + SIDESTORE=pg (Redis 7 + PostgreSQL 15 here).
+## The black-box HTTP suite alone, every server on STORE=valkey + SIDESTORE=pg (Redis 7 + PostgreSQL 15 here).
 test-conformance-valkey: $(DEVSTAMP)
 	bash scripts/services.sh
-	STORE=valkey TEST_VALKEY_URL=$${TEST_VALKEY_URL:-redis://127.0.0.1:6379/12} \
-	  TEST_DATABASE_URL=$${TEST_DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/qm_conformance_test} \
-	  $(BIN)/python -m pytest -q -p no:cacheprovider tests/conformance
+	QM_TEST_STORES=valkey $(PYTEST) -q -n $(PYTEST_WORKERS) tests/conformance
 
 test-unit: $(DEVSTAMP)
-	$(BIN)/python -m pytest -q tests/unit
+	$(PYTEST) -q tests/unit
 
+## The black-box HTTP suite alone on the embedded store.
 test-conformance: $(DEVSTAMP)
-	$(BIN)/python -m pytest -q tests/conformance
+	QM_TEST_STORES=memory $(PYTEST) -q -n $(PYTEST_WORKERS) tests/conformance
 
 lint: $(DEVSTAMP)
 	$(BIN)/ruff check queue_manager tests bench

@@ -615,15 +615,22 @@ def test_chart_splits_the_rate_scale_toggles_series_and_lists_collapsed_marks(
     box = over.bounding_box()
     assert box is not None
     tip = page.locator("#mark-tip")
-    tips: list[str] = []
-    for dx in range(0, 200, 2):  # the marks are at "now", the right edge of the plot
-        page.mouse.move(box["x"] + box["width"] - 1 - dx, box["y"] + box["height"] / 2)
-        if tip.is_visible():
-            tips.append(tip.inner_text())
-            if "ejected" in tips[-1] and "paused" in tips[-1]:
-                break
+
+    def sweep() -> list[str]:
+        """Hover from the right edge leftwards (the marks are at "now") and collect the tips shown."""
+        tips: list[str] = []
+        for dx in range(0, 200, 2):
+            page.mouse.move(box["x"] + box["width"] - 1 - dx, box["y"] + box["height"] / 2)
+            if tip.is_visible():
+                tips.append(tip.inner_text())
+                if "ejected" in tips[-1] and "paused" in tips[-1]:
+                    break
+        return tips
+
+    # the response is in before the page has parsed it and redrawn: sweep again until the redraw is in
+    tips = wait_until(lambda: (t := sweep()) and "ejected" in t[-1] and "paused" in t[-1] and t, timeout=15)
     # two seconds apart at most (the pause is seen at the next sample): one group, both listed
-    assert tips and "visitor #" in tips[-1] and "ejected" in tips[-1] and "paused" in tips[-1], tips
+    assert "visitor #" in tips[-1] and "ejected" in tips[-1] and "paused" in tips[-1], tips
     page.screenshot(path=str(artifacts / "console-chart-marks.png"))
     # Export CSV downloads the retained series of the room on the chart, percentiles included
     with page.expect_download() as download:

@@ -1,4 +1,11 @@
-"""Fixtures for the black-box HTTP conformance suite (see harness.py)."""
+"""Fixtures for the black-box HTTP conformance suite (see harness.py).
+
+Every test here runs once per store the suite is asked for (``QM_TEST_STORES=memory,valkey``; the
+default is ``memory``, or ``valkey`` with ``STORE=valkey``): its id ends in ``[memory]`` or
+``[valkey]`` and every server it starts, through these fixtures or ``start_server``, runs on that
+store. A module marked ``pytest.mark.stores("valkey")`` runs on the stores it names only; when none of
+them is asked for its tests are skipped, which ``CI=true`` turns into failures (tests/conftest.py).
+"""
 
 from __future__ import annotations
 
@@ -6,28 +13,48 @@ from collections.abc import Callable, Iterator, Mapping
 
 import httpx
 import pytest
-from harness import START_TIMEOUT_SEC, Server, start_server
+from harness import START_TIMEOUT_SEC, Server, start_server, stores_under_test, use_store
 
 ServerFactory = Callable[..., Server]
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store" not in metafunc.fixturenames:
+        return
+    asked = stores_under_test()
+    marker = metafunc.definition.get_closest_marker("stores")
+    kinds = [k for k in asked if marker is None or k in marker.args]
+    # session scope: pytest orders a worker's tests store by store, so shared servers are started once each
+    metafunc.parametrize("store", kinds, scope="session")
+
+
+@pytest.fixture(autouse=True)
+def _servers_on_the_test_store(store: str) -> Iterator[None]:
+    """``start_server`` inside a test starts its servers on the test's store."""
+    use_store(store)
+    try:
+        yield
+    finally:
+        use_store(None)
+
+
 @pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
+def server(store: str) -> Iterator[Server]:
     """One default server shared by a module's tests (each test makes its own room)."""
-    srv = start_server()
+    srv = start_server(store=store)
     try:
         yield srv
     finally:
         srv.stop()
 
 
-def _factory() -> tuple[ServerFactory, list[Server]]:
+def _factory(store: str) -> tuple[ServerFactory, list[Server]]:
     started: list[Server] = []
 
     def make(
         env: Mapping[str, str | None] | None = None, *, cmd: list[str] | None = None, timeout: float = START_TIMEOUT_SEC
     ) -> Server:
-        srv = start_server(env, cmd=cmd, timeout=timeout)
+        srv = start_server(env, cmd=cmd, timeout=timeout, store=store)
         started.append(srv)
         return srv
 
@@ -35,9 +62,9 @@ def _factory() -> tuple[ServerFactory, list[Server]]:
 
 
 @pytest.fixture
-def make_server() -> Iterator[ServerFactory]:
+def make_server(store: str) -> Iterator[ServerFactory]:
     """``make_server(env)`` starts a server with extra environment; every one is stopped after the test."""
-    make, started = _factory()
+    make, started = _factory(store)
     try:
         yield make
     finally:
@@ -46,9 +73,9 @@ def make_server() -> Iterator[ServerFactory]:
 
 
 @pytest.fixture(scope="module")
-def make_module_server() -> Iterator[ServerFactory]:
+def make_module_server(store: str) -> Iterator[ServerFactory]:
     """Like ``make_server`` but the servers live for the whole module."""
-    make, started = _factory()
+    make, started = _factory(store)
     try:
         yield make
     finally:

@@ -9,7 +9,10 @@ The Python counterpart of the Operations Guide's "Running the HTTP tests":
 * the command is ``QM_SERVER_CMD`` when set (split with :func:`shlex.split`, double quotes group a
   token, spawned with no shell), else ``[sys.executable, "-m", "queue_manager"]``;
 * the server is ready once it prints a line containing ``listening`` to stdout (15 s at most); on a
-  timeout or an early exit the start fails with the process's stderr.
+  timeout or an early exit the start fails with the process's stderr;
+* on the ``valkey`` store (the test's store, see :func:`use_store`, or ``STORE=valkey``) it also gets
+  ``STORE=valkey SIDESTORE=pg``, a Valkey key prefix and a PostgreSQL schema of its own, deleted
+  when it stops.
 
 Black-box rule: nothing here imports the server package or reads its internals. Tests assert on
 HTTP answers only (the refusal tests alone read the exit code and stderr: that is the contract).
@@ -66,7 +69,7 @@ SERVER_VARIABLES = (
     "SSE_MAX_TOTAL RATE_LIMIT_MAX_KEYS MAX_CONNECTIONS CONNECTION_RESERVE PROXY_TIMEOUT_MS PROXY_ALLOW_PRIVATE "
     "SHUTDOWN_GRACE_MS SHUTDOWN_DRAIN_MS PROTECTION_MODE PROTECTION_BLOCK_AT PROTECTION_ALLOW_IPS "
     "ALERT_WEBHOOK_URL ALERT_EVERY_MS ALERT_HOLD_SEC ALERT_REPEAT_SEC HISTORY_RETAIN_DAYS LAPSED_TTL_MS "
-    "EMAIL_NOTIFY AUTOTUNE QM_SERVER_CMD TEST_VALKEY_URL TEST_DATABASE_URL QM_REQUIRE_VALKEY"
+    "EMAIL_NOTIFY AUTOTUNE QM_SERVER_CMD TEST_VALKEY_URL TEST_DATABASE_URL QM_REQUIRE_VALKEY QM_TEST_STORES"
 ).split()
 
 
@@ -255,17 +258,51 @@ class Server:
         return f"<Server {self.base_url} pid={self.proc.pid} rc={self.proc.poll()}>"
 
 
-def valkey_mode() -> dict[str, str] | None:
-    """STORE=valkey in the test process's environment: every server runs on valkey+pg.
+STORES = ("memory", "valkey")
+# the services the servers of a valkey-mode test use, unless TEST_VALKEY_URL / TEST_DATABASE_URL say otherwise
+DEFAULT_VALKEY_URL = "redis://127.0.0.1:6379/12"
+DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/qm_conformance_test"
+_current_store: str | None = None
 
-    Uses TEST_VALKEY_URL and TEST_DATABASE_URL only (never VALKEY_URL/DATABASE_URL), refuses Valkey
-    database 0 and a database whose name does not end in ``_test``.
+
+def stores_under_test(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The stores the HTTP suite runs on: ``QM_TEST_STORES`` (``memory``, ``valkey`` or both, comma
+    separated); without it ``valkey`` when ``STORE=valkey``, else ``memory``."""
+    source = os.environ if environ is None else environ
+    raw = (source.get("QM_TEST_STORES") or "").strip()
+    if not raw:
+        return ["valkey"] if source.get("STORE") == "valkey" else ["memory"]
+    kinds = [part.strip() for part in raw.split(",") if part.strip()]
+    unknown = [k for k in kinds if k not in STORES]
+    if unknown or not kinds:
+        raise RuntimeError(f"QM_TEST_STORES={raw!r}: name memory, valkey or both (comma separated)")
+    return list(dict.fromkeys(kinds))
+
+
+def use_store(kind: str | None) -> None:
+    """Set the store the servers started from now on run on (``None``: back to the environment's)."""
+    global _current_store
+    if kind is not None and kind not in STORES:
+        raise ValueError(f"unknown store {kind!r}")
+    _current_store = kind
+
+
+def current_store() -> str:
+    if _current_store is not None:
+        return _current_store
+    return "valkey" if os.environ.get("STORE") == "valkey" else "memory"
+
+
+def valkey_mode(store: str | None = None) -> dict[str, str] | None:
+    """The Valkey and PostgreSQL a valkey-mode server uses, or None on the memory store.
+
+    ``TEST_VALKEY_URL`` and ``TEST_DATABASE_URL`` (never VALKEY_URL/DATABASE_URL) override the local
+    defaults; Valkey database 0 and a database whose name does not end in ``_test`` are refused.
     """
-    if os.environ.get("STORE") != "valkey":
+    if (store or current_store()) != "valkey":
         return None
-    valkey, database = os.environ.get("TEST_VALKEY_URL"), os.environ.get("TEST_DATABASE_URL")
-    if not valkey or not database:
-        raise RuntimeError("STORE=valkey needs TEST_VALKEY_URL and TEST_DATABASE_URL for the HTTP suites")
+    valkey = os.environ.get("TEST_VALKEY_URL") or DEFAULT_VALKEY_URL
+    database = os.environ.get("TEST_DATABASE_URL") or DEFAULT_DATABASE_URL
     db_path = urlsplit(valkey).path.strip("/")
     if not db_path.isdigit() or int(db_path) == 0:
         raise RuntimeError(f"TEST_VALKEY_URL must name a Valkey database other than 0 (got {valkey!r})")
@@ -274,9 +311,18 @@ def valkey_mode() -> dict[str, str] | None:
     return {"valkey": valkey, "database": database}
 
 
-def build_env(extra: Mapping[str, str | None] | None, port: int, data_dir: str = "") -> dict[str, str]:
+def valkey_services() -> dict[str, str]:
+    """The Valkey and PostgreSQL URLs a valkey-mode server uses (``valkey``, ``database``)."""
+    mode = valkey_mode("valkey")
+    assert mode is not None
+    return mode
+
+
+def build_env(
+    extra: Mapping[str, str | None] | None, port: int, data_dir: str = "", store: str | None = None
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SERVER_VARIABLES}
-    mode = valkey_mode()
+    mode = valkey_mode(store)
     if mode is not None:  # a key prefix and a schema of its own per server (per dataDir), deleted after
         tag = uuid.uuid4().hex[:10]
         env.update(
@@ -331,11 +377,15 @@ def _drop_valkey_state(env: Mapping[str, str]) -> None:
         )
 
 
-def spawn_server(env: Mapping[str, str | None] | None = None, *, cmd: list[str] | None = None) -> Server:
-    """Start the process and return at once (the refusal tests wait for it to exit instead)."""
+def spawn_server(
+    env: Mapping[str, str | None] | None = None, *, cmd: list[str] | None = None, store: str | None = None
+) -> Server:
+    """Start the process and return at once (the refusal tests wait for it to exit instead).
+
+    ``store`` (``memory`` or ``valkey``) overrides the test's current store (:func:`use_store`)."""
     port = free_port()
     data_dir = tempfile.mkdtemp(prefix="qm-conformance-")
-    full_env = build_env(env, port, data_dir)
+    full_env = build_env(env, port, data_dir, store)
     argv = list(cmd) if cmd is not None else server_command()
     try:
         return Server(argv, full_env, port, data_dir)
@@ -349,11 +399,12 @@ def start_server(
     *,
     cmd: list[str] | None = None,
     timeout: float = START_TIMEOUT_SEC,
+    store: str | None = None,
 ) -> Server:
     """Start a server and return once it prints ``listening``; raises :class:`ServerStartError`."""
     last: ServerStartError | None = None
     for _attempt in range(2):  # a free port can be taken between probing and binding: retry once
-        srv = spawn_server(env, cmd=cmd)
+        srv = spawn_server(env, cmd=cmd, store=store)
         try:
             srv.wait_listening(timeout)
             return srv

@@ -146,8 +146,7 @@ def test_drill_down_by_lower_case_ref(server: Server, admin: httpx.Client) -> No
             if p["ref"].isalpha():
                 found = p
                 break
-    if found is None:
-        pytest.skip("no digit-free Ref among 200 tickets")
+    assert found is not None, "no digit-free Ref among 200 tickets (about one in a billion runs)"
     r = admin.get(f"/api/admin/rooms/{rid}/visitors/{found['ref']}")
     assert r.status_code == 200, r.text
     r = admin.get(f"/api/admin/rooms/{rid}/visitors/{found['ref'].lower()}")

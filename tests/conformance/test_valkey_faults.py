@@ -11,10 +11,8 @@ relay the test owns, and the test closes the relay.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -22,22 +20,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
-from harness import create_room, join, start_server, status, wait_until
+from harness import create_room, join, start_server, status, valkey_services, wait_until
 from relay import Relay
 
-VALKEY = os.environ.get("STORE") == "valkey"
-if not VALKEY:
-    warnings.warn(
-        "test_valkey_faults: skipped (run with STORE=valkey, TEST_VALKEY_URL and TEST_DATABASE_URL: "
-        "make test-conformance-valkey)",
-        stacklevel=1,
-    )
-pytestmark = pytest.mark.skipif(not VALKEY, reason="Valkey-only: STORE=valkey with TEST_VALKEY_URL/TEST_DATABASE_URL")
+pytestmark = pytest.mark.stores("valkey")  # memory keeps nothing across a restart and has no Valkey to cut
 
 
 @contextmanager
 def relayed_database() -> Iterator[tuple[Relay, str]]:
-    url = os.environ["TEST_DATABASE_URL"]
+    url = valkey_services()["database"]
     parts = urlsplit(url)
     relay = Relay(parts.hostname or "127.0.0.1", parts.port or 5432)
     netloc = parts.netloc.rsplit("@", 1)
@@ -406,7 +397,7 @@ def test_without_the_hint_the_other_instance_refuses_the_key_within_resync() -> 
 
 @contextmanager
 def relayed_valkey() -> Iterator[tuple[Relay, str]]:
-    url = os.environ["TEST_VALKEY_URL"]
+    url = valkey_services()["valkey"]
     parts = urlsplit(url)
     relay = Relay(parts.hostname or "127.0.0.1", parts.port or 6379)
     netloc = parts.netloc.rsplit("@", 1)

@@ -8,26 +8,17 @@ commands in between: exactly one that is not background, always the same EVALSHA
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
 import uuid
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from harness import Server, create_room, join, start_server, wait_for_state
 
-VALKEY = os.environ.get("STORE") == "valkey"
-if not VALKEY:
-    warnings.warn(
-        "test_valkey_round_trips: skipped (run with STORE=valkey, TEST_VALKEY_URL and TEST_DATABASE_URL: "
-        "make test-conformance-valkey)",
-        stacklevel=1,
-    )
-pytestmark = pytest.mark.skipif(not VALKEY, reason="Valkey-only: STORE=valkey with TEST_VALKEY_URL/TEST_DATABASE_URL")
+pytestmark = pytest.mark.stores("valkey")  # memory keeps nothing across a restart and has no Valkey to cut
 
 CHECKS = 60
 PAGE = "https://shop.example/p/1"
