@@ -33,6 +33,9 @@ run: $(STAMP)
 PYTEST_WORKERS ?= 4
 TEST_STORES    ?= memory,valkey
 PYTEST         := $(BIN)/python -m pytest -p no:cacheprovider
+# the Valkey and PostgreSQL of the valkey-store servers (each server: a key prefix and a schema of its own)
+export TEST_VALKEY_URL   ?= redis://127.0.0.1:6379/12
+export TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/qm_conformance_test
 
 test: $(DEVSTAMP)
 	bash scripts/services.sh

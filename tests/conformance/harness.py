@@ -259,9 +259,6 @@ class Server:
 
 
 STORES = ("memory", "valkey")
-# the services the servers of a valkey-mode test use, unless TEST_VALKEY_URL / TEST_DATABASE_URL say otherwise
-DEFAULT_VALKEY_URL = "redis://127.0.0.1:6379/12"
-DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/qm_conformance_test"
 _current_store: str | None = None
 
 
@@ -296,13 +293,14 @@ def current_store() -> str:
 def valkey_mode(store: str | None = None) -> dict[str, str] | None:
     """The Valkey and PostgreSQL a valkey-mode server uses, or None on the memory store.
 
-    ``TEST_VALKEY_URL`` and ``TEST_DATABASE_URL`` (never VALKEY_URL/DATABASE_URL) override the local
-    defaults; Valkey database 0 and a database whose name does not end in ``_test`` are refused.
+    Uses TEST_VALKEY_URL and TEST_DATABASE_URL only (never VALKEY_URL/DATABASE_URL), refuses Valkey
+    database 0 and a database whose name does not end in ``_test``.
     """
     if (store or current_store()) != "valkey":
         return None
-    valkey = os.environ.get("TEST_VALKEY_URL") or DEFAULT_VALKEY_URL
-    database = os.environ.get("TEST_DATABASE_URL") or DEFAULT_DATABASE_URL
+    valkey, database = os.environ.get("TEST_VALKEY_URL"), os.environ.get("TEST_DATABASE_URL")
+    if not valkey or not database:
+        raise RuntimeError("the valkey store needs TEST_VALKEY_URL and TEST_DATABASE_URL for the HTTP suites")
     db_path = urlsplit(valkey).path.strip("/")
     if not db_path.isdigit() or int(db_path) == 0:
         raise RuntimeError(f"TEST_VALKEY_URL must name a Valkey database other than 0 (got {valkey!r})")

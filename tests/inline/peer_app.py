@@ -29,6 +29,7 @@ import uvicorn
 RELEASES: dict[str, asyncio.Event] = {}
 HITS: dict[str, int] = {}
 HOST_HITS: dict[str, int] = {}
+VISITOR_HITS: dict[str, int] = {}  # per Host, without Queue Manager's own origin probe (HEAD /, every 10 s)
 SLOW_SEEN: set[str] = set()  # /slow ids that reached the app
 HOST_CONNS: dict[str, set[tuple[Any, ...]]] = {}  # distinct client (address, port) pairs per Host
 
@@ -69,6 +70,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     HITS[path] = HITS.get(path, 0) + 1
     host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
     HOST_HITS[host] = HOST_HITS.get(host, 0) + 1
+    if not any(k == b"user-agent" and v == b"queue-manager-probe" for k, v in scope["headers"]):
+        VISITOR_HITS[host] = VISITOR_HITS.get(host, 0) + 1
     HOST_CONNS.setdefault(host, set()).add(tuple(scope.get("client") or ()))
     if path == "/" or path.startswith("/page/"):
         body = f"<!doctype html><title>Peer</title><h1 id=app>Peer app page {path}</h1>".encode()
@@ -76,6 +79,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     elif path == "/hits":
         if "slow" in q:
             count = int(q["slow"] in SLOW_SEEN)
+        elif "visitors" in q:
+            count = VISITOR_HITS.get(q["visitors"], 0)
         elif "conns" in q:
             count = len(HOST_CONNS.get(q["conns"], ()))
         else:

@@ -542,7 +542,8 @@ def hits(peer: Peer, path: str) -> int:
 
 
 def hits_of(peer: Peer, host: str) -> int:
-    return int(httpx.get(f"{peer.url}/hits", params={"host": host}, timeout=5).json()["count"])
+    """Requests that reached the app for ``host``, the queue's origin probe (HEAD / every 10 s) not counted."""
+    return int(httpx.get(f"{peer.url}/hits", params={"visitors": host}, timeout=5).json()["count"])
 
 
 # ---------------------------------------------------------------------- PROXY_TIMEOUT_MS

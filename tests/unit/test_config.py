@@ -20,7 +20,9 @@ from queue_manager.config import (
 )
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
-TEST_ONLY_VARS = frozenset({"QM_SERVER_CMD", "TEST_VALKEY_URL", "TEST_DATABASE_URL", "QM_REQUIRE_VALKEY"})
+TEST_ONLY_VARS = frozenset(
+    {"QM_SERVER_CMD", "TEST_VALKEY_URL", "TEST_DATABASE_URL", "QM_REQUIRE_VALKEY", "QM_TEST_STORES"}
+)
 
 GOOD_SECRET = "s" * 48
 GOOD_ADMIN_KEY = "k" * 40
