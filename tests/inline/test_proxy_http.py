@@ -236,12 +236,14 @@ def _rss_peak_kib(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-def test_a_1_gib_upload_streams_through_with_flat_memory(qm: Server, peer: Peer) -> None:
+def test_a_large_upload_streams_through_with_flat_memory(qm: Server, peer: Peer) -> None:
+    """256 MiB through the proxy while its peak memory grows by less than 48 MiB: a proxy that buffered
+    the body would grow by the whole of it. (Larger bodies only cost the suite CPU: the bound is the same.)"""
     import hashlib
 
     room_id, host = inline_room(qm, peer.url, host=_host())
     block = bytes(range(256)) * 4096  # 1 MiB
-    total = 1024
+    total = 256
     digest = hashlib.sha256()
     for _ in range(total):
         digest.update(block)
@@ -258,7 +260,7 @@ def test_a_1_gib_upload_streams_through_with_flat_memory(qm: Server, peer: Peer)
         assert r.status_code == 200, r.text
         assert r.json() == {"bytes": total << 20, "sha256": digest.hexdigest()}
         grown_mib = (_rss_peak_kib(qm.proc.pid) - before) / 1024
-        assert grown_mib < 48, f"the proxy's peak memory grew {grown_mib:.0f} MiB for a 1 GiB upload"
+        assert grown_mib < 48, f"the proxy's peak memory grew {grown_mib:.0f} MiB for a {total} MiB upload"
 
 
 def test_a_large_download_streams_through(qm: Server, peer: Peer) -> None:
