@@ -431,7 +431,8 @@ def phase_http(results: dict[str, Any]) -> None:
 
 
 def phase_check(results: dict[str, Any]) -> None:
-    """Issue 2's target alone: hello-world and an admitted visitor's /api/check, alternating, ROUNDS rounds."""
+    """The /api/check target alone (>= 0.5x hello-world): hello-world and an admitted visitor's /api/check,
+    alternating, ROUNDS rounds."""
     hello = Server("hello", [PY, str(BENCH / "hello.py")], {"HOST": HOST, "PORT": "0"})
     server: Server | None = None
     try:

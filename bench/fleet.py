@@ -1,4 +1,4 @@
-"""BENCH_ONLY=fleet: STORE=valkey + SIDESTORE=pg side by side, in one run (issue 3's benchmarks).
+"""BENCH_ONLY=fleet: STORE=valkey + SIDESTORE=pg side by side, in one run (the several-instances benchmarks).
 
 Servers (each pinned to CPU 0; wrk on CPU 1; Redis and PostgreSQL unpinned on the same two cores):
 
