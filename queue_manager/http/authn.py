@@ -9,11 +9,12 @@ stream only, a single-use ``?ticket=``. No credential at all is 401 and is not c
 from __future__ import annotations
 
 from queue_manager.access.principal import Grant, Principal
+from queue_manager.http import cookies
 from queue_manager.http.context import Context
 from queue_manager.http.identity import Identity
 from queue_manager.http.wire import HttpError, Request
 
-CONSOLE_COOKIE = "qm_console"
+CONSOLE_COOKIE = cookies.CONSOLE
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 

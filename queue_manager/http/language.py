@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from queue_manager.http import negotiate
+from queue_manager.http import cookies, negotiate
 from queue_manager.http.wire import Request
 from queue_manager.web import asset
 
 
 def pick_language(req: Request) -> str:
     """The qm_lang cookie when it names one of ours, else the best Accept-Language match, else English."""
-    chosen = req.cookies.get("qm_lang")
+    chosen = req.cookies.get(cookies.LANGUAGE)
     if chosen in asset.LANGUAGES:
         return chosen
     best, best_q = "en", 0.0

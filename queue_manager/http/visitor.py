@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import secrets
 import sys
@@ -16,8 +15,9 @@ from queue_manager.access.protection import BLOCKED_CODE, RequestFacts, block_he
 from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.engine.policy import RoomPolicy
 from queue_manager.engine.view import VisitorView
-from queue_manager.http import backend_down, waiting
+from queue_manager.http import backend_down, cookies, waiting
 from queue_manager.http.context import Context
+from queue_manager.http.door import door_check
 from queue_manager.http.identity import FORWARDED_HEADERS as FORWARDED
 from queue_manager.http.identity import Identity, valid_ip
 from queue_manager.http.sse import run_stream
@@ -48,8 +48,8 @@ def room_param(req: Request, value: Any = None) -> str:
 
 def with_token(url: str, token: str) -> str:
     parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "qm_token"]
-    query.append(("qm_token", token))
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != cookies.TOKEN_PARAM]
+    query.append((cookies.TOKEN_PARAM, token))
     return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", urlencode(query), parts.fragment))
 
 
@@ -94,9 +94,9 @@ def ticket_cookies(
     headers = []
     age = ctx.settings.queue_cookie_max_age_sec
     if token is not None:
-        headers.append(cookie_header(f"qm_{room_id}", token, max_age=age, secure=secure))
+        headers.append(cookie_header(cookies.TICKET + room_id, token, max_age=age, secure=secure))
     if qms is not None:
-        headers.append(cookie_header(f"qms_{room_id}", qms, max_age=age, secure=secure))
+        headers.append(cookie_header(cookies.SESSION + room_id, qms, max_age=age, secure=secure))
     return headers
 
 
@@ -143,10 +143,10 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
     if not await ctx.store.room_exists(room_id):
         raise HttpError(404, "no_room", f"No room with id {room_id!r}.", roomId=room_id)
     return_url = await _permitted_return(ctx, room_id, body.get("returnUrl"))
-    cookie_ticket, _ = ctx.read_ticket(room_id, req.cookies.get(f"qm_{room_id}"))
+    cookie_ticket, _ = ctx.read_ticket(room_id, req.cookies.get(cookies.TICKET + room_id))
     await _protect(ctx, req, ident, room_id, has_cookie=cookie_ticket is not None)
     presented, _ = ctx.read_ticket(room_id, token) if token else (cookie_ticket, None)
-    qms = req.cookies.get(f"qms_{room_id}")
+    qms = req.cookies.get(cookies.SESSION + room_id)
     new_qms = None
     if not qms or len(qms) > 64:
         qms = new_qms = secrets.token_urlsafe(18)
@@ -192,7 +192,7 @@ def _ticket_token(req: Request, room_id: str) -> str | None:
 
 
 def _cookie_ticket(req: Request, room_id: str) -> str | None:
-    return req.cookies.get(f"qm_{room_id}")
+    return req.cookies.get(cookies.TICKET + room_id)
 
 
 async def status(ctx: Context, req: Request, send: Send) -> None:
@@ -202,7 +202,7 @@ async def status(ctx: Context, req: Request, send: Send) -> None:
         raise HttpError(404, "no_room", f"No room with id {room_id!r}.", roomId=room_id)
     token = _ticket_token(req, room_id)
     presented, _ = ctx.read_ticket(room_id, token)
-    view = await ctx.store.status(room_id, ident.client(req.cookies.get(f"qms_{room_id}")), presented)
+    view = await ctx.store.status(room_id, ident.client(req.cookies.get(cookies.SESSION + room_id)), presented)
     live = token if presented is not None and view.state not in ("expired",) else None
     await send_json(send, 200, render_view(ctx, view, live))
 
@@ -223,7 +223,7 @@ async def events(ctx: Context, req: Request, send: Send, receive: Receive) -> No
         raise HttpError(
             429, "too_many_streams", "Too many live streams from your address.", headers=[("Retry-After", "5")]
         )
-    client = ident.client(req.cookies.get(f"qms_{room_id}"))
+    client = ident.client(req.cookies.get(cookies.SESSION + room_id))
     view = await ctx.store.status(room_id, client, presented)
     token = ctx.sign_ticket(view) if presented is not None and view.state != "expired" else None
     due_ms = ctx.refresh_due_ms(view, ctx.clock.wall_ms()) if token is not None else None
@@ -343,21 +343,17 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
     if url is None:
         ctx.counters.unscoped_checks += 1
     cors = _door_cors(ctx, req, policy)
-    token = q.get("qm_token") or _cookie_ticket(req, room_id)
+    token = q.get(cookies.TOKEN_PARAM) or _cookie_ticket(req, room_id)
     presented, _ = ctx.read_ticket(room_id, token)
-    dk = q.get("dk") or req.cookies.get(f"qm_dk_{room_id}")
-    door_hash = hashlib.sha256(dk.encode()).digest()[:16] if dk and len(dk) <= 64 else None
-    result = None
-    if presented is not None and door_hash is not None:
-        result = await ctx.store.door_replay(room_id, presented, door_hash, url)
-    if result is None:
-        client = ident.client(req.cookies.get(f"qms_{room_id}"))
-        result = await ctx.store.check(room_id, client, presented, door_hash, url, _new_door)
+    dk = q.get("dk") or req.cookies.get(cookies.DOOR_KEY + room_id)
+    result = await door_check(ctx, req, ident, room_id, presented, dk, url)
     headers = [*limit_headers, *cors]
     if result.admit:
         if result.door_key:
             headers.append(
-                cookie_header(f"qm_dk_{room_id}", result.door_key, max_age=None, secure=ctx.identity.secure(ident))
+                cookie_header(
+                    cookies.DOOR_KEY + room_id, result.door_key, max_age=None, secure=ctx.identity.secure(ident)
+                )
             )
         payload: dict[str, Any] = {
             "admit": True,
@@ -372,11 +368,6 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
             wait += "?" + urlencode({"qm_return": url})
         payload = {"admit": False, "roomId": room_id, "reason": result.reason, "waitUrl": wait}
     await send_json(send, 200, payload, headers)
-
-
-def _new_door() -> tuple[str, bytes]:
-    raw = secrets.token_urlsafe(18)
-    return raw, hashlib.sha256(raw.encode()).digest()[:16]
 
 
 def _door_cors(ctx: Context, req: Request, policy: RoomPolicy) -> list[tuple[bytes, bytes]]:

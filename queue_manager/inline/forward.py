@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from queue_manager.http import cookies
 from queue_manager.http.identity import Identity
 
 HOP_BY_HOP = frozenset(
@@ -31,7 +32,7 @@ FORWARDED_IN = frozenset({b"forwarded", b"x-real-ip", b"cf-connecting-ip", b"tru
 # rebuilt by this server, never passed through as sent
 REBUILT = frozenset({b"x-forwarded-for", b"x-forwarded-host", b"x-forwarded-proto", b"x-forwarded-port"})
 NEVER_UP = frozenset({b"x-qm-edge", b"expect", b"content-length", b"host"})
-CONSOLE_COOKIE = "qm_console"
+CONSOLE_COOKIE = cookies.CONSOLE
 
 
 def _named_in_connection(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import secrets
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 from queue_manager.engine.room import CheckResult
-from queue_manager.http import visitor
+from queue_manager.http import cookies, visitor
 from queue_manager.http.context import Context
+from queue_manager.http.door import door_check
 from queue_manager.http.identity import Identity
 from queue_manager.http.wire import Message, Receive, Request, Send, cookie_header
 from queue_manager.inline import gate, pages
@@ -33,12 +33,6 @@ from queue_manager.store.base import StoreUnavailable
 log = logging.getLogger("queue_manager.inline")
 
 API_BASE = "/__qm"
-RETURN_COOKIE = "qmr_"  # not qm_<room>: never read as a ticket
-
-
-def new_door() -> tuple[str, bytes]:
-    raw = secrets.token_urlsafe(18)
-    return raw, hashlib.sha256(raw.encode()).digest()[:16]
 
 
 def visitor_url(req: Request, ident: Identity) -> str:
@@ -53,22 +47,19 @@ def trusted_forwarder(ctx: Context, ident: Identity) -> bool:
     return ident.trusted_peer or ctx.edge.enabled
 
 
-async def admit(ctx: Context, req: Request, ident: Identity, room: InlineRoom) -> tuple[CheckResult, str | None]:
-    """The door check for one request; returns the result and the token it was made with."""
+def admit(
+    ctx: Context, req: Request, ident: Identity, room: InlineRoom
+) -> tuple[Coroutine[Any, Any, CheckResult], str | None]:
+    """The door check for one request, to be awaited, and the token it is made with (None if not valid).
+
+    Not a coroutine itself: the caller awaits the check directly, one frame fewer on every gated request."""
     room_id = room.room_id
     query_token = hand_off_token(req.scope.get("query_string") or b"")
-    token = query_token or req.cookies.get(f"qm_{room_id}")
+    token = query_token or req.cookies.get(cookies.TICKET + room_id)
     presented, _ = ctx.read_ticket(room_id, token)
-    dk = req.cookies.get(f"qm_dk_{room_id}")
-    door_hash = hashlib.sha256(dk.encode()).digest()[:16] if dk and len(dk) <= 64 else None
-    url = visitor_url(req, ident)
-    result = None
-    if presented is not None and door_hash is not None:
-        result = await ctx.store.door_replay(room_id, presented, door_hash, url)
-    if result is None:
-        client = ident.client(req.cookies.get(f"qms_{room_id}"))
-        result = await ctx.store.check(room_id, client, presented, door_hash, url, new_door)
-    return result, (token if presented is not None else None)
+    dk = req.cookies.get(cookies.DOOR_KEY + room_id)
+    check = door_check(ctx, req, ident, room_id, presented, dk, visitor_url(req, ident))
+    return check, (token if presented is not None else None)
 
 
 DECISION = "qm.inline.decision"  # scope key: a decision the fast path already made (inline/fastpath.py)
@@ -113,7 +104,8 @@ async def door(ctx: Context, req: Request, room: InlineRoom) -> Decision:
     ident = ctx.identity.resolve(req)
     navigation = gate.is_navigation(req.headers)
     try:
-        result, token = await admit(ctx, req, ident, room)
+        check, token = admit(ctx, req, ident, room)
+        result = await check
     except StoreUnavailable:
         mode = room.on_backend_down
         counters.backend_down[mode] = counters.backend_down.get(mode, 0) + 1
@@ -123,13 +115,12 @@ async def door(ctx: Context, req: Request, room: InlineRoom) -> Decision:
         extra: list[tuple[bytes, bytes]] = []
         secure = ctx.identity.secure(ident)
         if result.door_key:
-            extra.append(cookie_header(f"qm_dk_{room.room_id}", result.door_key, max_age=None, secure=secure))
+            extra.append(cookie_header(cookies.DOOR_KEY + room.room_id, result.door_key, max_age=None, secure=secure))
         qs = req.scope.get("query_string") or b""
         if token is not None and hand_off_token(qs) and req.method == "GET" and navigation:
             # the waiting page's hand-off: keep the token in the cookie, not in the app's URLs and logs
-            extra.append(
-                cookie_header(f"qm_{room.room_id}", token, max_age=ctx.settings.queue_cookie_max_age_sec, secure=secure)
-            )
+            age = ctx.settings.queue_cookie_max_age_sec
+            extra.append(cookie_header(cookies.TICKET + room.room_id, token, max_age=age, secure=secure))
             return Decision("redirect", extra, navigation)
         return Decision(FORWARD_PLAIN, extra, navigation)
     return Decision("waiting" if navigation else "queued", navigation=navigation, reason=result.reason or "waiting")
@@ -168,13 +159,16 @@ def log_backend_down(room: InlineRoom, mode: str) -> None:
         log.warning("inline %s: the backend is down; onBackendDown=%s, %s", room.room_id, mode, action)
 
 
+_TOKEN_EQ = (cookies.TOKEN_PARAM + "=").encode()
+
+
 def hand_off_token(query: bytes) -> str | None:
     """``qm_token`` from the raw query string, without parsing the rest: the app's query is the app's."""
-    if b"qm_token=" not in query:
+    if _TOKEN_EQ not in query:
         return None
     for part in query.split(b"&"):
-        if part.startswith(b"qm_token="):
-            value = part[9:]
+        if part.startswith(_TOKEN_EQ):
+            value = part[len(_TOKEN_EQ) :]
             return value.decode("ascii", "replace") if value else None
     return None
 
@@ -182,7 +176,7 @@ def hand_off_token(query: bytes) -> str | None:
 async def _redirect_clean(req: Request, send: Send, headers: list[tuple[bytes, bytes]]) -> None:
     raw = req.scope.get("raw_path") or req.scope["path"].encode()
     query = req.scope.get("query_string") or b""
-    kept = b"&".join(p for p in query.split(b"&") if p and not p.startswith(b"qm_token="))
+    kept = b"&".join(p for p in query.split(b"&") if p and not p.startswith(_TOKEN_EQ))
     location = raw.split(b"?", 1)[0] + (b"?" + kept if kept else b"")
     headers += [(b"location", location), (b"cache-control", b"no-store"), (b"content-length", b"0")]
     await send({"type": "http.response.start", "status": 303, "headers": headers})
@@ -200,7 +194,7 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> 
     here = raw.decode("latin-1") + ("?" + qs.decode("latin-1") if qs else "")
     ident = ctx.identity.resolve(req)
     back = cookie_header(
-        f"{RETURN_COOKIE}{room_id}",
+        cookies.RETURN_TO + room_id,
         quote(here, safe="/"),
         max_age=3600,
         secure=ctx.identity.secure(ident),

@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 import orjson
 
 from queue_manager.config import Settings
+from queue_manager.http import cookies
 from queue_manager.http.wire import HttpError, Message, Request
 from queue_manager.inline.hosts import HostIndex, InlineRoom, is_address_literal, request_host_key
 
@@ -80,7 +81,7 @@ def with_return_url(req: Request, room_id: str, scheme: str) -> None:
     The page is served at the visitor's own URL and keeps nothing, so the gate left that URL's path in
     the ``qmr_<room>`` cookie (scoped to ``/__qm/api/``); a join without ``returnUrl`` gets it from there.
     """
-    kept = req.cookies.get(f"qmr_{room_id}")
+    kept = req.cookies.get(cookies.RETURN_TO + room_id)
     host = req.header(b"host")
     if not kept or not host:
         return

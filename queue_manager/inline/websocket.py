@@ -18,6 +18,7 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
+from queue_manager.http import cookies
 from queue_manager.http.context import Context
 from queue_manager.http.wire import Receive, Request, Scope, Send
 from queue_manager.inline import proxy
@@ -88,7 +89,8 @@ async def handle(ctx: Context, inline: Inline, scope: Scope, receive: Receive, s
     ident = ctx.identity.resolve(req)
     ctx.counters.inline_gated += 1
     try:
-        result, _ = await proxy.admit(ctx, req, ident, room)
+        check, _ = proxy.admit(ctx, req, ident, room)
+        result = await check
         admitted = result.admit
         reason = result.reason or "waiting"
     except StoreUnavailable:
@@ -187,7 +189,7 @@ async def _relay(
         (k.lower().encode("latin-1"), v.encode("latin-1"))
         for k, v in upstream.response.headers.raw_items()
         if k.lower() not in OWN_RESPONSE
-        and not (k.lower() == "set-cookie" and v.split("=", 1)[0].strip() == "qm_console")
+        and not (k.lower() == "set-cookie" and v.split("=", 1)[0].strip() == cookies.CONSOLE)
     ]
     await send({"type": "websocket.accept", "subprotocol": upstream.subprotocol, "headers": accept_headers})
     await _pipe(upstream, receive, send)

@@ -1,0 +1,28 @@
+"""The names of the cookies and the query parameter Queue Manager sets and reads, in one place.
+
+Per room (``<room>`` is the room id, which is why room ids are limited to letters, digits, ``-``, ``_``):
+
+* ``qm_<room>``: the visitor's signed token, their place in line or their pass.
+* ``qms_<room>``: a random value of the visitor's own; its hash is part of who they are.
+* ``qm_dk_<room>``: the door key an admitted browser keeps and shows at its next door check.
+* ``qmr_<room>``: on an inline host, the page a visitor came from, read only by the join under the
+  queue's prefix (it is not ``qm_<room>``, so it is never read as a token).
+
+For the whole site:
+
+* ``qm_console``: the operator console's signed-in session.
+* ``qm_lang``: the language a visitor picked on the waiting page.
+* ``qm_token`` (a query parameter, not a cookie): the token the waiting page hands to the site.
+"""
+
+from __future__ import annotations
+
+CONSOLE = "qm_console"
+LANGUAGE = "qm_lang"
+TOKEN_PARAM = "qm_token"
+
+# per room: the prefix followed by the room id (a concatenation at the call site, no call on the hot path)
+TICKET = "qm_"
+SESSION = "qms_"
+DOOR_KEY = "qm_dk_"
+RETURN_TO = "qmr_"
