@@ -43,8 +43,7 @@ async def door_check(
     url: str | None,
 ) -> CheckResult:
     """May this visitor walk in? The replay of a known door key first, else the full check."""
-    # door_hash(), written out: this runs on every gated request
-    hashed = hashlib.sha256(door_key.encode()).digest()[:16] if door_key and len(door_key) <= MAX_DOOR_KEY else None
+    hashed = door_hash(door_key)
     if presented is not None and hashed is not None:
         replayed = await ctx.store.door_replay(room_id, presented, hashed, url)
         if replayed is not None:

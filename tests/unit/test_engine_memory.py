@@ -7,26 +7,22 @@ target, and reported in docs/benchmarks.md.
 
 from __future__ import annotations
 
-from queue_manager.clock import FakeClock
-from queue_manager.engine.engine import Engine
-from queue_manager.engine.model import ClientId
+from collections.abc import Callable
 
-from .conftest import TARGET
+from queue_manager.engine.engine import Engine
+from queue_manager.engine.room import Room
+
+from .conftest import Visitor
 
 TICKETS = 5_000
 
 
-def test_a_long_line_answers_positions_and_the_head() -> None:
-    engine = Engine(FakeClock())
-    room, _, _ = engine.upsert({"id": "big", "targetUrl": TARGET, "queueMaxPerIp": None})
-    for i in range(TICKETS):
-        client = ClientId(
-            ident=f"10.{i >> 16}.{(i >> 8) & 255}.{i & 255}",
-            fp=i.to_bytes(16, "big"),
-            fp2=None,
-            cookie=(i + 1).to_bytes(16, "big"),
-        )
-        room.join(client, None, None)
+def test_a_long_line_answers_positions_and_the_head(
+    engine: Engine, make_room: Callable[..., Room], visitor: Callable[..., Visitor]
+) -> None:
+    room = make_room("big", queueMaxPerIp=None)
+    for _ in range(TICKETS):
+        visitor(room).join()
     engine.drain_events()
     assert len(room.line) == TICKETS
     for n in (1, 2, TICKETS // 3, TICKETS // 2, TICKETS - 1, TICKETS):
