@@ -2,7 +2,7 @@
 
     python bench/check_breakdown.py [--n 20000] [--cprofile]
 
-Builds the real App (memory store) from the environment, creates room ``bench``, admits one visitor
+Builds the real server (memory store) from the environment, creates room ``bench``, admits one visitor
 through the ASGI interface (join, tick, first check), then:
 
 * times the whole ASGI call for the door-key replay (the hot path) and for a raw-ASGI hello-world;
@@ -114,10 +114,10 @@ async def main_async(n: int, profile: bool, asgi_only: bool = False) -> dict[str
     os.environ.update(ENV)
     from queue_manager.config import load_settings
     from queue_manager.http import visitor
-    from queue_manager.http.app import App
     from queue_manager.http.wire import Request
+    from queue_manager.server import Server
 
-    app = App(load_settings())
+    app = Server(load_settings())
     ctx = app.ctx
     await ctx.store.start()
     ctx.ready = True

@@ -141,11 +141,11 @@ async def _qm(target: str) -> Callable[[], None]:
     from uvicorn.server import ServerState
 
     from queue_manager.config import load_settings
-    from queue_manager.http.app import App
     from queue_manager.inline.client import Upstream
     from queue_manager.inline.fastpath import InlineProtocol
+    from queue_manager.server import Server
 
-    app = App(load_settings())
+    app = Server(load_settings())
     await app.startup()
     cookie = await _admitted_cookie(app)
     config = uvicorn.Config(app, http=InlineProtocol, lifespan="off", log_level="warning", access_log=False)
@@ -153,13 +153,13 @@ async def _qm(target: str) -> Callable[[], None]:
     proto = InlineProtocol(config, ServerState(), {}, asyncio.get_running_loop())
     visitor = Transport(("127.0.0.1", 50000))
     proto.connection_made(visitor)
-    room = app.ctx.inline.index.lookup(b"bench.local")
+    room = app.inline.index.lookup(b"bench.local")
     assert room is not None
     conn = Upstream(room.origin)
     upstream = Transport(("127.0.0.1", 9))
     conn.connection_made(upstream)
     conn.complete = conn.keep_alive = True  # as if it had served one exchange: the pool keeps it
-    app.ctx.inline.pool.put_back(conn)
+    app.inline.pool.put_back(conn)
     if target == "gated":  # a browser keeps the door key its first page set: later pages replay it
         # ("gated-first" never sends one: every page is a first door check, as from a client with no cookie jar)
         first: list[bytes] = []

@@ -24,7 +24,7 @@ import orjson
 import uvicorn
 
 from queue_manager.config import load_settings
-from queue_manager.http.app import App
+from queue_manager.server import Server
 
 
 class GcLog:
@@ -73,7 +73,7 @@ def main() -> None:
     ap.add_argument("--gc-log")
     args = ap.parse_args()
     settings = load_settings()
-    app = App(settings)
+    app = Server(settings)
     config = uvicorn.Config(
         app,
         host=settings.host,

@@ -11,12 +11,12 @@ import uvicorn
 
 from queue_manager import __version__
 from queue_manager.config import ConfigRefusal, Settings, load_settings
-from queue_manager.http.app import App
 from queue_manager.inline.fastpath import InlineProtocol
+from queue_manager.server import Server
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, app: App, settings: Settings) -> None:
+    def __init__(self, config: uvicorn.Config, app: Server, settings: Settings) -> None:
         super().__init__(config)
         self.qm_app = app
         self.qm_settings = settings
@@ -46,8 +46,7 @@ class _Server(uvicorn.Server):
         self.qm_app.begin_stop()
         # streams were just told to end; what is still open is proxied responses finishing on their own,
         # bounded by SHUTDOWN_DRAIN_MS (15 s floor when unset and an inline room exists)
-        inline = self.qm_app.ctx.inline
-        drain_ms = self.qm_settings.effective_shutdown_drain_ms(bool(inline is not None and inline.index))
+        drain_ms = self.qm_settings.effective_shutdown_drain_ms(bool(self.qm_app.inline.index))
         self.config.timeout_graceful_shutdown = max(1, -(-drain_ms // 1000))
         await super().shutdown(sockets)
 
@@ -64,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     # so full collections (which walk every ticket) are rare pauses rather than frequent ones.
     gc.set_threshold(50_000, 50, 100)
     try:
-        app = App(settings)
+        app = Server(settings)
     except ConfigRefusal as refusal:
         print(f"queue-manager: refusing to start: {refusal.message}", file=sys.stderr, flush=True)
         sys.exit(2)
@@ -88,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         # in http/identity.py — never by the server's own loopback-trusting default
         proxy_headers=False,
         timeout_graceful_shutdown=max(1, settings.shutdown_grace_ms // 1000),
-        # past MAX_CONNECTIONS the app answers a plain 503 itself (inline/entry.py); the reserve above it is
+        # past MAX_CONNECTIONS the app answers a plain 503 itself (inline/front.py); the reserve above it is
         # what keeps that answer possible instead of the socket being dropped
         limit_concurrency=(
             settings.max_connections + settings.connection_reserve if settings.max_connections else None
@@ -97,5 +96,5 @@ def main(argv: list[str] | None = None) -> None:
     )
     server = _Server(config, app, settings)
     app.ctx.request_stop = lambda: setattr(server, "should_exit", True)
-    app.ctx.inline.connection_count = lambda: len(server.server_state.connections)
+    app.inline.connection_count = lambda: len(server.server_state.connections)
     server.run()

@@ -55,28 +55,8 @@ REPORT_COLUMNS = (
 )
 
 
-async def dispatch(call: Call) -> bool:
-    """Serve call's path if it is one of ours and return True; False leaves it to the 404."""
-    path = call.req.path
-    if path.startswith("/api/admin/series/"):
-        _get_only(call)
-        call.need("read")
-        await _series(call, path[len("/api/admin/series/") :])
-        return True
-    if path == "/api/admin/reports":
-        _get_only(call)
-        call.need("read")
-        await _reports(call)
-        return True
-    return False
-
-
-def _get_only(call: Call) -> None:
-    if call.req.method not in ("GET", "HEAD"):
-        raise HttpError(405, "method_not_allowed", "Use GET.", headers=[("Allow", "GET, HEAD")])
-
-
-async def _series(call: Call, room_id: str) -> None:
+async def series(call: Call) -> None:
+    room_id = call.req.params["room"]
     q = call.req.query
     res = q.get("res", "10s")
     if res not in TIERS:
@@ -155,7 +135,7 @@ async def _marks(call: Call, room_id: str, since: int) -> list[dict[str, Any]]:
     return marks
 
 
-async def _reports(call: Call) -> None:
+async def reports(call: Call) -> None:
     q = call.req.query
     bucket = q.get("bucket", "hour")
     if bucket not in ("hour", "day"):

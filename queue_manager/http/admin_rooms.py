@@ -11,11 +11,11 @@ import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
+from queue_manager import ssrf
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import ALIASES, bare_origin
 from queue_manager.http.call import Call
 from queue_manager.http.wire import HttpError, send_json
-from queue_manager.inline import ssrf
 
 TEAM_ONLY_FIELDS = ("proxyOrigin", "returnOrigins", "tagOrigins", "rules")
 
@@ -29,7 +29,6 @@ def _visible(call: Call, room: dict[str, Any]) -> dict[str, Any]:
 
 
 async def rooms_list(call: Call) -> None:
-    call.need("read")
     rooms = [_visible(call, r) for r in await call.ctx.store.list_rooms()]
     await send_json(call.send, 200, {"rooms": rooms, "now": call.ctx.clock.wall_ms()}, head=call.req.method == "HEAD")
 
@@ -101,7 +100,6 @@ def _refuse_private_origin(call: Call, changes: dict[str, Any]) -> None:
 
 
 async def rooms_upsert(call: Call) -> None:
-    call.need("write")
     body = await call.req.json_object()
     room_id = body.get("id") if isinstance(body.get("id"), str) else None
     inline, changes, creating = await _inline_change(call, body)
@@ -158,103 +156,98 @@ async def rooms_upsert(call: Call) -> None:
     )
 
 
-async def room_route(call: Call) -> None:
-    req, store = call.req, call.ctx.store
-    parts = req.path[len("/api/admin/rooms/") :].split("/")
-    room_id, rest = parts[0], parts[1:]
-    if not room_id or any(not p for p in rest):
-        raise HttpError(404, "not_found", "No such route.")
-    method = req.method
-    head = method == "HEAD"
-    action = "/".join(rest) if rest and rest[0] != "visitors" else (rest[0] if rest else "")
-    if action == "":
-        if method in ("GET", "HEAD"):
-            call.need("read")
-            await send_json(call.send, 200, {"room": _visible(call, await store.get_room(room_id))}, head=head)
-            return
-        if method == "DELETE":
-            call.need("owner")
-            await store.delete_room(room_id)
-            await call.audit("room.delete", target=room_id, room_id=room_id)
-            await send_json(call.send, 200, {"ok": True, "deleted": room_id})
-            return
-        raise _method(["GET", "DELETE"])
-    if action in ("pause", "resume"):
-        _post(method)
-        call.need("write")
-        await req.body()
-        await _existing(call, room_id)
-        state = "paused" if action == "pause" else "active"
-        room, _, _ = await store.upsert_room({"id": room_id, "state": state})
-        await call.audit(f"room.{action}", target=room_id, room_id=room_id)
-        await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
-        return
-    if action == "rate":
-        _post(method)
-        call.need("write")
-        body = await req.json_object()
-        await _existing(call, room_id)
-        unknown = sorted(set(body) - {"ratePerMinute", "rate"})
-        if unknown or not body:
-            raise HttpError(
-                400,
-                "unknown_field" if unknown else "nothing_to_change",
-                'Send {"ratePerMinute": n} (or its alias rate).',
-                fields=unknown,
-            )
-        room, _, _ = await store.upsert_room({"id": room_id, **body})
-        await call.audit("room.rate", target=room_id, room_id=room_id, ratePerMinute=room["ratePerMinute"])
-        await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
-        return
-    if action == "schedule":
-        _post(method)
-        call.need("write")
-        body = await req.json_object()
-        room = await store.schedule(room_id, body)
-        await call.audit("room.schedule", target=room_id, room_id=room_id, fields=sorted(body))
-        await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
-        return
-    if action == "purge":
-        _post(method)
-        call.need("write")
-        await req.body()
-        purged = await store.purge(room_id)
-        await call.audit("room.purge", target=room_id, room_id=room_id, purged=purged)
-        await send_json(call.send, 200, {"ok": True, "purged": purged})
-        return
-    if action == "eject":
-        _post(method)
-        call.need("write")
-        call.need("team")
-        body = await req.json_object()
-        query = _ticket_query(body)
-        visitor = await store.eject(room_id, query)
-        await call.audit("visitor.eject", target=str(visitor.get("ticket")), room_id=room_id)
-        await send_json(call.send, 200, {"ok": True, "visitor": visitor})
-        return
-    if action == "visitors" and len(rest) == 2:
-        if method not in ("GET", "HEAD"):
-            raise _method(["GET"])
-        call.need("team")
-        await send_json(call.send, 200, {"visitor": await store.lookup(room_id, rest[1][:64])}, head=head)
-        return
-    if action == "rules":
-        if method not in ("GET", "HEAD"):
-            raise _method(["GET"])
-        call.need("team")
-        room = await store.get_room(room_id)
-        await send_json(call.send, 200, {"rules": room["rules"], "unscopedChecks": room["unscopedChecks"]}, head=head)
-        return
-    if action == "rules/test":
-        _post(method)
-        call.need("team")
-        body = await req.json_object()
-        url = body.get("url")
-        if not isinstance(url, str) or not url or len(url) > 4096:
-            raise HttpError(400, "bad_request", 'Send {"url": "https://…"}.')
-        await send_json(call.send, 200, await store.match_rule(room_id, url))
-        return
-    raise HttpError(404, "not_found", "No such route.")
+def _room(call: Call) -> str:
+    return call.req.params["room"]
+
+
+async def room_get(call: Call) -> None:
+    room = await call.ctx.store.get_room(_room(call))
+    await send_json(call.send, 200, {"room": _visible(call, room)}, head=call.req.method == "HEAD")
+
+
+async def room_delete(call: Call) -> None:
+    room_id = _room(call)
+    await call.ctx.store.delete_room(room_id)
+    await call.audit("room.delete", target=room_id, room_id=room_id)
+    await send_json(call.send, 200, {"ok": True, "deleted": room_id})
+
+
+async def _set_state(call: Call, action: str, state: str) -> None:
+    room_id = _room(call)
+    await call.req.body()
+    await _existing(call, room_id)
+    room, _, _ = await call.ctx.store.upsert_room({"id": room_id, "state": state})
+    await call.audit(f"room.{action}", target=room_id, room_id=room_id)
+    await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
+
+
+async def room_pause(call: Call) -> None:
+    await _set_state(call, "pause", "paused")
+
+
+async def room_resume(call: Call) -> None:
+    await _set_state(call, "resume", "active")
+
+
+async def room_rate(call: Call) -> None:
+    room_id = _room(call)
+    body = await call.req.json_object()
+    await _existing(call, room_id)
+    unknown = sorted(set(body) - {"ratePerMinute", "rate"})
+    if unknown or not body:
+        raise HttpError(
+            400,
+            "unknown_field" if unknown else "nothing_to_change",
+            'Send {"ratePerMinute": n} (or its alias rate).',
+            fields=unknown,
+        )
+    room, _, _ = await call.ctx.store.upsert_room({"id": room_id, **body})
+    await call.audit("room.rate", target=room_id, room_id=room_id, ratePerMinute=room["ratePerMinute"])
+    await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
+
+
+async def room_schedule(call: Call) -> None:
+    room_id = _room(call)
+    body = await call.req.json_object()
+    room = await call.ctx.store.schedule(room_id, body)
+    await call.audit("room.schedule", target=room_id, room_id=room_id, fields=sorted(body))
+    await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
+
+
+async def room_purge(call: Call) -> None:
+    room_id = _room(call)
+    await call.req.body()
+    purged = await call.ctx.store.purge(room_id)
+    await call.audit("room.purge", target=room_id, room_id=room_id, purged=purged)
+    await send_json(call.send, 200, {"ok": True, "purged": purged})
+
+
+async def room_eject(call: Call) -> None:
+    room_id = _room(call)
+    body = await call.req.json_object()
+    query = _ticket_query(body)
+    visitor = await call.ctx.store.eject(room_id, query)
+    await call.audit("visitor.eject", target=str(visitor.get("ticket")), room_id=room_id)
+    await send_json(call.send, 200, {"ok": True, "visitor": visitor})
+
+
+async def room_visitor(call: Call) -> None:
+    found = await call.ctx.store.lookup(_room(call), call.req.params["visitor"][:64])
+    await send_json(call.send, 200, {"visitor": found}, head=call.req.method == "HEAD")
+
+
+async def room_rules(call: Call) -> None:
+    room = await call.ctx.store.get_room(_room(call))
+    payload = {"rules": room["rules"], "unscopedChecks": room["unscopedChecks"]}
+    await send_json(call.send, 200, payload, head=call.req.method == "HEAD")
+
+
+async def room_rules_test(call: Call) -> None:
+    body = await call.req.json_object()
+    url = body.get("url")
+    if not isinstance(url, str) or not url or len(url) > 4096:
+        raise HttpError(400, "bad_request", 'Send {"url": "https://…"}.')
+    await send_json(call.send, 200, await call.ctx.store.match_rule(_room(call), url))
 
 
 async def _existing(call: Call, room_id: str) -> None:
@@ -269,12 +262,3 @@ def _ticket_query(body: dict[str, Any]) -> str:
     if isinstance(ref, str) and 1 <= len(ref) <= 16:
         return ref
     raise HttpError(400, "bad_request", 'Send {"ticket": n} or {"ref": "K7Q2MX"}.')
-
-
-def _post(method: str) -> None:
-    if method != "POST":
-        raise _method(["POST"])
-
-
-def _method(allowed: list[str]) -> HttpError:
-    return HttpError(405, "method_not_allowed", f"Use {' or '.join(allowed)}.", headers=[("Allow", ", ".join(allowed))])

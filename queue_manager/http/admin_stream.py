@@ -36,7 +36,6 @@ def totals(rooms: list[dict[str, Any]]) -> dict[str, Any]:
 
 async def events(call: Call) -> None:
     ctx = call.ctx
-    call.need("read")
     streams: AdminStreams = ctx.admin_streams
     stream = streams.add(call.who)
     send = call.send

@@ -16,7 +16,6 @@ OPERATOR_ROLES: tuple[Role, ...] = ("owner", "operator", "viewer")
 
 
 async def whoami(call: Call) -> None:
-    call.need("read")
     await send_json(call.send, 200, {"principal": call.who.public()})
 
 
@@ -40,14 +39,12 @@ async def session_close(call: Call) -> None:
     await send_json(call.send, 200, {"ok": True}, [(name.lower().encode(), value.encode())])
 
 
-async def operators(call: Call) -> None:
-    method = call.req.method
-    call.need("owner")
-    if method in ("GET", "HEAD"):
-        await send_json(call.send, 200, {"operators": await call.ctx.access.list_operators()}, head=method == "HEAD")
-        return
-    if method != "POST":
-        raise HttpError(405, "method_not_allowed", "Use GET or POST.", headers=[("Allow", "GET, POST")])
+async def operators_list(call: Call) -> None:
+    operators = await call.ctx.access.list_operators()
+    await send_json(call.send, 200, {"operators": operators}, head=call.req.method == "HEAD")
+
+
+async def operator_create(call: Call) -> None:
     body = await call.req.json_object()
     unknown = sorted(set(body) - {"name", "role"})
     if unknown:
@@ -62,10 +59,8 @@ async def operators(call: Call) -> None:
     await send_json(call.send, 201, {"operator": {**record.public(), "liveLinks": 0}, "key": key, "shownOnce": True})
 
 
-async def operator_delete(call: Call, op_id: str) -> None:
-    if call.req.method != "DELETE":
-        raise HttpError(405, "method_not_allowed", "Use DELETE.", headers=[("Allow", "DELETE")])
-    call.need("owner")
+async def operator_delete(call: Call) -> None:
+    op_id = call.req.params["operator"]
     purge = call.req.query.get("purge") in ("1", "true")
     record, closed = await call.ctx.access.revoke_operator(op_id[:40], purge=purge)
     if record is None:
@@ -80,53 +75,45 @@ def _link_url(call: Call, token: str) -> str:
     return f"{base.rstrip('/')}/#monitor={token}"
 
 
-async def monitor_links(call: Call, rest: list[str]) -> None:
-    method = call.req.method
-    access = call.ctx.access
-    call.need("write")
-    if not rest:
-        if method in ("GET", "HEAD"):
-            await send_json(call.send, 200, {"links": await access.list_links()}, head=method == "HEAD")
-            return
-        if method != "POST":
-            raise HttpError(405, "method_not_allowed", "Use GET or POST.", headers=[("Allow", "GET, POST")])
-        await call.req.body()
-        link = await access.mint_link(call.who)
-        await call.audit("monitor_token.mint", target=link.id)
-        now = call.ctx.clock.wall_ms()
-        await send_json(
-            call.send, 201, {"link": link.public(now), "token": link.token, "url": _link_url(call, link.token)}
-        )
-        return
-    if rest == ["revoke-all"]:
-        _post(method)
-        await call.req.body()
-        closed = await access.revoke_all_links()
-        await call.audit("monitor_token.revoke_all", target=f"{closed} links")
-        await send_json(call.send, 200, {"ok": True, "revoked": closed})
-        return
-    link_id = rest[0][:40]
-    if len(rest) == 2 and rest[1] == "reveal":
-        _post(method)
-        await call.req.body()
-        shown = await access.reveal_link(link_id)
-        if shown is None:
-            raise HttpError(404, "no_link", "No live link with that id (a revoked or expired link is never shown).")
-        await call.audit("monitor_token.reveal", target=link_id)
-        await send_json(call.send, 200, {"token": shown.token, "url": _link_url(call, shown.token)})
-        return
-    if len(rest) == 1 and method == "DELETE":
-        if not await access.revoke_link(link_id):
-            raise HttpError(404, "no_link", "No live link with that id.")
-        await call.audit("monitor_token.revoke", target=link_id)
-        await send_json(call.send, 200, {"ok": True})
-        return
-    raise HttpError(404, "not_found", "No such route.")
+async def links_list(call: Call) -> None:
+    links = await call.ctx.access.list_links()
+    await send_json(call.send, 200, {"links": links}, head=call.req.method == "HEAD")
+
+
+async def link_mint(call: Call) -> None:
+    await call.req.body()
+    link = await call.ctx.access.mint_link(call.who)
+    await call.audit("monitor_token.mint", target=link.id)
+    now = call.ctx.clock.wall_ms()
+    await send_json(call.send, 201, {"link": link.public(now), "token": link.token, "url": _link_url(call, link.token)})
+
+
+async def links_revoke_all(call: Call) -> None:
+    await call.req.body()
+    closed = await call.ctx.access.revoke_all_links()
+    await call.audit("monitor_token.revoke_all", target=f"{closed} links")
+    await send_json(call.send, 200, {"ok": True, "revoked": closed})
+
+
+async def link_reveal(call: Call) -> None:
+    link_id = call.req.params["link"][:40]
+    await call.req.body()
+    shown = await call.ctx.access.reveal_link(link_id)
+    if shown is None:
+        raise HttpError(404, "no_link", "No live link with that id (a revoked or expired link is never shown).")
+    await call.audit("monitor_token.reveal", target=link_id)
+    await send_json(call.send, 200, {"token": shown.token, "url": _link_url(call, shown.token)})
+
+
+async def link_revoke(call: Call) -> None:
+    link_id = call.req.params["link"][:40]
+    if not await call.ctx.access.revoke_link(link_id):
+        raise HttpError(404, "no_link", "No live link with that id.")
+    await call.audit("monitor_token.revoke", target=link_id)
+    await send_json(call.send, 200, {"ok": True})
 
 
 async def sse_ticket(call: Call) -> None:
-    _post(call.req.method)
-    call.need("read")
     await call.req.body()
     ticket = await call.ctx.access.mint_ticket(call.who, None)
     await send_json(call.send, 200, {"ticket": ticket, "expiresInSec": 30})
@@ -136,7 +123,6 @@ AUDIT_COLUMNS = ("ts", "actor", "actorId", "role", "action", "target", "roomId",
 
 
 async def audit(call: Call) -> None:
-    call.need("team")
     q = call.req.query
     room_id = q.get("roomId") or None
     try:
@@ -165,8 +151,6 @@ async def audit(call: Call) -> None:
 
 
 async def shutdown(call: Call) -> None:
-    _post(call.req.method)
-    call.need("owner")
     await call.req.body()
     await call.audit("server.shutdown", target=call.ctx.settings.instance_id)
     await send_json(call.send, 200, {"ok": True, "stopping": True, "uptimeSec": round(call.ctx.uptime(), 3)})
@@ -174,8 +158,3 @@ async def shutdown(call: Call) -> None:
         call.ctx.request_stop()  # the same graceful path SIGTERM takes, exiting 0
     else:
         os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _post(method: str) -> None:
-    if method != "POST":
-        raise HttpError(405, "method_not_allowed", "Use POST.", headers=[("Allow", "POST")])

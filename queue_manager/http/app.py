@@ -1,191 +1,78 @@
-"""The ASGI application: one router, a lifespan that owns the store and the tick, errors mapped once."""
+"""The queue's HTTP application: screen a request, route it through the one table, map errors once.
+
+It knows nothing of what may stand in front of it. The inline proxy wraps it (``inline/front.py``)
+and hands it each request the queue should answer; the composition root (``server.py``) builds both
+and owns their lifespan.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
-from queue_manager.clock import SystemClock
-from queue_manager.config import ConfigRefusal, Settings
 from queue_manager.engine.errors import EngineError
-from queue_manager.http import admin, health, pages_console, pages_docs, pages_visitor, visitor
+from queue_manager.http import health
+from queue_manager.http.authn import authenticate, require
+from queue_manager.http.call import Call
 from queue_manager.http.context import Context
 from queue_manager.http.edge import REFUSAL_PAGE, wants_page
-from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, api_path, send_error, send_response
-from queue_manager.inline import entry as inline_entry
-from queue_manager.inline import websocket as inline_websocket
-from queue_manager.inline.component import Inline
-from queue_manager.store.base import Store, StoreUnavailable
+from queue_manager.http.router import ADMIN_PATHS, ADMIN_PREFIX, canonical
+from queue_manager.http.routes import ROUTER
+from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, send_error, send_response
+from queue_manager.store.base import StoreUnavailable
 
 log = logging.getLogger("queue_manager")
 
-if TYPE_CHECKING:
-    from queue_manager.fleet.backend import Backend
-
-Handler = Callable[[Context, Request, Send], Awaitable[None]]
-
-# page modules, asked in turn for a GET/HEAD path none of the fixed routes own
-PAGE_ROUTERS = (pages_visitor.route, pages_console.route, pages_docs.route)
-
-# public routes: (method set, handler)
-ROUTES: dict[str, tuple[frozenset[str], Handler]] = {
-    "/api/join": (frozenset({"POST"}), visitor.join),
-    "/api/status": (frozenset({"GET", "HEAD"}), visitor.status),
-    "/api/check": (frozenset({"GET", "HEAD"}), visitor.check),
-    "/qm.js": (frozenset({"GET", "HEAD"}), visitor.qm_js),
-    "/api/verify": (frozenset({"GET", "HEAD"}), visitor.verify),
-    "/healthz": (frozenset({"GET", "HEAD"}), health.healthz),
-    "/api/version": (frozenset({"GET", "HEAD"}), health.version),
-}
+#: What runs before the router for one request: None when it answered the request itself, else the
+#: path the queue serves and the ``send`` to answer through.
+Before = Callable[[Request, Send], Awaitable[tuple[str, Send] | None]]
 
 
-PREPARED = "qm.request"  # scope key: a Request already screened (App.screen) by the inline fast path
-
-
-def create_store(settings: Settings, clock: SystemClock) -> tuple[Store, Backend | None]:
-    if settings.store == "memory":
-        from queue_manager.store.memory import MemoryStore
-
-        return MemoryStore(clock), None
-    from queue_manager.fleet.backend import Backend as ValkeyBackend
-
-    backend = ValkeyBackend(settings)
-    return backend.store, backend
+def _no_foreign_host(scope: Scope) -> bool:
+    return False
 
 
 class App:
-    def __init__(self, settings: Settings, store: Store | None = None, clock: SystemClock | None = None) -> None:
-        self.clock = clock or SystemClock()
-        self.settings = settings
-        self.backend: Backend | None = None
-        if store is None:
-            store, self.backend = create_store(settings, self.clock)
-        self.ctx = Context.build(settings, store, self.clock)
-        self.ctx.backend = self.backend
-        self.ctx.inline = Inline(self.ctx)
-        if self.backend is not None:  # operators, links, audit, sign-outs and tickets shared by the fleet
-            from queue_manager.access.shared import SharedAccessStore
-
-            self.ctx.access.store = SharedAccessStore(
-                self.backend.journal,
-                self.backend.store.redis,
-                settings.valkey_prefix,
-                hints=self.backend.hints,
-                resync_ms=settings.resync_ms,
-            )
-        self._tick_task: asyncio.Task[None] | None = None
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.settings = ctx.settings
+        #: Does this request's Host front a proxied app? There the edge-exempt paths (``/healthz``) are the
+        #: app's own and get no exemption. Set by whatever wraps the app.
+        self.foreign_host: Callable[[Scope], bool] = _no_foreign_host
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind == "http":
-            await self.http(scope, receive, send)
-        elif kind == "lifespan":
-            await self.lifespan(receive, send)
-        elif kind == "websocket":
-            await inline_websocket.handle(self.ctx, self.ctx.inline, scope, receive, send)
+        """Plain ASGI (HTTP only), for a queue with nothing in front of it."""
+        if scope["type"] != "http":
+            return
+        req = Request(scope, receive, canonical(scope["path"]))
+        if not self.screen(req):
+            await self.refuse_at_edge(scope, send, req.method == "HEAD")
+            return
+        await self.serve(req, send)
 
-    # ------------------------------------------------------------------ lifespan
+    # ------------------------------------------------------------------ the screen
 
-    async def lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                try:
-                    await self.startup()
-                except Exception as exc:  # pragma: no cover - reported to the server
-                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
-                    return
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await self.shutdown()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+    def screen(self, req: Request) -> bool:
+        """What every request goes through first: the edge secret, the client's identity, proxy watch.
 
-    async def startup(self) -> None:
-        if self.backend is not None:
-            try:
-                await self.backend.start()
-            except ConfigRefusal as refusal:
-                print(f"queue-manager: refusing to start: {refusal.message}", file=sys.stderr, flush=True)
-                raise
-        else:
-            await self.ctx.store.start()
-        self._tick_task = asyncio.create_task(self._ticker())
-        await self.ctx.inline.start()
-        self.ctx.ready = True
-        # STORE=memory keeps nothing across a restart, so whether the last run stopped cleanly is unknown
-        await self.ctx.access.audit(
-            None, "server.start", target=self.settings.instance_id, previousRunClean=None, store=self.ctx.store.kind
-        )
+        False: refused at the edge (the caller answers with :meth:`refuse_at_edge`). Run once per
+        request, whichever path serves it.
+        """
+        ctx = self.ctx
+        scope = req.scope
+        through_edge = False
+        if ctx.edge.enabled:
+            through_edge = ctx.edge.passes(scope)
+            if not through_edge and not (ctx.edge.exempt(scope) and not self.foreign_host(scope)):
+                ctx.counters.edge_refused += 1
+                return False
+        ident = ctx.identity.resolve(req)
+        if ident.edge_fallback and through_edge:  # a platform probe of /healthz is not Cloudflare's
+            ctx.counters.edge_client_ip_fallback += 1
+        ctx.proxywatch.observe(req, ident.peer, ident.trusted_peer)
+        return True
 
-    def begin_stop(self) -> None:
-        """Not ready from this instant; live streams are told to end."""
-        self.ctx.shutting_down = True
-        self.ctx.ready = False
-        self.ctx.broadcaster.close_all()
-        self.ctx.admin_streams.close_all()
-
-    async def shutdown(self) -> None:
-        self.begin_stop()
-        await self.ctx.access.audit(None, "server.stop", target=self.settings.instance_id, clean=True)
-        await self.ctx.inline.stop()
-        if self._tick_task is not None:
-            self._tick_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._tick_task
-        if self.backend is not None:
-            await self.backend.stop()
-        else:
-            await self.ctx.store.close()
-
-    async def _ticker(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_at = loop.time()
-        while True:
-            next_at += 1.0
-            await asyncio.sleep(max(0.0, next_at - loop.time()))
-            try:
-                await self.ctx.store.tick()
-                await self.ctx.series.feed(self.ctx.store, self.clock.wall_ms())
-                if self.backend is not None:
-                    self.backend.note_store_result(True)
-            except StoreUnavailable as exc:
-                if self.backend is not None:
-                    self.backend.note_store_result(False)
-                log.warning("tick: store unavailable: %s", exc)
-            except Exception:
-                log.exception("tick failed")
-            step = self.clock.check_step()
-            if step is not None:
-                self.ctx.clock_incidents.append({"at": self.clock.wall_ms(), "stepMs": step})
-                print(
-                    f"WARNING: the wall clock stepped by {step} ms; tickets issued around it may be refused",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            if loop.time() - next_at > 5.0:
-                next_at = loop.time()
-
-    # ------------------------------------------------------------------ requests
-
-    def _recovering(self, err: HttpError) -> HttpError:
-        """A room the journal has but Valkey lost is being rebuilt: 503 with Retry-After, never no_room."""
-        backend = self.backend
-        if backend is None or err.code != "no_room" or err.extra.get("roomId") not in backend.known_rooms:
-            return err
-        return HttpError(
-            503,
-            "storage_unavailable",
-            "This room is being rebuilt from the journal; retry shortly.",
-            headers=[("Retry-After", "2")],
-            roomId=err.extra.get("roomId"),
-        )
-
-    async def _edge_refusal(self, scope: Scope, send: Send, head: bool) -> None:
+    async def refuse_at_edge(self, scope: Scope, send: Send, head: bool) -> None:
         if wants_page(scope):
             await send_response(
                 send,
@@ -197,73 +84,18 @@ class App:
         else:
             await send_error(send, HttpError(403, "edge_required", "edge_required"), head)
 
-    def screen(self, req: Request) -> bool:
-        """What every request goes through first: the edge secret, the client's identity, proxy watch.
+    # ------------------------------------------------------------------ serving
 
-        False: refused at the edge (the caller answers). Run once per request, whichever path serves
-        it: the inline fast path runs it and hands the Request over in the scope (``PREPARED``).
-        """
-        ctx = self.ctx
-        scope = req.scope
-        through_edge = False
-        if ctx.edge.enabled:
-            through_edge = ctx.edge.passes(scope)
-            if not through_edge and not (ctx.edge.exempt(scope) and not inline_entry.inline_host(ctx, scope)):
-                ctx.counters.edge_refused += 1
-                return False
-        ident = ctx.identity.resolve(req)
-        if ident.edge_fallback and through_edge:  # a platform probe of /healthz is not Cloudflare's
-            ctx.counters.edge_client_ip_fallback += 1
-        ctx.proxywatch.observe(req, ident.peer, ident.trusted_peer)
-        return True
-
-    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        ctx = self.ctx
-        prepared = scope.pop(PREPARED, None)
-        if isinstance(prepared, Request):
-            req = prepared
-            req.receive = receive
-            path = req.path
-        else:
-            req = Request(scope, receive, api_path(scope["path"]))
-            path = req.path
-            if not self.screen(req):
-                await self._edge_refusal(scope, send, req.method == "HEAD")
-                return
+    async def serve(self, req: Request, send: Send, before: Before | None = None) -> None:
+        """Answer one screened request; every error below becomes the spec's JSON error here."""
         head = req.method == "HEAD"
         try:
-            routed = await inline_entry.route(ctx, req, send)  # an inline host's own paths, /__qm, limits
-            if routed is None:
-                return
-            path = req.path = routed
-            route = ROUTES.get(path)
-            if route is not None:
-                methods, handler = route
-                if req.method not in methods:
-                    raise HttpError(
-                        405,
-                        "method_not_allowed",
-                        f"Use {' or '.join(sorted(methods))}.",
-                        headers=[("Allow", ", ".join(sorted(methods)))],
-                    )
-                await handler(ctx, req, send)
-                return
-            if path == "/events":
-                if req.method != "GET":
-                    raise HttpError(405, "method_not_allowed", "Use GET.", headers=[("Allow", "GET")])
-                await visitor.events(ctx, req, send, receive)
-                return
-            if path.startswith("/api/admin/") or path == "/metrics":
-                await admin.dispatch(ctx, req, inline_entry.admin_send(ctx, req, send), receive)
-                return
-            for page_route in PAGE_ROUTERS:
-                page = page_route(path)
-                if page is not None:
-                    if req.method not in ("GET", "HEAD"):
-                        raise HttpError(405, "method_not_allowed", "Use GET.", headers=[("Allow", "GET, HEAD")])
-                    await page(ctx, req, send)
+            if before is not None:
+                routed = await before(req, send)
+                if routed is None:
                     return
-            raise HttpError(404, "not_found", "No such route.")
+                req.path, send = routed
+            await self.dispatch(req, send)
         except HttpError as err:
             await send_error(send, self._recovering(err), head)
         except EngineError as err:
@@ -275,5 +107,48 @@ class App:
                 head,
             )
         except Exception:
-            log.exception("unhandled error on %s %s", req.method, path)
+            log.exception("unhandled error on %s %s", req.method, req.path)
             await send_error(send, HttpError(500, "internal_error", "Something went wrong on our side."), head)
+
+    async def dispatch(self, req: Request, send: Send) -> None:
+        """The route for ``req.path`` and its method, with the caller signed in first on the admin API."""
+        ctx = self.ctx
+        path = req.path
+        found = ROUTER.match(path)
+        if path.startswith(ADMIN_PREFIX) or path in ADMIN_PATHS:
+            if found is not None:  # the one admin route open to anyone: signing in
+                route = found[0].methods.get(req.method)
+                if route is not None and route.visitor is not None:
+                    req.params = found[1]
+                    await route.visitor(ctx, req, send)
+                    return
+            ident = ctx.identity.resolve(req)
+            who = await authenticate(ctx, req, ident, allow_ticket=found is not None and found[0].ticket)
+            if found is None:
+                raise HttpError(404, "not_found", "No such route.")
+            resource, req.params = found
+            route = resource.route_for(req.method)
+            for grant in route.grants:
+                require(who, grant)
+            assert route.admin is not None
+            await route.admin(Call(ctx, req, send, req.receive, ident, who))
+            return
+        if found is None:
+            raise HttpError(404, "not_found", "No such route.")
+        resource, req.params = found
+        route = resource.route_for(req.method)
+        assert route.visitor is not None
+        await route.visitor(ctx, req, send)
+
+    def _recovering(self, err: HttpError) -> HttpError:
+        """A room the journal has but Valkey lost is being rebuilt: 503 with Retry-After, never no_room."""
+        backend = self.ctx.backend
+        if backend is None or err.code != "no_room" or err.extra.get("roomId") not in backend.known_rooms:
+            return err
+        return HttpError(
+            503,
+            "storage_unavailable",
+            "This room is being rebuilt from the journal; retry shortly.",
+            headers=[("Retry-After", "2")],
+            roomId=err.extra.get("roomId"),
+        )

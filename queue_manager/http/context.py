@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from queue_manager import __version__
 from queue_manager.access.protection import Protection
@@ -27,7 +27,32 @@ from queue_manager.ops.series import SeriesRecorder
 from queue_manager.store.base import Store
 from queue_manager.tokens import TokenError, TokenSigner
 
+if TYPE_CHECKING:
+    from queue_manager.fleet.backend import Backend
+
 TICKET_CACHE_MAX = 100_000
+
+
+class HostsView(Protocol):
+    def __bool__(self) -> bool: ...  # any inline room at all
+
+
+class OriginWatch(Protocol):
+    def failing(self) -> list[str]: ...
+
+
+class InlineStatus(Protocol):
+    """What the queue's own routes read of the inline proxy (health, readiness)."""
+
+    @property
+    def index(self) -> HostsView: ...
+
+    @property
+    def probe(self) -> OriginWatch: ...
+
+    def at_ceiling(self) -> bool: ...
+
+    def health(self) -> dict[str, object]: ...
 
 
 @dataclass
@@ -54,8 +79,8 @@ class Context:
     pid: int = field(default_factory=os.getpid)
     # ends the process through the same path SIGTERM takes (set by the CLI around the server)
     request_stop: Callable[[], None] | None = None
-    backend: Any = None  # fleet.backend.Backend on STORE=valkey (lease, journal, Valkey state)
-    inline: Any = None  # inline.component.Inline: the inline host index, upstream pool and limits
+    backend: Backend | None = None  # on STORE=valkey: the lease, the journal, the Valkey state
+    inline: InlineStatus | None = None  # the inline proxy in front, when the server runs one
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
     version: str = __version__
 

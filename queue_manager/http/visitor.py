@@ -25,7 +25,6 @@ from queue_manager.http.wire import (
     JSON_TYPE,
     NO_STORE,
     HttpError,
-    Receive,
     Request,
     Send,
     cookie_header,
@@ -207,7 +206,8 @@ async def status(ctx: Context, req: Request, send: Send) -> None:
     await send_json(send, 200, render_view(ctx, view, live))
 
 
-async def events(ctx: Context, req: Request, send: Send, receive: Receive) -> None:
+async def events(ctx: Context, req: Request, send: Send) -> None:
+    receive = req.receive
     room_id = room_param(req)
     ident = ctx.identity.resolve(req)
     if not await ctx.store.room_exists(room_id):

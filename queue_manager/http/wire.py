@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -14,6 +15,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 MAX_BODY = 16 * 1024
+NO_PARAMS: Mapping[str, str] = MappingProxyType({})
 JSON_TYPE = (b"content-type", b"application/json")
 NO_STORE = (b"cache-control", b"no-store")
 
@@ -38,7 +40,7 @@ class HttpError(Exception):
 
 
 class Request:
-    __slots__ = ("_cookies", "_query", "headers", "ident", "method", "path", "receive", "scope")
+    __slots__ = ("_cookies", "_query", "headers", "ident", "method", "params", "path", "receive", "scope")
 
     def __init__(self, scope: Scope, receive: Receive, path: str) -> None:
         self.scope = scope
@@ -57,6 +59,7 @@ class Request:
         self._query: dict[str, str] | None = None
         self._cookies: dict[str, str] | None = None
         self.ident: Any = None  # the resolved Identity, computed once (http.identity)
+        self.params: Mapping[str, str] = NO_PARAMS  # the path's parameters, set by the router
 
     def header(self, name: bytes) -> str | None:
         v = self.headers.get(name)

@@ -24,7 +24,7 @@ from typing import Protocol, cast
 
 import httptools
 
-from queue_manager.inline import ssrf
+from queue_manager import ssrf
 
 IDLE_SEC = 3.0
 IDLE_PER_ORIGIN = 256

@@ -1,41 +1,64 @@
-"""The inline component: the host index, the upstream pool, the counters, and the index refresh."""
+"""The inline component: the host index, the upstream pool, the counters, and the index refresh.
+
+The queue's own rules reach it as callables (:class:`QueueSide`), handed in by the composition root:
+the inline proxy never imports the queue's routes.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
 
+from queue_manager.background import Job
+from queue_manager.engine.room import CheckResult, Presented
+from queue_manager.http.context import Context
+from queue_manager.http.identity import Identity
+from queue_manager.http.wire import Request, Send
 from queue_manager.inline.client import Pool
 from queue_manager.inline.deadlines import Deadlines
 from queue_manager.inline.hosts import HostIndex
 from queue_manager.inline.origin_health import OriginProbe
 from queue_manager.store.base import StoreUnavailable
 
-if TYPE_CHECKING:
-    from queue_manager.http.context import Context
-
 log = logging.getLogger("queue_manager.inline")
 
 REFRESH_SEC = 1.0
 
+#: The door check: (ctx, request, identity, room id, the ticket presented, the door key, the visitor's URL).
+DoorCheck = Callable[
+    [Context, Request, Identity, str, Presented | None, str | None, str], Coroutine[Any, Any, CheckResult]
+]
+#: A room's waiting page: (ctx, request, send, room id, the API prefix its script calls).
+WaitingPage = Callable[[Context, Request, Send, str, str], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSide:
+    """What the inline proxy asks of the queue: the gate, and the page shown to those still waiting."""
+
+    door_check: DoorCheck
+    waiting_page: WaitingPage
+
 
 class Inline:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, queue: QueueSide) -> None:
         s = ctx.settings
         self.ctx = ctx
+        self.queue = queue
         self.index = HostIndex()
         self.pool = Pool(allow_private=s.proxy_allow_private, connect_timeout=s.proxy_timeout_ms / 1000.0)
         self.timeout = s.proxy_timeout_ms / 1000.0
         self.deadlines = Deadlines(self.timeout)  # response heads awaited on the fast path
         self.active_proxied = 0  # proxied responses and sockets in flight (what a stop waits for)
         self.connection_count: Callable[[], int] | None = None  # set by the server (cli)
-        self._task: asyncio.Task[None] | None = None
         self._dirty = asyncio.Event() if _has_loop() else None
         self.probe = OriginProbe(self.pool, self.index, self.timeout)
-        self._probe_task: asyncio.Task[None] | None = None
+        self._refresher_job = Job("qm-inline-index", self._refresher)
+        self._probe_job = Job("qm-inline-probe", self.probe.run)
         self._both_down_logged = False
 
     # ---------------------------------------------------------------- the index
@@ -74,15 +97,12 @@ class Inline:
             await self.refresh()
         except Exception:  # never a reason not to start: the refresher tries again every second
             log.exception("inline host index: first read failed")
-        self._task = asyncio.create_task(self._refresher())
-        self._probe_task = asyncio.create_task(self.probe.run())
+        self._refresher_job.start()
+        self._probe_job.start()
 
     async def stop(self) -> None:
-        for task in (self._task, self._probe_task):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await self._refresher_job.stop()
+        await self._probe_job.stop()
         self.pool.close_all()
 
     async def _refresher(self) -> None:

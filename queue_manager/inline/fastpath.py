@@ -13,7 +13,7 @@ sure of, goes through uvicorn and the ASGI app exactly as before:
   page): the decision made here travels in the scope (``proxy.DECISION``) so the door check is never
   run twice and nothing is counted twice.
 
-Both paths call the same functions for every rule (App.screen, entry.app_room, proxy.skipped and
+Both paths call the same functions for every rule (the queue's screen, front.app_room, proxy.skipped and
 proxy.door, proxy.upstream_request, forward.downstream_headers); ``PROXY_FAST_PATH=0`` turns this one off.
 """
 
@@ -30,12 +30,11 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
-from queue_manager.http.app import PREPARED, App
 from queue_manager.http.eager import run_now
 from queue_manager.http.wire import Message, Request, api_path
-from queue_manager.inline import entry, gate, proxy
+from queue_manager.inline import gate, proxy
 from queue_manager.inline.client import NO_EVENT
-from queue_manager.inline.component import Inline
+from queue_manager.inline.front import PREPARED, InlineFront, app_room
 from queue_manager.inline.hosts import InlineRoom
 from queue_manager.inline.relay import Relay
 
@@ -74,7 +73,10 @@ class InlineProtocol(HttpToolsProtocol):
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         app = config.app
-        self.qm: App | None = app if isinstance(app, App) and app.settings.proxy_fast_path else None
+        front = getattr(app, "front", app)  # the composition root serves through its InlineFront
+        self.qm: InlineFront | None = (
+            front if isinstance(front, InlineFront) and front.ctx.settings.proxy_fast_path else None
+        )
         self.relay: Relay | Held | None = None
         self.idle_from: float | None = None
         self.idle_timer: asyncio.TimerHandle | None = None
@@ -118,7 +120,7 @@ class InlineProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if (
             qm is None
-            or not qm.ctx.inline.index
+            or not qm.inline.index
             or (cycle is not None and not cycle.response_complete)
             or self.parser.should_upgrade()
         ):
@@ -150,7 +152,7 @@ class InlineProtocol(HttpToolsProtocol):
 
     # ---------------------------------------------------------------- the fast path
 
-    def _take(self, qm: App) -> None:
+    def _take(self, qm: InlineFront) -> None:
         """Serve this request here if the gate lets it through to the app; otherwise hand it to uvicorn."""
         ctx = qm.ctx
         parser = self.parser
@@ -172,9 +174,9 @@ class InlineProtocol(HttpToolsProtocol):
             super().on_headers_complete()  # the ASGI path refuses it (and counts the refusal once)
             return
         req = Request(scope, _no_receive, api_path(scope["path"]))
-        qm.screen(req)  # passes: the edge secret, the one refusal it makes, was checked just above
+        qm.queue.screen(req)  # passes: the edge secret, the one refusal it makes, was checked just above
         scope[PREPARED] = req
-        room = entry.app_room(ctx, req)
+        room = app_room(ctx, qm.inline, req)
         if room is None:
             super().on_headers_complete()
             return
@@ -183,7 +185,7 @@ class InlineProtocol(HttpToolsProtocol):
         if skip is not None:  # a static subresource: no door check at all
             self._decided(req, room, skip, keep_alive, self.expect_100_continue, None)
             return
-        coro = proxy.door(ctx, req, room)
+        coro = proxy.door(ctx, qm.inline, req, room)
         if ctx.store.immediate:
             try:
                 decision = run_now(coro)
@@ -223,8 +225,7 @@ class InlineProtocol(HttpToolsProtocol):
         qm = self.qm
         assert qm is not None
         ctx = qm.ctx
-        inline = ctx.inline
-        assert isinstance(inline, Inline)
+        inline = qm.inline
         scope = req.scope
         if decision.kind != proxy.FORWARD_PLAIN:
             scope[proxy.DECISION] = decision

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from queue_manager.inline.client import Pool, UpstreamError
 from queue_manager.inline.forward import request_head
 from queue_manager.inline.hosts import HostIndex, InlineRoom
-from queue_manager.inline.ssrf import OriginRefused
+from queue_manager.ssrf import OriginRefused
 
 PROBE_EVERY_SEC = 10.0
 

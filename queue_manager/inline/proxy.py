@@ -17,9 +17,8 @@ from typing import Any
 from urllib.parse import quote
 
 from queue_manager.engine.room import CheckResult
-from queue_manager.http import cookies, visitor
+from queue_manager.http import cookies
 from queue_manager.http.context import Context
-from queue_manager.http.door import door_check
 from queue_manager.http.identity import Identity
 from queue_manager.http.wire import Message, Receive, Request, Send, cookie_header
 from queue_manager.inline import gate, pages
@@ -27,7 +26,7 @@ from queue_manager.inline.client import Upstream, UpstreamError
 from queue_manager.inline.component import Inline
 from queue_manager.inline.forward import downstream_headers, request_head, upstream_headers
 from queue_manager.inline.hosts import InlineRoom
-from queue_manager.inline.ssrf import OriginRefused
+from queue_manager.ssrf import OriginRefused
 from queue_manager.store.base import StoreUnavailable
 
 log = logging.getLogger("queue_manager.inline")
@@ -48,7 +47,7 @@ def trusted_forwarder(ctx: Context, ident: Identity) -> bool:
 
 
 def admit(
-    ctx: Context, req: Request, ident: Identity, room: InlineRoom
+    ctx: Context, inline: Inline, req: Request, ident: Identity, room: InlineRoom
 ) -> tuple[Coroutine[Any, Any, CheckResult], str | None]:
     """The door check for one request, to be awaited, and the token it is made with (None if not valid).
 
@@ -58,7 +57,7 @@ def admit(
     token = query_token or req.cookies.get(cookies.TICKET + room_id)
     presented, _ = ctx.read_ticket(room_id, token)
     dk = req.cookies.get(cookies.DOOR_KEY + room_id)
-    check = door_check(ctx, req, ident, room_id, presented, dk, visitor_url(req, ident))
+    check = inline.queue.door_check(ctx, req, ident, room_id, presented, dk, visitor_url(req, ident))
     return check, (token if presented is not None else None)
 
 
@@ -91,20 +90,20 @@ def skipped(ctx: Context, req: Request) -> Decision | None:
     return None
 
 
-async def decide(ctx: Context, req: Request, room: InlineRoom) -> Decision:
+async def decide(ctx: Context, inline: Inline, req: Request, room: InlineRoom) -> Decision:
     """Skip the gate, or run the door check; counted here once, whichever path answers."""
     skip = skipped(ctx, req)
-    return skip if skip is not None else await door(ctx, req, room)
+    return skip if skip is not None else await door(ctx, inline, req, room)
 
 
-async def door(ctx: Context, req: Request, room: InlineRoom) -> Decision:
+async def door(ctx: Context, inline: Inline, req: Request, room: InlineRoom) -> Decision:
     """The door check for a request that does not skip the gate."""
     counters = ctx.counters
     counters.inline_gated += 1
     ident = ctx.identity.resolve(req)
     navigation = gate.is_navigation(req.headers)
     try:
-        check, token = admit(ctx, req, ident, room)
+        check, token = admit(ctx, inline, req, ident, room)
         result = await check
     except StoreUnavailable:
         mode = room.on_backend_down
@@ -129,7 +128,7 @@ async def door(ctx: Context, req: Request, room: InlineRoom) -> Decision:
 async def serve(ctx: Context, inline: Inline, req: Request, room: InlineRoom, send: Send) -> None:
     decision = req.scope.pop(DECISION, None)
     if not isinstance(decision, Decision):
-        decision = await decide(ctx, req, room)
+        decision = await decide(ctx, inline, req, room)
     await answer(ctx, inline, req, room, send, decision)
 
 
@@ -142,7 +141,7 @@ async def answer(ctx: Context, inline: Inline, req: Request, room: InlineRoom, s
     elif d.kind == "backend_down":
         await pages.backend_down(send, page=d.navigation, room_id=room.room_id, head=head)
     elif d.kind == "waiting":
-        await waiting_page(ctx, req, send, room.room_id)
+        await waiting_page(ctx, inline, req, send, room.room_id)
     else:
         await pages.queued_json(send, room.room_id, d.reason, head)
 
@@ -183,7 +182,7 @@ async def _redirect_clean(req: Request, send: Send, headers: list[tuple[bytes, b
     await send({"type": "http.response.body", "body": b""})
 
 
-async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> None:
+async def waiting_page(ctx: Context, inline: Inline, req: Request, send: Send, room_id: str) -> None:
     """The room's waiting page at the visitor's own URL: 503 + X-QM-Queued, its API under /__qm.
 
     The page persists nothing and, served at the visitor's URL, carries no ``qm_return``: the URL to
@@ -212,7 +211,7 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str) -> 
             message = {**message, "status": status, "headers": headers}
         await send(message)
 
-    await visitor.waiting_page(ctx, req, inline_send, room_id, prefix=API_BASE)
+    await inline.queue.waiting_page(ctx, req, inline_send, room_id, API_BASE)
 
 
 # ---------------------------------------------------------------------- forwarding

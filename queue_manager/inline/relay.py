@@ -34,7 +34,7 @@ from queue_manager.inline.component import Inline
 from queue_manager.inline.forward import downstream_headers
 from queue_manager.inline.hosts import InlineRoom
 from queue_manager.inline.proxy import count_disconnect, count_origin_error
-from queue_manager.inline.ssrf import OriginRefused
+from queue_manager.ssrf import OriginRefused
 
 if TYPE_CHECKING:
     from queue_manager.inline.fastpath import InlineProtocol

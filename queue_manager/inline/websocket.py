@@ -26,8 +26,8 @@ from queue_manager.inline.client import UpstreamError
 from queue_manager.inline.component import Inline
 from queue_manager.inline.forward import HOP_BY_HOP, upstream_headers
 from queue_manager.inline.hosts import InlineRoom
-from queue_manager.inline.ssrf import OriginRefused
 from queue_manager.inline.surface import strip_prefix
+from queue_manager.ssrf import OriginRefused
 from queue_manager.store.base import StoreUnavailable
 
 log = logging.getLogger("queue_manager.inline")
@@ -89,7 +89,7 @@ async def handle(ctx: Context, inline: Inline, scope: Scope, receive: Receive, s
     ident = ctx.identity.resolve(req)
     ctx.counters.inline_gated += 1
     try:
-        check, _ = proxy.admit(ctx, req, ident, room)
+        check, _ = proxy.admit(ctx, inline, req, ident, room)
         result = await check
         admitted = result.admit
         reason = result.reason or "waiting"

@@ -303,8 +303,8 @@ def _cases() -> list[Case]:
         ("POST", "/metrics", {"GET", "HEAD"}, True),
         ("PUT", "/api/admin/rooms", {"GET", "HEAD", "POST"}, True),
         ("DELETE", "/api/admin/rooms", {"GET", "HEAD", "POST"}, True),
-        ("PATCH", f"{base}", {"GET", "DELETE"}, True),
-        ("POST", f"{base}", {"GET", "DELETE"}, True),
+        ("PATCH", f"{base}", {"GET", "HEAD", "DELETE"}, True),
+        ("POST", f"{base}", {"GET", "HEAD", "DELETE"}, True),
         ("GET", f"{base}/pause", {"POST"}, True),
         ("GET", f"{base}/resume", {"POST"}, True),
         ("GET", f"{base}/rate", {"POST"}, True),
@@ -312,8 +312,8 @@ def _cases() -> list[Case]:
         ("GET", f"{base}/purge", {"POST"}, True),
         ("GET", f"{base}/eject", {"POST"}, True),
         ("GET", f"{base}/rules/test", {"POST"}, True),
-        ("POST", f"{base}/rules", {"GET"}, True),
-        ("POST", f"{base}/visitors/1", {"GET"}, True),
+        ("POST", f"{base}/rules", {"GET", "HEAD"}, True),
+        ("POST", f"{base}/visitors/1", {"GET", "HEAD"}, True),
     ]:
         cases.append(
             Case(f"405-{method}-{path}", method, path, 405, "method_not_allowed", admin=admin, allow=allow, html=False)

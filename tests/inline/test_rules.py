@@ -10,7 +10,7 @@ from queue_manager.http.identity import Identity
 from queue_manager.inline import forward, gate
 from queue_manager.inline.client import Origin, Pool, UpstreamError
 from queue_manager.inline.forward import downstream_headers, strip_console_cookie, upstream_headers
-from queue_manager.inline.ssrf import OriginRefused, is_private
+from queue_manager.ssrf import OriginRefused, is_private
 
 # ---------------------------------------------------------------------- SSRF: every range the guide lists
 

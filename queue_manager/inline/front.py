@@ -1,33 +1,88 @@
-"""Where the app hands a request to the inline component, before its own routing.
+"""The inline proxy, wrapped around the queue's app.
 
-``route`` answers the request itself (proxied to the app, gated, shed) and returns None, or returns
-the path the queue's router should serve (the ``/__qm`` prefix stripped on an inline host).
+:class:`InlineFront` is the ASGI application the server runs. Every request is screened by the queue's
+app (edge secret, identity), then :func:`route` answers it itself (proxied to the app, gated, shed) or
+returns the path the queue's router should serve (the ``/__qm`` prefix stripped on an inline host).
+WebSockets are the proxied app's only. The queue's app is reached through the small :class:`Queue`
+interface; the gate itself reaches the inline component as a callable (:class:`~.component.QueueSide`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 import orjson
 
 from queue_manager.http.context import Context
-from queue_manager.http.wire import HttpError, Message, Request, Scope, Send, api_path
-from queue_manager.inline import pages, proxy, surface
+from queue_manager.http.wire import HttpError, Message, Receive, Request, Scope, Send, api_path
+from queue_manager.inline import pages, proxy, surface, websocket
 from queue_manager.inline.component import Inline
 from queue_manager.inline.hosts import InlineRoom, is_address_literal, request_host_key
 
 HEALTH_PATHS = frozenset({"/healthz", "/__qm/healthz"})
+PREPARED = "qm.request"  # scope key: a Request the fast path already screened (inline/fastpath.py)
+
+Before = Callable[[Request, Send], Awaitable[tuple[str, Send] | None]]
 
 
-def _inline(ctx: Context) -> Inline | None:
-    inline = ctx.inline
-    return inline if isinstance(inline, Inline) else None
+class Queue(Protocol):
+    """What the inline front needs of the queue's app (http/app.py's ``App``)."""
+
+    ctx: Context
+    foreign_host: Callable[[Scope], bool]
+
+    def screen(self, req: Request) -> bool: ...
+
+    async def refuse_at_edge(self, scope: Scope, send: Send, head: bool) -> None: ...
+
+    async def serve(self, req: Request, send: Send, before: Before | None = None) -> None: ...
 
 
-def inline_host(ctx: Context, scope: Scope) -> bool:
-    """Does this request's Host front an inline room? (There /healthz is the app's path, not exempt.)"""
-    inline = _inline(ctx)
-    if inline is None or not inline.index:
+class InlineFront:
+    """The ASGI application in front of the queue: inline hosts' traffic here, the rest to the queue."""
+
+    def __init__(self, queue: Queue, inline: Inline) -> None:
+        self.queue = queue
+        self.ctx = queue.ctx
+        self.inline = inline
+        queue.foreign_host = self.inline_host
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self.http(scope, receive, send)
+        elif kind == "websocket":
+            await websocket.handle(self.ctx, self.inline, scope, receive, send)
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        prepared = scope.pop(PREPARED, None)
+        if isinstance(prepared, Request):
+            req = prepared
+            req.receive = receive
+        else:
+            req = Request(scope, receive, api_path(scope["path"]))
+            if not self.queue.screen(req):
+                await self.queue.refuse_at_edge(scope, send, req.method == "HEAD")
+                return
+        await self.queue.serve(req, send, self.before)
+
+    async def before(self, req: Request, send: Send) -> tuple[str, Send] | None:
+        """An inline host's own paths, /__qm and the connection ceiling, before the queue's router."""
+        path = await route(self.ctx, self.inline, req, send)
+        if path is None:
+            return None
+        req.path = path
+        return path, admin_send(self.ctx, self.inline, req, send)
+
+    def inline_host(self, scope: Scope) -> bool:
+        """Does this request's Host front an inline room? (There /healthz is the app's path, not exempt.)"""
+        return inline_host(self.inline, scope)
+
+
+def inline_host(inline: Inline, scope: Scope) -> bool:
+    """Does this request's Host front an inline room?"""
+    if not inline.index:
         return False
     for k, v in scope.get("headers", ()):
         if k == b"host":
@@ -43,10 +98,9 @@ def _console_literal(ctx: Context, host: bytes | None, path: str) -> bool:
     return is_address_literal(name.rsplit(":", 1)[0] if name.count(":") == 1 else name)
 
 
-def app_room(ctx: Context, req: Request) -> InlineRoom | None:
+def app_room(ctx: Context, inline: Inline, req: Request) -> InlineRoom | None:
     """The inline room whose app this request is for, when :func:`route` would hand it to the proxy."""
-    inline = _inline(ctx)
-    if inline is None or not inline.index or inline.at_ceiling():
+    if not inline.index or inline.at_ceiling():
         return None
     host = req.headers.get(b"host")
     room = inline.index.lookup(host)
@@ -55,11 +109,8 @@ def app_room(ctx: Context, req: Request) -> InlineRoom | None:
     return room
 
 
-async def route(ctx: Context, req: Request, send: Send) -> str | None:
-    inline = _inline(ctx)
+async def route(ctx: Context, inline: Inline, req: Request, send: Send) -> str | None:
     path = req.path
-    if inline is None:
-        return path
     if inline.at_ceiling() and path not in HEALTH_PATHS:  # the probe still answers: ready is false there
         ctx.counters.connections_shed += 1
         await pages.shed(send, req.method == "HEAD")
@@ -91,10 +142,9 @@ async def route(ctx: Context, req: Request, send: Send) -> str | None:
     return path
 
 
-def admin_send(ctx: Context, req: Request, send: Send) -> Send:
+def admin_send(ctx: Context, inline: Inline, req: Request, send: Send) -> Send:
     """Room saves refresh the host index, and warn when this console's host is about to be withheld."""
-    inline = _inline(ctx)
-    if inline is None or req.method in ("GET", "HEAD") or not req.path.startswith("/api/admin/rooms"):
+    if req.method in ("GET", "HEAD") or not req.path.startswith("/api/admin/rooms"):
         return send
     state: dict[str, Any] = {"status": 0}  # the status seen, and a held POST's start message
 

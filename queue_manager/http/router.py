@@ -1,0 +1,188 @@
+"""The router: one table of routes, matched once per request.
+
+Every route the server answers — the visitor API, the admin API, the pages and ``/metrics`` — is one
+:class:`Route` in :data:`queue_manager.http.routes.TABLE`: a method, a path pattern, the handler, who
+may call it (a visitor, or a signed-in caller holding the grants named) and a one-line summary. From
+that table come the match, the 405 with ``Allow`` (answered here and nowhere else), the ``/api/v1``
+aliases and, later, a machine-readable description of the API.
+
+A pattern is a path whose segments are literal or ``{name}`` (one non-empty segment); the last may
+be ``{name...}``, the rest of the path (slashes kept; it may be empty: ``/docs/`` matches
+``/docs/{page...}``). Literal paths win over patterns, and patterns are tried in table order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from queue_manager.access.principal import Grant
+from queue_manager.http.call import Call
+from queue_manager.http.context import Context
+from queue_manager.http.wire import NO_PARAMS, HttpError, Request, Send
+
+VisitorHandler = Callable[[Context, Request, Send], Awaitable[None]]
+AdminHandler = Callable[[Call], Awaitable[None]]
+
+#: Paths the admin API owns: a caller is signed in before anything else is said, a 404 included.
+ADMIN_PREFIX = "/api/admin/"
+ADMIN_PATHS = frozenset({"/metrics"})
+#: Every route under this prefix answers at ``/api/v1/…`` too (the same handler, the same rules).
+VERSIONED_PREFIX = "/api/"
+VERSION_ALIAS = "/api/v1/"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One method on one path pattern.
+
+    ``visitor`` routes are open to anyone (each applies its own limits); ``admin`` routes need a
+    signed-in caller holding every grant in ``grants`` (none: any signed-in caller). A GET route
+    answers HEAD too unless ``head`` is False (event streams).
+    """
+
+    method: str
+    pattern: str
+    summary: str
+    visitor: VisitorHandler | None = None
+    admin: AdminHandler | None = None
+    grants: tuple[Grant, ...] = ()
+    head: bool = True
+    ticket: bool = False  # an admin event stream: a one-time ?ticket= signs the caller in
+
+    @property
+    def is_admin(self) -> bool:
+        return self.admin is not None
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The other paths this route answers at (``/api/v1/…`` for every ``/api/…`` route)."""
+        if self.pattern.startswith(VERSIONED_PREFIX):
+            return (VERSION_ALIAS + self.pattern[len(VERSIONED_PREFIX) :],)
+        return ()
+
+
+def visitor(method: str, pattern: str, handler: VisitorHandler, summary: str, *, head: bool = True) -> Route:
+    return Route(method, pattern, summary, visitor=handler, head=head)
+
+
+def admin(
+    method: str,
+    pattern: str,
+    grants: tuple[Grant, ...],
+    handler: AdminHandler,
+    summary: str,
+    *,
+    head: bool = True,
+    ticket: bool = False,
+) -> Route:
+    return Route(method, pattern, summary, admin=handler, grants=grants, head=head, ticket=ticket)
+
+
+def canonical(path: str) -> str:
+    """``/api/v1/…`` is ``/api/…``: the path every rule past the router speaks of."""
+    return VERSIONED_PREFIX + path[len(VERSION_ALIAS) :] if path.startswith(VERSION_ALIAS) else path
+
+
+def admin_area(path: str) -> bool:
+    """Does this path belong to the admin API (sign-in first, even for a 404)?"""
+    return path.startswith(ADMIN_PREFIX) or path in ADMIN_PATHS
+
+
+@dataclass(slots=True)
+class Resource:
+    """Every route of one path pattern, by method (HEAD mapped to its GET)."""
+
+    pattern: str
+    methods: dict[str, Route] = field(default_factory=dict)
+    allow: str = ""
+    use: str = ""
+    ticket: bool = False  # an admin event stream: the sign-in may be a one-time ?ticket=
+
+    def add(self, route: Route) -> None:
+        if route.method in self.methods:
+            raise ValueError(f"two routes for {route.method} {route.pattern}")
+        self.methods[route.method] = route
+        self.ticket = self.ticket or route.ticket
+        if route.method == "GET" and route.head:
+            self.methods["HEAD"] = route
+        named = sorted({r.method for r in self.methods.values()})
+        allowed = sorted(self.methods)
+        self.allow = ", ".join(allowed)
+        self.use = f"Use {' or '.join(named)}."
+
+    def route_for(self, method: str) -> Route:
+        """The route for ``method``, or the one 405 this server answers (with ``Allow``)."""
+        route = self.methods.get(method)
+        if route is None:
+            raise HttpError(405, "method_not_allowed", self.use, headers=[("Allow", self.allow)])
+        return route
+
+
+@dataclass(frozen=True, slots=True)
+class _Pattern:
+    resource: Resource
+    literal: str  # the path up to the first parameter: a cheap first test
+    parts: tuple[str, ...]  # the segments after the leading "/"
+    tail: bool  # the last part is {name...}
+
+    def match(self, path: str) -> Mapping[str, str] | None:
+        if not path.startswith(self.literal):
+            return None
+        segments = path[1:].split("/")
+        parts = self.parts
+        last = len(parts) - 1
+        if len(segments) < len(parts) or (not self.tail and len(segments) != len(parts)):
+            return None
+        params: dict[str, str] = {}
+        for i, part in enumerate(parts):
+            if part[:1] != "{":
+                if segments[i] != part:
+                    return None
+                continue
+            if self.tail and i == last:
+                params[part[1:-4]] = "/".join(segments[i:])  # may be empty: "/docs/" is the docs' own
+            else:
+                value = segments[i]
+                if not value:
+                    return None
+                params[part[1:-1]] = value
+        return params
+
+
+class Router:
+    def __init__(self, routes: Iterable[Route]) -> None:
+        self.routes = tuple(routes)
+        self._exact: dict[str, Resource] = {}
+        self._patterns: list[_Pattern] = []
+        by_pattern: dict[str, Resource] = {}
+        for route in self.routes:
+            resource = by_pattern.get(route.pattern)
+            if resource is None:
+                resource = by_pattern[route.pattern] = Resource(route.pattern)
+                if "{" in route.pattern:
+                    self._patterns.append(_compile(resource))
+                else:
+                    self._exact[route.pattern] = resource
+            resource.add(route)
+
+    def match(self, path: str) -> tuple[Resource, Mapping[str, str]] | None:
+        """The resource serving a canonical path and the path's parameters, or None (404)."""
+        resource = self._exact.get(path)
+        if resource is not None:
+            return resource, NO_PARAMS
+        for pattern in self._patterns:
+            params = pattern.match(path)
+            if params is not None:
+                return pattern.resource, params
+        return None
+
+
+def _compile(resource: Resource) -> _Pattern:
+    pattern = resource.pattern
+    parts = tuple(pattern[1:].split("/"))
+    for i, part in enumerate(parts):
+        if part.startswith("{") and (not part.endswith("}") or (part.endswith("...}") and i != len(parts) - 1)):
+            raise ValueError(f"bad route pattern {pattern!r}")
+    literal = pattern[: pattern.index("{")]
+    return _Pattern(resource, literal, parts, parts[-1].endswith("...}"))

@@ -1,0 +1,102 @@
+"""Every route the server answers, in one table (see :mod:`queue_manager.http.router` for the rules).
+
+A new route is one line here: its method, path pattern, handler, the grants it needs (admin routes)
+and a one-line summary. Handlers never check the method or the caller's grants themselves.
+"""
+
+from __future__ import annotations
+
+from queue_manager.http import (
+    admin,
+    admin_console,
+    admin_rooms,
+    admin_stream,
+    admin_team,
+    health,
+    pages_console,
+    pages_docs,
+    pages_visitor,
+    visitor,
+    waiting,
+)
+from queue_manager.http.context import Context
+from queue_manager.http.router import Route, Router
+from queue_manager.http.router import admin as a
+from queue_manager.http.router import visitor as v
+from queue_manager.http.wire import HttpError, Request, Send
+
+
+async def _asset(ctx: Context, req: Request, send: Send) -> None:
+    """A content-hashed asset: the waiting page's or the console's."""
+    if req.path.startswith("/assets/waiting-"):
+        await waiting.waiting_asset(ctx, req, send)
+        return
+    page = pages_console.route(req.path)
+    if page is None:
+        raise HttpError(404, "not_found", "No such route.")
+    await page(ctx, req, send)
+
+
+ROOM = "/api/admin/rooms/{room}"
+LINK = "/api/admin/monitor-links"
+
+TABLE: tuple[Route, ...] = (
+    # -- the visitor API
+    v("POST", "/api/join", visitor.join, "Join a room's line; answers the visitor's place and token."),
+    v("GET", "/api/status", visitor.status, "A visitor's place, ETA and state."),
+    v("GET", "/events", visitor.events, "A visitor's live place as server-sent events.", head=False),
+    v("GET", "/api/check", visitor.check, "The door check: may this visitor in now?"),
+    v("GET", "/api/verify", visitor.verify, "Verify a pass token server-to-server."),
+    v("GET", "/qm.js", visitor.qm_js, "The snippet a site includes beside its pages."),
+    v("GET", "/healthz", health.healthz, "Liveness and readiness of this instance."),
+    v("GET", "/api/version", health.version, "Version and health of this instance."),
+    # -- pages
+    v("GET", "/", pages_console._console, "The operator console."),
+    v("GET", "/index.html", pages_console._console, "The operator console."),
+    v("GET", "/w/{room...}", pages_visitor._waiting, "A room's waiting page."),
+    v("GET", "/assets/{file...}", _asset, "A content-hashed page asset (immutable)."),
+    v("GET", "/fonts/{file...}", waiting.font_file, "A font of the waiting page."),
+    v("GET", "/offline.html", pages_visitor._offline, "The self-contained page shown while the queue is away."),
+    v("GET", "/origin-down.html", pages_visitor._origin_down, "The page shown while an inline app is down."),
+    v("GET", "/docs", pages_docs._docs, "The guides, in the reader's language."),
+    v("GET", "/docs/{page...}", pages_docs._docs, "One guide page."),
+    # -- the admin API: the console's sign-in and this server
+    v("POST", "/api/admin/session", admin.session_open, "Trade a key once for a console session cookie."),
+    a("DELETE", "/api/admin/session", (), admin_team.session_close, "Sign the console out."),
+    a("GET", "/api/admin/whoami", ("read",), admin_team.whoami, "Who the caller is and what they may do."),
+    a("GET", "/api/admin/health", ("read",), admin.admin_health, "This instance's health, in full."),
+    a("GET", "/metrics", ("read",), admin.metrics, "Prometheus metrics of this instance."),
+    a("GET", "/api/admin/security", ("read",), admin.security, "What bot protection has seen."),
+    a("GET", "/api/admin/events", ("read",), admin_stream.events, "Live room numbers as server-sent events.",
+      head=False, ticket=True),
+    a("POST", "/api/admin/sse-ticket", ("read",), admin_team.sse_ticket, "A one-time ticket for the event stream."),
+    a("POST", "/api/admin/shutdown", ("owner",), admin_team.shutdown, "Stop this instance gracefully."),
+    a("GET", "/api/admin/audit", ("team",), admin_team.audit, "The audit log (JSON or CSV)."),
+    # -- rooms
+    a("GET", "/api/admin/rooms", ("read",), admin_rooms.rooms_list, "Every room with its live numbers."),
+    a("POST", "/api/admin/rooms", ("write",), admin_rooms.rooms_upsert, "Create or change a room."),
+    a("GET", ROOM, ("read",), admin_rooms.room_get, "One room with its live numbers."),
+    a("DELETE", ROOM, ("owner",), admin_rooms.room_delete, "Delete a room and its line."),
+    a("POST", ROOM + "/pause", ("write",), admin_rooms.room_pause, "Stop letting visitors in."),
+    a("POST", ROOM + "/resume", ("write",), admin_rooms.room_resume, "Let visitors in again."),
+    a("POST", ROOM + "/rate", ("write",), admin_rooms.room_rate, "Set the outflow rate."),
+    a("POST", ROOM + "/schedule", ("write",), admin_rooms.room_schedule, "Schedule the room's opening or draw."),
+    a("POST", ROOM + "/purge", ("write",), admin_rooms.room_purge, "Empty the line."),
+    a("POST", ROOM + "/eject", ("write", "team"), admin_rooms.room_eject, "Remove one visitor."),
+    a("GET", ROOM + "/visitors/{visitor}", ("team",), admin_rooms.room_visitor, "One visitor, by ticket or Ref."),
+    a("GET", ROOM + "/rules", ("team",), admin_rooms.room_rules, "The room's URL rules."),
+    a("POST", ROOM + "/rules/test", ("team",), admin_rooms.room_rules_test, "Which rule a URL matches."),
+    a("GET", "/api/admin/series/{room...}", ("read",), admin_console.series, "A room's chart series (JSON or CSV)."),
+    a("GET", "/api/admin/reports", ("read",), admin_console.reports, "Hourly or daily rows per room."),
+    # -- people
+    a("GET", "/api/admin/operators", ("owner",), admin_team.operators_list, "Every operator."),
+    a("POST", "/api/admin/operators", ("owner",), admin_team.operator_create, "Add an operator; their key once."),
+    a("DELETE", "/api/admin/operators/{operator...}", ("owner",), admin_team.operator_delete, "Revoke an operator."),
+    a("GET", LINK, ("write",), admin_team.links_list, "Every monitor link."),
+    a("POST", LINK, ("write",), admin_team.link_mint, "Mint a read-only monitor link."),
+    a("POST", LINK + "/revoke-all", ("write",), admin_team.links_revoke_all, "Revoke every monitor link."),
+    a("POST", LINK + "/{link}/reveal", ("write",), admin_team.link_reveal, "Show a live link's URL again."),
+    a("DELETE", LINK + "/{link}", ("write",), admin_team.link_revoke, "Revoke one monitor link."),
+)
+
+ROUTER = Router(TABLE)

@@ -1,0 +1,160 @@
+"""The composition root: every part of a running server is built here, once, and started and stopped here.
+
+:class:`Server` is the ASGI application uvicorn runs. It builds the store (memory, or Valkey with the
+fleet's lease and the PostgreSQL journal), the shared access records, the :class:`~.http.context.Context`
+every route receives, the queue's app (``http/app.py``), the inline proxy wrapped around it
+(``inline/front.py``) and the ticker; it owns their lifespan. Nothing below imports this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+from queue_manager.background import Job
+from queue_manager.clock import SystemClock
+from queue_manager.config import ConfigRefusal, Settings
+from queue_manager.http import door, visitor
+from queue_manager.http.app import App
+from queue_manager.http.context import Context
+from queue_manager.http.wire import Receive, Scope, Send
+from queue_manager.inline.component import Inline, QueueSide
+from queue_manager.inline.front import InlineFront
+from queue_manager.store.base import Store, StoreUnavailable
+
+if TYPE_CHECKING:
+    from queue_manager.fleet.backend import Backend
+
+log = logging.getLogger("queue_manager")
+
+
+def create_store(settings: Settings, clock: SystemClock) -> tuple[Store, Backend | None]:
+    """The store ``STORE`` names; on Valkey also the fleet backend (lease, journal, hints) that owns it."""
+    if settings.store == "memory":
+        from queue_manager.store.memory import MemoryStore
+
+        return MemoryStore(clock), None
+    from queue_manager.fleet.backend import Backend as ValkeyBackend
+
+    backend = ValkeyBackend(settings)
+    return backend.store, backend
+
+
+class Server:
+    def __init__(self, settings: Settings, store: Store | None = None, clock: SystemClock | None = None) -> None:
+        self.clock = clock or SystemClock()
+        self.settings = settings
+        self.backend: Backend | None = None
+        if store is None:
+            store, self.backend = create_store(settings, self.clock)
+        ctx = self.ctx = Context.build(settings, store, self.clock)
+        ctx.backend = self.backend
+        if self.backend is not None:  # operators, links, audit, sign-outs and tickets shared by the fleet
+            from queue_manager.access.shared import SharedAccessStore
+
+            ctx.access.store = SharedAccessStore(
+                self.backend.journal,
+                self.backend.store.redis,
+                settings.valkey_prefix,
+                hints=self.backend.hints,
+                resync_ms=settings.resync_ms,
+            )
+        self.app = App(ctx)
+        self.inline = Inline(ctx, QueueSide(door_check=door.door_check, waiting_page=visitor.waiting_page))
+        ctx.inline = self.inline
+        self.front = InlineFront(self.app, self.inline)
+        self.ticker = Job("qm-ticker", self._ticker)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self.front.http(scope, receive, send)
+        elif kind == "lifespan":
+            await self.lifespan(receive, send)
+        else:
+            await self.front(scope, receive, send)
+
+    # ------------------------------------------------------------------ lifespan
+
+    async def lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as exc:  # pragma: no cover - reported to the server
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def startup(self) -> None:
+        ctx = self.ctx
+        if self.backend is not None:
+            try:
+                await self.backend.start()
+            except ConfigRefusal as refusal:
+                print(f"queue-manager: refusing to start: {refusal.message}", file=sys.stderr, flush=True)
+                raise
+        else:
+            await ctx.store.start()
+        self.ticker.start()
+        await self.inline.start()
+        ctx.ready = True
+        # STORE=memory keeps nothing across a restart, so whether the last run stopped cleanly is unknown
+        await ctx.access.audit(
+            None, "server.start", target=self.settings.instance_id, previousRunClean=None, store=ctx.store.kind
+        )
+
+    def begin_stop(self) -> None:
+        """Not ready from this instant; live streams are told to end."""
+        ctx = self.ctx
+        ctx.shutting_down = True
+        ctx.ready = False
+        ctx.broadcaster.close_all()
+        ctx.admin_streams.close_all()
+
+    async def shutdown(self) -> None:
+        self.begin_stop()
+        await self.ctx.access.audit(None, "server.stop", target=self.settings.instance_id, clean=True)
+        await self.inline.stop()
+        await self.ticker.stop()
+        if self.backend is not None:
+            await self.backend.stop()
+        else:
+            await self.ctx.store.close()
+
+    async def _ticker(self) -> None:
+        """Once a second: the store's tick (outflow, expiries), the console's series, the clock's steps."""
+        ctx = self.ctx
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while True:
+            next_at += 1.0
+            await asyncio.sleep(max(0.0, next_at - loop.time()))
+            try:
+                await ctx.store.tick()
+                await ctx.series.feed(ctx.store, self.clock.wall_ms())
+                if self.backend is not None:
+                    self.backend.note_store_result(True)
+            except StoreUnavailable as exc:
+                if self.backend is not None:
+                    self.backend.note_store_result(False)
+                log.warning("tick: store unavailable: %s", exc)
+            except Exception:
+                log.exception("tick failed")
+            step = self.clock.check_step()
+            if step is not None:
+                ctx.clock_incidents.append({"at": self.clock.wall_ms(), "stepMs": step})
+                print(
+                    f"WARNING: the wall clock stepped by {step} ms; tickets issued around it may be refused",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            if loop.time() - next_at > 5.0:
+                next_at = loop.time()
