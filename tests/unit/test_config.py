@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from queue_manager.config import (
+    DECLARATIONS,
     DEFAULT_ADMIN_KEY,
     DEFAULT_SECRET,
     ENV_VARS,
@@ -685,6 +686,19 @@ def _table_first_column_names(text: str) -> set[str]:
     return names
 
 
+def _table_rows(text: str) -> dict[str, list[str]]:
+    """The cells of each table row, by the variable its first column names."""
+    rows: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("|") or re.fullmatch(r"\|[\s|:-]*\|", line):
+            continue
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", cells[0]):
+            rows[name] = cells
+    return rows
+
+
 def test_every_variable_is_documented() -> None:
     text = DOCS.read_text(encoding="utf-8")
     missing = [name for name in ENV_VARS if f"`{name}`" not in text]
@@ -704,3 +718,33 @@ def test_test_only_variables_are_documented_and_not_read_by_the_server() -> None
     names = _table_first_column_names(DOCS.read_text(encoding="utf-8"))
     assert names >= TEST_ONLY_VARS
     assert not TEST_ONLY_VARS & set(ENV_VARS)
+
+
+def test_env_vars_are_the_declared_settings() -> None:
+    assert tuple(d.env for d in DECLARATIONS.values()) == ENV_VARS
+    assert set(DECLARATIONS) <= {f.name for f in dataclasses.fields(Settings)}
+    assert all(d.doc.strip() for d in DECLARATIONS.values())
+
+
+def test_documented_defaults_match_the_declarations() -> None:
+    rows = _table_rows(DOCS.read_text(encoding="utf-8"))
+    for declaration in DECLARATIONS.values():
+        spellings = declaration.documented_defaults()
+        if spellings:
+            default_cell = rows[declaration.env][1]
+            assert default_cell.startswith(spellings), (declaration.env, default_cell, spellings)
+
+
+def test_every_setting_that_refuses_on_its_own_says_so() -> None:
+    rows = _table_rows(DOCS.read_text(encoding="utf-8"))
+    refusing = [d.env for d in DECLARATIONS.values() if d.refuses]
+    assert refusing
+    unmarked = [name for name in refusing if "refuses start" not in rows[name][2].lower()]
+    assert not unmarked, f"no 'Refuses start' in the {DOCS.name} row of {unmarked}"
+
+
+def test_documented_secrets_are_the_sensitive_settings() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    paragraph = text[text.index("**Secrets are never echoed.**") :].split("\n\n")[0].split("\n* ")[0]
+    documented = set(re.findall(r"`([A-Z][A-Z0-9_]*)`", paragraph))
+    assert documented == {d.env for d in DECLARATIONS.values() if d.sensitive}

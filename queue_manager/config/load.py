@@ -1,0 +1,56 @@
+"""``load_settings``: the environment in, a frozen :class:`Settings` out (or a refusal).
+
+Settings are read in declaration order, then the rules across settings run. The outcome is the
+same as reading and checking one step at a time: a rule runs right after the last setting it
+reads, so the refusal reported is the first one met in that order, and warnings are listed in it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from queue_manager.config import rules
+from queue_manager.config.declare import Reader
+from queue_manager.config.outcomes import ConfigRefusal
+from queue_manager.config.settings import DECLARATIONS, Settings
+
+__all__ = ["load_settings"]
+
+#: The step of each declared setting, by field name: its position in the order settings are read.
+_STEP = {field_name: step for step, field_name in enumerate(DECLARATIONS)}
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate the configuration. Raises :class:`ConfigRefusal` if it must not start."""
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    r = Reader(env, tuple(DECLARATIONS.values()))
+
+    # Each setting on its own. A refusal is kept (with its step) rather than raised, so a rule
+    # that runs at an earlier step can still refuse first; the setting stands at its unset value.
+    values: dict[str, Any] = {}
+    refusals: list[tuple[int, ConfigRefusal]] = []
+    for field_name, declaration in DECLARATIONS.items():
+        r.step = _STEP[field_name]
+        try:
+            values[field_name] = declaration.read(r, values)
+        except ConfigRefusal as refusal:
+            refusals.append((r.step, refusal))
+            values[field_name] = declaration.unset(values)
+    # The fields no variable sets are filled in from the others: the key flags now, the
+    # warnings and the hardening list once every rule has run.
+    settings = Settings(**values, admin_key_is_default=False, secret_is_default=False, warnings=(), hardening=())
+    settings = rules.with_key_flags(settings)
+
+    # Settings against one another, each rule right after the last setting it reads.
+    for rule in sorted(rules.RULES, key=lambda rule: _STEP[rule.after]):
+        r.step = _STEP[rule.after]
+        if refusals and refusals[0][0] <= r.step:
+            raise refusals[0][1]
+        settings = rule.check(settings, r) or settings
+    if refusals:
+        raise refusals[0][1]
+
+    return replace(settings, warnings=r.warnings, hardening=rules.hardening(settings))
