@@ -60,6 +60,9 @@ QUIET_MAX_WAIT = float(os.environ.get("BENCH_QUIET_WAIT", "0.5"))
 PROFILE_SECONDS = int(os.environ.get("BENCH_PROFILE_SECONDS", "6"))
 BREAKDOWN_N = int(os.environ.get("BENCH_BREAKDOWN_N", "40000"))
 MEMORY_TICKETS = int(os.environ.get("BENCH_MEMORY_TICKETS", "100000"))
+# another checkout (e.g. `git worktree add /tmp/qm-base HEAD~1`): the check phase runs its server too, in the
+# same interleaved rounds, so a change is judged against the code before it on the same machine, same minute
+BASELINE = os.environ.get("BENCH_BASELINE", "")
 ADMIN_KEY = "bench-admin-key-0123456789abcdef0123456789"
 SECRET = "bench-secret-0123456789abcdef0123456789abcdef"
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -193,8 +196,10 @@ def children_cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def qm_server(name: str) -> Server:
-    return Server(name, [PY, "-m", "queue_manager"], SERVER_ENV)
+def qm_server(name: str, tree: str = "") -> Server:
+    """This checkout's server, or (``tree``) the server of another checkout, with this venv."""
+    env = {**SERVER_ENV, "PYTHONPATH": tree} if tree else SERVER_ENV
+    return Server(name, [PY, "-m", "queue_manager"], env)
 
 
 def wrk(
@@ -435,16 +440,31 @@ def phase_check(results: dict[str, Any]) -> None:
     alternating, ROUNDS rounds."""
     hello = Server("hello", [PY, str(BENCH / "hello.py")], {"HOST": HOST, "PORT": "0"})
     server: Server | None = None
+    base: Server | None = None
     try:
         server = qm_server("qm-check")
         setup = run(_http_setup(server, seed=0))
-        out = interleaved(
-            [
-                ("hello", hello.url + "/", "get.lua", {}, hello.pid),
-                ("check", server.url + setup["checkPath"], "get.lua", {"QM_ORIGIN": TARGET}, server.pid),
-            ]
-        )
+        targets = [
+            ("hello", hello.url + "/", "get.lua", {}, hello.pid),
+            ("check", server.url + setup["checkPath"], "get.lua", {"QM_ORIGIN": TARGET}, server.pid),
+        ]
+        if BASELINE:
+            base = qm_server("qm-check-baseline", os.path.abspath(BASELINE))
+            base_setup = run(_http_setup(base, seed=0))
+            targets.append(
+                ("baseline", base.url + base_setup["checkPath"], "get.lua", {"QM_ORIGIN": TARGET}, base.pid)
+            )
+        out = interleaved(targets)
         out["check"]["variant"] = "admitted visitor: qm_token + dk, Origin: https://shop.example (as the tag)"
+        if BASELINE:
+            out["baseline"]["variant"] = f"the same check on the server of {BASELINE}"
+            ratios = [
+                c / b for c, b in zip(out["check"]["ratioRounds"], out["baseline"]["ratioRounds"], strict=True)
+            ]
+            out["check"]["toBaselineRounds"] = [round(x, 3) for x in ratios]
+            out["check"]["toBaselineMedian"] = round(statistics.median(ratios), 3)
+            log(f"check vs baseline: per round {out['check']['toBaselineRounds']}; median "
+                f"{out['check']['toBaselineMedian']}")
         results["check"] = out
         verify = run(_http_verify(server, {**setup, "statusPath": "/healthz"}))
         results["checkVerify"] = {"checkAdmit": verify["checkAdmit"], "checkState": verify["checkState"]}
@@ -455,8 +475,9 @@ def phase_check(results: dict[str, Any]) -> None:
         )
     finally:
         hello.stop()
-        if server is not None:
-            server.stop()
+        for started in (server, base):
+            if started is not None:
+                started.stop()
 
 
 async def _line_len(server: Server) -> int:
