@@ -22,14 +22,25 @@ import copy
 import json
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 
 from queue_manager.access.records import AuditRow, MonitorLink, OperatorRecord
 from queue_manager.fleet.hints import Hints
-from queue_manager.journal.pg import PgJournal
+from queue_manager.journal.database import Database
 from queue_manager.store.base import StoreUnavailable
+from queue_manager.store.valkey.keys import session_revoked_key, stream_ticket_key
+
+
+class _OnDatabase(Protocol):
+    """Something built on the instance's ``Database`` (the events journal)."""
+
+    @property
+    def database(self) -> Database: ...
+
+    @property
+    def instance_id(self) -> str: ...
 
 
 def _ts(ms: int | None) -> datetime | None:
@@ -42,13 +53,20 @@ def _ms(value: datetime | None) -> int | None:
 
 class SharedAccessStore:
     def __init__(
-        self, journal: PgJournal, redis: Redis, prefix: str, *, hints: Hints | None = None, resync_ms: int = 5000
+        self,
+        database: Database | _OnDatabase,
+        redis: Redis,
+        prefix: str,
+        *,
+        hints: Hints | None = None,
+        resync_ms: int = 5000,
     ) -> None:
-        self.journal = journal
+        # the instance's one PostgreSQL pool (given directly, or the journal's); its owner opens and closes it
+        self.db = database if isinstance(database, Database) else database.database
+        self.instance_id = database.instance_id  # recorded with each audit row
         self.redis = redis
         self.prefix = prefix
-        self._s = journal.sql_schema  # the quoted schema name the journal migrated
-        self._ready = False
+        self._s = self.db.sql_schema  # the quoted schema name the migrations created
         self.hints = hints
         self.resync_sec = max(0.001, resync_ms / 1000)
         # the copy of the operators and monitor links (None: not read yet)
@@ -96,12 +114,10 @@ class SharedAccessStore:
             await self.hints.publish("access")
 
     async def _pool(self) -> Any:
-        pool = self.journal.pool
+        pool = self.db.pool
         if pool is None:
             raise StoreUnavailable("the shared records (PostgreSQL) are not reachable")
-        if not self._ready:
-            await pool.execute(f"ALTER TABLE {self._s}.monitor_links ADD COLUMN IF NOT EXISTS token text")
-            self._ready = True
+        await self.db.ensure_migrated()  # at once when the journal's start migrated already
         return pool
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
@@ -204,26 +220,26 @@ class SharedAccessStore:
     async def revoke_session(self, session_id: str, until_ms: int) -> None:
         ttl = max(1000, until_ms - int(datetime.now(tz=UTC).timestamp() * 1000))
         try:
-            await self.redis.set(f"{self.prefix}ses:rev:{session_id}", b"1", px=ttl)
+            await self.redis.set(session_revoked_key(self.prefix, session_id), b"1", px=ttl)
         except Exception as exc:
             raise StoreUnavailable("Valkey unavailable: the sign-out could not be recorded") from exc
 
     async def session_revoked(self, session_id: str) -> bool:
         try:
-            return bool(await self.redis.exists(f"{self.prefix}ses:rev:{session_id}"))
+            return bool(await self.redis.exists(session_revoked_key(self.prefix, session_id)))
         except Exception as exc:
             raise StoreUnavailable("Valkey unavailable: the session cannot be confirmed") from exc
 
     async def put_ticket(self, ticket: str, data: dict[str, Any], expires_ms: int) -> None:
         ttl = max(1, expires_ms - int(datetime.now(tz=UTC).timestamp() * 1000))
         try:
-            await self.redis.set(f"{self.prefix}sse:{ticket}", json.dumps(data).encode(), px=ttl)
+            await self.redis.set(stream_ticket_key(self.prefix, ticket), json.dumps(data).encode(), px=ttl)
         except Exception as exc:
             raise StoreUnavailable("Valkey unavailable: no stream ticket") from exc
 
     async def take_ticket(self, ticket: str, now_ms: int) -> dict[str, Any] | None:
         try:
-            raw = await self.redis.getdel(f"{self.prefix}sse:{ticket}")
+            raw = await self.redis.getdel(stream_ticket_key(self.prefix, ticket))
         except Exception as exc:
             raise StoreUnavailable("Valkey unavailable: the stream ticket cannot be checked") from exc
         return None if raw is None else dict(json.loads(raw))
@@ -243,7 +259,7 @@ class SharedAccessStore:
             row.ok,
             row.ip,
             json.dumps({**row.detail, **({"role": row.role} if row.role else {})}),
-            self.journal.instance_id,
+            self.instance_id,
         )
 
     async def list_audit(self, room_id: str | None, limit: int) -> list[AuditRow]:

@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis import exceptions as rx
 
+from queue_manager.background import Job, stop_all
 from queue_manager.config import ConfigRefusal, Settings
 from queue_manager.engine.events import Event
 from queue_manager.engine.replay import ReplayDeleted, ReplayFenced, replay
@@ -27,6 +28,7 @@ from queue_manager.engine.snapshot import dump
 from queue_manager.fleet.hints import Hints
 from queue_manager.fleet.leader import LeaderLease
 from queue_manager.fleet.storage_watch import StorageWatch
+from queue_manager.journal.database import Database
 from queue_manager.journal.pg import PgJournal
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey import ValkeyStore
@@ -71,12 +73,10 @@ class Backend:
         self.settings = settings
         self.clock = SharedClock()
         spool = Path(settings.spool_dir) if settings.spool_dir else None
+        # the one PostgreSQL pool: opened in start(), closed in stop(), shared by the journal and the access records
+        self.database = Database.from_settings(settings)
         self.journal = PgJournal(
-            settings.database_url,
-            schema=settings.pg_schema,
-            instance_id=settings.instance_id,
-            spool_dir=spool,
-            max_batch=settings.journal_max_batch,
+            self.database, instance_id=settings.instance_id, spool_dir=spool, max_batch=settings.journal_max_batch
         )
         self.store = ValkeyStore(
             with_timeouts(settings.valkey_url), settings.valkey_prefix, self.clock, journal=_RoomWatch(self)
@@ -96,8 +96,8 @@ class Backend:
         )
         self.valkey_ever_connected = False
         self.valkey_up = False
-        self._reconnect: asyncio.Task[None] | None = None
-        self._reconciler: asyncio.Task[None] | None = None
+        self._reconnect = Job("qm-valkey-reconnect", self._keep_trying)
+        self._reconciler = Job("qm-reconciler", self._reconcile_forever)
         self.known_rooms: set[str] = set()  # rooms the journal says exist (refreshed every RESYNC_MS)
         self.recovering: set[str] = set()
         self.rebuilt_total = 0
@@ -111,6 +111,7 @@ class Backend:
         self.journal.on_conflict = self._on_conflict
 
     async def start(self) -> None:
+        await self.database.open()
         await self.journal.start(require=False)
         try:
             await self.store.start()
@@ -124,12 +125,12 @@ class Backend:
                 file=sys.stderr,
                 flush=True,
             )
-            self._reconnect = asyncio.create_task(self._keep_trying())
+            self._reconnect.start()
         self.lease.start()
         self.hints.on("rooms", self._rooms_hint)
         self.hints.start()
         self.storage.start()
-        self._reconciler = asyncio.create_task(self._reconcile_forever())
+        self._reconciler.start()
 
     async def _reconcile_forever(self) -> None:
         interval = max(0.5, self.settings.resync_ms / 1000)
@@ -274,14 +275,7 @@ class Backend:
             return
 
     async def stop(self) -> None:
-        if self._reconciler is not None:
-            self._reconciler.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reconciler
-        if self._reconnect is not None:
-            self._reconnect.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reconnect
+        await stop_all(self._reconciler, self._reconnect)
         await self.lease.stop()
         await self.hints.stop()
         await self.storage.stop()
@@ -289,6 +283,8 @@ class Backend:
             await self.store.close()
         with contextlib.suppress(Exception):
             await self.journal.close()
+        with contextlib.suppress(Exception):
+            await self.database.close()
 
     def recovering_rooms(self) -> set[str]:
         return self.recovering | set(self.unrebuildable) | self.store.fenced_recently(30.0)

@@ -21,6 +21,9 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
+from queue_manager.background import Job
+from queue_manager.store.valkey.keys import control_channel
+
 log = logging.getLogger("queue_manager.hints")
 
 Handler = Callable[[dict[str, Any]], None]
@@ -29,14 +32,14 @@ Handler = Callable[[dict[str, Any]], None]
 class Hints:
     def __init__(self, redis: Redis, prefix: str, instance_id: str, *, enabled: bool = True) -> None:
         self.redis = redis
-        self.channel = f"{prefix}ctl"
+        self.channel = control_channel(prefix)
         self.instance_id = instance_id
         self.enabled = enabled
         self.subscribed = False
         self.published = 0
         self.received = 0
         self._handlers: dict[str, list[Handler]] = {}
-        self._task: asyncio.Task[None] | None = None
+        self.job = Job("qm-hints", self._listen_forever)
 
     def on(self, kind: str, handler: Handler) -> None:
         self._handlers.setdefault(kind, []).append(handler)
@@ -59,15 +62,11 @@ class Hints:
             log.warning("hint %s not published (%s); other instances catch up within RESYNC_MS", kind, exc)
 
     def start(self) -> None:
-        if self.enabled and self._task is None:
-            self._task = asyncio.create_task(self._listen_forever())
+        if self.enabled:
+            self.job.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self.job.stop()
 
     async def _listen_forever(self) -> None:
         delay = 0.5

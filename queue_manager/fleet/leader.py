@@ -18,6 +18,9 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from queue_manager.background import Job
+from queue_manager.store.valkey.keys import leader_epoch_key, leader_key
+
 log = logging.getLogger("queue_manager.leader")
 
 _ACQUIRE = """
@@ -51,13 +54,13 @@ return 1
 class LeaderLease:
     def __init__(self, client: Redis, prefix: str, instance_id: str, lease_ms: int) -> None:
         self.client = client
-        self.key = f"{prefix}leader"
-        self.epoch_key = f"{prefix}leader:epoch"
+        self.key = leader_key(prefix)
+        self.epoch_key = leader_epoch_key(prefix)
         self.instance_id = instance_id
         self.lease_ms = max(1000, lease_ms)
         self.epoch = 0
         self.leader = False
-        self._task: asyncio.Task[None] | None = None
+        self.job = Job("qm-leader-lease", self.run)
         self._acquire = client.register_script(_ACQUIRE)
         self._release = client.register_script(_RELEASE)
         self._fenced_set = client.register_script(_FENCED_SET)
@@ -102,13 +105,10 @@ class LeaderLease:
             await asyncio.sleep(interval)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self.run())
+        self.job.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self.job.stop()
         await self.release()
 
     def health(self) -> dict[str, Any]:

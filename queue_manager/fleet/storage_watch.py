@@ -28,9 +28,11 @@ import logging
 
 from redis.asyncio import Redis
 
+from queue_manager.background import Job
 from queue_manager.clock import Clock
 from queue_manager.journal.pg import PgJournal
 from queue_manager.store.base import StoreUnavailable
+from queue_manager.store.valkey.keys import storage_ok_key
 
 log = logging.getLogger("queue_manager.storage")
 
@@ -48,7 +50,7 @@ class StorageWatch:
     ) -> None:
         self.journal = journal
         self.redis = redis
-        self.key = f"{prefix}storage:ok"
+        self.key = storage_ok_key(prefix)
         self.instance_id = instance_id
         self.every_ms = max(1, alert_every_ms)
         self.report_every_ms = max(0, report_every_ms)
@@ -56,7 +58,7 @@ class StorageWatch:
         self.frames_failing = 0  # consecutive frames that each saw a new failure
         self.others_ok = False  # another instance reported its storage ok within the window
         self._seen_error_at: int | None = None  # the newest failure the previous frame knew of
-        self._task: asyncio.Task[None] | None = None
+        self.job = Job("qm-storage-watch", self._run)
 
     @property
     def window_ms(self) -> int:
@@ -64,8 +66,7 @@ class StorageWatch:
 
     def failing(self) -> bool:
         """No commit or probe has landed since the journal's newest failure."""
-        j = self.journal
-        return j.last_error_at is not None and (j.last_ok_at is None or j.last_ok_at < j.last_error_at)
+        return self.journal.status.failing()
 
     @property
     def out_of_rotation(self) -> bool:
@@ -123,15 +124,10 @@ class StorageWatch:
             await self.redis.hdel(self.key, self.instance_id)
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run())
+        self.job.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self.job.stop()
         with contextlib.suppress(Exception):
             await self.redis.hdel(self.key, self.instance_id)
 

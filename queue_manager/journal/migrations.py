@@ -17,7 +17,8 @@ Tables (all in ``schema``, default ``qm``):
                     overwrites a newer definition (a spool drained late, a replayed batch).
 ``system_state``    key -> jsonb (``maintenance_mode``, ``pop_maintenance_mode``: {"enabled": bool}).
 ``operators``       named keys: role, HMAC verifier (never the key), disabled_at for a revoke.
-``monitor_links``   share links: author by id (created_by_id) and by name, expiry, revocation.
+``monitor_links``   share links: author by id (created_by_id) and by name, the link's token, expiry,
+                    revocation.
 ``timeline_notes``  console annotations per room (kept 24 h by whoever writes them).
 ``audit``           the audit trail: actor, action, target, room, ok, caller's address, detail.
 ``history_hourly``  one row per room and hour (the report columns, the wait reservoir, coverage).
@@ -160,6 +161,14 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 PRIMARY KEY (room, hour)
             )""",
             "CREATE INDEX IF NOT EXISTS history_hourly_hour ON {s}.history_hourly (hour)",
+        ],
+    ),
+    (
+        3,
+        "monitor_links.token",
+        [
+            # IF NOT EXISTS: a schema from an earlier version may have the column already
+            "ALTER TABLE {s}.monitor_links ADD COLUMN IF NOT EXISTS token text",
         ],
     ),
 ]

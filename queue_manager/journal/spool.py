@@ -30,6 +30,8 @@ from typing import IO, Any
 
 import orjson
 
+from queue_manager.store.base import StoreUnavailable
+
 try:  # POSIX advisory locks; without them (Windows) a directory must not be shared by two processes
     import fcntl
 except ImportError:  # pragma: no cover
@@ -43,6 +45,10 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.]+")
 
 class SpoolCorrupt(Exception):
     """A spool file holds a line that does not parse before its last line."""
+
+
+class SpoolFailed(StoreUnavailable):
+    """The maintenance spool could not take a batch (says nothing about PostgreSQL)."""
 
 
 def _lock(fd: int) -> bool:

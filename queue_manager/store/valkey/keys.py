@@ -1,4 +1,5 @@
-"""Every Valkey key the store uses, in one place (all under ``VALKEY_PREFIX``, default ``qm:``).
+"""Every Valkey key the server uses, and its pub/sub channel, in one place (all under
+``VALKEY_PREFIX``, default ``qm:``).
 
 A room's keys share the hash tag ``{<room>}``, so they live in one cluster slot and one Lua script
 can change them atomically. Every script receives the same key list, in the order of
@@ -43,6 +44,19 @@ Global keys: ``<prefix>rooms`` (zset of live room ids, score = creation order) a
 ``<prefix>rooms:seq`` (its counter). The room create and delete scripts touch them together with
 the room's keys, which is atomic on a standalone Valkey (our deployment); on a Valkey cluster those
 two scripts would need the registry moved into each room's slot.
+
+Fleet and access keys (``<prefix><name>``), used from Python only:
+
+=================  =======  ==================================================================
+name               type     holds
+=================  =======  ==================================================================
+leader             str      the instance id holding the leader lease (expires with the lease)
+leader:epoch       str      the leader epoch, incremented by each new leader (fences its writes)
+storage:ok         hash     instance id -> wall ms it last reported its journal storage ok
+ctl                channel  pub/sub change hints between the instances (not a key)
+ses:rev:<id>       str      a console session signed out (expires when the session would have)
+sse:<ticket>       str      a single-use stream ticket as JSON (expires with it; taken by GETDEL)
+=================  =======  ==================================================================
 """
 
 from __future__ import annotations
@@ -98,6 +112,30 @@ def rooms_key(prefix: str) -> str:
 
 def rooms_seq_key(prefix: str) -> str:
     return f"{prefix}rooms:seq"
+
+
+def leader_key(prefix: str) -> str:
+    return f"{prefix}leader"
+
+
+def leader_epoch_key(prefix: str) -> str:
+    return f"{prefix}leader:epoch"
+
+
+def storage_ok_key(prefix: str) -> str:
+    return f"{prefix}storage:ok"
+
+
+def control_channel(prefix: str) -> str:
+    return f"{prefix}ctl"
+
+
+def session_revoked_key(prefix: str, session_id: str) -> str:
+    return f"{prefix}ses:rev:{session_id}"
+
+
+def stream_ticket_key(prefix: str, ticket: str) -> str:
+    return f"{prefix}sse:{ticket}"
 
 
 def script_keys(prefix: str, room_id: str) -> list[str]:

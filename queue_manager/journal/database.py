@@ -1,0 +1,126 @@
+"""The PostgreSQL database of an instance: one asyncpg pool on one schema, opened once, closed once.
+
+Whoever builds the server builds one ``Database`` and hands it to everything that talks to
+PostgreSQL: the journal's writer, reader, checkpoints and maintenance spool, and the shared access
+records. Nothing else opens a pool. The tables come from ``migrations.py`` alone:
+``ensure_migrated()`` applies them once per process (at the journal's start, or at the first use
+after a start without PostgreSQL).
+
+Example::
+
+    db = Database.from_settings(settings)        # or Database("postgresql://qm@db/qm", "qm")
+    await db.open()
+    async with db.acquire() as conn:
+        await conn.fetch(f"SELECT id FROM {db.sql_schema}.rooms")
+    await db.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import asyncpg  # type: ignore[import-untyped]
+
+from queue_manager.journal.migrations import check_schema, migrate
+from queue_manager.store.base import StoreUnavailable
+
+if TYPE_CHECKING:
+    from queue_manager.config import Settings
+
+
+def default_instance_id() -> str:
+    """The instance id when none is configured: host name and process id."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def describe(err: BaseException) -> str:
+    """An error in one line: its class and the first line of its message (never a URL's password)."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    name = type(err).__name__
+    return f"{name}: {text}" if text else name
+
+
+class Database:
+    """One asyncpg pool on one schema (see the module docstring)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        schema: str = "qm",
+        *,
+        instance_id: str | None = None,
+        pool_size: int = 4,
+        timeout_sec: float = 5.0,
+    ) -> None:
+        self.dsn = dsn
+        self.schema = schema
+        self.sql_schema = check_schema(schema)  # quoted, for SQL: "qm"
+        self.instance_id = instance_id or default_instance_id()
+        self.pool_size = pool_size
+        self.timeout = timeout_sec
+        self._pool: Any = None
+        self._migrated = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Database:
+        """The database of ``DATABASE_URL`` and ``PG_SCHEMA``."""
+        if not settings.database_url:
+            raise ValueError("DATABASE_URL is not set")
+        return cls(settings.database_url, settings.pg_schema, instance_id=settings.instance_id)
+
+    @property
+    def pool(self) -> Any:
+        """The asyncpg pool; None before ``open`` and after ``close``."""
+        return self._pool
+
+    async def open(self) -> None:
+        """Create the pool (its connections are made on demand, so this does not need PostgreSQL up).
+        Opening an open database does nothing."""
+        if self._pool is not None:
+            return
+        self._pool = await asyncpg.create_pool(
+            self.dsn,
+            min_size=0,
+            max_size=self.pool_size,
+            command_timeout=self.timeout,
+            server_settings={"application_name": f"qm-journal {self.instance_id}"[:63]},
+        )
+
+    async def close(self) -> None:
+        """Close the pool; closing a closed database does nothing."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[Any]:
+        """A connection of the pool; StoreUnavailable when the database is not open."""
+        if self._pool is None:
+            raise StoreUnavailable("the PostgreSQL pool is not open")
+        async with self._pool.acquire(timeout=self.timeout) as conn:
+            yield conn
+
+    async def connect(self, application_name: str) -> Any:
+        """A connection of its own, outside the pool (the journal's writer keeps one)."""
+        return await asyncpg.connect(
+            self.dsn,
+            timeout=self.timeout,
+            command_timeout=self.timeout,
+            server_settings={"application_name": application_name[:63]},
+        )
+
+    @property
+    def migrated(self) -> bool:
+        return self._migrated
+
+    async def ensure_migrated(self) -> None:
+        """Apply the migrations once per process (``migrate`` is safe when instances race)."""
+        if self._migrated:
+            return
+        async with self.acquire() as conn:
+            await migrate(conn, self.schema)
+        self._migrated = True

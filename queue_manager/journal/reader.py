@@ -1,0 +1,93 @@
+"""Reading the journal back: a room generation's events, the rooms it knows, their heads and checkpoints.
+
+Every read goes through the shared pool (``Database``); any failure is ``StoreUnavailable``.
+
+Example::
+
+    reader = JournalReader(db)
+    base = await reader.latest_snapshot("shop", 3)
+    events = await reader.read_events("shop", 3, after_seq=int(base["seq"]) if base else 0)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from queue_manager.engine.events import Event
+from queue_manager.journal.database import Database, describe
+from queue_manager.store.base import StoreUnavailable
+
+
+class JournalReader:
+    """The journal's read side (see the module docstring)."""
+
+    def __init__(self, db: Database, *, timeout_sec: float = 5.0) -> None:
+        self.db = db
+        self.timeout = timeout_sec
+        self._s = db.sql_schema
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        """Rows of one statement; StoreUnavailable when PostgreSQL fails."""
+        try:
+            async with self.db.acquire() as conn:
+                return list(await conn.fetch(sql, *args, timeout=self.timeout))
+        except StoreUnavailable:
+            raise
+        except Exception as err:
+            raise StoreUnavailable(f"events journal read failed: {describe(err)}") from err
+
+    async def read_events(self, room: str, gen: int, after_seq: int = 0) -> list[Event]:
+        """The journal of one room generation after ``after_seq``, in seq order."""
+        rows = await self.fetch(
+            f"SELECT type, room, gen, seq, ts, lv, data FROM {self._s}.events"
+            " WHERE room = $1 AND gen = $2 AND seq > $3 ORDER BY seq",
+            room,
+            gen,
+            after_seq,
+        )
+        return [
+            Event(r["type"], r["room"], r["gen"], r["ts"], orjson.loads(r["data"]), seq=r["seq"], lv=r["lv"])
+            for r in rows
+        ]
+
+    async def rooms(self) -> list[tuple[str, int, dict[str, Any]]]:
+        """Every room that is not deleted: (id, gen, config) — for the inline host index."""
+        rows = await self.fetch(f"SELECT id, gen, config FROM {self._s}.rooms WHERE NOT deleted ORDER BY id")
+        return [(r["id"], r["gen"], orjson.loads(r["config"]) if r["config"] else {}) for r in rows]
+
+    async def heads(self) -> dict[str, tuple[int, int]]:
+        """Every room that is not deleted: room -> (gen, newest seq journaled for that generation)."""
+        rows = await self.fetch(
+            f"""SELECT r.id, r.gen, coalesce(e.head, 0) AS head FROM {self._s}.rooms r
+                LEFT JOIN LATERAL (SELECT max(seq) AS head FROM {self._s}.events
+                                   WHERE room = r.id AND gen = r.gen) e ON true
+                WHERE NOT r.deleted"""
+        )
+        return {r["id"]: (int(r["gen"]), int(r["head"])) for r in rows}
+
+    async def head(self, room: str, gen: int) -> int:
+        """The newest seq journaled for a room generation (0: none)."""
+        rows = await self.fetch(
+            f"SELECT coalesce(max(seq), 0) AS head FROM {self._s}.events WHERE room = $1 AND gen = $2", room, gen
+        )
+        return int(rows[0]["head"])
+
+    async def latest_snapshot(self, room: str, gen: int | None = None) -> dict[str, Any] | None:
+        """The newest checkpoint of ``room`` (of generation ``gen`` when given)."""
+        if gen is None:
+            rows = await self.fetch(
+                f"SELECT snapshot FROM {self._s}.room_snapshots WHERE room = $1 ORDER BY gen DESC, seq DESC LIMIT 1",
+                room,
+            )
+        else:
+            rows = await self.fetch(
+                f"SELECT snapshot FROM {self._s}.room_snapshots WHERE room = $1 AND gen = $2 ORDER BY seq DESC LIMIT 1",
+                room,
+                gen,
+            )
+        if not rows:
+            return None
+        data: dict[str, Any] = orjson.loads(rows[0]["snapshot"])
+        return data

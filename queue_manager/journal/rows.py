@@ -1,0 +1,105 @@
+"""Events as journal rows, and the one statement that writes them.
+
+A commit, a spool drain and the health probe all write with ``insert_sql``: an ``INSERT … SELECT
+FROM unnest(arrays)`` into ``events`` (ON CONFLICT DO NOTHING on (room, gen, seq)) and, in the same
+statement, the ``rooms`` upsert for any room.* event. One statement is one implicit transaction and
+one round trip; ``rooms`` only moves forward in (gen, seq), so a late batch never overwrites a newer
+definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from queue_manager.engine.events import Event
+
+ROOM_EVENTS = ("room.create", "room.update", "room.schedule", "room.delete")
+
+# (room, gen, seq, type, lv, ts, data JSON text, instance, ident)
+Row = tuple[str, int, int, str, int, int, str, str, str | None]
+
+
+def event_row(event: Event | Mapping[str, Any], instance: str) -> Row:
+    """An event as the journal stores it (``Event`` or its ``as_dict()``; a spooled row keeps its instance)."""
+    d = event.as_dict() if isinstance(event, Event) else event
+    data = d.get("data") or {}
+    ident = data.get("ident") if d["type"] in ("join", "prequeue.join") else None
+    return (
+        str(d["room"]),
+        int(d["gen"]),
+        int(d["seq"]),
+        str(d["type"]),
+        int(d.get("lv") or 1),
+        int(d["ts"]),
+        orjson.dumps(data).decode(),
+        str(d.get("instance") or instance),
+        None if ident is None else str(ident),
+    )
+
+
+def row_dict(row: Row) -> dict[str, Any]:
+    """A row as the maintenance spool records it (``event_row`` reads it back)."""
+    room, gen, seq, type_, lv, ts, data, instance, _ = row
+    return {
+        "type": type_,
+        "room": room,
+        "gen": gen,
+        "seq": seq,
+        "ts": ts,
+        "lv": lv,
+        "data": orjson.loads(data),
+        "instance": instance,
+    }
+
+
+def insert_sql(s: str) -> str:
+    """The insert statement for the quoted schema ``s`` (parameters: ``insert_args``)."""
+    return f"""
+WITH ev AS (
+    INSERT INTO {s}.events (room, gen, seq, type, lv, ts, data, instance, ident)
+    SELECT u.room, u.gen, u.seq, u.type, u.lv, u.ts, u.data::jsonb, u.instance, u.ident
+    FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::smallint[], $6::bigint[],
+                $7::text[], $8::text[], $9::text[])
+         AS u(room, gen, seq, type, lv, ts, data, instance, ident)
+    ON CONFLICT (room, gen, seq) DO NOTHING
+    RETURNING 1
+), rm AS (
+    INSERT INTO {s}.rooms AS r (id, gen, seq, config, deleted, updated_at)
+    SELECT v.id, v.gen, v.seq, v.config::jsonb, v.deleted, now()
+    FROM unnest($10::text[], $11::int[], $12::bigint[], $13::text[], $14::bool[])
+         AS v(id, gen, seq, config, deleted)
+    ON CONFLICT (id) DO UPDATE
+       SET gen = EXCLUDED.gen, seq = EXCLUDED.seq, config = COALESCE(EXCLUDED.config, r.config),
+           deleted = EXCLUDED.deleted, updated_at = now()
+       WHERE (r.gen, r.seq) < (EXCLUDED.gen, EXCLUDED.seq)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM ev) AS inserted, (SELECT count(*) FROM rm) AS rooms
+"""
+
+
+def insert_args(rows: list[Row]) -> list[Any]:
+    """The 14 array parameters of the insert statement for ``rows``."""
+    columns: list[list[Any]] = [list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in range(9)]
+    latest: dict[str, Row] = {}
+    for row in rows:
+        if row[3] in ROOM_EVENTS:
+            kept = latest.get(row[0])
+            if kept is None or (row[1], row[2]) > (kept[1], kept[2]):
+                latest[row[0]] = row
+    rooms = list(latest.values())
+    configs: list[str | None] = []
+    for row in rooms:
+        config = orjson.loads(row[6]).get("config") if row[3] != "room.delete" else None
+        configs.append(None if config is None else orjson.dumps(config).decode())
+    return [
+        *columns,
+        [r[0] for r in rooms],
+        [r[1] for r in rooms],
+        [r[2] for r in rooms],
+        configs,
+        [r[3] == "room.delete" for r in rooms],
+    ]
