@@ -9,6 +9,7 @@ every route receives, the queue's app (``http/app.py``), the inline proxy wrappe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 from typing import TYPE_CHECKING
@@ -26,20 +27,24 @@ from queue_manager.store.base import Store, StoreUnavailable
 
 if TYPE_CHECKING:
     from queue_manager.fleet.backend import Backend
+    from queue_manager.journal.database import Database
 
 log = logging.getLogger("queue_manager")
 
 
-def create_store(settings: Settings, clock: SystemClock) -> tuple[Store, Backend | None]:
-    """The store ``STORE`` names; on Valkey also the fleet backend (lease, journal, hints) that owns it."""
+def create_store(settings: Settings, clock: SystemClock) -> tuple[Store, Backend | None, Database | None]:
+    """The store ``STORE`` names; on Valkey also the fleet backend (lease, journal, hints) that runs it and
+    the one PostgreSQL pool the journal and the shared access records use."""
     if settings.store == "memory":
         from queue_manager.store.memory import MemoryStore
 
-        return MemoryStore(clock), None
+        return MemoryStore(clock), None, None
     from queue_manager.fleet.backend import Backend as ValkeyBackend
+    from queue_manager.journal.database import Database as PgDatabase
 
-    backend = ValkeyBackend(settings)
-    return backend.store, backend
+    database = PgDatabase.from_settings(settings)
+    backend = ValkeyBackend(settings, database)
+    return backend.store, backend, database
 
 
 class Server:
@@ -47,15 +52,16 @@ class Server:
         self.clock = clock or SystemClock()
         self.settings = settings
         self.backend: Backend | None = None
+        self.database: Database | None = None
         if store is None:
-            store, self.backend = create_store(settings, self.clock)
+            store, self.backend, self.database = create_store(settings, self.clock)
         ctx = self.ctx = Context.build(settings, store, self.clock)
         ctx.backend = self.backend
-        if self.backend is not None:  # operators, links, audit, sign-outs and tickets shared by the fleet
+        if self.backend is not None and self.database is not None:  # access records shared by the fleet
             from queue_manager.access.shared import SharedAccessStore
 
             ctx.access.store = SharedAccessStore(
-                self.backend.journal,
+                self.database,
                 self.backend.store.redis,
                 settings.valkey_prefix,
                 hints=self.backend.hints,
@@ -96,6 +102,8 @@ class Server:
     async def startup(self) -> None:
         ctx = self.ctx
         if self.backend is not None:
+            if self.database is not None:
+                await self.database.open()
             try:
                 await self.backend.start()
             except ConfigRefusal as refusal:
@@ -126,6 +134,9 @@ class Server:
         await self.ticker.stop()
         if self.backend is not None:
             await self.backend.stop()
+            if self.database is not None:
+                with contextlib.suppress(Exception):
+                    await self.database.close()
         else:
             await self.ctx.store.close()
 

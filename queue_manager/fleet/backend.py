@@ -68,13 +68,14 @@ def _refusal(exc: BaseException) -> ConfigRefusal | None:
 
 
 class Backend:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, database: Database) -> None:
         assert settings.valkey_url and settings.database_url
         self.settings = settings
         self.clock = SharedClock()
         spool = Path(settings.spool_dir) if settings.spool_dir else None
-        # the one PostgreSQL pool: opened in start(), closed in stop(), shared by the journal and the access records
-        self.database = Database.from_settings(settings)
+        # the instance's one PostgreSQL pool, shared by the journal and the access records; its owner (the
+        # composition root) opens it before start() and closes it after stop()
+        self.database = database
         self.journal = PgJournal(
             self.database, instance_id=settings.instance_id, spool_dir=spool, max_batch=settings.journal_max_batch
         )
@@ -111,7 +112,6 @@ class Backend:
         self.journal.on_conflict = self._on_conflict
 
     async def start(self) -> None:
-        await self.database.open()
         await self.journal.start(require=False)
         try:
             await self.store.start()
@@ -283,8 +283,6 @@ class Backend:
             await self.store.close()
         with contextlib.suppress(Exception):
             await self.journal.close()
-        with contextlib.suppress(Exception):
-            await self.database.close()
 
     def recovering_rooms(self) -> set[str]:
         return self.recovering | set(self.unrebuildable) | self.store.fenced_recently(30.0)
