@@ -55,7 +55,7 @@ def measure(tickets: int) -> dict[str, object]:
         len(room.line) == tickets
         and room.position(room.tickets[tickets]) == tickets
         and room.position(room.tickets[tickets // 2]) == tickets // 2
-        and room.line.head() == (room.tickets[1].seq, 1)
+        and room.line.head() == (room.tickets[1].line_seq, 1)
     )
     mb = growth / 2**20
     return {

@@ -10,7 +10,8 @@ from queue_manager.clock import Clock
 from queue_manager.engine.errors import EngineError, bad_field, no_room
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import apply_fields, check_room_id, check_schedule_body, normalise_body, parse_opens_at
-from queue_manager.engine.room import SLOT, Room, draw_order
+from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
+from queue_manager.engine.room import Room
 from queue_manager.engine.ticket import make_ref
 
 GENERATIONS_KEPT = 3
@@ -28,8 +29,12 @@ class Archive:
 
 
 class Engine:
-    def __init__(self, clock: Clock) -> None:
+    """All rooms of one store. ``rng`` is the random source every room it builds draws from
+    (pre-queue handles, the drop's draw): the system's secure source unless given."""
+
+    def __init__(self, clock: Clock, *, rng: RandomSource = SYSTEM_RANDOM) -> None:
         self.clock = clock
+        self.rng = rng
         self.rooms: dict[str, Room] = {}
         self.generations: dict[str, int] = {}
         self.archives: dict[str, deque[Archive]] = {}
@@ -61,27 +66,17 @@ class Engine:
             cfg, changed = apply_fields(None, body)
             gen = self.generations.get(room_id, 0) + 1
             self.generations[room_id] = gen
-            room = Room(cfg, gen, self.clock, self.events)
+            room = Room(cfg, gen, self.clock, self.events, rng=self.rng)
             self.rooms[room_id] = room
             room._emit("room.create", fields=changed, config=cfg.to_public())
             return room, True, changed
         cfg, changed = apply_fields(existing.cfg, body)
         old = existing.cfg
-        # keep rule match counters across an edit when the rule itself is unchanged
-        old_rules = {(r.id, r.pattern, r.action): r for r in old.rules}
-        for rule in cfg.rules:
-            prev = old_rules.get((rule.id, rule.pattern, rule.action))
-            if prev is not None:
-                rule.matches, rule.last_match_ms = prev.matches, prev.last_match_ms
         existing.advance()
-        existing.cfg = cfg
+        existing.apply_config(cfg)  # unchanged rules keep their match counters; pacing restarts on a change
         clocks = (old.session_ttl_sec, old.session_max_sec, old.passed_ttl_sec, old.presence_sec)
         if clocks != (cfg.session_ttl_sec, cfg.session_max_sec, cfg.passed_ttl_sec, cfg.presence_sec):
             existing.reschedule()
-        if old.state != cfg.state or old.rate_per_minute != cfg.rate_per_minute:
-            existing.last_tick = self.clock.mono_ms()
-            if cfg.state != "active":
-                existing.credit = min(existing.credit, SLOT)
         existing._emit("room.update", fields=changed, config=cfg.to_public())
         return existing, False, changed
 
@@ -107,10 +102,10 @@ class Engine:
             fields["preQueueMaxPerIp"] = body["preQueueMaxPerIp"]
         cfg, changed = apply_fields(room.cfg, {"id": room_id, **fields})
         cancelled = "opensAt" in body and body["opensAt"] is None and room.cfg.opens_at_ms is not None
-        room.cfg = cfg
+        room.apply_config(cfg, pacing=False)
         if cancelled and room.prequeue:
             # cancelling opens the doors now: the pre-queue is drawn, never thrown away
-            room.apply_draw(draw_order(room.prequeue.values()))
+            room.draw()
         room._emit("room.schedule", fields=changed, config=cfg.to_public())
         return room
 

@@ -1,7 +1,8 @@
 """The waiting line: FIFO order with O(log n) position look-up and removal from anywhere.
 
-Each place gets a sequence number when it joins (or re-joins at the back). A Fenwick tree over
-sequence numbers counts the live places, so a position is a prefix sum; the head is found through
+Each place gets a line sequence number (``line_seq``, counting up from 1) when it joins or re-joins
+at the back; it is unrelated to an event's ``seq``. A Fenwick tree over line sequence numbers counts
+the live places, so a position is a prefix sum; the head is found through
 a deque with lazy deletion.
 """
 
@@ -13,13 +14,13 @@ from collections.abc import Iterator
 
 
 class Line:
-    __slots__ = ("_live", "_order", "_seq", "_size", "_tree")
+    __slots__ = ("_last_line_seq", "_live", "_order", "_size", "_tree")
 
     def __init__(self) -> None:
         self._size = 1024
         self._tree = array("q", bytes(8 * (self._size + 1)))
-        self._seq = 0
-        self._live: dict[int, int] = {}  # seq -> ticket number
+        self._last_line_seq = 0
+        self._live: dict[int, int] = {}  # line_seq -> ticket number
         self._order: deque[int] = deque()
 
     def __len__(self) -> int:
@@ -41,49 +42,49 @@ class Line:
             self._tree[self._size] = len(self._live)
             return
         self._tree = array("q", bytes(8 * (self._size + 1)))
-        for seq in self._live:
-            self._add(seq, 1)
+        for line_seq in self._live:
+            self._add(line_seq, 1)
 
     def push(self, ticket: int) -> int:
         """Put ``ticket`` at the back; returns its sequence number."""
-        self._seq += 1
-        seq = self._seq
-        if seq > self._size:
+        self._last_line_seq += 1
+        line_seq = self._last_line_seq
+        if line_seq > self._size:
             self._grow()
-        self._live[seq] = ticket
-        self._order.append(seq)
-        self._add(seq, 1)
-        return seq
+        self._live[line_seq] = ticket
+        self._order.append(line_seq)
+        self._add(line_seq, 1)
+        return line_seq
 
-    def remove(self, seq: int) -> None:
-        if self._live.pop(seq, None) is not None:
-            self._add(seq, -1)
+    def remove(self, line_seq: int) -> None:
+        if self._live.pop(line_seq, None) is not None:
+            self._add(line_seq, -1)
 
-    def position(self, seq: int) -> int | None:
-        """1-based position of the place with ``seq``; None when it is not in line."""
-        if seq not in self._live:
+    def position(self, line_seq: int) -> int | None:
+        """1-based position of the place with ``line_seq``; None when it is not in line."""
+        if line_seq not in self._live:
             return None
-        total, i, tree = 0, seq, self._tree
+        total, i, tree = 0, line_seq, self._tree
         while i > 0:
             total += tree[i]
             i -= i & -i
         return total
 
     def head(self) -> tuple[int, int] | None:
-        """(seq, ticket) at the front, or None when the line is empty."""
+        """(line_seq, ticket) at the front, or None when the line is empty."""
         order, live = self._order, self._live
         while order:
-            seq = order[0]
-            ticket = live.get(seq)
+            line_seq = order[0]
+            ticket = live.get(line_seq)
             if ticket is not None:
-                return seq, ticket
+                return line_seq, ticket
             order.popleft()
         return None
 
     def __iter__(self) -> Iterator[int]:
         """Ticket numbers front to back."""
-        for seq in self._order:
-            ticket = self._live.get(seq)
+        for line_seq in self._order:
+            ticket = self._live.get(line_seq)
             if ticket is not None:
                 yield ticket
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 from queue_manager.engine.errors import EngineError, bad_field
 from queue_manager.engine.origins import OriginPattern, is_absolute_http_url, origin_of, parse_origin_pattern
+from queue_manager.engine.states import RoomState
 from queue_manager.engine.targeting import TargetRule, parse_rules
 
-ROOM_STATES = ("active", "paused", "bypass")
+ROOM_STATES: tuple[RoomState, ...] = get_args(RoomState)
 ROOM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 RESERVED_PREFIXES = ("dk_", "meta_", "notify_", "email_")
 RESERVED_IDS = frozenset(
@@ -88,7 +89,7 @@ class RoomConfig:
     id: str
     target_url: str
     name: str | None = None
-    state: str = "active"
+    state: RoomState = "active"
     rate_per_minute: int = DEFAULT_RATE_PER_MINUTE
     max_concurrent: int | None = None
     passed_ttl_sec: int = DEFAULT_PASSED_TTL_SEC

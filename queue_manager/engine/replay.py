@@ -3,10 +3,13 @@
 Replay makes no decision of its own. It does not sweep, tick or draw: a ``join`` mints exactly
 ticket ``n`` at the back, ``promote`` promotes exactly ``n`` with the recorded ``slot``, a draw applies
 the recorded order, and every lapse (``expire``, ``session.end``, ``slot.release``) is applied only
-because the journal says it happened. Time comes from the events: each one is applied on a clock
-whose wall and monotonic readings both equal the event's ``ts``; the result is then rebased onto
-the live clock through a checkpoint dump/load, which also marks every holder seen (as a restart
-does).
+because the journal says it happened. Each event is applied through the same public ``Room``
+transition live play used to make it (``Room.join_line``, ``Room.promote``, ``Room.admit`` …);
+a handler only checks that the event fits the state and reads its fields.
+
+Time comes from the events: each one is applied on a clock whose wall and monotonic readings both
+equal the event's ``ts``; the result is then rebased onto the live clock through a checkpoint
+dump/load, which also marks every holder seen (as a restart does).
 
 The journal is guarded per event: a type this build cannot apply, an ``lv`` newer than
 ``EVENT_LOG_VERSION``, a gap in ``seq`` or an event that contradicts the state it lands on raises
@@ -35,9 +38,12 @@ from typing import Any
 
 from queue_manager.clock import Clock
 from queue_manager.engine.events import EVENT_LOG_VERSION, Event
-from queue_manager.engine.room import FINISHED_KEEP, SLOT, Room
+from queue_manager.engine.model import ClientId
+from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
+from queue_manager.engine.room import SLOT, Room
 from queue_manager.engine.snapshot import SnapshotError, config_from_public, dump, load
-from queue_manager.engine.ticket import Finished, PreEntry, Ticket
+from queue_manager.engine.states import TicketState
+from queue_manager.engine.ticket import Ticket
 
 
 class ReplayFenced(Exception):
@@ -95,18 +101,20 @@ def replay(
     base: Mapping[str, Any] | None = None,
     *,
     room_events: list[Event] | None = None,
+    rng: RandomSource = SYSTEM_RANDOM,
 ) -> Room:
     """Rebuild one room generation and hand it back live on ``clock``.
 
     ``events`` are that generation's journal (any order; those at or below the checkpoint's ``seq``
-    are ignored). ``room_events`` is the list the rebuilt room emits into (the engine's, normally).
+    are ignored). ``room_events`` is the list the rebuilt room emits into (the engine's, normally);
+    ``rng`` is the random source it draws from from then on (replay itself never draws).
     Raises ``ReplayFenced`` or ``ReplayDeleted``.
     """
     room, rclock = _fold(events, base)
     target = max(rclock.at, clock.wall_ms())
     rclock.at = target
     _accrue(room, target)
-    out = load(dump(room), clock, [] if room_events is None else room_events)
+    out = load(dump(room), clock, [] if room_events is None else room_events, rng=rng)
     shift = clock.mono_ms() - target
     out.join_times = deque(t + shift for t in room.join_times)
     out.pass_times = deque(t + shift for t in room.pass_times)
@@ -213,7 +221,7 @@ def _accrue(room: Room, now: int) -> None:
 # ------------------------------------------------------------------------------------- handlers
 
 
-def _ticket(room: Room, n: Any, *states: str) -> Ticket:
+def _ticket(room: Room, n: Any, *states: TicketState) -> Ticket:
     t = room.tickets.get(int(n))
     if t is None:
         raise _Inconsistent(f"ticket {n} is not live")
@@ -233,20 +241,16 @@ def _bytes(value: Any, name: str) -> bytes:
 
 
 def _room_config(room: Room, data: Mapping[str, Any], *, pacing: bool) -> None:
-    old = room.cfg
     cfg = config_from_public(data["config"])
-    if cfg.id != old.id:
+    if cfg.id != room.cfg.id:
         raise _Inconsistent(f"config of room {cfg.id!r}")
-    prev = {(r.id, r.pattern, r.action): r for r in old.rules}
-    for rule in cfg.rules:
-        kept = prev.get((rule.id, rule.pattern, rule.action))
-        if kept is not None:
-            rule.matches, rule.last_match_ms = kept.matches, kept.last_match_ms
-    room.cfg = cfg
-    if pacing and (old.state != cfg.state or old.rate_per_minute != cfg.rate_per_minute):
-        room.last_tick = room.clock.mono_ms()
-        if cfg.state != "active":
-            room.credit = min(room.credit, SLOT)
+    room.apply_config(cfg, pacing=pacing)
+
+
+def _client(data: Mapping[str, Any]) -> ClientId:
+    """Who arrived, as a join or pre-queue join event records it."""
+    fp = _bytes(data["fp"], "fp")
+    return ClientId(str(data["ident"]), fp, _opt_bytes(data.get("fp2")), _opt_bytes(data.get("ck")))
 
 
 def _room_create(ctx: _Ctx, data: Mapping[str, Any]) -> None:
@@ -271,16 +275,7 @@ def _join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     if n < room.next_n:
         raise _Inconsistent(f"join mints {n}, the room's next ticket is {room.next_n}")
     room.next_n = n  # numbers above next_n were taken by joins that never reached the journal
-    t = room._mint(
-        str(data["ident"]),
-        _bytes(data["fp"], "fp"),
-        _opt_bytes(data.get("fp2")),
-        _opt_bytes(data.get("ck")),
-        int(data["joined"]),
-        data.get("ret"),
-        charge=True,
-    )
-    t.reason = data.get("reason")
+    room.join_line(_client(data), int(data["joined"]), data.get("ret"), data.get("reason"))
 
 
 def _prequeue_join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
@@ -288,21 +283,7 @@ def _prequeue_join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     handle = str(data["h"])
     if handle in room.prequeue or handle in room.drawn:
         raise _Inconsistent(f"pre-queue handle {handle} already used")
-    ident = str(data["ident"])
-    now = room.clock.mono_ms()
-    room.prequeue[handle] = PreEntry(
-        handle,
-        ident,
-        _bytes(data["fp"], "fp"),
-        _opt_bytes(data.get("fp2")),
-        _opt_bytes(data.get("ck")),
-        int(data["joined"]),
-        now,
-        data.get("ret"),
-    )
-    room.pq_per_ident[ident] = room.pq_per_ident.get(ident, 0) + 1
-    room.joins_total += 1
-    room.join_times.append(now)
+    room.join_prequeue(_client(data), handle, int(data["joined"]), data.get("ret"))
 
 
 def _prequeue_draw(ctx: _Ctx, data: Mapping[str, Any]) -> None:
@@ -327,7 +308,7 @@ def _promote(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     elif slot:
         room.credit = max(0, room.credit - SLOT)
     room.last_tick = now
-    room._promote(t, slot=slot, now=now)
+    room.promote(t, slot=slot, now=now)
 
 
 def _admit(ctx: _Ctx, data: Mapping[str, Any]) -> None:
@@ -338,13 +319,12 @@ def _admit(ctx: _Ctx, data: Mapping[str, Any]) -> None:
         t = _ticket(room, data["n"], "admitted")
         ctx.reclaimed_from[t.n] = (t.door, t.session_last)
         ctx.admitted_from.pop(t.n, None)
-        t.door = door
-        t.session_last = now
+        room.renew_door(t, door, now)
         return
     t = _ticket(room, data["n"], "passed")
     ctx.admitted_from[t.n] = (t.slot, t.bounced_at if t.n in room.bounced else None)
     ctx.reclaimed_from.pop(t.n, None)
-    room._admit(t, door, now)
+    room.admit(t, door, now)
 
 
 def _admit_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
@@ -363,46 +343,35 @@ def _admit_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     if reclaimed is None and t.n not in ctx.admitted_from and data.get("reclaim"):
         reclaimed = (_opt_bytes(data.get("prev")), t.session_last)
     if reclaimed is not None:
-        t.door, t.session_last = reclaimed
+        room.restore_door(t, *reclaimed)
         return
     slot, bounced_at = ctx.admitted_from.pop(t.n, (True, None))
-    room.sessions.discard(t.n)
-    t.door = None
-    t.state = "passed"
-    t.bounced_at = bounced_at
-    room.passes.add(t.n)
-    room._grant_slot(t, slot, room.clock.mono_ms())
-    if bounced_at is not None and not slot:
-        room.bounced.add(t.n)
+    room.revoke_admission(t, slot=slot, bounced_at=bounced_at)
 
 
 def _session_touch(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     t = _ticket(ctx.room, data["n"], "admitted")
-    t.session_last = t.session_touched = ctx.room.clock.mono_ms()
+    ctx.room.touch_session(t, ctx.room.clock.mono_ms())
 
 
 def _expire(ctx: _Ctx, data: Mapping[str, Any]) -> None:
-    ctx.room._finish(_ticket(ctx.room, data["n"], "passed"), "expired")
+    ctx.room.expire_pass(_ticket(ctx.room, data["n"], "passed"))
 
 
 def _session_end(ctx: _Ctx, data: Mapping[str, Any]) -> None:
-    ctx.room._finish(_ticket(ctx.room, data["n"], "admitted"), "expired")
+    ctx.room.end_session(_ticket(ctx.room, data["n"], "admitted"))
 
 
 def _reclaim(ctx: _Ctx, data: Mapping[str, Any]) -> None:
-    ctx.room._reclaim(_ticket(ctx.room, data["n"], "admitted"))
+    ctx.room.reclaim_session(_ticket(ctx.room, data["n"], "admitted"))
 
 
 def _bounce(ctx: _Ctx, data: Mapping[str, Any]) -> None:
-    t = _ticket(ctx.room, data["n"], "passed")
-    t.bounced_at = ctx.room.clock.mono_ms()
-    ctx.room.bounced.add(t.n)
+    ctx.room.bounce(_ticket(ctx.room, data["n"], "passed"), ctx.room.clock.mono_ms())
 
 
 def _slot_release(ctx: _Ctx, data: Mapping[str, Any]) -> None:
-    t = _ticket(ctx.room, data["n"], "passed")
-    ctx.room.slot_holders.discard(t.n)
-    t.slot = False
+    ctx.room.release_slot(_ticket(ctx.room, data["n"], "passed"))
 
 
 def _return_update(ctx: _Ctx, data: Mapping[str, Any]) -> None:
@@ -411,60 +380,27 @@ def _return_update(ctx: _Ctx, data: Mapping[str, Any]) -> None:
         entry = ctx.room.prequeue.get(str(data["h"]))
         if entry is None:
             raise _Inconsistent(f"pre-queue handle {data['h']} is not live")
-        entry.return_url = ret
+        ctx.room.update_return_url(entry, ret)
     else:
-        _ticket(ctx.room, data["n"]).return_url = ret
+        ctx.room.update_return_url(_ticket(ctx.room, data["n"]), ret)
 
 
 def _eject(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     room = ctx.room
     n = int(data["n"])
     if data.get("forgotten"):
-        if room.finished.pop(n, None) is None:
+        if not room.forget_finished(n):
             raise _Inconsistent(f"ticket {n} has no finished record to forget")
-        room._forget_ref(n)
         return
-    t = _ticket(room, n)
-    room._leave_line(t)
-    room._drop_pass_and_session(t)
-    t.state = "waiting"
-    t.reason = "ejected"
-    t.seq = room.line.push(n)
-    room.ejected_total += 1
+    room.eject_ticket(_ticket(room, n))
 
 
 def _purge(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     room = ctx.room
-    numbers = room.line.clear()
-    count = len(numbers) + len(room.prequeue)
+    count = len(room.line) + len(room.prequeue)
     if "count" in data and int(data["count"]) != count:
         raise _Inconsistent(f"purge of {count} places, the journal says {data['count']}")
-    for n in numbers:
-        t = room.tickets.get(n)
-        if t is not None:
-            t.seq = 0
-            room._finish(t, "purged")
-    room.per_ident.clear()
-    for handle in room.prequeue:
-        room.purged_handles[handle] = None
-    while len(room.purged_handles) > FINISHED_KEEP:
-        room.purged_handles.popitem(last=False)
-    room.prequeue.clear()
-    room.pq_per_ident.clear()
-
-
-def _unmint(room: Room, n: int) -> Ticket | Finished | None:
-    """The ticket leaves wherever it is (line, pass, session or finished record), uncharged."""
-    t = room.tickets.pop(n, None)
-    gone: Ticket | Finished | None = t
-    if t is not None:
-        room._leave_line(t)
-        room._drop_pass_and_session(t)
-    else:
-        gone = room.finished.pop(n, None)
-    if gone is not None:
-        room._forget_ref(n)
-    return gone
+    room.empty_line()
 
 
 def _forget_join_time(room: Room, at: int) -> None:
@@ -479,7 +415,7 @@ def _join_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     room = ctx.room
     n = int(data["n"])
     room.next_n = max(room.next_n, n + 1)
-    gone = _unmint(room, n)
+    gone = room.unmint(n)
     if gone is not None:
         room.joins_total = max(0, room.joins_total - 1)
         _forget_join_time(room, gone.joined_ms)
@@ -489,16 +425,11 @@ def _prequeue_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     """The same for a pre-queue entry — or for the ticket it was drawn as meanwhile."""
     room = ctx.room
     handle = str(data["h"])
-    entry = room.prequeue.pop(handle, None)
+    entry = room.withdraw_prequeue(handle)
     if entry is not None:
-        left = room.pq_per_ident.get(entry.ident, 0) - 1
-        if left > 0:
-            room.pq_per_ident[entry.ident] = left
-        else:
-            room.pq_per_ident.pop(entry.ident, None)
         joined = entry.joined_ms
     elif handle in room.drawn:
-        gone = _unmint(room, room.drawn.pop(handle))
+        gone = room.unmint(room.drawn.pop(handle))
         if gone is None:
             return
         joined = gone.joined_ms

@@ -18,7 +18,6 @@ Read this with the guide's "Passes vs sessions" and "Absent holders do not hold 
 from __future__ import annotations
 
 import heapq
-import secrets
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,8 +28,11 @@ from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import Event
 from queue_manager.engine.line import Line
 from queue_manager.engine.model import ClientId, RoomConfig
+from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
+from queue_manager.engine.states import DoorState, EffectiveState
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import Finished, PreEntry, Ticket, make_ref
+from queue_manager.engine.view import render_stats
 
 FINISHED_KEEP = 50_000
 BOUNCED_GRACE_SEC = 30  # how long a bounced pass-holder keeps a claim on the next free slot without polling
@@ -62,7 +64,7 @@ class Lookup:
 @dataclass(slots=True)
 class CheckResult:
     admit: bool
-    state: str | None = None  # admitted | bypass | unprotected
+    state: DoorState | None = None
     reason: str | None = None
     door_key: str | None = None  # raw key, only when a new one was issued
     ticket: Ticket | None = None
@@ -71,10 +73,32 @@ class CheckResult:
 
 
 class Room:
-    def __init__(self, cfg: RoomConfig, gen: int, clock: Clock, events: list[Event] | None = None) -> None:
+    """One room generation's live state.
+
+    The operations (``join``, ``status``, ``check``, ``tick``, ``eject``, ``purge`` …) decide what
+    happens; each change they make goes through one public *transition* (``join_line``,
+    ``promote``, ``admit``, ``expire_pass`` …), which changes the state and emits its event. A rebuild
+    from the journal (``replay.py``) calls the same transitions, so live play and replay cannot drift
+    apart. A transition decides nothing: the caller has checked that it applies (the ticket is in the
+    state the transition names) and picked the instant ``now`` (monotonic ms).
+
+    ``rng`` is where pre-queue handles and the draw's order come from (the system's secure source
+    unless given).
+    """
+
+    def __init__(
+        self,
+        cfg: RoomConfig,
+        gen: int,
+        clock: Clock,
+        events: list[Event] | None = None,
+        *,
+        rng: RandomSource = SYSTEM_RANDOM,
+    ) -> None:
         self.cfg = cfg
         self.gen = gen
         self.clock = clock
+        self.rng = rng
         self.next_n = 1
         self.tickets: dict[int, Ticket] = {}
         self.line = Line()
@@ -112,7 +136,7 @@ class Room:
         self.event_seq += 1
         self.events.append(Event(type_, self.cfg.id, self.gen, self.clock.wall_ms(), data, seq=self.event_seq))
 
-    def effective_state(self, now_ms: int | None = None) -> str:
+    def effective_state(self, now_ms: int | None = None) -> EffectiveState:
         if self.cfg.state == "bypass":
             return "bypass"
         opens = self.cfg.opens_at_ms
@@ -182,10 +206,8 @@ class Room:
                 continue
             real = self._slot_deadline(t)
             if real <= now:
-                self.slot_holders.discard(n)
-                t.slot = False
-                if t.pass_at + self.cfg.passed_ttl_sec * 1000 > now:  # else its expire (below) says it all
-                    self._emit("slot.release", n=n)
+                # a pass that lapses at this instant is not told twice: its expire (below) says it all
+                self.release_slot(t, journal=t.pass_at + self.cfg.passed_ttl_sec * 1000 > now)
             else:
                 heapq.heappush(heap, (real, n))
         heap = self._pass_heap
@@ -196,8 +218,7 @@ class Room:
             if t is None or t.state != "passed":
                 continue
             if t.pass_at + ttl <= now:
-                self._finish(t, "expired")
-                self._emit("expire", n=n)
+                self.expire_pass(t)
             else:
                 heapq.heappush(heap, (t.pass_at + ttl, n))
         heap = self._session_heap
@@ -208,8 +229,7 @@ class Room:
                 continue
             real = self._session_deadline(t)
             if real <= now:
-                self._finish(t, "expired")
-                self._emit("session.end", n=n)
+                self.end_session(t)
             else:
                 heapq.heappush(heap, (real, n))
 
@@ -217,11 +237,14 @@ class Room:
         opens = self.cfg.opens_at_ms
         if not self.prequeue or (opens is not None and now_ms < opens):
             return  # a cancelled drop (opensAt null) with people waiting opens now
-        order = draw_order(self.prequeue.values())
-        self.apply_draw(order)
+        self.draw()
+
+    def draw(self) -> None:
+        """Draw the pre-queue into the line now, in an order drawn from ``rng``."""
+        self.apply_draw(draw_order(self.prequeue.values(), self.rng))
 
     def apply_draw(self, order: list[str]) -> None:
-        """Turn the pre-queue into the FIFO line in the drawn order (recorded, never recomputed)."""
+        """Transition: the pre-queue becomes the FIFO line in ``order`` (drawn once, then recorded)."""
         numbers = []
         for handle in order:
             entry = self.prequeue.pop(handle)
@@ -265,7 +288,7 @@ class Room:
                 break
             t = self.tickets[head[1]]
             if self._absent(t.seen, now):
-                self._promote(t, slot=False, now=now)
+                self.promote(t, slot=False, now=now)
                 promoted += 1
                 continue
             if self.credit < SLOT:
@@ -274,13 +297,230 @@ class Room:
             if free is not None and free <= 0:
                 break
             self.credit -= SLOT
-            self._promote(t, slot=True, now=now)
+            self.promote(t, slot=True, now=now)
             promoted += 1
         if self.credit > SLOT:
             self.credit = SLOT  # the one-slot bank
         return promoted
 
     # ------------------------------------------------------------------ transitions
+    #
+    # Live play and replay both change the room only through these. Each names what happens, leaves
+    # every index (line, per-address counts, pass/slot/session sets, deadline heaps, Refs) consistent
+    # with the tickets, and emits its event (a replay discards them: the journal already has them).
+
+    def join_line(self, client: ClientId, joined_ms: int, return_url: str | None, reason: str | None) -> Ticket:
+        """A new place at the back of the line, charged to the address and counted as a join.
+
+        ``reason`` says why the visitor's presented token was not a live place (kept on the ticket).
+        """
+        t = self._mint(client.ident, client.fp, client.fp2, client.cookie, joined_ms, return_url, charge=True)
+        t.reason = reason
+        self._emit("join", n=t.n, reason=reason, **_arrival(client, joined_ms, return_url))
+        return t
+
+    def join_prequeue(self, client: ClientId, handle: str, joined_ms: int, return_url: str | None) -> PreEntry:
+        """A pre-queue entry (before the doors open): no number yet, counted against preQueueMaxPerIp."""
+        now = self.clock.mono_ms()
+        entry = PreEntry(handle, client.ident, client.fp, client.fp2, client.cookie, joined_ms, now, return_url)
+        self.prequeue[handle] = entry
+        self.pq_per_ident[client.ident] = self.pq_per_ident.get(client.ident, 0) + 1
+        self.joins_total += 1
+        self.join_times.append(now)
+        self._emit("prequeue.join", h=handle, **_arrival(client, joined_ms, return_url))
+        return entry
+
+    def promote(self, t: Ticket, *, slot: bool, now: int) -> None:
+        """A waiting ticket gets its pass (holding a capacity slot when ``slot``); the pass expires
+        ``passedTtlSec`` after ``now``. The event records the credit left after it."""
+        self._leave_line(t)
+        now_ms = self.clock.wall_ms()
+        t.state = "passed"
+        t.pass_at = now
+        if t.passed_ms is None:
+            t.passed_ms = now_ms
+            t.waited_ms = max(0, now_ms - t.joined_ms)
+        t.told = False
+        t.bounced_at = None
+        self.passes.add(t.n)
+        heapq.heappush(self._pass_heap, (now + self.cfg.passed_ttl_sec * 1000, t.n))
+        self._grant_slot(t, slot, now)
+        self.passes_total += 1
+        self.pass_times.append(now)
+        self._emit("promote", n=t.n, slot=slot, credit=self.credit)
+
+    def admit(self, t: Ticket, door_hash: bytes, now: int) -> None:
+        """A pass-holder walks in: the pass (and any slot or bounced claim) becomes a live session
+        keyed by ``door_hash``, starting at ``now``."""
+        self.passes.discard(t.n)
+        self.slot_holders.discard(t.n)
+        self.bounced.discard(t.n)
+        t.slot = False
+        t.bounced_at = None
+        t.state = "admitted"
+        t.door = door_hash
+        t.session_start = t.session_last = t.session_touched = now
+        self.sessions.add(t.n)
+        heapq.heappush(self._session_heap, (self._session_deadline(t), t.n))
+        self._emit("admit", n=t.n, door=door_hash.hex())
+
+    def renew_door(self, t: Ticket, door_hash: bytes, now: int) -> None:
+        """The cookie holder of a live session is let in again with a new door key (the old one void);
+        the session slides to ``now``."""
+        t.door = door_hash
+        self._slide(t, now, journal=False)
+        self._emit("admit", n=t.n, door=door_hash.hex(), reclaim=True)
+
+    def restore_door(self, t: Ticket, door_hash: bytes | None, session_last: int) -> None:
+        """A door renewal is taken back (its journal commit failed): the old key and slide again."""
+        t.door = door_hash
+        t.session_last = session_last
+
+    def revoke_admission(self, t: Ticket, *, slot: bool, bounced_at: int | None) -> None:
+        """An admission is taken back (its journal commit failed): the session is a pending pass again,
+        with the slot and the bounced claim it had before."""
+        self.sessions.discard(t.n)
+        t.door = None
+        t.state = "passed"
+        t.bounced_at = bounced_at
+        self.passes.add(t.n)
+        self._grant_slot(t, slot, self.clock.mono_ms())
+        if bounced_at is not None and not slot:
+            self.bounced.add(t.n)
+
+    def touch_session(self, t: Ticket, now: int) -> None:
+        """A session's slide to ``now`` reaches the journal (at most once a minute per session)."""
+        t.session_last = t.session_touched = now
+        self._emit("session.touch", n=t.n)
+
+    def reclaim_session(self, t: Ticket) -> None:
+        """The cookie holder takes their session back: a fresh pass, the old door key void."""
+        now = self.clock.mono_ms()
+        self.sessions.discard(t.n)
+        t.door = None
+        t.state = "passed"
+        t.pass_at = now
+        t.told = True
+        self.passes.add(t.n)
+        heapq.heappush(self._pass_heap, (now + self.cfg.passed_ttl_sec * 1000, t.n))
+        self._grant_slot(t, True, now)
+        self._emit("reclaim", n=t.n)
+
+    def bounce(self, t: Ticket, now: int) -> None:
+        """The door turns a pass without a slot away: it keeps its pass and, from ``now``, a claim on
+        the next free slot (see ``_active_bounced``)."""
+        t.bounced_at = now
+        self.bounced.add(t.n)
+        self._emit("bounce", n=t.n)
+
+    def release_slot(self, t: Ticket, *, journal: bool = True) -> None:
+        """An unused pass stops holding its capacity slot (claim window over, or its holder absent).
+        ``journal`` False: no event (the pass expires at the same instant and its ``expire`` says it)."""
+        self.slot_holders.discard(t.n)
+        t.slot = False
+        if journal:
+            self._emit("slot.release", n=t.n)
+
+    def expire_pass(self, t: Ticket) -> None:
+        """An unused pass runs out: the ticket is finished (``expired``)."""
+        self._finish(t, "expired")
+        self._emit("expire", n=t.n)
+
+    def end_session(self, t: Ticket) -> None:
+        """A session idles out or reaches sessionMaxSec: the ticket is finished (``expired``)."""
+        self._finish(t, "expired")
+        self._emit("session.end", n=t.n)
+
+    def update_return_url(self, holder: Ticket | PreEntry, return_url: str | None) -> None:
+        """A held place (ticket or pre-queue entry) is sent back to a different page when it gets in."""
+        holder.return_url = return_url
+        if isinstance(holder, Ticket):
+            self._emit("return.update", n=holder.n, ret=return_url)
+        else:
+            self._emit("return.update", h=holder.handle, ret=return_url)
+
+    def eject_ticket(self, t: Ticket) -> None:
+        """An operator revokes the pass and any session: the visitor goes to the back of the line,
+        waiting again (``ejected``); the place is not charged to the address again."""
+        self._leave_line(t)
+        self._drop_pass_and_session(t)
+        t.state = "waiting"
+        t.reason = "ejected"
+        t.line_seq = self.line.push(t.n)
+        self.ejected_total += 1
+        self._emit("eject", n=t.n)
+
+    def forget_finished(self, n: int) -> bool:
+        """An operator ejects a finished ticket: its record and Ref are forgotten. False: no such record."""
+        if self.finished.pop(n, None) is None:
+            return False
+        self._forget_ref(n)
+        self._emit("eject", n=n, forgotten=True)
+        return True
+
+    def empty_line(self) -> int:
+        """Every waiting ticket is finished (``purged``) and the pre-queue dropped (its handles
+        remembered as purged); passes and sessions stay. Returns how many places went."""
+        numbers = self.line.clear()
+        for n in numbers:
+            t = self.tickets.get(n)
+            if t is not None:
+                t.line_seq = 0
+                self._finish(t, "purged")
+        self.per_ident.clear()
+        dropped = len(self.prequeue)
+        for handle in self.prequeue:
+            self.purged_handles[handle] = None
+        while len(self.purged_handles) > FINISHED_KEEP:
+            self.purged_handles.popitem(last=False)
+        self.prequeue.clear()
+        self.pq_per_ident.clear()
+        self._emit("purge", count=len(numbers) + dropped)
+        return len(numbers) + dropped
+
+    def unmint(self, n: int) -> Ticket | Finished | None:
+        """A join is taken back (its journal commit failed): ticket ``n`` leaves wherever it is (line,
+        pass, session or finished record), uncharged, its Ref forgotten; the number stays used.
+        Returns what was removed (None: nothing held that number). The join counters are the caller's."""
+        t = self.tickets.pop(n, None)
+        gone: Ticket | Finished | None = t
+        if t is not None:
+            self._leave_line(t)
+            self._drop_pass_and_session(t)
+        else:
+            gone = self.finished.pop(n, None)
+        if gone is not None:
+            self._forget_ref(n)
+        return gone
+
+    def withdraw_prequeue(self, handle: str) -> PreEntry | None:
+        """A pre-queue join is taken back (its journal commit failed). None: no such entry."""
+        entry = self.prequeue.pop(handle, None)
+        if entry is not None:
+            left = self.pq_per_ident.get(entry.ident, 0) - 1
+            if left > 0:
+                self.pq_per_ident[entry.ident] = left
+            else:
+                self.pq_per_ident.pop(entry.ident, None)
+        return entry
+
+    def apply_config(self, cfg: RoomConfig, *, pacing: bool = True) -> None:
+        """New settings. A URL rule that did not change keeps its match counters; with ``pacing``, a
+        change of state or rate restarts the outflow clock (credit capped at the one-slot bank unless
+        active). Deadlines the new settings shorten are the caller's (``reschedule``)."""
+        old = self.cfg
+        kept = {(r.id, r.pattern, r.action): r for r in old.rules}
+        for rule in cfg.rules:
+            prev = kept.get((rule.id, rule.pattern, rule.action))
+            if prev is not None:
+                rule.matches, rule.last_match_ms = prev.matches, prev.last_match_ms
+        self.cfg = cfg
+        if pacing and (old.state != cfg.state or old.rate_per_minute != cfg.rate_per_minute):
+            self.last_tick = self.clock.mono_ms()
+            if cfg.state != "active":
+                self.credit = min(self.credit, SLOT)
+
+    # ------------------------------------------------------------------ the transitions' helpers
 
     def _mint(
         self,
@@ -308,7 +548,7 @@ class Room:
             seen=self.clock.mono_ms(),
             return_url=return_url,
         )
-        t.seq = self.line.push(n)
+        t.line_seq = self.line.push(n)
         self.tickets[n] = t
         if charge:
             self._charge(t)
@@ -333,9 +573,9 @@ class Room:
         self.last_tick = now
 
     def _leave_line(self, t: Ticket) -> None:
-        if t.seq:
-            self.line.remove(t.seq)
-            t.seq = 0
+        if t.line_seq:
+            self.line.remove(t.line_seq)
+            t.line_seq = 0
         if t.charged:
             t.charged = False
             left = self.per_ident.get(t.ident, 0) - 1
@@ -343,23 +583,6 @@ class Room:
                 self.per_ident[t.ident] = left
             else:
                 self.per_ident.pop(t.ident, None)
-
-    def _promote(self, t: Ticket, *, slot: bool, now: int) -> None:
-        self._leave_line(t)
-        now_ms = self.clock.wall_ms()
-        t.state = "passed"
-        t.pass_at = now
-        if t.passed_ms is None:
-            t.passed_ms = now_ms
-            t.waited_ms = max(0, now_ms - t.joined_ms)
-        t.told = False
-        t.bounced_at = None
-        self.passes.add(t.n)
-        heapq.heappush(self._pass_heap, (now + self.cfg.passed_ttl_sec * 1000, t.n))
-        self._grant_slot(t, slot, now)
-        self.passes_total += 1
-        self.pass_times.append(now)
-        self._emit("promote", n=t.n, slot=slot, credit=self.credit)
 
     def _grant_slot(self, t: Ticket, slot: bool, now: int) -> None:
         t.slot = slot
@@ -395,19 +618,6 @@ class Room:
             if not numbers:
                 del self.refs[ref]
 
-    def _admit(self, t: Ticket, door_hash: bytes, now: int) -> None:
-        self.passes.discard(t.n)
-        self.slot_holders.discard(t.n)
-        self.bounced.discard(t.n)
-        t.slot = False
-        t.bounced_at = None
-        t.state = "admitted"
-        t.door = door_hash
-        t.session_start = t.session_last = t.session_touched = now
-        self.sessions.add(t.n)
-        heapq.heappush(self._session_heap, (self._session_deadline(t), t.n))
-        self._emit("admit", n=t.n, door=door_hash.hex())
-
     # ------------------------------------------------------------------ visitor operations
 
     def resolve(self, presented: Presented | None, client: ClientId) -> Lookup:
@@ -442,16 +652,14 @@ class Room:
             t = found.ticket
             self.see(t)
             if return_url is not None and return_url != t.return_url:
-                t.return_url = return_url
-                self._emit("return.update", n=t.n, ret=return_url)
+                self.update_return_url(t, return_url)
             if t.state == "admitted" and client.cookie is not None and t.cookie == client.cookie:
-                self._reclaim(t)
+                self.reclaim_session(t)
             return found
         if found.pre is not None:
             self.see(found.pre)
             if return_url is not None and return_url != found.pre.return_url:
-                found.pre.return_url = return_url
-                self._emit("return.update", h=found.pre.handle, ret=return_url)
+                self.update_return_url(found.pre, return_url)
             return found
         state = self.effective_state()
         if state == "bypass":
@@ -461,42 +669,13 @@ class Room:
             limit = self.cfg.prequeue_max_per_ip
             if limit is not None and self.pq_per_ident.get(client.ident, 0) >= limit:
                 raise _identity_limit()
-            entry = PreEntry(
-                secrets.token_hex(8),
-                client.ident,
-                client.fp,
-                client.fp2,
-                client.cookie,
-                now_ms,
-                self.clock.mono_ms(),
-                return_url,
-            )
-            self.prequeue[entry.handle] = entry
-            self.pq_per_ident[client.ident] = self.pq_per_ident.get(client.ident, 0) + 1
-            self.joins_total += 1
-            self.join_times.append(self.clock.mono_ms())
-            self._emit("prequeue.join", h=entry.handle, **_arrival(client, now_ms, return_url))
+            entry = self.join_prequeue(client, self.rng.token_hex(8), now_ms, return_url)
             return Lookup(pre=entry, reason=found.reason, new=True)
         limit = self.cfg.queue_max_per_ip
         if limit is not None and self.per_ident.get(client.ident, 0) >= limit:
             raise _identity_limit()
-        t = self._mint(client.ident, client.fp, client.fp2, client.cookie, now_ms, return_url, charge=True)
-        t.reason = found.reason
-        self._emit("join", n=t.n, reason=found.reason, **_arrival(client, now_ms, return_url))
+        t = self.join_line(client, now_ms, return_url, found.reason)
         return Lookup(ticket=t, n=t.n, reason=found.reason, new=True)
-
-    def _reclaim(self, t: Ticket) -> None:
-        """The cookie holder takes their session back: a fresh pass, the old door key void."""
-        now = self.clock.mono_ms()
-        self.sessions.discard(t.n)
-        t.door = None
-        t.state = "passed"
-        t.pass_at = now
-        t.told = True
-        self.passes.add(t.n)
-        heapq.heappush(self._pass_heap, (now + self.cfg.passed_ttl_sec * 1000, t.n))
-        self._grant_slot(t, True, now)
-        self._emit("reclaim", n=t.n)
 
     def status(self, client: ClientId, presented: Presented | None) -> Lookup:
         """A poll (or a stream frame): marks the holder seen, and told when a pass is shown."""
@@ -544,9 +723,7 @@ class Room:
                 )
             if client.cookie is not None and t.cookie == client.cookie:
                 new_door = _mint_door(new_door)
-                t.door = new_door[1]
-                self._slide(t, now, journal=False)
-                self._emit("admit", n=t.n, door=new_door[1].hex(), reclaim=True)
+                self.renew_door(t, new_door[1], now)
                 return CheckResult(
                     True,
                     state="admitted",
@@ -568,12 +745,10 @@ class Room:
         if not t.slot:
             free = self._free_slots(now, older_than=t.n)
             if free is not None and free <= 0:
-                t.bounced_at = now
-                self.bounced.add(t.n)
-                self._emit("bounce", n=t.n)
+                self.bounce(t, now)
                 return CheckResult(False, reason="at_capacity", ticket=t, rule=rule_id)
         new_door = _mint_door(new_door)
-        self._admit(t, new_door[1], now)
+        self.admit(t, new_door[1], now)
         return CheckResult(
             True,
             state="admitted",
@@ -626,8 +801,7 @@ class Room:
         """A door check slides the session; the journal hears of it at most once a minute per session."""
         t.session_last = now
         if journal and now - t.session_touched >= TOUCH_EVERY_MS:
-            t.session_touched = now
-            self._emit("session.touch", n=t.n)
+            self.touch_session(t, now)
 
     def reschedule(self) -> None:
         """Settings that shorten a clock changed: push fresh deadlines so the sweep sees them now."""
@@ -650,49 +824,19 @@ class Room:
         self.advance()
         t = self.tickets.get(n)
         if t is None:
-            if self.finished.pop(n, None) is not None:
-                self._forget_ref(n)
-                self._emit("eject", n=n, forgotten=True)
-                return True
-            return False
-        self._leave_line(t)
-        self._drop_pass_and_session(t)
-        t.state = "waiting"
-        t.reason = "ejected"
-        t.seq = self.line.push(n)  # back of the line; the place is not charged to the address again
-        self.ejected_total += 1
-        self._emit("eject", n=n)
+            return self.forget_finished(n)
+        self.eject_ticket(t)
         return True
 
     def purge(self) -> int:
         """Empty the line; passes, sessions and the room itself survive."""
         self.advance()
-        numbers = self.line.clear()
-        for n in numbers:
-            t = self.tickets.get(n)
-            if t is not None:
-                t.seq = 0
-                self._finish(t, "purged")
-        self.per_ident.clear()
-        dropped = len(self.prequeue)
-        for handle in self.prequeue:
-            self.purged_handles[handle] = None
-        while len(self.purged_handles) > FINISHED_KEEP:
-            self.purged_handles.popitem(last=False)
-        self.prequeue.clear()
-        self.pq_per_ident.clear()
-        self._emit("purge", count=len(numbers) + dropped)
-        return len(numbers) + dropped
+        return self.empty_line()
 
     # ------------------------------------------------------------------ reading
 
     def position(self, t: Ticket) -> int | None:
-        return self.line.position(t.seq) if t.seq else None
-
-    def eta_sec(self, position: int | None) -> int | None:
-        if position is None or self.effective_state() != "active" or self.cfg.rate_per_minute <= 0:
-            return None
-        return max(1, -(-position * 60 // self.cfg.rate_per_minute))
+        return self.line.position(t.line_seq) if t.line_seq else None
 
     def last_minute(self, times: deque[int]) -> int:
         cutoff = self.clock.mono_ms() - 60_000
@@ -708,35 +852,27 @@ class Room:
 
     def stats(self) -> dict[str, Any]:
         self.advance()
-        cap = self.cfg.max_concurrent
-        waiting = len(self.line)
-        passed_min = self.last_minute(self.pass_times)
-        est = None
-        if waiting and self.effective_state() == "active" and self.cfg.rate_per_minute > 0:
-            est = -(-waiting * 60 // self.cfg.rate_per_minute)
-        holding = len(self.passes) - len(self.slot_holders)
-        return {
-            "effectiveState": self.effective_state(),
-            "generation": self.gen,
-            "waiting": waiting,
-            "preQueue": len(self.prequeue),
-            "activeSessions": len(self.sessions),
-            "pendingEntry": len(self.passes),
-            "passesOutstanding": len(self.passes),
-            "holdingPasses": holding,
-            "occupancy": self.occupancy(),
-            "capacity": cap,
-            "joinsLastMinute": self.last_minute(self.join_times),
-            "passedLastMinute": passed_min,
-            "oldestWaitSec": round(self.oldest_wait_sec(), 3),
-            "estWaitSec": est,
-            "joinsTotal": self.joins_total,
-            "passesTotal": self.passes_total,
-            "unscopedChecks": self.unscoped_checks,
-            "blockedReturnUrls": self.blocked_returns,
-            "nextTicket": self.next_n,
-            "rules": [r.stats() for r in self.cfg.rules],
-        }
+        head = self.line.head()
+        return render_stats(
+            self.cfg,
+            self.gen,
+            self.effective_state(),
+            self.clock.wall_ms(),
+            waiting=len(self.line),
+            pre_queue=len(self.prequeue),
+            sessions=len(self.sessions),
+            passes=len(self.passes),
+            slot_holders=len(self.slot_holders),
+            joins_last_minute=self.last_minute(self.join_times),
+            passed_last_minute=self.last_minute(self.pass_times),
+            head_joined_ms=None if head is None else self.tickets[head[1]].joined_ms,
+            joins_total=self.joins_total,
+            passes_total=self.passes_total,
+            unscoped_checks=self.unscoped_checks,
+            blocked_returns=self.blocked_returns,
+            next_ticket=self.next_n,
+            rule_counts=[(r.matches, r.last_match_ms) for r in self.cfg.rules],
+        )
 
     def lookup(self, query: str) -> dict[str, Any]:
         """The visitor drill-down: by ticket number or Ref code."""
@@ -832,9 +968,11 @@ def _identity_limit() -> EngineError:
     return err
 
 
-def draw_order(entries: Iterable[PreEntry]) -> list[str]:
-    """The crypto-grade round-robin draw: an identity's k-th entry is drawn behind every identity's (k-1)-th."""
-    rng = secrets.SystemRandom()
+def draw_order(entries: Iterable[PreEntry], rng: RandomSource) -> list[str]:
+    """The round-robin draw: an identity's k-th entry is drawn behind every identity's (k-1)-th.
+
+    Every permutation comes from ``rng`` (the room's source: crypto-grade unless a test seeds one).
+    """
     by_ident: dict[str, list[str]] = {}
     for entry in entries:
         by_ident.setdefault(entry.ident, []).append(entry.handle)

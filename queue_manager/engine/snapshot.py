@@ -26,19 +26,21 @@ import heapq
 from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 
 from queue_manager.clock import Clock
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import ROOM_FIELDS, RoomConfig, apply_fields, normalise_body
+from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
 from queue_manager.engine.room import Room
+from queue_manager.engine.states import TicketState
 from queue_manager.engine.ticket import Finished, PreEntry, Ticket, make_ref
 
 SNAPSHOT_VERSION = 1
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
-_STATES = ("waiting", "passed", "admitted")
+_STATES: tuple[TicketState, ...] = get_args(TicketState)
 
 
 class SnapshotError(ValueError):
@@ -161,19 +163,19 @@ def _opt_int(data: Mapping[str, Any], key: str) -> int | None:
     return None if data.get(key) is None else _int(data, key)
 
 
-def load(data: Mapping[str, Any], clock: Clock, events: list[Event]) -> Room:
-    """Build a live room from a checkpoint, on ``clock``; every holder is seen now."""
+def load(data: Mapping[str, Any], clock: Clock, events: list[Event], *, rng: RandomSource = SYSTEM_RANDOM) -> Room:
+    """Build a live room from a checkpoint, on ``clock``, drawing from ``rng``; every holder is seen now."""
     if data.get("v") != SNAPSHOT_VERSION:
         raise SnapshotError(f"checkpoint version {data.get('v')!r} is not {SNAPSHOT_VERSION}")
     try:
-        return _load(data, clock, events)
+        return _load(data, clock, events, rng)
     except SnapshotError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise SnapshotError(f"malformed checkpoint: {err!r}") from err
 
 
-def _load(data: Mapping[str, Any], clock: Clock, events: list[Event]) -> Room:
+def _load(data: Mapping[str, Any], clock: Clock, events: list[Event], rng: RandomSource) -> Room:
     cfg = config_from_public(data["config"])
     if cfg.id != data["room"]:
         raise SnapshotError(f"checkpoint of room {data['room']!r} carries the config of {cfg.id!r}")
@@ -186,7 +188,7 @@ def _load(data: Mapping[str, Any], clock: Clock, events: list[Event]) -> Room:
     def mono_set(value: int) -> int:
         return value + shift if value else 0
 
-    room = Room(cfg, _int(data, "gen"), clock, events)
+    room = Room(cfg, _int(data, "gen"), clock, events, rng=rng)
     room.event_seq = _int(data, "seq")
     room.next_n = _int(data, "next")
     room.credit = _int(data, "credit")
@@ -229,9 +231,9 @@ def _load(data: Mapping[str, Any], clock: Clock, events: list[Event]) -> Room:
 
     for n in data["line"]:
         waiting = room.tickets.get(n)
-        if waiting is None or waiting.state != "waiting" or waiting.seq:
+        if waiting is None or waiting.state != "waiting" or waiting.line_seq:
             raise SnapshotError(f"line entry {n!r} is not a waiting ticket (or is listed twice)")
-        waiting.seq = room.line.push(n)
+        waiting.line_seq = room.line.push(n)
     if len(room.line) != sum(1 for t in room.tickets.values() if t.state == "waiting"):
         raise SnapshotError("a waiting ticket is missing from the line")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from queue_manager.engine.states import TicketState
+
 _REF_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32: no I, L, O, U
 
 
@@ -25,9 +27,9 @@ class Ticket:
     joined_ms: int
     seen: int  # monotonic ms the holder was last seen
     return_url: str | None = None
-    seq: int = 0  # place in the line while waiting
+    line_seq: int = 0  # the line sequence number of its place while waiting (0: not in line)
     charged: bool = False  # counted against queueMaxPerIp (an ejected place is not)
-    state: str = "waiting"  # waiting | passed | admitted
+    state: TicketState = "waiting"
     reason: str | None = None  # why the visitor was put back (ejected, expired, …)
     passed_ms: int | None = None  # first promotion (kept across reclaims and ejects' re-grants)
     waited_ms: int | None = None

@@ -1,19 +1,36 @@
-"""What a visitor is told: a store-independent snapshot the HTTP layer renders."""
+"""What a visitor and an operator are told, rendered once for every store.
+
+The functions here are pure: each store gathers its raw numbers (the memory store from a live
+``Room``, the Valkey store from a Lua reply) and hands them to the same renderer, so the ETA, the
+pass expiry and the room stats are computed in exactly one place. (The Lua scripts compute what
+they need for their own decisions in Lua; the store equivalence tests hold both sides together.)
+
+* ``eta_sec``: the wait estimate for a place (or a line) of that length.
+* ``render_visitor_view``: a ``VisitorView`` from what a join or status resolved to.
+* ``render_stats``: the room stats of the operator API.
+* ``visitor_view``: ``render_visitor_view`` over a live ``Room`` (the memory store's path).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from queue_manager.engine.room import Lookup, Room
+from queue_manager.engine.model import RoomConfig
+from queue_manager.engine.states import EffectiveState, TicketState, ViewState
 from queue_manager.engine.ticket import make_ref
+
+if TYPE_CHECKING:
+    from queue_manager.engine.room import Lookup, Room
 
 
 @dataclass(slots=True)
 class VisitorView:
     room_id: str
     gen: int
-    state: str  # scheduled | waiting | passed | admitted | expired | bypass
-    room_state: str
+    state: ViewState
+    room_state: EffectiveState
     target_url: str
     rate_per_minute: int
     position: int | None = None
@@ -34,46 +51,184 @@ class VisitorView:
         return None if self.position is None else self.position - 1
 
 
-def visitor_view(room: Room, found: Lookup) -> VisitorView:
-    cfg = room.cfg
-    room_state = room.effective_state()
+def eta_sec(places: int | None, room_state: EffectiveState, rate_per_minute: int) -> int | None:
+    """Seconds until ``places`` more promotions at ``rate_per_minute`` (rounded up, at least 1).
+
+    None when nothing is waiting (``places`` None or 0) or the line does not move (the room is not
+    active, or its rate is 0).
+    """
+    if not places or room_state != "active" or rate_per_minute <= 0:
+        return None
+    return max(1, -(-places * 60 // rate_per_minute))
+
+
+def render_visitor_view(
+    cfg: RoomConfig,
+    gen: int,
+    room_state: EffectiveState,
+    now_wall: int,
+    now_mono: int,
+    *,
+    reason: str | None,
+    new: bool,
+    n: int | None = None,
+    handle: str | None = None,
+    pre_count: int | None = None,
+    finished_joined_ms: int | None = None,
+    ticket_state: TicketState | None = None,
+    ticket_reason: str | None = None,
+    joined_ms: int | None = None,
+    return_url: str | None = None,
+    position: int | None = None,
+    pass_at: int = 0,
+) -> VisitorView:
+    """The view of what a join or status resolved to, from raw numbers.
+
+    ``reason``/``new``: why the presented token was not a live place, and whether a place was just
+    made. Then one of: a pre-queue entry (``handle``, ``pre_count`` entries in all); a live ticket
+    ``n`` in ``ticket_state`` (its own ``ticket_reason``, ``position`` while waiting, ``pass_at``
+    monotonic ms while passed); or no live place (``n`` the number the token named, if any, and
+    ``finished_joined_ms`` when that ticket is finished). ``joined_ms``/``return_url`` belong to the
+    entry or ticket. ``now_wall``/``now_mono`` are the instant rendered at (ms).
+    """
     view = VisitorView(
         room_id=cfg.id,
-        gen=room.gen,
+        gen=gen,
         state="expired",
         room_state=room_state,
         target_url=cfg.target_url,
         rate_per_minute=cfg.rate_per_minute,
-        reason=found.reason,
-        new=found.new,
+        reason=reason,
+        new=new,
         opens_at_ms=cfg.opens_at_ms,
     )
-    if found.pre is not None:
+    if handle is not None:
         view.state = "scheduled"
-        view.handle = found.pre.handle
-        view.joined_ms = found.pre.joined_ms
-        view.pre_count = len(room.prequeue)
-        view.return_url = found.pre.return_url
+        view.handle = handle
+        view.joined_ms = joined_ms
+        view.pre_count = pre_count
+        view.return_url = return_url
         return view
+    if ticket_state is None or n is None:
+        if room_state == "bypass" and finished_joined_ms is None and n is None:
+            view.state = "bypass"
+        if finished_joined_ms is not None:
+            view.joined_ms = finished_joined_ms
+        return view
+    view.ticket = n
+    view.ref = make_ref(cfg.id, gen, n)
+    view.joined_ms = joined_ms
+    view.return_url = return_url
+    view.reason = ticket_reason if reason is None else reason
+    view.state = ticket_state
+    if ticket_state == "waiting":
+        view.position = position
+        view.eta_sec = eta_sec(position, room_state, cfg.rate_per_minute)
+    elif ticket_state == "passed":
+        view.pass_expires_ms = now_wall + (pass_at + cfg.passed_ttl_sec * 1000 - now_mono)
+    return view
+
+
+def render_stats(
+    cfg: RoomConfig,
+    gen: int,
+    room_state: EffectiveState,
+    now_wall: int,
+    *,
+    waiting: int,
+    pre_queue: int,
+    sessions: int,
+    passes: int,
+    slot_holders: int,
+    joins_last_minute: int,
+    passed_last_minute: int,
+    head_joined_ms: int | None,
+    joins_total: int,
+    passes_total: int,
+    unscoped_checks: int,
+    blocked_returns: int,
+    next_ticket: int,
+    rule_counts: Sequence[tuple[int, int | None]],
+) -> dict[str, Any]:
+    """The room stats of the operator API, from raw counts.
+
+    ``passes`` counts unused passes, ``slot_holders`` those of them holding a capacity slot;
+    ``head_joined_ms`` is when the ticket at the front of the line joined (None: nobody waits);
+    ``rule_counts`` holds (matches, last match ms) for each of ``cfg.rules``, in order.
+    """
+    oldest = 0.0 if head_joined_ms is None else max(0.0, (now_wall - head_joined_ms) / 1000.0)
+    return {
+        "effectiveState": room_state,
+        "generation": gen,
+        "waiting": waiting,
+        "preQueue": pre_queue,
+        "activeSessions": sessions,
+        "pendingEntry": passes,
+        "passesOutstanding": passes,
+        "holdingPasses": passes - slot_holders,
+        "occupancy": sessions + slot_holders,
+        "capacity": cfg.max_concurrent,
+        "joinsLastMinute": joins_last_minute,
+        "passedLastMinute": passed_last_minute,
+        "oldestWaitSec": round(oldest, 3),
+        "estWaitSec": eta_sec(waiting, room_state, cfg.rate_per_minute),
+        "joinsTotal": joins_total,
+        "passesTotal": passes_total,
+        "unscopedChecks": unscoped_checks,
+        "blockedReturnUrls": blocked_returns,
+        "nextTicket": next_ticket,
+        "rules": [
+            {**rule.to_public(), "matchCount": matches, "lastMatchAt": last}
+            for rule, (matches, last) in zip(cfg.rules, rule_counts, strict=True)
+        ],
+    }
+
+
+def visitor_view(room: Room, found: Lookup) -> VisitorView:
+    """The view of ``found`` in a live room, now."""
+    room_state = room.effective_state()
+    now_wall, now_mono = room.clock.wall_ms(), room.clock.mono_ms()
+    if found.pre is not None:
+        pre = found.pre
+        return render_visitor_view(
+            room.cfg,
+            room.gen,
+            room_state,
+            now_wall,
+            now_mono,
+            reason=found.reason,
+            new=found.new,
+            handle=pre.handle,
+            pre_count=len(room.prequeue),
+            joined_ms=pre.joined_ms,
+            return_url=pre.return_url,
+        )
     t = found.ticket
     if t is None:
-        if room_state == "bypass" and found.finished is None and found.n is None:
-            view.state = "bypass"
-        if found.finished is not None:
-            view.joined_ms = found.finished.joined_ms
-        return view
-    view.ticket = t.n
-    view.ref = make_ref(cfg.id, room.gen, t.n)
-    view.joined_ms = t.joined_ms
-    view.return_url = t.return_url
-    view.reason = t.reason if found.reason is None else found.reason
-    if t.state == "waiting":
-        view.state = "waiting"
-        view.position = room.position(t)
-        view.eta_sec = room.eta_sec(view.position)
-    else:
-        view.state = t.state
-        if t.state == "passed":
-            remaining = t.pass_at + cfg.passed_ttl_sec * 1000 - room.clock.mono_ms()
-            view.pass_expires_ms = room.clock.wall_ms() + remaining
-    return view
+        return render_visitor_view(
+            room.cfg,
+            room.gen,
+            room_state,
+            now_wall,
+            now_mono,
+            reason=found.reason,
+            new=found.new,
+            n=found.n,
+            finished_joined_ms=None if found.finished is None else found.finished.joined_ms,
+        )
+    return render_visitor_view(
+        room.cfg,
+        room.gen,
+        room_state,
+        now_wall,
+        now_mono,
+        reason=found.reason,
+        new=found.new,
+        n=t.n,
+        ticket_state=t.state,
+        ticket_reason=t.reason,
+        joined_ms=t.joined_ms,
+        return_url=t.return_url,
+        position=room.position(t) if t.state == "waiting" else None,
+        pass_at=t.pass_at,
+    )

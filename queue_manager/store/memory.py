@@ -13,6 +13,7 @@ from queue_manager.engine.engine import Engine
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import ClientId, RoomConfig
 from queue_manager.engine.policy import RoomPolicy, policy_of
+from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
 from queue_manager.engine.room import CheckResult, NewDoor, Presented, Room
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.view import VisitorView, visitor_view
@@ -20,6 +21,7 @@ from queue_manager.store.base import ChangeListener
 
 
 def room_summary(room: Room) -> dict[str, Any]:
+    """The room's settings and its stats (rendered by ``engine.view.render_stats``)."""
     return {**room.cfg.to_public(), **room.stats()}
 
 
@@ -27,8 +29,9 @@ class MemoryStore:
     kind = "memory"
     immediate = True  # nothing here awaits: every coroutine finishes on its first step
 
-    def __init__(self, clock: Clock) -> None:
-        self.engine = Engine(clock)
+    def __init__(self, clock: Clock, *, rng: RandomSource = SYSTEM_RANDOM) -> None:
+        """``rng``: where pre-queue handles and draws come from (the system's secure source by default)."""
+        self.engine = Engine(clock, rng=rng)
         self._listeners: list[ChangeListener] = []
         self._policies: dict[str, tuple[RoomConfig, RoomPolicy]] = {}
         self.events_total = 0

@@ -37,6 +37,7 @@ from queue_manager.engine.engine import Engine
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import ClientId
+from queue_manager.engine.randomness import SystemRandomSource
 from queue_manager.engine.room import TOUCH_EVERY_MS, Presented, Room
 from queue_manager.engine.ticket import make_ref
 from queue_manager.engine.view import visitor_view
@@ -95,7 +96,7 @@ def _prunes_lapsed_claims() -> bool:
     clock = FakeClock()
     room = Engine(clock).upsert({"id": "p", "targetUrl": TARGET, "presenceSec": 5})[0]
     t = room._mint("x", b"f", None, None, 0, None, charge=False)
-    room._promote(t, slot=False, now=clock.mono_ms())
+    room.promote(t, slot=False, now=clock.mono_ms())
     t.bounced_at = clock.mono_ms()
     room.bounced.add(t.n)
     room._active_bounced(clock.mono_ms() + 10_000)
@@ -107,16 +108,16 @@ def deterministic() -> Iterator[None]:
     """Pre-queue handles and the draw order made deterministic, so two rooms can be driven alike."""
     handles = itertools.count(1)
 
-    def token_hex(nbytes: int | None = None) -> str:
+    def token_hex(self: SystemRandomSource, nbytes: int) -> str:
         return f"{next(handles):016x}"
 
-    def draw_order(entries: Any) -> list[str]:
-        return [e.handle for e in sorted(entries, key=lambda e: e.handle)]
+    def shuffle(self: SystemRandomSource, items: list[str]) -> None:
+        items.sort()
 
+    # every room built without a source of its own (Run's, a rebuilt one) uses the system source
     with (
-        mock.patch.object(room_module.secrets, "token_hex", token_hex),
-        mock.patch.object(room_module, "draw_order", draw_order),
-        mock.patch("queue_manager.engine.engine.draw_order", draw_order),
+        mock.patch.object(SystemRandomSource, "token_hex", token_hex),
+        mock.patch.object(SystemRandomSource, "shuffle", shuffle),
     ):
         yield
 

@@ -3,7 +3,8 @@ lockstep, must give identical answers after every step: visitor views, door chec
 summaries, look-ups, errors and the events (type, seq, ts, data).
 
 Only what is random by design differs, and is mapped between the runs: pre-queue handles. The
-draw's permutation is made the same on both sides by giving room.draw_order a seeded generator.
+draw's permutation is made the same on both sides by giving each store a random source whose
+draws come from a generator seeded alike (``_SeededDraw``).
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ import dataclasses
 import hashlib
 import random
 import secrets
-import types
 import uuid
 from typing import Any, ClassVar
-from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -25,7 +24,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 from redis.asyncio import Redis
 
-import queue_manager.engine.room as room_module
 from queue_manager.clock import FakeClock
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import Event
@@ -72,7 +70,7 @@ class Equivalence(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.clock_m = FakeClock()
         self.clock_v = FakeClock()
-        self.mem = MemoryStore(self.clock_m)
+        self.mem = MemoryStore(self.clock_m, rng=_SeededDraw())
         self.captured: list[Event] = []
         original = self.mem.engine.drain_events
 
@@ -85,7 +83,9 @@ class Equivalence(RuleBasedStateMachine):
         self.redis = Redis.from_url(VALKEY_URL, decode_responses=False)
         self.prefix = f"qmeq:{uuid.uuid4().hex[:12]}:"
         self.journal = RecordingJournal()
-        self.val = ValkeyStore(self.redis, prefix=self.prefix, clock=self.clock_v, journal=self.journal, sweep_max=7)
+        self.val = ValkeyStore(
+            self.redis, prefix=self.prefix, clock=self.clock_v, journal=self.journal, sweep_max=7, rng=_SeededDraw()
+        )
         self.run(self.val.start())
         self.browsers = [Browser(i) for i in range(6)]
         self.handles: dict[str, str] = {}  # valkey handle -> memory handle
@@ -246,7 +246,7 @@ class Equivalence(RuleBasedStateMachine):
                 return r
             t = None if r.ticket is None else dataclasses.asdict(r.ticket)
             if t is not None:
-                t.pop("seq")  # the Python line's own bookkeeping
+                t.pop("line_seq")  # the Python line's own bookkeeping
             return (r.admit, r.state, r.reason, r.door_key, r.session_expires_ms, r.rule, t)
 
         assert fields(v) == fields(m)
@@ -446,9 +446,19 @@ class Equivalence(RuleBasedStateMachine):
         self.upsert(maxConcurrent=cap)
 
 
-def _seeded_secrets() -> types.SimpleNamespace:
-    """room.py's ``secrets`` with a seeded draw: both stores draw the same permutation."""
-    return types.SimpleNamespace(token_hex=secrets.token_hex, SystemRandom=lambda: random.Random(20260101))
+class _SeededDraw:
+    """A random source with handles from the system and draws from a seeded generator: two stores
+    given one each draw the same permutations (the Valkey store mints a handle on every join, the
+    memory store only for the pre-queue, so the handles must not move the draws' generator)."""
+
+    def __init__(self) -> None:
+        self._rng = random.Random(20260101)
+
+    def token_hex(self, nbytes: int) -> str:
+        return secrets.token_hex(nbytes)
+
+    def shuffle(self, items: list[str]) -> None:
+        self._rng.shuffle(items)
 
 
 async def _reachable() -> None:
@@ -462,16 +472,15 @@ def test_memory_and_valkey_answer_alike() -> None:
         loop.run_until_complete(_reachable())
     finally:
         loop.close()
-    with mock.patch.object(room_module, "secrets", _seeded_secrets()):
-        run_state_machine_as_test(
-            Equivalence,
-            settings=settings(
-                max_examples=60,
-                stateful_step_count=40,
-                deadline=None,
-                suppress_health_check=[HealthCheck.too_slow],
-            ),
-        )
+    run_state_machine_as_test(
+        Equivalence,
+        settings=settings(
+            max_examples=60,
+            stateful_step_count=40,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
     # the random runs reached the common kinds of change (else the comparison proves little)
     assert {"join", "promote", "room.update"} <= set(SEEN), SEEN
 
@@ -487,59 +496,58 @@ def test_long_runs_with_a_crowd(seed: int) -> None:
         loop.close()
     rng = random.Random(seed)
     seen_before = collections.Counter(SEEN)
-    with mock.patch.object(room_module, "secrets", _seeded_secrets()):
-        machine = Equivalence()
-        machine.browsers = [Browser(i) for i in range(24)]
-        try:
-            machine.create(
-                rate=600,
-                cap=2 + seed % 2,
-                presence=5,
-                pttl=(30, 130)[seed % 2],
-                sttl=10,
-                smax=None,
-                qmax=3,
-                pqmax=2,
-                state="active",
-                opens_in=10_000,
-                rules=seed == 3,
-            )
-            for _ in range(500):
-                op = rng.random()
-                who = rng.randrange(len(machine.browsers))
-                if op < 0.28:
-                    machine.join(who, rng.choice([None, f"{TARGET}/cart"]))
-                elif op < 0.45:
-                    machine.status(who)
-                elif op < 0.7:
-                    machine.check(who, rng.choice(URLS), rng.choice(["own", "own", "none", "wrong"]))
-                elif op < 0.9:
-                    machine.tick(rng.choice([1000, 1000, 1000, 2000, rng.randrange(0, 8_000)]))
-                elif op < 0.93:
-                    machine.operate("eject", rng.randrange(1, 40), who, rng.choice(["number", "ref"]), "", URLS[1])
-                elif op < 0.95:
-                    machine.reconfigure(
-                        rng.choice(
-                            [
-                                {"maxConcurrent": rng.choice([1, 3, 5])},
-                                {"presenceSec": rng.choice([None, 5, 30])},
-                                {"sessionMaxSec": rng.choice([None, 20])},
-                                {"rate": rng.choice([60, 600])},
-                                {"state": rng.choice(["active", "paused"])},
-                            ]
-                        )
+    machine = Equivalence()
+    machine.browsers = [Browser(i) for i in range(24)]
+    try:
+        machine.create(
+            rate=600,
+            cap=2 + seed % 2,
+            presence=5,
+            pttl=(30, 130)[seed % 2],
+            sttl=10,
+            smax=None,
+            qmax=3,
+            pqmax=2,
+            state="active",
+            opens_in=10_000,
+            rules=seed == 3,
+        )
+        for _ in range(500):
+            op = rng.random()
+            who = rng.randrange(len(machine.browsers))
+            if op < 0.28:
+                machine.join(who, rng.choice([None, f"{TARGET}/cart"]))
+            elif op < 0.45:
+                machine.status(who)
+            elif op < 0.7:
+                machine.check(who, rng.choice(URLS), rng.choice(["own", "own", "none", "wrong"]))
+            elif op < 0.9:
+                machine.tick(rng.choice([1000, 1000, 1000, 2000, rng.randrange(0, 8_000)]))
+            elif op < 0.93:
+                machine.operate("eject", rng.randrange(1, 40), who, rng.choice(["number", "ref"]), "", URLS[1])
+            elif op < 0.95:
+                machine.reconfigure(
+                    rng.choice(
+                        [
+                            {"maxConcurrent": rng.choice([1, 3, 5])},
+                            {"presenceSec": rng.choice([None, 5, 30])},
+                            {"sessionMaxSec": rng.choice([None, 20])},
+                            {"rate": rng.choice([60, 600])},
+                            {"state": rng.choice(["active", "paused"])},
+                        ]
                     )
-                elif op < 0.965:
-                    machine.schedule(rng.choice([None, 4_000]), ..., None)
-                elif op < 0.975:
-                    machine.operate("purge", 1, who, "number", "", URLS[1])
-                elif op < 0.98:
-                    machine.delete_or_recreate(600, 3, 0)
-                else:
-                    machine.do_visit("steal", who, None, None, "own")
-                machine.same_summary_and_lookups()
-        finally:
-            machine.teardown()
+                )
+            elif op < 0.965:
+                machine.schedule(rng.choice([None, 4_000]), ..., None)
+            elif op < 0.975:
+                machine.operate("purge", 1, who, "number", "", URLS[1])
+            elif op < 0.98:
+                machine.delete_or_recreate(600, 3, 0)
+            else:
+                machine.do_visit("steal", who, None, None, "own")
+            machine.same_summary_and_lookups()
+    finally:
+        machine.teardown()
     seen = SEEN - seen_before
     assert {"join", "promote", "admit"} <= set(seen), seen
     LONG_RUNS[seed] = seen

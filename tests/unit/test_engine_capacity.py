@@ -475,4 +475,4 @@ def test_capacity_invariants_under_random_traffic(visitor, cap, presence, ttl, s
         charged = [room.tickets[n] for n in room.line if room.tickets[n].charged]
         assert sum(room.per_ident.values()) == len(charged)
         assert all(room.tickets[n].charged or room.tickets[n].reason == "ejected" for n in room.line)
-        assert [t.n for t in sorted(waiting, key=lambda t: t.seq)] == list(room.line)
+        assert [t.n for t in sorted(waiting, key=lambda t: t.line_seq)] == list(room.line)

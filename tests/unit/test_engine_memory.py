@@ -27,4 +27,4 @@ def test_a_long_line_answers_positions_and_the_head(
     assert len(room.line) == TICKETS
     for n in (1, 2, TICKETS // 3, TICKETS // 2, TICKETS - 1, TICKETS):
         assert room.position(room.tickets[n]) == n
-    assert room.line.head() == (room.tickets[1].seq, 1)
+    assert room.line.head() == (room.tickets[1].line_seq, 1)

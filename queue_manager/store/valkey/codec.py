@@ -1,9 +1,9 @@
 """What crosses the Lua boundary: the config in its stored form, and the raw replies rendered into
 the same answers the memory store gives (views, check results, look-ups, stats).
 
-The rendering mirrors ``engine/view.py`` and ``Room.describe`` / ``Room.stats`` line by line; the
-Lua scripts return integers only, and every float (``round(...)``) is computed here exactly as the
-engine computes it.
+The Lua scripts return integers only. Views and room stats are rendered by the engine's own
+renderer (``engine/view.py``) from the numbers a reply carries; the look-up record mirrors
+``Room.describe``, and every float (``round(...)``) is computed here exactly as the engine computes it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from queue_manager.engine.model import RoomConfig, apply_fields
 from queue_manager.engine.ticket import Ticket, make_ref
-from queue_manager.engine.view import VisitorView
+from queue_manager.engine.view import VisitorView, render_stats, render_visitor_view
 
 # The config fields the Lua rules read, in the order lua/prelude.lua's CONFIG_FIELDS lists them.
 CONFIG_FIELD_NAMES = (
@@ -97,60 +97,56 @@ def ticket_of(rec: dict[str, Any]) -> Ticket:
     )
 
 
-def eta_sec(position: int | None, effective: str, rate: int) -> int | None:
-    if position is None or effective != "active" or rate <= 0:
-        return None
-    return max(1, -(-position * 60 // rate))
-
-
 def visitor_view(
     room_id: str, gen: int, cfg: RoomConfig, r: dict[str, Any], now_wall: int, now_mono: int
 ) -> VisitorView:
-    """``engine.view.visitor_view`` over a join/status reply."""
+    """A join/status reply's raw numbers, rendered by ``engine.view.render_visitor_view``."""
     room_state = r["eff"]
-    view = VisitorView(
-        room_id=room_id,
-        gen=gen,
-        state="expired",
-        room_state=room_state,
-        target_url=cfg.target_url,
-        rate_per_minute=cfg.rate_per_minute,
-        reason=r.get("reason"),
-        new=bool(r.get("new")),
-        opens_at_ms=cfg.opens_at_ms,
-    )
     pre = r.get("pre")
     if pre is not None:
-        view.state = "scheduled"
-        view.handle = pre["h"]
-        view.joined_ms = pre["j"]
-        view.pre_count = r["pc"]
-        view.return_url = pre.get("ru")
-        return view
+        return render_visitor_view(
+            cfg,
+            gen,
+            room_state,
+            now_wall,
+            now_mono,
+            reason=r.get("reason"),
+            new=bool(r.get("new")),
+            handle=pre["h"],
+            pre_count=r["pc"],
+            joined_ms=pre["j"],
+            return_url=pre.get("ru"),
+        )
     t = r.get("t")
-    fin = r.get("fin")
     if t is None:
-        if room_state == "bypass" and fin is None and r.get("n") is None:
-            view.state = "bypass"
-        if fin is not None:
-            view.joined_ms = fin["j"]
-        return view
-    n = t["n"]
-    view.ticket = n
-    view.ref = make_ref(room_id, gen, n)
-    view.joined_ms = t["j"]
-    view.return_url = t.get("ru")
-    view.reason = t.get("r") if r.get("reason") is None else r["reason"]
-    if t["s"] == "waiting":
-        view.state = "waiting"
-        view.position = r.get("pos")
-        view.eta_sec = eta_sec(view.position, room_state, cfg.rate_per_minute)
-    else:
-        view.state = t["s"]
-        if t["s"] == "passed":
-            remaining = t["pa"] + cfg.passed_ttl_sec * 1000 - now_mono
-            view.pass_expires_ms = now_wall + remaining
-    return view
+        fin = r.get("fin")
+        return render_visitor_view(
+            cfg,
+            gen,
+            room_state,
+            now_wall,
+            now_mono,
+            reason=r.get("reason"),
+            new=bool(r.get("new")),
+            n=r.get("n"),
+            finished_joined_ms=None if fin is None else fin["j"],
+        )
+    return render_visitor_view(
+        cfg,
+        gen,
+        room_state,
+        now_wall,
+        now_mono,
+        reason=r.get("reason"),
+        new=bool(r.get("new")),
+        n=t["n"],
+        ticket_state=t["s"],
+        ticket_reason=t.get("r"),
+        joined_ms=t["j"],
+        return_url=t.get("ru"),
+        position=r.get("pos") if t["s"] == "waiting" else None,
+        pass_at=t.get("pa", 0),
+    )
 
 
 def describe(room_id: str, gen: int, d: dict[str, Any], now_wall: int, now_mono: int) -> dict[str, Any]:
@@ -197,43 +193,32 @@ def describe(room_id: str, gen: int, d: dict[str, Any], now_wall: int, now_mono:
 
 
 def stats(gen: int, cfg: RoomConfig, r: dict[str, Any], now_wall: int) -> dict[str, Any]:
-    """``Room.stats`` over a stats reply."""
-    effective = r["eff"]
-    waiting = r["waiting"]
-    est = None
-    if waiting and effective == "active" and cfg.rate_per_minute > 0:
-        est = -(-waiting * 60 // cfg.rate_per_minute)
-    head_joined = r.get("head_joined")
-    oldest = 0.0 if head_joined is None else max(0.0, (now_wall - head_joined) / 1000.0)
+    """A stats reply's raw numbers, rendered by ``engine.view.render_stats``."""
     rules_raw = r.get("rules") or []
-    rules = []
-    for i, rule in enumerate(cfg.rules):
+    rule_counts: list[tuple[int, int | None]] = []
+    for i in range(len(cfg.rules)):
         counts = rules_raw[i] if i < len(rules_raw) else [0]
-        last = counts[1] if len(counts) > 1 else None
-        rules.append({**rule.to_public(), "matchCount": counts[0], "lastMatchAt": last})
-    passes, slots, sessions = r["passes"], r["slots"], r["sessions"]
-    return {
-        "effectiveState": effective,
-        "generation": gen,
-        "waiting": waiting,
-        "preQueue": r["pq"],
-        "activeSessions": sessions,
-        "pendingEntry": passes,
-        "passesOutstanding": passes,
-        "holdingPasses": passes - slots,
-        "occupancy": sessions + slots,
-        "capacity": cfg.max_concurrent,
-        "joinsLastMinute": r["jlm"],
-        "passedLastMinute": r["plm"],
-        "oldestWaitSec": round(oldest, 3),
-        "estWaitSec": est,
-        "joinsTotal": r["joins"],
-        "passesTotal": r["passes_total"],
-        "unscopedChecks": r["unscoped"],
-        "blockedReturnUrls": r["blocked"],
-        "nextTicket": r["next"],
-        "rules": rules,
-    }
+        rule_counts.append((counts[0], counts[1] if len(counts) > 1 else None))
+    return render_stats(
+        cfg,
+        gen,
+        r["eff"],
+        now_wall,
+        waiting=r["waiting"],
+        pre_queue=r["pq"],
+        sessions=r["sessions"],
+        passes=r["passes"],
+        slot_holders=r["slots"],
+        joins_last_minute=r["jlm"],
+        passed_last_minute=r["plm"],
+        head_joined_ms=r.get("head_joined"),
+        joins_total=r["joins"],
+        passes_total=r["passes_total"],
+        unscoped_checks=r["unscoped"],
+        blocked_returns=r["blocked"],
+        next_ticket=r["next"],
+        rule_counts=rule_counts,
+    )
 
 
 def rule_stats(rst: list[str]) -> dict[int, tuple[int, int | None]]:

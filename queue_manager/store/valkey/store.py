@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from queue_manager.engine.model import (
     parse_opens_at,
 )
 from queue_manager.engine.policy import RoomPolicy, policy_of
+from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
 from queue_manager.engine.room import CheckResult, NewDoor, Presented
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import PreEntry, make_ref
@@ -113,7 +113,8 @@ class ValkeyStore:
 
     ``redis`` is a URL (the store owns the connection) or a ``redis.asyncio.Redis`` client
     (``decode_responses=False``). ``clock`` defaults to a SharedClock anchored at ``start()``.
-    ``journal.commit(events)`` is awaited before a change is acknowledged.
+    ``journal.commit(events)`` is awaited before a change is acknowledged. ``rng`` is where
+    pre-queue handles and the draw's order come from (the system's secure source by default).
     """
 
     kind = "valkey"
@@ -129,6 +130,7 @@ class ValkeyStore:
         sweep_max: int = 5000,
         promote_max: int = 10_000,
         config_fresh_sec: float = CONFIG_FRESH_SEC,
+        rng: RandomSource = SYSTEM_RANDOM,
     ) -> None:
         if isinstance(redis, str):
             self._redis: Redis = open_client(redis)  # waits for a free connection; hiredis packs
@@ -141,6 +143,7 @@ class ValkeyStore:
         self.prefix = prefix
         self.clock: Clock = clock if clock is not None else SharedClock()
         self.journal = journal
+        self.rng = rng
         self.sweep_max = sweep_max  # deadlines one call may process (more: the store calls again)
         self.promote_max = promote_max  # promotions one tick call may make (more: called again)
         self.config_fresh_sec = config_fresh_sec
@@ -346,9 +349,9 @@ class ValkeyStore:
         return out
 
     def _draw(self, room_id: str, reply: Reply) -> tuple[str, str, str]:
-        """The draw itself, in Python (crypto-grade, room.draw_order); the script applies it."""
+        """The draw itself, in Python (room.draw_order from ``rng``); the script applies it."""
         entries = [PreEntry(h, ident, b"", None, None, 0, 0) for h, ident in reply.get("entries") or []]
-        order = room_module.draw_order(entries)
+        order = room_module.draw_order(entries, self.rng)
         gen, first = int(reply["gen"]), int(reply["next"])
         refs = [make_ref(room_id, gen, first + i) for i in range(len(order))]
         return str(reply["ver"]), _json(order), _json(refs)
@@ -601,7 +604,7 @@ class ValkeyStore:
         self, room_id: str, client: ClientId, presented: Presented | None, return_url: str | None
     ) -> VisitorView:
         now = await self._now()
-        handle = secrets.token_hex(8)
+        handle = self.rng.token_hex(8)
         args = [*_client_args(client), *_presented_args(presented), return_url or "", handle]
         reply, events = await self._room_op("join", room_id, now, lambda _: args, refs=True)
         try:

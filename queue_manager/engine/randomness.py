@@ -1,0 +1,66 @@
+"""Where the engine's randomness comes from: pre-queue handles and the drop's draw.
+
+A ``RandomSource`` is passed where an engine (or a store) is built; the default is the operating
+system's secure source. A seeded source makes a draw repeatable, so a test can replay one::
+
+    rng = SeededRandom(7)
+    order = draw_order(entries, rng)   # the same order for every SeededRandom(7)
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from typing import Protocol
+
+_SYSTEM = secrets.SystemRandom()
+
+
+class RandomSource(Protocol):
+    def token_hex(self, nbytes: int) -> str:
+        """``nbytes`` random bytes as hex (a pre-queue handle)."""
+
+    def shuffle(self, items: list[str]) -> None:
+        """Put ``items`` in a random order, in place (the draw)."""
+
+
+class SystemRandomSource:
+    """The operating system's secure source (``secrets``): what every room uses unless told otherwise.
+
+    It holds no state, so every room (and every copy of one) shares the one instance.
+    """
+
+    __slots__ = ()
+
+    def token_hex(self, nbytes: int) -> str:
+        return secrets.token_hex(nbytes)
+
+    def shuffle(self, items: list[str]) -> None:
+        _SYSTEM.shuffle(items)
+
+    def __copy__(self) -> SystemRandomSource:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> SystemRandomSource:
+        return self
+
+
+class SeededRandom:
+    """A repeatable source: the same seed gives the same handles and the same draws, in the same order.
+
+    Never for a live room (it is predictable); for tests and for replaying a draw.
+    """
+
+    __slots__ = ("_rng",)
+
+    def __init__(self, seed: int | str) -> None:
+        self._rng = random.Random(seed)
+
+    def token_hex(self, nbytes: int) -> str:
+        return self._rng.randbytes(nbytes).hex()
+
+    def shuffle(self, items: list[str]) -> None:
+        self._rng.shuffle(items)
+
+
+SYSTEM_RANDOM: RandomSource = SystemRandomSource()
