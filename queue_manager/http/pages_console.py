@@ -2,66 +2,77 @@
 
 ``/`` is charged to the "pages" budget (WAITING_LIMIT_PER_MIN per address, see pageguard) and served
 ``no-store`` with a strict CSP (nothing but this origin). Assets are named by a hash of their content
-(``/assets/console-<hash>.js``) and served ``immutable``: a deploy changes the name, never the bytes.
+(``/assets/console-<hash>.js``) and served ``immutable`` through web/static.py: a deploy changes the name, never
+the bytes.
+
+The script is a set of ES modules, every ``*.js`` file directly under web/console: ``console.js`` is the entry the
+page loads with ``<script type="module">``, and each other module is served as ``console-<stem>-<hash>.js``. The
+modules import each other by file name (``./api.js``); static.hashed_assets rewrites those specifiers to the
+hashed names, so the browser only ever fetches immutable URLs and the CSP needs nothing beyond ``script-src 'self'``.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
 from queue_manager.http import pageguard
 from queue_manager.http.context import Context
 from queue_manager.http.wire import Request, Send, send_response
+from queue_manager.web import static
 
 PageHandler = Callable[[Context, Request, Send], Awaitable[None]]
 
-# (name in the page, file under web/console, content type)
-SOURCES = (
-    ("console.css", "console.css", "text/css; charset=utf-8"),
-    ("console.js", "console.js", "text/javascript; charset=utf-8"),
-    ("uplot.css", "vendor/uplot/uPlot.min.css", "text/css; charset=utf-8"),
-    ("uplot.js", "vendor/uplot/uPlot.iife.min.js", "text/javascript; charset=utf-8"),
+JS = "text/javascript; charset=utf-8"
+CSS = "text/css; charset=utf-8"
+# what the page names besides the modules: (name in the page, file under web/console, served stem, content type)
+STYLES_AND_VENDOR = (
+    ("console.css", "console.css", "console", CSS),
+    ("uplot.css", "vendor/uplot/uPlot.min.css", "uplot", CSS),
+    ("uplot.js", "vendor/uplot/uPlot.iife.min.js", "uplot", JS),
 )
+ENTRY = "console.js"
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'"
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Asset:
-    path: str
-    body: bytes
-    content_type: str
+def _folder() -> resources.abc.Traversable:
+    return resources.files("queue_manager.web").joinpath("console")
 
 
-def _read(name: str) -> bytes:
-    return resources.files("queue_manager.web").joinpath("console").joinpath(name).read_bytes()
+def sources() -> list[static.Source]:
+    """The console's files: its style, the vendored chart library, and every script module."""
+    folder = _folder()
+    out = [
+        static.Source(name, stem, folder.joinpath(file).read_bytes(), ctype)
+        for name, file, stem, ctype in STYLES_AND_VENDOR
+    ]
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.is_file() and entry.name.endswith(".js"):
+            stem = "console" if entry.name == ENTRY else "console-" + entry.name.removesuffix(".js")
+            out.append(static.Source(entry.name, stem, entry.read_bytes(), JS, module=True))
+    return out
 
 
 @cache
-def assets() -> dict[str, Asset]:
-    """Every console asset by its public path, plus the page's name for each ("console.js" -> Asset)."""
-    out: dict[str, Asset] = {}
-    for logical, file, ctype in SOURCES:
-        body = _read(file)
-        stem, ext = logical.rsplit(".", 1)
-        digest = hashlib.sha256(body).hexdigest()[:12]
-        asset = Asset(f"/assets/{stem}-{digest}.{ext}", body, ctype)
-        out[asset.path] = asset
-        out[logical] = asset
+def assets() -> dict[str, static.Asset]:
+    """Every console asset by its public path (``/assets/console-<hash>.js``) and by its source name
+    (``console.js``); named once per process."""
+    built = static.hashed_assets(sources(), spell=static.short_hash)
+    out = dict(built)
+    for asset in built.values():
+        out["/assets/" + asset.name] = asset
     return out
 
 
 @cache
 def page() -> bytes:
-    html = _read("index.html").decode("utf-8")
-    for logical, _, _ in SOURCES:  # relative, so the same page works under /__qm/ on an inline host
-        html = html.replace("{{" + logical + "}}", assets()[logical].path.lstrip("/"))
+    html = _folder().joinpath("index.html").read_text(encoding="utf-8")
+    for name, *_ in (*STYLES_AND_VENDOR, (ENTRY,)):  # relative, so the same page works under /__qm/ on an inline host
+        html = html.replace("{{" + name + "}}", "assets/" + assets()[name].name)
     return html.encode("utf-8")
 
 
@@ -97,15 +108,5 @@ async def _console(ctx: Context, req: Request, send: Send) -> None:
 
 
 async def _asset(ctx: Context, req: Request, send: Send) -> None:
-    asset = assets()[req.path]
-    await send_response(
-        send,
-        200,
-        asset.body,
-        [
-            (b"content-type", asset.content_type.encode()),
-            (b"cache-control", b"public, max-age=31536000, immutable"),
-            (b"x-content-type-options", b"nosniff"),
-        ],
-        req.method == "HEAD",
-    )
+    payload = await assets()[req.path].payload()
+    await static.serve(req, send, payload, [static.IMMUTABLE, static.NOSNIFF])

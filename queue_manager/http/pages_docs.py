@@ -5,15 +5,14 @@ URLs: ``/docs`` (index), ``/docs/<name>`` (``operations``, ``integration``, …)
 ``/docs/OPERATIONS.md`` and a trailing slash redirect to the canonical address.
 
 Every load is charged to the "pages" budget (pageguard). Each page is rendered once per version of the files it
-is made from (path, mtime, size), off the event loop, then served from memory: gzip when accepted, an ETag,
-``private, no-cache`` (a reload is a 304). The page carries a CSP with no script source at all.
+is made from (path, mtime, size), off the event loop, then served from memory through web/static.py: Brotli or gzip
+when accepted, an ETag per form, ``private, no-cache`` (a reload is a 304). The page carries a CSP with no script
+source at all.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gzip
-import hashlib
 import html
 import os
 from collections.abc import Awaitable, Callable
@@ -22,16 +21,15 @@ from functools import cache
 from pathlib import Path
 
 import queue_manager
-from queue_manager.http import negotiate, pageguard
+from queue_manager.http import pageguard
 from queue_manager.http.context import Context
-from queue_manager.http.wire import Request, Send
+from queue_manager.http.wire import Request, Send, send_response
+from queue_manager.web import static
 from queue_manager.web.docs import render
 
 PageHandler = Callable[[Context, Request, Send], Awaitable[None]]
 
 CACHE_CONTROL = (b"cache-control", b"private, no-cache")
-HTML_TYPE = (b"content-type", b"text/html; charset=utf-8")
-VARY = (b"vary", b"Accept-Encoding")
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 REFERRER = (b"referrer-policy", b"same-origin")
 
@@ -46,20 +44,15 @@ def default_docs_dir() -> Path:
 
 @dataclass(frozen=True)
 class Body:
-    """One page ready to send: the HTML, its gzip form, and an ETag for each."""
+    """One page ready to send: its status, language and payload (the HTML, its compressed forms, ETags)."""
 
     status: int
     lang: str
-    raw: bytes
-    gz: bytes
-    etag: bytes
-    etag_gz: bytes
+    payload: static.Payload
 
     @classmethod
     def of(cls, status: int, lang: str, text: str) -> Body:
-        raw = text.encode()
-        tag = hashlib.sha256(raw).hexdigest()[:20]
-        return cls(status, lang, raw, gzip.compress(raw, 9, mtime=0), f'"{tag}"'.encode(), f'"{tag}-gz"'.encode())
+        return cls(status, lang, static.Payload.of(text.encode(), "text/html; charset=utf-8"))
 
 
 class Library:
@@ -130,7 +123,7 @@ class Library:
                 f'<p lang="en">{render.UI["th"]["fallback_en"]}</p></div>'
             )
             main, content_lang = f'<div lang="en">{doc.body}</div>', "en"
-        footer = f'{ui["source"]} <code>{html.escape(source)}</code>'
+        footer = f"{ui['source']} <code>{html.escape(source)}</code>"
         text = render.page(
             lang=lang,
             title=doc.title,
@@ -159,7 +152,7 @@ class Library:
             items.append(f'<li><a href="{href}"{attr}>{html.escape(doc.title)}</a>{tag}{summary}</li>')
         listing = f'<ul class="guides">{"".join(items)}</ul>' if items else f"<p>{ui['not_installed']}</p>"
         main = f'<h1>{ui["index_title"]}</h1><p class="lede">{ui["index_lede"]}</p>{listing}'
-        footer = f'{ui["source"]} <code>docs/</code>'
+        footer = f"{ui['source']} <code>docs/</code>"
         text = render.page(lang=lang, title=ui["index_title"], main=main, footer=footer, base=base)
         return Body.of(200, lang, text)
 
@@ -214,14 +207,6 @@ def resolve(path: str) -> tuple[str, str | None, str | None]:
     return lang, name, (canonical if canonical != path else None)
 
 
-def _accepts_gzip(req: Request) -> bool:
-    return negotiate.accepts(req.header(b"accept-encoding"), "gzip")
-
-
-def _matches(req: Request, etags: tuple[bytes, ...]) -> bool:
-    return negotiate.etag_matches(req.headers.get(b"if-none-match"), *etags)
-
-
 async def _docs(ctx: Context, req: Request, send: Send) -> None:
     limits = await pageguard.admit(ctx, req, send, "pages")
     if limits is None:
@@ -231,41 +216,20 @@ async def _docs(ctx: Context, req: Request, send: Send) -> None:
     base = path_prefix(req)
     if canonical is not None:
         location = (base + canonical).encode()
-        await _send(send, 301, b"", [(b"location", location), CACHE_CONTROL, *limits], head)
+        await send_response(send, 301, b"", [(b"location", location), CACHE_CONTROL, *limits], head)
         return
     lib = library(ctx)
     body = not_found(lang, base) if name is None else await lib.page(lang, name, base)
     headers: list[tuple[bytes, bytes]] = [
-        HTML_TYPE,
         CACHE_CONTROL,
-        VARY,
         NOSNIFF,
         REFERRER,
         (b"content-security-policy", render.content_security_policy(base).encode()),
         (b"content-language", body.lang.encode()),
         *limits,
     ]
-    gz = _accepts_gzip(req)
-    if body.status == 200:
-        etag = body.etag_gz if gz else body.etag
-        headers.append((b"etag", etag))
-        if _matches(req, (body.etag, body.etag_gz)):
-            await _send(send, 304, b"", headers, True, length=False)
-            return
-    payload = body.raw
-    if gz:
-        headers.append((b"content-encoding", b"gzip"))
-        payload = body.gz
-    await _send(send, body.status, payload, headers, head)
-
-
-async def _send(
-    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]], head: bool, *, length: bool = True
-) -> None:
-    if length:
-        headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if head else body})
+    # only a guide is revalidated: the "no such guide" page carries no ETag
+    await static.serve(req, send, body.payload, headers, status=body.status, conditional=body.status == 200)
 
 
 def route(path: str) -> PageHandler | None:

@@ -2,66 +2,34 @@
 
 The page is rendered and compressed once per (room, name, language, prefix) and served from memory with
 ``private, no-cache`` and an ETag, so a reload during a long wait costs a 304. Its style and script are
-content-addressed (waiting-<hash>.css/.js, immutable for a year); the fonts are never compressed.
+content-addressed (waiting-<hash>.css/.js, immutable for a year); the fonts are never compressed. All of it goes
+out through web/static.py (one Payload per body, one serve()).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import html
-from dataclasses import dataclass
 
 from queue_manager.engine.model import ROOM_ID_RE
-from queue_manager.http import negotiate, pageguard
+from queue_manager.http import pageguard
 from queue_manager.http.context import Context
 from queue_manager.http.language import pick_language
 from queue_manager.http.wire import NO_STORE, Request, Send, send_response
-from queue_manager.web import asset
+from queue_manager.web import asset, static
 
 HTML_TYPE = (b"content-type", b"text/html; charset=utf-8")
 PAGE_CSP = (
     b"default-src 'none'; script-src 'self'; style-src 'self'; font-src 'self'; connect-src 'self'; "
     b"img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-IMMUTABLE = (b"cache-control", b"public, max-age=31536000, immutable")
 FONT_CACHE = (b"cache-control", b"public, max-age=604800")
 _CACHE_MAX = 4096
 
-
-@dataclass(frozen=True, slots=True)
-class Rendered:
-    body: bytes
-    gzip: bytes | None
-    br: bytes | None
-    etag: bytes
+_pages: dict[tuple[str, str, str, str], static.Payload] = {}
 
 
-_pages: dict[tuple[str, str, str, str], Rendered] = {}
-
-
-_assets: dict[str, asset.Static] | None = None
-
-
-async def built_assets() -> dict[str, asset.Static]:
-    """The hashed assets; hashed and compressed once, in a thread, the first time they are asked for."""
-    global _assets
-    if _assets is None:
-        _assets = await asyncio.to_thread(asset.waiting_assets)
-    return _assets
-
-
-def pick_encoding(req: Request) -> str | None:
-    """br, gzip or None (identity) from Accept-Encoding; an explicit q=0 refuses a coding."""
-    header = req.header(b"accept-encoding")
-    for coding in ("br", "gzip"):
-        if negotiate.accepts(header, coding):
-            return coding
-    return None
-
-
-def render(room_id: str, name: str, lang: str, prefix: str) -> Rendered:
+def render(room_id: str, name: str, lang: str, prefix: str) -> static.Payload:
     """The page for one room in one language, built once and kept."""
     key = (room_id, name, lang, prefix)
     hit = _pages.get(key)
@@ -87,36 +55,11 @@ def render(room_id: str, name: str, lang: str, prefix: str) -> Rendered:
     )
     for k, v in table.items():
         page = page.replace("{{" + k + "}}", html.escape(v))
-    body = page.encode()
-    digest = base64.urlsafe_b64encode(hashlib.sha256(body).digest()).decode()[:22]
-    rendered = Rendered(body, *asset.compressed(body), etag=f'"{digest}"'.encode())
+    rendered = static.Payload.of(page.encode(), "text/html; charset=utf-8")
     if len(_pages) >= _CACHE_MAX:
         _pages.clear()
     _pages[key] = rendered
     return rendered
-
-
-def etag_matches(req: Request, etag: bytes) -> bool:
-    return negotiate.etag_matches(req.headers.get(b"if-none-match"), etag)
-
-
-async def send_variant(
-    req: Request,
-    send: Send,
-    body: bytes,
-    gz: bytes | None,
-    br: bytes | None,
-    headers: list[tuple[bytes, bytes]],
-) -> None:
-    """200 with the best encoding the client accepts (Vary: Accept-Encoding)."""
-    coding = pick_encoding(req)
-    if coding == "br" and br is not None:
-        body = br
-        headers.append((b"content-encoding", b"br"))
-    elif coding in ("br", "gzip") and gz is not None:
-        body = gz
-        headers.append((b"content-encoding", b"gzip"))
-    await send_response(send, 200, body, headers, req.method == "HEAD")
 
 
 async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, prefix: str = "") -> None:
@@ -138,68 +81,36 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, pre
     page = _pages.get((room_id, name, lang, prefix))
     if page is None:  # Brotli at its best setting takes tens of ms: keep it off the event loop
         page = await asyncio.to_thread(render, room_id, name, lang, prefix)
-    common = [
-        (b"cache-control", b"private, no-cache"),
-        (b"etag", page.etag),
-        (b"vary", b"Accept-Encoding, Accept-Language, Cookie"),
-        *admitted,
-    ]
-    if etag_matches(req, page.etag):
-        await send({"type": "http.response.start", "status": 304, "headers": common})
-        await send({"type": "http.response.body", "body": b""})
-        return
     headers = [
-        HTML_TYPE,
-        *common,
+        (b"cache-control", b"private, no-cache"),
+        *admitted,
         (b"x-robots-tag", b"noindex"),
         (b"content-security-policy", PAGE_CSP),
         (b"x-content-type-options", b"nosniff"),
         (b"referrer-policy", b"no-referrer"),
     ]
-    await send_variant(req, send, page.body, page.gzip, page.br, headers)
+    await static.serve(req, send, page, headers, vary=b"Accept-Encoding, Accept-Language, Cookie")
+
+
+async def _not_found(req: Request, send: Send, what: bytes) -> None:
+    await send_response(
+        send, 404, what, [(b"content-type", b"text/plain; charset=utf-8"), NO_STORE], req.method == "HEAD"
+    )
 
 
 async def waiting_asset(ctx: Context, req: Request, send: Send) -> None:
     """GET/HEAD /assets/waiting-<hash>.css|.js: only this build's hashes; any other name is 404."""
-    name = req.path.removeprefix("/assets/")
-    found = (await built_assets()).get(name)
+    found = asset.waiting_assets().get(req.path.removeprefix("/assets/"))
     if found is None:
-        await send_response(
-            send,
-            404,
-            b"No such asset in this build.",
-            [(b"content-type", b"text/plain; charset=utf-8"), NO_STORE],
-            req.method == "HEAD",
-        )
+        await _not_found(req, send, b"No such asset in this build.")
         return
-    etag = f'"{name.split("-", 1)[1].rsplit(".", 1)[0]}"'.encode()
-    if etag_matches(req, etag):
-        await send({"type": "http.response.start", "status": 304, "headers": [IMMUTABLE, (b"etag", etag)]})
-        await send({"type": "http.response.body", "body": b""})
-        return
-    headers = [
-        (b"content-type", found.content_type.encode()),
-        IMMUTABLE,
-        (b"vary", b"Accept-Encoding"),
-        (b"x-content-type-options", b"nosniff"),
-        (b"etag", etag),
-    ]
-    await send_variant(req, send, found.body, found.gzip, found.br, headers)
+    await static.serve(req, send, await found.payload(), [static.IMMUTABLE, static.NOSNIFF])
 
 
 async def font_file(ctx: Context, req: Request, send: Send) -> None:
     """GET/HEAD /fonts/<file>: the woff2 files (never compressed: woff2 is Brotli inside) and their licence."""
-    name = req.path.removeprefix("/fonts/")
-    body = asset.font(name)
-    if body is None:
-        await send_response(
-            send,
-            404,
-            b"No such font.",
-            [(b"content-type", b"text/plain; charset=utf-8"), NO_STORE],
-            req.method == "HEAD",
-        )
+    found = asset.font(req.path.removeprefix("/fonts/"))
+    if found is None:
+        await _not_found(req, send, b"No such font.")
         return
-    ctype = b"font/woff2" if name.endswith(".woff2") else b"text/plain; charset=utf-8"
-    headers = [(b"content-type", ctype), FONT_CACHE, (b"x-content-type-options", b"nosniff")]
-    await send_response(send, 200, body, headers, req.method == "HEAD")
+    await static.serve(req, send, found, [FONT_CACHE, static.NOSNIFF])

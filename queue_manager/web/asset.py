@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
 import html
 import re
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
-import brotli  # type: ignore[import-untyped]
 import orjson
+
+from queue_manager.web import static
 
 
 @cache
@@ -22,29 +21,6 @@ def _text(name: str) -> str:
 
 
 LANGUAGES = ("en", "th", "es", "ja", "de")
-
-
-@dataclass(frozen=True, slots=True)
-class Static:
-    """One file served from memory: its body, compressed forms (None when not worth sending) and type."""
-
-    name: str
-    body: bytes
-    content_type: str
-    gzip: bytes | None
-    br: bytes | None
-
-
-def compressed(body: bytes) -> tuple[bytes | None, bytes | None]:
-    """(gzip, br) of body, each None when it would not be smaller."""
-    gz = gzip.compress(body, compresslevel=9, mtime=0)
-    br = brotli.compress(body, quality=11)
-    return (gz if len(gz) < len(body) else None), (br if len(br) < len(body) else None)
-
-
-def content_hash(body: bytes) -> str:
-    """The first 22 characters of the base64url SHA-256 of body: the name of a content-addressed asset."""
-    return base64.urlsafe_b64encode(hashlib.sha256(body).digest()).decode()[:22]
 
 
 @cache
@@ -60,16 +36,18 @@ def waiting_template() -> str:
 
 
 @cache
-def waiting_assets() -> dict[str, Static]:
+def waiting_assets() -> dict[str, static.Asset]:
     """The waiting page's style and script by their served name, waiting-<hash>.css / waiting-<hash>.js."""
     css = _text("waiting/waiting.css").encode()
     strings = orjson.dumps(waiting_strings()).decode().replace("</", "<\\/")
     js = ("var QM_STRINGS = " + strings + ";\n" + _text("waiting/waiting.js")).encode()
-    out: dict[str, Static] = {}
-    for ext, body, ctype in (("css", css, "text/css; charset=utf-8"), ("js", js, "text/javascript; charset=utf-8")):
-        name = f"waiting-{content_hash(body)}.{ext}"
-        out[name] = Static(name, body, ctype, *compressed(body))
-    return out
+    built = static.hashed_assets(
+        [
+            static.Source("waiting.css", "waiting", css, "text/css; charset=utf-8"),
+            static.Source("waiting.js", "waiting", js, "text/javascript; charset=utf-8"),
+        ]
+    )
+    return {a.name: a for a in built.values()}
 
 
 def waiting_asset_name(ext: str) -> str:
@@ -85,11 +63,14 @@ FONT_FILES = (
 
 
 @cache
-def font(name: str) -> bytes | None:
-    """A file of web/fonts/ (the four woff2 files and LICENSE.txt), or None for any other name."""
+def font(name: str) -> static.Payload | None:
+    """A file of web/fonts/ (the four woff2 files and LICENSE.txt), or None for any other name. Never compressed:
+    woff2 is Brotli inside."""
     if name not in FONT_FILES and name != "LICENSE.txt":
         return None
-    return resources.files("queue_manager.web").joinpath("fonts", name).read_bytes()
+    body = resources.files("queue_manager.web").joinpath("fonts", name).read_bytes()
+    ctype = "font/woff2" if name.endswith(".woff2") else "text/plain; charset=utf-8"
+    return static.Payload.of(body, ctype, compress=False)
 
 
 def script_json(value: Any) -> str:

@@ -1,0 +1,224 @@
+/* The room editor: the form for a new room or an existing one, URL targeting rules and their dry run. */
+import { $, $$, el, fmtInt, toast } from "./ui.js";
+import { may, state } from "./state.js";
+import { api } from "./api.js";
+import { head, openDialog } from "./dialogs.js";
+
+const FIELDS = [
+  ["name", "Display name", "text", "Shown on the waiting page."],
+  ["targetUrl", "Target URL", "url", "The protected site; its origin is always allowed."],
+  ["state", "State", ["active", "paused", "bypass"], "Bypass: no line, everyone admitted."],
+  ["ratePerMinute", "Rate per minute", "int", "0 lets nobody through."],
+  ["maxConcurrent", "Max concurrent", "int?", "Live sessions + unused passes in the claim window. Blank: no ceiling."],
+  ["passedTtlSec", "Pass valid (s)", "int", "How long a pass stays valid."],
+  ["sessionTtlSec", "Session idle (s)", "int", "A session ends after this long without a door check."],
+  ["sessionMaxSec", "Session max (s)", "int?", "Blank: no cap."],
+  ["presenceSec", "Presence (s)", "int?", "Holders unseen this long give slots back. Blank: off."],
+  ["queueMaxPerIp", "Places per address", "int?", "Blank: no limit."],
+  ["preQueueMaxPerIp", "Pre-queue per address", "int?", "Blank: no limit."],
+  ["opensAt", "Doors open (your local time)", "datetime", "Blank: no scheduled drop."],
+  ["onBackendDown", "When storage is down", ["closed", "open"], "STORE=valkey only."],
+  ["protection", "Bot protection", ["", "monitor", "enforce"], "Blank: the server default."],
+  ["returnOrigins", "Return origins", "lines", "One per line; https://*.shop.example covers subdomains."],
+  ["tagOrigins", "Tag origins", "lines?", "One per line. Blank: same as return origins."],
+  ["proxyOrigin", "Inline: internal address", "text?", "Blank: snippet room. Changing it needs the owner role."],
+];
+const DEFAULTS = { ratePerMinute: 60, passedTtlSec: 600, sessionTtlSec: 1800, presenceSec: 30, queueMaxPerIp: 16, preQueueMaxPerIp: 16 };
+function toLocalInput(iso) {
+  if (!iso) return "";
+  const d = new Date(iso); const p = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}`;
+}
+function openEditor(roomId, opener) {
+  const dlg = $("#dlg-editor");
+  const room = roomId ? state.rooms.get(roomId) : null;
+  const creating = !room;
+  const form = el("form", { novalidate: true });
+  const fields = el("div", { class: "grid2" });
+  const idField = el("div", { class: "field" }, el("label", { for: "ed-id", text: "Room id" }),
+    el("input", { id: "ed-id", name: "id", required: true, value: room ? room.id : "", readonly: room ? true : null, spellcheck: "false", autocomplete: "off" }),
+    el("span", { class: "help", text: "Letters, digits, - and _. Cannot change later." }));
+  fields.append(idField);
+  const inline = room && room.proxyOrigin;
+  for (const [key, label, kind, help] of FIELDS) {
+    const id = `ed-${key}`;
+    let input;
+    const v = room ? room[key] : undefined;
+    if (Array.isArray(kind)) {
+      input = el("select", { id, name: key }, kind.map((o) => el("option", { value: o, text: o || "server default" })));
+      input.value = key === "protection" ? (v && v.mode) || "" : v || kind[0];
+    } else if (kind === "lines" || kind === "lines?") {
+      input = el("textarea", { id, name: key, rows: "3", spellcheck: "false" });
+      input.value = (v || []).join("\n");
+    } else {
+      input = el("input", { id, name: key, type: kind.startsWith("int") ? "number" : kind === "datetime" ? "datetime-local" : "text", spellcheck: "false", autocomplete: "off" });
+      if (kind.startsWith("int")) input.min = "0";
+      input.value = kind === "datetime" ? toLocalInput(v) : v === null || v === undefined ? (creating && key in DEFAULTS ? String(DEFAULTS[key]) : "") : String(v);
+    }
+    const helpText = key === "proxyOrigin" && !may("owner") ? "Inline deployment needs the owner role; ask an owner to change it." : help;
+    if (key === "proxyOrigin" && !may("owner")) input.disabled = true;
+    if (key === "targetUrl" && inline && !may("owner")) input.disabled = true;
+    if (!may("team") && ["returnOrigins", "tagOrigins", "proxyOrigin"].includes(key)) continue;
+    fields.append(el("div", { class: "field", "data-field": key }, el("label", { for: id, text: label }), input, el("span", { class: "help", id: `${id}-help`, text: helpText })));
+    input.setAttribute("aria-describedby", `${id}-help`);
+  }
+  // threshold activation: the room stays open until joins/min stays above the threshold
+  const aa = (room && room.autoActivate) || { enabled: false, joinsPerMin: 120, sustainSec: 60, releaseAfterSec: 300 };
+  const num = (id, label, value) => el("div", { class: "field" }, el("label", { for: id, text: label }),
+    el("input", { id, type: "number", min: "0", value: String(value) }));
+  const autoSet = el("fieldset", { id: "ed-auto" }, el("legend", { text: "Threshold activation" }),
+    el("label", { class: "check" }, el("input", { type: "checkbox", id: "ed-aa-enabled", checked: aa.enabled ? true : null }),
+      " Put a queue up by itself when joins stay above the threshold"),
+    el("div", { class: "grid2" }, num("ed-aa-joins", "Joins per minute", aa.joinsPerMin),
+      num("ed-aa-sustain", "Sustained for (s)", aa.sustainSec), num("ed-aa-release", "Release after (s)", aa.releaseAfterSec)));
+  // URL targeting rules
+  const rulesBox = el("div", { class: "rules" });
+  const addRule = (rule) => {
+    const row = el("div", { class: "rule-row" },
+      el("input", { "aria-label": "Rule pattern", placeholder: "/checkout*", value: rule.pattern || "", spellcheck: "false" }),
+      (() => { const s = el("select", { "aria-label": "Rule action" }, el("option", { value: "queue", text: "queue" }), el("option", { value: "skip", text: "skip" })); s.value = rule.action || "queue"; return s; })(),
+      el("button", { type: "button", class: "btn small", onclick: () => row.remove() }, "Remove"));
+    if (rule.id) row.dataset.ruleId = rule.id;
+    rulesBox.append(row);
+    if (rule.pattern && rule.matchCount !== undefined) {
+      rulesBox.append(el("p", { class: "muted small rule-stat", text: rule.matchCount
+        ? `${fmtInt(rule.matchCount)} door checks matched · last ${new Date(rule.lastMatchAt).toLocaleString()}` : "never matched" }));
+    }
+  };
+  for (const rule of (room && room.rules) || []) addRule(rule);
+  const dry = el("input", { id: "ed-dry", placeholder: "https://shop.example/checkout/1", spellcheck: "false" });
+  const dryOut = el("p", { class: "result", role: "status", hidden: true });
+  const unscoped = room && room.unscopedChecks ? el("p", { class: "note warn", text: `${fmtInt(room.unscopedChecks)} door checks arrived with no page URL (an integration older than qm.js 1.2.0): they cannot be scoped and are queued as if unscoped.` }) : null;
+  const rulesSet = may("team") ? el("fieldset", {}, el("legend", { text: "URL targeting" }),
+    el("p", { class: "muted small", text: "First match wins; * matches anything; a pattern starting with / matches the path. No rules: every page is protected. Changes apply on the next check." }), unscoped, rulesBox,
+    el("div", {}, el("button", { type: "button", class: "btn small", onclick: () => addRule({}) }, "+ Add rule")),
+    creating ? null : el("div", { class: "row" }, el("div", { class: "field" }, el("label", { for: "ed-dry", text: "Dry run: which rule wins for a URL?" }), dry),
+      el("button", { type: "button", class: "btn", onclick: async () => {
+        try {
+          const res = await api("POST", `api/admin/rooms/${encodeURIComponent(room.id)}/rules/test`, { url: dry.value });
+          dryOut.hidden = false;
+          dryOut.textContent = describeMatch(res);
+        } catch (err) { dryOut.hidden = false; dryOut.textContent = `${err.message}${err.code ? " (" + err.code + ")" : ""}`; }
+        showOriginWarnings();
+      } }, "Test")), dryOut) : null;
+  // warnings under the dry run: a rule (or the URL tried) naming an origin this room will not return visitors to,
+  // worked out from the form as it stands, so they show before anything is saved
+  const warnBox = el("ul", { class: "warn-list", "aria-live": "polite", hidden: true });
+  const showOriginWarnings = () => {
+    const target = ($("#ed-targetUrl", form) || {}).value || (room && room.targetUrl) || "";
+    const listed = (($("#ed-returnOrigins", form) || {}).value || "").split("\n").map((x) => x.trim()).filter(Boolean);
+    const rules = $$(".rule-row", rulesBox).map((row) => $("input", row).value.trim()).filter(Boolean);
+    const tried = dry.value.trim() ? [["URL", dry.value.trim()]] : [];
+    const notes = [];
+    for (const [what, text] of [...rules.map((r) => ["Rule", r]), ...tried]) {
+      const origin = patternOrigin(text);
+      if (origin && !returnsTo(origin, target, listed)) {
+        notes.push(`${what} ${text} names ${origin}, an origin this room will not return visitors to (not the target URL's origin and not in Return origins): add it to Return origins, or visitors queued there are sent to the target URL instead.`);
+      }
+    }
+    warnBox.replaceChildren(...notes.map((n) => el("li", { text: "⚠ " + n })));
+    warnBox.hidden = !notes.length;
+  };
+  if (rulesSet) {
+    rulesSet.append(warnBox);
+    form.addEventListener("change", showOriginWarnings);
+    showOriginWarnings();
+  }
+  const err = el("p", { class: "error", role: "alert" });
+  form.append(el("div", { class: "dlg-body" }, fields, autoSet, rulesSet),
+    el("div", { class: "dlg-foot" }, err, el("button", { type: "button", class: "btn", onclick: () => dlg.close() }, "Cancel"),
+      el("button", { type: "submit", class: "btn primary" }, creating ? "Create room" : "Save changes")));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    err.textContent = "";
+    $$(".field.bad", form).forEach((f) => f.classList.remove("bad"));
+    let body;
+    try { body = collect(form, room, rulesBox); } catch (e) { err.textContent = e.message; return; }
+    try {
+      const res = await api("POST", "api/admin/rooms", body);
+      state.rooms.set(res.room.id, { ...(state.rooms.get(res.room.id) || {}), ...res.room });
+      toast(res.created ? `Created ${res.room.id}.` : `Saved ${res.room.id}.`);
+      dlg.close();
+    } catch (e) {
+      err.textContent = `${e.message}${e.code ? " (" + e.code + ")" : ""}`;
+      const f = e.body && e.body.field && $(`[data-field="${e.body.field}"]`, form);
+      if (f) { f.classList.add("bad"); $("input, select, textarea", f).focus(); }
+    }
+  });
+  dlg.replaceChildren(head(creating ? "New room" : `Edit ${room.id}`, "editor-h"), form);
+  openDialog("editor", opener, roomId);
+  (creating ? $("#ed-id") : $("#ed-name")).focus();
+}
+// "https://shop.example" for a rule pattern or URL naming an origin; null for a path pattern ("/checkout*")
+function patternOrigin(text) {
+  const m = /^(https?):\/\/([^/?#]+)/i.exec(text);
+  if (!m) return null;
+  return `${m[1].toLowerCase()}://${m[2].toLowerCase()}`;
+}
+const defaultPort = (scheme) => (scheme === "https" ? "443" : "80");
+function splitOrigin(origin) {
+  const m = /^(https?):\/\/(.*?)(?::(\d+))?$/.exec(origin);
+  return m ? { scheme: m[1], host: m[2], port: m[3] || defaultPort(m[1]) } : null;
+}
+// whether visitors may be returned to origin: the target URL's own origin, or one listed (https://*.x covers subdomains)
+function returnsTo(origin, targetUrl, listed) {
+  const o = splitOrigin(origin);
+  if (!o) return true;
+  const t = patternOrigin(targetUrl || "");
+  const all = [t, ...listed.map((x) => patternOrigin(x) || x.toLowerCase())].filter(Boolean).map(splitOrigin).filter(Boolean);
+  return all.some((p) => {
+    if (p.scheme !== o.scheme || p.port !== o.port) return false;
+    if (p.host.startsWith("*.")) {
+      const suffix = p.host.slice(1);
+      const host = o.host.startsWith("*.") ? o.host.slice(1) : o.host;
+      return host.endsWith(suffix) && (o.host.startsWith("*.") ? host.length >= suffix.length : host.length > suffix.length);
+    }
+    return p.host === o.host;
+  });
+}
+function describeMatch(res) {
+  if (!res) return "";
+  const verdict = res.protected === false ? "not protected (no queue)" : "protected (queued)";
+  if (res.rule) return `Rule ${res.rule.pattern} (${res.rule.action || "queue"}) wins: ${verdict}.`;
+  return `No rule wins: ${verdict}${res.why ? ", " + res.why : ""}.`;
+}
+function collect(form, room, rulesBox) {
+  const body = { id: $("#ed-id", form).value.trim() };
+  if (!body.id) throw new Error("The room needs an id.");
+  for (const [key, label, kind] of FIELDS) {
+    const input = $(`#ed-${key}`, form);
+    if (!input || input.disabled) continue;
+    const raw = input.value.trim();
+    let v;
+    if (Array.isArray(kind)) v = key === "protection" ? (raw ? { mode: raw } : null) : raw;
+    else if (kind === "int") { if (raw === "") throw new Error(`${label} needs a number.`); v = Number(raw); }
+    else if (kind === "int?") v = raw === "" ? null : Number(raw);
+    else if (kind === "datetime") v = raw ? new Date(raw).toISOString() : null;
+    else if (kind === "lines") v = raw ? raw.split(/\s*\n\s*/).filter(Boolean) : [];
+    else if (kind === "lines?") v = raw ? raw.split(/\s*\n\s*/).filter(Boolean) : null;
+    else if (kind === "text?") v = raw || null;
+    else v = raw === "" && key === "name" ? null : raw;
+    if (room) { const cur = room[key]; if (JSON.stringify(cur === undefined ? null : cur) === JSON.stringify(v)) continue; }
+    else if (v === null || (Array.isArray(v) && !v.length) || v === "") continue;
+    body[key] = v;
+  }
+  const aaNow = { enabled: $("#ed-aa-enabled", form).checked, joinsPerMin: Number($("#ed-aa-joins", form).value),
+    sustainSec: Number($("#ed-aa-sustain", form).value), releaseAfterSec: Number($("#ed-aa-release", form).value) };
+  const aaBefore = (room && room.autoActivate) || null;
+  const aaDefault = JSON.stringify(aaNow) === JSON.stringify({ enabled: false, joinsPerMin: 120, sustainSec: 60, releaseAfterSec: 300 });
+  if (aaBefore ? JSON.stringify(aaBefore) !== JSON.stringify(aaNow) : !aaDefault) body.autoActivate = aaNow;
+  if (rulesBox.isConnected) {
+    const rules = $$(".rule-row", rulesBox).map((row) => {
+      const [p, a] = $$("input, select", row);
+      if (!p.value.trim()) return null;
+      const r = { pattern: p.value.trim(), action: a.value };
+      if (row.dataset.ruleId) r.id = row.dataset.ruleId;
+      return r;
+    }).filter(Boolean);
+    const before = ((room && room.rules) || []).map((r) => ({ pattern: r.pattern, action: r.action || "queue" }));
+    if (JSON.stringify(before) !== JSON.stringify(rules.map((r) => ({ pattern: r.pattern, action: r.action })))) body.rules = rules;
+  }
+  return body;
+}
+
+export { openEditor };
