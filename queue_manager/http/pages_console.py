@@ -13,16 +13,14 @@ hashed names, so the browser only ever fetches immutable URLs and the CSP needs 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from functools import cache
 from importlib import resources
 
 from queue_manager.http import pageguard
 from queue_manager.http.context import Context
+from queue_manager.http.sendfile import serve_payload
 from queue_manager.http.wire import Request, Send, send_response
 from queue_manager.web import static
-
-PageHandler = Callable[[Context, Request, Send], Awaitable[None]]
 
 JS = "text/javascript; charset=utf-8"
 CSS = "text/css; charset=utf-8"
@@ -73,19 +71,18 @@ def page() -> bytes:
     html = _folder().joinpath("index.html").read_text(encoding="utf-8")
     for name, *_ in (*STYLES_AND_VENDOR, (ENTRY,)):  # relative, so the same page works under /__qm/ on an inline host
         html = html.replace("{{" + name + "}}", "assets/" + assets()[name].name)
+    # every other module announced up front: fetched in parallel, not one import level after another
+    preload = "".join(
+        f'<link rel="modulepreload" href="assets/{asset.name}">\n'
+        for source in sources()
+        if source.module and source.name != ENTRY
+        for asset in (assets()[source.name],)
+    )
+    html = html.replace("{{modulepreload}}\n", preload)
     return html.encode("utf-8")
 
 
-def route(path: str) -> PageHandler | None:
-    """The handler for a GET/HEAD page path this module serves, or None."""
-    if path == "/" or path == "/index.html":
-        return _console
-    if path.startswith("/assets/") and path in assets():
-        return _asset
-    return None
-
-
-async def _console(ctx: Context, req: Request, send: Send) -> None:
+async def console_page(ctx: Context, req: Request, send: Send) -> None:
     limit_headers = await pageguard.admit(ctx, req, send, "pages")
     if limit_headers is None:
         return
@@ -107,6 +104,11 @@ async def _console(ctx: Context, req: Request, send: Send) -> None:
     )
 
 
-async def _asset(ctx: Context, req: Request, send: Send) -> None:
-    payload = await assets()[req.path].payload()
-    await static.serve(req, send, payload, [static.IMMUTABLE, static.NOSNIFF])
+async def console_asset(ctx: Context, req: Request, send: Send) -> bool:
+    """Serve ``req.path`` if it is one of the console's assets; False if it is not."""
+    asset = assets().get(req.path)
+    if asset is None:
+        return False
+    payload = await asset.payload()
+    await serve_payload(req, send, payload, [static.IMMUTABLE, static.NOSNIFF])
+    return True

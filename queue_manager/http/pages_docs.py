@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import html
 import os
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -23,11 +22,10 @@ from pathlib import Path
 import queue_manager
 from queue_manager.http import pageguard
 from queue_manager.http.context import Context
+from queue_manager.http.sendfile import serve_payload
 from queue_manager.http.wire import Request, Send, send_response
 from queue_manager.web import static
 from queue_manager.web.docs import render
-
-PageHandler = Callable[[Context, Request, Send], Awaitable[None]]
 
 CACHE_CONTROL = (b"cache-control", b"private, no-cache")
 NOSNIFF = (b"x-content-type-options", b"nosniff")
@@ -207,7 +205,7 @@ def resolve(path: str) -> tuple[str, str | None, str | None]:
     return lang, name, (canonical if canonical != path else None)
 
 
-async def _docs(ctx: Context, req: Request, send: Send) -> None:
+async def docs_page(ctx: Context, req: Request, send: Send) -> None:
     limits = await pageguard.admit(ctx, req, send, "pages")
     if limits is None:
         return  # refused: pageguard answered 429
@@ -229,11 +227,4 @@ async def _docs(ctx: Context, req: Request, send: Send) -> None:
         *limits,
     ]
     # only a guide is revalidated: the "no such guide" page carries no ETag
-    await static.serve(req, send, body.payload, headers, status=body.status, conditional=body.status == 200)
-
-
-def route(path: str) -> PageHandler | None:
-    """The handler for a GET/HEAD page path this module serves, or None."""
-    if path == "/docs" or path.startswith("/docs/"):
-        return _docs
-    return None
+    await serve_payload(req, send, body.payload, headers, status=body.status, conditional=body.status == 200)

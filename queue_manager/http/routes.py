@@ -30,11 +30,8 @@ async def _asset(ctx: Context, req: Request, send: Send) -> None:
     """A content-hashed asset: the waiting page's or the console's."""
     if req.path.startswith("/assets/waiting-"):
         await waiting.waiting_asset(ctx, req, send)
-        return
-    page = pages_console.route(req.path)
-    if page is None:
+    elif not await pages_console.console_asset(ctx, req, send):
         raise HttpError(404, "not_found", "No such route.")
-    await page(ctx, req, send)
 
 
 ROOM = "/api/admin/rooms/{room}"
@@ -51,15 +48,15 @@ TABLE: tuple[Route, ...] = (
     v("GET", "/healthz", health.healthz, "Liveness and readiness of this instance."),
     v("GET", "/api/version", health.version, "Version and health of this instance."),
     # -- pages
-    v("GET", "/", pages_console._console, "The operator console."),
-    v("GET", "/index.html", pages_console._console, "The operator console."),
-    v("GET", "/w/{room...}", pages_visitor._waiting, "A room's waiting page."),
+    v("GET", "/", pages_console.console_page, "The operator console."),
+    v("GET", "/index.html", pages_console.console_page, "The operator console."),
+    v("GET", "/w/{room...}", pages_visitor.waiting_page, "A room's waiting page."),
     v("GET", "/assets/{file...}", _asset, "A content-hashed page asset (immutable)."),
     v("GET", "/fonts/{file...}", waiting.font_file, "A font of the waiting page."),
-    v("GET", "/offline.html", pages_visitor._offline, "The self-contained page shown while the queue is away."),
-    v("GET", "/origin-down.html", pages_visitor._origin_down, "The page shown while an inline app is down."),
-    v("GET", "/docs", pages_docs._docs, "The guides, in the reader's language."),
-    v("GET", "/docs/{page...}", pages_docs._docs, "One guide page."),
+    v("GET", "/offline.html", pages_visitor.offline_page, "The self-contained page shown while the queue is away."),
+    v("GET", "/origin-down.html", pages_visitor.origin_down_page, "The page shown while an inline app is down."),
+    v("GET", "/docs", pages_docs.docs_page, "The guides, in the reader's language."),
+    v("GET", "/docs/{page...}", pages_docs.docs_page, "One guide page."),
     # -- the admin API: the console's sign-in and this server
     v("POST", "/api/admin/session", admin.session_open, "Trade a key once for a console session cookie."),
     a("DELETE", "/api/admin/session", (), admin_team.session_close, "Sign the console out."),

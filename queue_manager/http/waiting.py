@@ -15,6 +15,7 @@ from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.http import pageguard
 from queue_manager.http.context import Context
 from queue_manager.http.language import pick_language
+from queue_manager.http.sendfile import serve_payload
 from queue_manager.http.wire import NO_STORE, Request, Send, send_response
 from queue_manager.web import asset, static
 
@@ -89,7 +90,7 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, pre
         (b"x-content-type-options", b"nosniff"),
         (b"referrer-policy", b"no-referrer"),
     ]
-    await static.serve(req, send, page, headers, vary=b"Accept-Encoding, Accept-Language, Cookie")
+    await serve_payload(req, send, page, headers, vary=b"Accept-Encoding, Accept-Language, Cookie")
 
 
 async def _not_found(req: Request, send: Send, what: bytes) -> None:
@@ -104,7 +105,7 @@ async def waiting_asset(ctx: Context, req: Request, send: Send) -> None:
     if found is None:
         await _not_found(req, send, b"No such asset in this build.")
         return
-    await static.serve(req, send, await found.payload(), [static.IMMUTABLE, static.NOSNIFF])
+    await serve_payload(req, send, await found.payload(), [static.IMMUTABLE, static.NOSNIFF])
 
 
 async def font_file(ctx: Context, req: Request, send: Send) -> None:
@@ -113,4 +114,4 @@ async def font_file(ctx: Context, req: Request, send: Send) -> None:
     if found is None:
         await _not_found(req, send, b"No such font.")
         return
-    await static.serve(req, send, found, [FONT_CACHE, static.NOSNIFF])
+    await serve_payload(req, send, found, [FONT_CACHE, static.NOSNIFF])

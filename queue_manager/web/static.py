@@ -2,7 +2,7 @@
 
 A :class:`Payload` is a body prepared once: its gzip and Brotli forms (each kept only when smaller), its content
 type, and a strong ETag per form, all named after one content hash (:func:`content_hash`, SHA-256 of the
-uncompressed body). :func:`serve` answers a GET/HEAD with it: the best form the client accepts, ``Vary:
+uncompressed body). ``http/assets.py`` answers a GET/HEAD with it: the best form the client accepts, ``Vary:
 Accept-Encoding``, the ETag of the form sent, and a 304 when If-None-Match names any of the forms' ETags.
 
 :func:`hashed_assets` turns a set of files into content-addressed assets (``<stem>-<hash>.<ext>``, served with
@@ -23,9 +23,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import brotli  # type: ignore[import-untyped]
-
-from queue_manager.http import negotiate
-from queue_manager.http.wire import Request, Send, send_response
 
 IMMUTABLE = (b"cache-control", b"public, max-age=31536000, immutable")
 NOSNIFF = (b"x-content-type-options", b"nosniff")
@@ -84,50 +81,9 @@ class Payload:
             return self.gzip
         return self.body
 
-    def coding_for(self, accept_encoding: str | None) -> str | None:
-        """br, gzip or None (uncompressed): the smallest form this payload has that the client accepts; an explicit
-        q=0 refuses a coding."""
-        for coding in ("br", "gzip"):
-            if self.form(coding) is not None and negotiate.accepts(accept_encoding, coding):
-                return coding
-        return None
-
     @property
     def compressible(self) -> bool:
         return self.gzip is not None or self.br is not None
-
-
-async def serve(
-    req: Request,
-    send: Send,
-    payload: Payload,
-    headers: list[tuple[bytes, bytes]],
-    *,
-    status: int = 200,
-    conditional: bool = True,
-    vary: bytes = b"Accept-Encoding",
-) -> None:
-    """Answer a GET/HEAD with payload and the caller's headers (cache-control, security headers, …).
-
-    Adds content-type, ``Vary`` (``vary`` names what else the answer depends on; plain Accept-Encoding is only
-    sent when there are compressed forms to choose from), the ETag of the form sent and content-encoding. With
-    ``conditional`` (the default) an If-None-Match naming any form's ETag is answered 304 with the same headers and
-    no body; without it (an error page) no ETag is sent at all."""
-    coding = payload.coding_for(req.header(b"accept-encoding"))
-    out = [(b"content-type", payload.content_type.encode()), *headers]
-    if payload.compressible or vary != b"Accept-Encoding":
-        out.append((b"vary", vary))
-    if conditional:
-        out.append((b"etag", payload.etag(coding)))
-        if negotiate.etag_matches(req.headers.get(b"if-none-match"), *payload.etags()):
-            await send({"type": "http.response.start", "status": 304, "headers": out})
-            await send({"type": "http.response.body", "body": b""})
-            return
-    body = payload.form(coding)
-    assert body is not None  # coding_for only names a form the payload has
-    if coding is not None:
-        out.append((b"content-encoding", coding.encode()))
-    await send_response(send, status, body, out, req.method == "HEAD")
 
 
 # ------------------------------------------------------------------------------------------ hashed assets

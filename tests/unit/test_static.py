@@ -8,6 +8,7 @@ import re
 import pytest
 
 from queue_manager.http import pages_console
+from queue_manager.http.sendfile import coding_for
 from queue_manager.web import static
 
 JS = "text/javascript; charset=utf-8"
@@ -24,15 +25,15 @@ def test_a_payload_has_one_etag_per_form_and_picks_the_smallest_form_accepted() 
     assert p.digest == static.content_hash(body) and len(p.digest) == 22
     assert p.etag() == f'"{p.digest}"'.encode()
     assert p.etags() == (p.etag(), p.etag("br"), p.etag("gzip"))
-    assert p.coding_for("gzip, br") == "br"
-    assert p.coding_for("gzip") == "gzip"
-    assert p.coding_for("br;q=0, gzip") == "gzip"
-    assert p.coding_for("br;q=0, gzip;q=0") is None and p.coding_for(None) is None
+    assert coding_for(p, "gzip, br") == "br"
+    assert coding_for(p, "gzip") == "gzip"
+    assert coding_for(p, "br;q=0, gzip") == "gzip"
+    assert coding_for(p, "br;q=0, gzip;q=0") is None and coding_for(p, None) is None
     tiny = static.Payload.of(b"x", "text/plain")  # compressing would make it bigger: only the body is kept
     assert tiny.gzip is None and tiny.br is None and tiny.etags() == (tiny.etag(),)
-    assert tiny.coding_for("br, gzip") is None
+    assert coding_for(tiny, "br, gzip") is None
     plain = static.Payload.of(body, "font/woff2", compress=False)
-    assert not plain.compressible and plain.coding_for("br") is None
+    assert not plain.compressible and coding_for(plain, "br") is None
 
 
 def test_imports_are_rewritten_to_hashed_names_and_a_change_renames_every_importer() -> None:
