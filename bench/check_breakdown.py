@@ -1,13 +1,17 @@
 """What one /api/check costs inside the app, measured in-process (no sockets, no uvicorn, no noise).
 
     python bench/check_breakdown.py [--n 20000] [--cprofile]
+    python bench/check_breakdown.py --instructions [--tree DIR]   # instructions per /api/check (callgrind)
 
 Builds the real server (memory store) from the environment, creates room ``bench``, admits one visitor
 through the ASGI interface (join, tick, first check), then:
 
 * times the whole ASGI call for the door-key replay (the hot path) and for a raw-ASGI hello-world;
 * times each step ``queue_manager.http.visitor.check`` performs, one at a time, on the same inputs;
-* with ``--cprofile``, profiles the ASGI loop and prints the top functions by own time.
+* with ``--cprofile``, profiles the ASGI loop and prints the top functions by own time;
+* with ``--instructions``, counts the CPU instructions of one door-key replay through the whole ASGI app
+  under ``valgrind --tool=callgrind`` (N and 2N calls, differenced: a number that repeats exactly). With
+  ``--tree DIR`` the app is another checkout's (e.g. the commit before a change), run by this script.
 
 Prints one JSON object. The steps follow visitor.check as of this writing; a step whose internals
 moved is reported as an error rather than failing the whole run.
@@ -22,10 +26,15 @@ import hashlib
 import io
 import os
 import pstats
+import re
 import secrets
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -110,15 +119,20 @@ async def per_call_us(fn: Callable[[], Awaitable[Any]], n: int, repeat: int = 5)
     return round(best * 1e6, 2)
 
 
-async def main_async(n: int, profile: bool, asgi_only: bool = False) -> dict[str, Any]:
+async def main_async(n: int, profile: bool, asgi_only: bool = False, loop: int | None = None) -> dict[str, Any]:
     os.environ.update(ENV)
     from queue_manager.config import load_settings
     from queue_manager.http import visitor
     from queue_manager.http.wire import Request
-    from queue_manager.server import Server
 
-    app = Server(load_settings())
-    ctx = app.ctx
+    try:
+        from queue_manager.server import Server as Build
+    except ImportError:  # a checkout from before the composition root (--tree)
+        from queue_manager.http.app import App as Build  # type: ignore[no-redef]
+
+    built = Build(load_settings())
+    ctx = built.ctx
+    app = getattr(built, "asgi", built)  # what uvicorn runs (the inline front, on a composed server)
     await ctx.store.start()
     ctx.ready = True
     admin = [(b"authorization", f"Bearer {ENV['ADMIN_KEY']}".encode()), (b"content-type", b"application/json")]
@@ -151,6 +165,11 @@ async def main_async(n: int, profile: bool, asgi_only: bool = False) -> dict[str
 
     async def hello_call() -> None:
         await hello.app(dict(scope), recv, noop)
+
+    if loop is not None:  # under callgrind: exactly ``loop`` calls, nothing else
+        for _ in range(loop):
+            await check_call()
+        return out
 
     out["asgiUs"] = {"check": await per_call_us(check_call, n), "hello": await per_call_us(hello_call, n)}
     if asgi_only:
@@ -274,12 +293,48 @@ async def main_async(n: int, profile: bool, asgi_only: bool = False) -> dict[str
     return out
 
 
+def _instructions(n: int, tree: str | None) -> float:
+    """Instructions per /api/check: callgrind's totals for 2n and n calls, differenced."""
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = []
+        for count in (n, 2 * n):  # both at once: each is one process on its own core
+            out = Path(tmp) / f"cg.{count}"
+            env = {**os.environ, "PYTHONHASHSEED": "0"}
+            if tree:
+                env["PYTHONPATH"] = os.path.abspath(tree)
+            cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__]
+            log = open(Path(tmp) / f"log.{count}", "w+b")
+            proc = subprocess.Popen([*cmd, "--loop", str(count)], env=env, stdout=subprocess.DEVNULL, stderr=log)
+            runs.append((out, proc, log))
+        totals = []
+        for out, proc, log in runs:
+            if proc.wait() != 0:
+                log.seek(0)
+                raise SystemExit(f"bench: a callgrind run failed:\n{log.read().decode()[-2000:]}")
+            log.close()
+            found = re.search(rb"^(?:totals|summary):\s+(\d+)", out.read_bytes(), re.M)
+            assert found, "callgrind wrote no totals"
+            totals.append(int(found.group(1)))
+    return (totals[1] - totals[0]) / n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--cprofile", action="store_true")
     ap.add_argument("--asgi-only", action="store_true", help="only the whole-call timings (for a sampler)")
+    ap.add_argument("--instructions", action="store_true", help="instructions per /api/check (callgrind)")
+    ap.add_argument("--tree", help="with --instructions: the checkout whose app is measured (default: this one)")
+    ap.add_argument("--loop", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.instructions:
+        if not shutil.which("valgrind"):
+            sys.exit("bench: valgrind is needed for --instructions (apt-get install -y valgrind)")
+        print(f"/api/check (door-key replay)\t{_instructions(2000, args.tree):,.0f} instructions per call")
+        return
+    if args.loop is not None:
+        asyncio.run(main_async(0, False, loop=args.loop))
+        os._exit(0)  # the app's background tasks are not this bench's business
     out = asyncio.run(main_async(args.n, args.cprofile, args.asgi_only))
     cprof = out.pop("cprofile", None)
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())

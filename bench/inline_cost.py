@@ -147,8 +147,8 @@ async def _qm(target: str) -> Callable[[], None]:
 
     app = Server(load_settings())
     await app.startup()
-    cookie = await _admitted_cookie(app)
-    config = uvicorn.Config(app, http=InlineProtocol, lifespan="off", log_level="warning", access_log=False)
+    cookie = await _admitted_cookie(app.asgi)
+    config = uvicorn.Config(app.asgi, http=InlineProtocol, lifespan="off", log_level="warning", access_log=False)
     config.load()
     proto = InlineProtocol(config, ServerState(), {}, asyncio.get_running_loop())
     visitor = Transport(("127.0.0.1", 50000))

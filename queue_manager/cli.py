@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:  # pragma: no cover - Windows
         kwargs["loop"] = "asyncio"
     config = uvicorn.Config(
-        app,
+        app.asgi,
         host=settings.host,
         port=settings.port,
         http=InlineProtocol,

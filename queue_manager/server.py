@@ -71,9 +71,16 @@ class Server:
         self.inline = Inline(ctx, QueueSide(door_check=door.door_check, waiting_page=visitor.waiting_page))
         ctx.inline = self.inline
         self.front = InlineFront(self.app, self.inline)
+        self.front.lifespan = self.lifespan
         self.ticker = Job("qm-ticker", self._ticker)
 
+    @property
+    def asgi(self) -> InlineFront:
+        """The ASGI application uvicorn runs: the inline front, with this server's lifespan."""
+        return self.front
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The same application, for a caller holding the server (tests, in-process benchmarks)."""
         kind = scope["type"]
         if kind == "http":
             await self.front.http(scope, receive, send)

@@ -16,16 +16,14 @@ from queue_manager.http.authn import authenticate, require
 from queue_manager.http.call import Call
 from queue_manager.http.context import Context
 from queue_manager.http.edge import REFUSAL_PAGE, wants_page
-from queue_manager.http.router import ADMIN_PATHS, ADMIN_PREFIX, canonical
+from queue_manager.http.router import Resource, admin_area, canonical
 from queue_manager.http.routes import ROUTER
 from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, send_error, send_response
 from queue_manager.store.base import StoreUnavailable
 
 log = logging.getLogger("queue_manager")
 
-#: What runs before the router for one request: None when it answered the request itself, else the
-#: path the queue serves and the ``send`` to answer through.
-Before = Callable[[Request, Send], Awaitable[tuple[str, Send] | None]]
+_EXACT = ROUTER.exact
 
 
 def _no_foreign_host(scope: Scope) -> bool:
@@ -86,59 +84,65 @@ class App:
 
     # ------------------------------------------------------------------ serving
 
-    async def serve(self, req: Request, send: Send, before: Before | None = None) -> None:
-        """Answer one screened request; every error below becomes the spec's JSON error here."""
-        head = req.method == "HEAD"
+    async def serve(self, req: Request, send: Send) -> None:
+        """Answer one screened request; every error below becomes the guide's JSON error here."""
         try:
-            if before is not None:
-                routed = await before(req, send)
-                if routed is None:
-                    return
-                req.path, send = routed
             await self.dispatch(req, send)
-        except HttpError as err:
-            await send_error(send, self._recovering(err), head)
-        except EngineError as err:
-            await send_error(send, self._recovering(health.engine_error(err)), head)
-        except StoreUnavailable as err:
-            await send_error(
-                send,
-                HttpError(503, "storage_unavailable", str(err), headers=[("Retry-After", str(err.retry_after))]),
-                head,
-            )
-        except Exception:
-            log.exception("unhandled error on %s %s", req.method, req.path)
-            await send_error(send, HttpError(500, "internal_error", "Something went wrong on our side."), head)
+        except Exception as exc:
+            await self.fail(req, send, exc)
 
-    async def dispatch(self, req: Request, send: Send) -> None:
-        """The route for ``req.path`` and its method, with the caller signed in first on the admin API."""
+    def dispatch(self, req: Request, send: Send) -> Awaitable[None]:
+        """The handler's run for this request (a 404 or 405 is raised at once).
+
+        The admin API signs the caller in first, then judges the method (405), then the grants (403). Not a
+        coroutine itself: on a visitor route the caller awaits the handler directly, one frame fewer."""
         ctx = self.ctx
         path = req.path
-        found = ROUTER.match(path)
-        if path.startswith(ADMIN_PREFIX) or path in ADMIN_PATHS:
-            if found is not None:  # the one admin route open to anyone: signing in
-                route = found[0].methods.get(req.method)
-                if route is not None and route.visitor is not None:
-                    req.params = found[1]
-                    await route.visitor(ctx, req, send)
-                    return
-            ident = ctx.identity.resolve(req)
-            who = await authenticate(ctx, req, ident, allow_ticket=found is not None and found[0].ticket)
+        resource = _EXACT.get(path)
+        if resource is None:
+            found = ROUTER.match_pattern(path)
             if found is None:
+                if admin_area(path):  # an anonymous caller learns nothing of the admin API, not even a 404
+                    return self._admin(req, send, None)
                 raise HttpError(404, "not_found", "No such route.")
-            resource, req.params = found
-            route = resource.route_for(req.method)
-            for grant in route.grants:
-                require(who, grant)
-            assert route.admin is not None
-            await route.admin(Call(ctx, req, send, req.receive, ident, who))
-            return
-        if found is None:
-            raise HttpError(404, "not_found", "No such route.")
-        resource, req.params = found
-        route = resource.route_for(req.method)
+            resource, req.params = found  # a literal path has none: the Request's default
+        route = resource.methods.get(req.method)
+        if resource.admin and (route is None or route.admin is not None):
+            return self._admin(req, send, resource)
+        if route is None:
+            raise resource.not_allowed()
         assert route.visitor is not None
-        await route.visitor(ctx, req, send)
+        return route.visitor(ctx, req, send)
+
+    async def _admin(self, req: Request, send: Send, resource: Resource | None) -> None:
+        """An admin route: the caller signed in, then the method, then the grants, then the handler."""
+        ctx = self.ctx
+        ident = ctx.identity.resolve(req)
+        who = await authenticate(ctx, req, ident, allow_ticket=resource is not None and resource.ticket)
+        if resource is None:
+            raise HttpError(404, "not_found", "No such route.")
+        route = resource.route_for(req.method)
+        for grant in route.grants:
+            require(who, grant)
+        assert route.admin is not None
+        await route.admin(Call(ctx, req, send, req.receive, ident, who))
+
+    async def fail(self, req: Request, send: Send, exc: Exception) -> None:
+        """The answer for an error raised while serving ``req``: the guide's JSON code, or a logged 500."""
+        head = req.method == "HEAD"
+        if isinstance(exc, HttpError):
+            await send_error(send, self._recovering(exc), head)
+        elif isinstance(exc, EngineError):
+            await send_error(send, self._recovering(health.engine_error(exc)), head)
+        elif isinstance(exc, StoreUnavailable):
+            await send_error(
+                send,
+                HttpError(503, "storage_unavailable", str(exc), headers=[("Retry-After", str(exc.retry_after))]),
+                head,
+            )
+        else:
+            log.error("unhandled error on %s %s", req.method, req.path, exc_info=exc)
+            await send_error(send, HttpError(500, "internal_error", "Something went wrong on our side."), head)
 
     def _recovering(self, err: HttpError) -> HttpError:
         """A room the journal has but Valkey lost is being rebuilt: 503 with Retry-After, never no_room."""

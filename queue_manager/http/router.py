@@ -98,6 +98,10 @@ class Resource:
     allow: str = ""
     use: str = ""
     ticket: bool = False  # an admin event stream: the sign-in may be a one-time ?ticket=
+    admin: bool = False  # on the admin API: the caller signs in before anything else is said
+
+    def __post_init__(self) -> None:
+        self.admin = admin_area(self.pattern)
 
     def add(self, route: Route) -> None:
         if route.method in self.methods:
@@ -115,8 +119,11 @@ class Resource:
         """The route for ``method``, or the one 405 this server answers (with ``Allow``)."""
         route = self.methods.get(method)
         if route is None:
-            raise HttpError(405, "method_not_allowed", self.use, headers=[("Allow", self.allow)])
+            raise self.not_allowed()
         return route
+
+    def not_allowed(self) -> HttpError:
+        return HttpError(405, "method_not_allowed", self.use, headers=[("Allow", self.allow)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +160,8 @@ class _Pattern:
 class Router:
     def __init__(self, routes: Iterable[Route]) -> None:
         self.routes = tuple(routes)
-        self._exact: dict[str, Resource] = {}
+        #: literal paths, looked up first (the hot routes are all literal: one dict look-up)
+        self.exact: dict[str, Resource] = {}
         self._patterns: list[_Pattern] = []
         by_pattern: dict[str, Resource] = {}
         for route in self.routes:
@@ -163,14 +171,18 @@ class Router:
                 if "{" in route.pattern:
                     self._patterns.append(_compile(resource))
                 else:
-                    self._exact[route.pattern] = resource
+                    self.exact[route.pattern] = resource
             resource.add(route)
 
     def match(self, path: str) -> tuple[Resource, Mapping[str, str]] | None:
         """The resource serving a canonical path and the path's parameters, or None (404)."""
-        resource = self._exact.get(path)
+        resource = self.exact.get(path)
         if resource is not None:
             return resource, NO_PARAMS
+        return self.match_pattern(path)
+
+    def match_pattern(self, path: str) -> tuple[Resource, Mapping[str, str]] | None:
+        """The first pattern that matches a path no literal route has."""
         for pattern in self._patterns:
             params = pattern.match(path)
             if params is not None:

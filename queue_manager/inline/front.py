@@ -23,7 +23,7 @@ from queue_manager.inline.hosts import InlineRoom, is_address_literal, request_h
 HEALTH_PATHS = frozenset({"/healthz", "/__qm/healthz"})
 PREPARED = "qm.request"  # scope key: a Request the fast path already screened (inline/fastpath.py)
 
-Before = Callable[[Request, Send], Awaitable[tuple[str, Send] | None]]
+GET_HEAD = frozenset({"GET", "HEAD"})
 
 
 class Queue(Protocol):
@@ -36,7 +36,9 @@ class Queue(Protocol):
 
     async def refuse_at_edge(self, scope: Scope, send: Send, head: bool) -> None: ...
 
-    async def serve(self, req: Request, send: Send, before: Before | None = None) -> None: ...
+    def dispatch(self, req: Request, send: Send) -> Awaitable[None]: ...
+
+    async def fail(self, req: Request, send: Send, exc: Exception) -> None: ...
 
 
 class InlineFront:
@@ -47,6 +49,8 @@ class InlineFront:
         self.ctx = queue.ctx
         self.inline = inline
         queue.foreign_host = self.inline_host
+        #: the ASGI lifespan, handled by whoever owns the parts (the composition root plugs it in)
+        self.lifespan: Callable[[Receive, Send], Awaitable[None]] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -54,6 +58,8 @@ class InlineFront:
             await self.http(scope, receive, send)
         elif kind == "websocket":
             await websocket.handle(self.ctx, self.inline, scope, receive, send)
+        elif kind == "lifespan" and self.lifespan is not None:
+            await self.lifespan(receive, send)
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         prepared = scope.pop(PREPARED, None)
@@ -65,15 +71,18 @@ class InlineFront:
             if not self.queue.screen(req):
                 await self.queue.refuse_at_edge(scope, send, req.method == "HEAD")
                 return
-        await self.queue.serve(req, send, self.before)
-
-    async def before(self, req: Request, send: Send) -> tuple[str, Send] | None:
-        """An inline host's own paths, /__qm and the connection ceiling, before the queue's router."""
-        path = await route(self.ctx, self.inline, req, send)
-        if path is None:
-            return None
-        req.path = path
-        return path, admin_send(self.ctx, self.inline, req, send)
+        try:
+            # an inline host's own paths, /__qm and the connection ceiling, before the queue's router
+            path = await route(self.ctx, self.inline, req, send)
+            if path is None:
+                return
+            req.path = path
+            out = send
+            if req.method not in GET_HEAD and path.startswith("/api/admin/rooms"):
+                out = admin_send(self.ctx, self.inline, req, send)
+            await self.queue.dispatch(req, out)
+        except Exception as exc:
+            await self.queue.fail(req, send, exc)
 
     def inline_host(self, scope: Scope) -> bool:
         """Does this request's Host front an inline room? (There /healthz is the app's path, not exempt.)"""
