@@ -32,7 +32,7 @@ from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
 from queue_manager.engine.states import DoorState, EffectiveState
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import Finished, PreEntry, Ticket, make_ref
-from queue_manager.engine.view import render_stats
+from queue_manager.engine.view import VisitorView, render_stats, render_visitor_view
 
 FINISHED_KEEP = 50_000
 BOUNCED_GRACE_SEC = 30  # how long a bounced pass-holder keeps a claim on the next free slot without polling
@@ -987,3 +987,53 @@ def draw_order(entries: Iterable[PreEntry], rng: RandomSource) -> list[str]:
         rng.shuffle(round_)
         order.extend(round_)
         depth += 1
+
+
+def visitor_view(room: Room, found: Lookup) -> VisitorView:
+    """The view of ``found`` in a live room, now."""
+    room_state = room.effective_state()
+    now_wall, now_mono = room.clock.wall_ms(), room.clock.mono_ms()
+    if found.pre is not None:
+        pre = found.pre
+        return render_visitor_view(
+            room.cfg,
+            room.gen,
+            room_state,
+            now_wall,
+            now_mono,
+            reason=found.reason,
+            new=found.new,
+            handle=pre.handle,
+            pre_count=len(room.prequeue),
+            joined_ms=pre.joined_ms,
+            return_url=pre.return_url,
+        )
+    t = found.ticket
+    if t is None:
+        return render_visitor_view(
+            room.cfg,
+            room.gen,
+            room_state,
+            now_wall,
+            now_mono,
+            reason=found.reason,
+            new=found.new,
+            n=found.n,
+            finished_joined_ms=None if found.finished is None else found.finished.joined_ms,
+        )
+    return render_visitor_view(
+        room.cfg,
+        room.gen,
+        room_state,
+        now_wall,
+        now_mono,
+        reason=found.reason,
+        new=found.new,
+        n=t.n,
+        ticket_state=t.state,
+        ticket_reason=t.reason,
+        joined_ms=t.joined_ms,
+        return_url=t.return_url,
+        position=room.position(t) if t.state == "waiting" else None,
+        pass_at=t.pass_at,
+    )

@@ -15,14 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from queue_manager.engine.model import RoomConfig
 from queue_manager.engine.states import EffectiveState, TicketState, ViewState
 from queue_manager.engine.ticket import make_ref
-
-if TYPE_CHECKING:
-    from queue_manager.engine.room import Lookup, Room
 
 
 @dataclass(slots=True)
@@ -182,53 +179,3 @@ def render_stats(
             for rule, (matches, last) in zip(cfg.rules, rule_counts, strict=True)
         ],
     }
-
-
-def visitor_view(room: Room, found: Lookup) -> VisitorView:
-    """The view of ``found`` in a live room, now."""
-    room_state = room.effective_state()
-    now_wall, now_mono = room.clock.wall_ms(), room.clock.mono_ms()
-    if found.pre is not None:
-        pre = found.pre
-        return render_visitor_view(
-            room.cfg,
-            room.gen,
-            room_state,
-            now_wall,
-            now_mono,
-            reason=found.reason,
-            new=found.new,
-            handle=pre.handle,
-            pre_count=len(room.prequeue),
-            joined_ms=pre.joined_ms,
-            return_url=pre.return_url,
-        )
-    t = found.ticket
-    if t is None:
-        return render_visitor_view(
-            room.cfg,
-            room.gen,
-            room_state,
-            now_wall,
-            now_mono,
-            reason=found.reason,
-            new=found.new,
-            n=found.n,
-            finished_joined_ms=None if found.finished is None else found.finished.joined_ms,
-        )
-    return render_visitor_view(
-        room.cfg,
-        room.gen,
-        room_state,
-        now_wall,
-        now_mono,
-        reason=found.reason,
-        new=found.new,
-        n=t.n,
-        ticket_state=t.state,
-        ticket_reason=t.reason,
-        joined_ms=t.joined_ms,
-        return_url=t.return_url,
-        position=room.position(t) if t.state == "waiting" else None,
-        pass_at=t.pass_at,
-    )

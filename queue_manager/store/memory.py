@@ -14,9 +14,9 @@ from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import ClientId, RoomConfig
 from queue_manager.engine.policy import RoomPolicy, policy_of
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
-from queue_manager.engine.room import CheckResult, NewDoor, Presented, Room
+from queue_manager.engine.room import CheckResult, NewDoor, Presented, Room, visitor_view
 from queue_manager.engine.targeting import match as match_rule
-from queue_manager.engine.view import VisitorView, visitor_view
+from queue_manager.engine.view import VisitorView
 from queue_manager.store.base import ChangeListener
 
 

@@ -38,9 +38,8 @@ from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.randomness import SystemRandomSource
-from queue_manager.engine.room import TOUCH_EVERY_MS, Presented, Room
+from queue_manager.engine.room import TOUCH_EVERY_MS, Presented, Room, visitor_view
 from queue_manager.engine.ticket import make_ref
-from queue_manager.engine.view import visitor_view
 
 TARGET = "https://shop.example"
 URLS = (None, "https://shop.example/checkout", "https://shop.example/static/x.css", "/checkout")

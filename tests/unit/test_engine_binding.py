@@ -7,7 +7,7 @@ import pytest
 
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import DEFAULT_QUEUE_MAX_PER_IP, ClientId
-from queue_manager.engine.view import visitor_view
+from queue_manager.engine.room import visitor_view
 
 QUIET = {"presenceSec": None}
 

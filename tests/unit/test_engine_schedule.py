@@ -9,7 +9,7 @@ import pytest
 
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.view import visitor_view
+from queue_manager.engine.room import visitor_view
 
 OPEN_IN = 3600.0
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from queue_manager.engine.room import visitor_view
 from queue_manager.engine.ticket import make_ref
-from queue_manager.engine.view import visitor_view
 
 QUIET = {"presenceSec": None, "queueMaxPerIp": None}
 
