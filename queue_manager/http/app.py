@@ -16,9 +16,9 @@ from queue_manager.http.authn import authenticate, require
 from queue_manager.http.call import Call
 from queue_manager.http.context import Context
 from queue_manager.http.edge import REFUSAL_PAGE, wants_page
-from queue_manager.http.router import Resource, admin_area, canonical
+from queue_manager.http.router import Resource, admin_area
 from queue_manager.http.routes import ROUTER
-from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, send_error, send_response
+from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, api_path, send_error, send_response
 from queue_manager.store.base import StoreUnavailable
 
 log = logging.getLogger("queue_manager")
@@ -42,7 +42,7 @@ class App:
         """Plain ASGI (HTTP only), for a queue with nothing in front of it."""
         if scope["type"] != "http":
             return
-        req = Request(scope, receive, canonical(scope["path"]))
+        req = Request(scope, receive, api_path(scope["path"]))
         if not self.screen(req):
             await self.refuse_at_edge(scope, send, req.method == "HEAD")
             return

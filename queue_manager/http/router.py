@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from queue_manager.access.principal import Grant
 from queue_manager.http.call import Call
 from queue_manager.http.context import Context
-from queue_manager.http.wire import NO_PARAMS, HttpError, Request, Send
+from queue_manager.http.wire import NO_PARAMS, VERSION_ALIAS, VERSIONED_PREFIX, HttpError, Request, Send
 
 VisitorHandler = Callable[[Context, Request, Send], Awaitable[None]]
 AdminHandler = Callable[[Call], Awaitable[None]]
@@ -27,9 +27,6 @@ AdminHandler = Callable[[Call], Awaitable[None]]
 #: Paths the admin API owns: a caller is signed in before anything else is said, a 404 included.
 ADMIN_PREFIX = "/api/admin/"
 ADMIN_PATHS = frozenset({"/metrics"})
-#: Every route under this prefix answers at ``/api/v1/…`` too (the same handler, the same rules).
-VERSIONED_PREFIX = "/api/"
-VERSION_ALIAS = "/api/v1/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +74,6 @@ def admin(
     ticket: bool = False,
 ) -> Route:
     return Route(method, pattern, summary, admin=handler, grants=grants, head=head, ticket=ticket)
-
-
-def canonical(path: str) -> str:
-    """``/api/v1/…`` is ``/api/…``: the path every rule past the router speaks of."""
-    return VERSIONED_PREFIX + path[len(VERSION_ALIAS) :] if path.startswith(VERSION_ALIAS) else path
 
 
 def admin_area(path: str) -> bool:

@@ -20,8 +20,14 @@ JSON_TYPE = (b"content-type", b"application/json")
 NO_STORE = (b"cache-control", b"no-store")
 
 
+#: Every route under this prefix answers at ``/api/v1/…`` too (the same route, the same rules).
+VERSIONED_PREFIX = "/api/"
+VERSION_ALIAS = "/api/v1/"
+
+
 def api_path(path: str) -> str:
-    """``/api/v1/...`` is ``/api/...``."""
+    """``/api/v1/...`` is ``/api/...``: the path every rule past the entry speaks of (the router's table
+    names each route once; ``Route.aliases`` names the versioned spelling)."""
     return "/api/" + path[8:] if path.startswith("/api/v1/") else path
 
 

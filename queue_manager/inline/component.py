@@ -70,7 +70,9 @@ class Inline:
             if self.index.source == "none":  # booted during an outage: the durable room configs instead
                 await self._from_journal()
             return  # otherwise keep the last index for the outage
-        self.index.rebuild(rooms, "valkey" if self.ctx.store.kind == "valkey" else "memory")
+        backend = self.ctx.backend
+        rebuilding = backend.recovering_rooms() if backend is not None else set()
+        self.index.rebuild(rooms, "valkey" if self.ctx.store.kind == "valkey" else "memory", keep=rebuilding)
 
     async def _from_journal(self) -> None:
         backend = self.ctx.backend

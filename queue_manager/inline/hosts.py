@@ -8,6 +8,7 @@ knows which hosts are inline and what each room's ``onBackendDown`` says.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -70,9 +71,17 @@ class HostIndex:
             return hit
         return self.by_host.get(request_host_key(text))
 
-    def rebuild(self, rooms: list[dict[str, Any]], source: str = "store") -> None:
+    def rebuild(self, rooms: list[dict[str, Any]], source: str = "store", keep: Iterable[str] = ()) -> None:
+        """The index of ``rooms``; the rooms named in ``keep`` that ``rooms`` lacks keep their entries (a room
+        being rebuilt from the journal is missing from the store's list, yet its host is still its own)."""
         by_host: dict[str, InlineRoom] = {}
         by_room: dict[str, InlineRoom] = {}
+        listed = {str(r.get("id")) for r in rooms}
+        for room_id in sorted(set(keep) - listed):
+            kept = self.by_room.get(room_id)
+            if kept is not None:
+                by_host.setdefault(kept.host_key, kept)
+                by_room[room_id] = kept
         for room in sorted(rooms, key=lambda r: str(r.get("id"))):
             proxy = room.get("proxyOrigin")
             target = room.get("targetUrl")

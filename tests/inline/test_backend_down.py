@@ -237,3 +237,41 @@ def test_booting_while_valkey_is_down_builds_the_index_from_postgres(
         wait_until(from_valkey, 10, 0.3, "the index replaced with Valkey's copy")
     finally:
         srv.stop()
+
+
+async def _set_fence(prefix: str, room_id: str, on: bool) -> None:
+    import redis.asyncio as redis
+
+    r = redis.from_url(VALKEY_URL)
+    try:
+        key = f"{prefix}{{{room_id}}}:fence"  # store/valkey/keys.py: a room key, hash-tagged by its id
+        await (r.set(key, b"1") if on else r.delete(key))
+    finally:
+        await r.aclose()
+
+
+def test_a_room_being_rebuilt_keeps_its_host(valkey_env: tuple[dict[str, str], Relay], peer: Peer) -> None:
+    """While a room is fenced (being rebuilt from the journal) its host still belongs to it: the gate answers
+    what onBackendDown says (503, Retry-After), never the 404 of a host no room claims, and never the app."""
+    env, _relay = valkey_env
+    srv = start_server(env)
+    try:
+        room_id, host = _room(srv, peer.url, "closed")
+        with visitor(srv, host) as c:
+            assert c.get("/api/echo").status_code == 503  # gated: the queue, not the app
+        asyncio.run(_set_fence(env["VALKEY_PREFIX"], room_id, True))
+        # a room saved on this instance re-reads the host index before its answer is sent
+        _room(srv, peer.url, "closed")
+        with visitor(srv, host) as c:
+            page = c.get("/", headers={"Sec-Fetch-Mode": "navigate"})
+            api = c.get("/api/echo", headers={"Accept": "application/json"})
+        assert page.status_code == 503 and page.headers["retry-after"] == "5", page.status_code
+        assert api.status_code == 503 and api.json()["code"] == "storage_unavailable", api.text
+        with srv.admin() as admin:
+            inline = admin.get("/api/admin/health").json()["inline"]
+        assert room_id in inline["rooms"]
+        asyncio.run(_set_fence(env["VALKEY_PREFIX"], room_id, False))
+        with visitor(srv, host) as c:
+            assert c.get("/api/echo").status_code == 503 and c.get("/api/echo").headers.get("x-qm-queued") == "1"
+    finally:
+        srv.stop()

@@ -6,9 +6,9 @@ import inspect
 
 import pytest
 
-from queue_manager.http.router import Route, Router, admin, admin_area, canonical, visitor
+from queue_manager.http.router import Route, Router, admin, admin_area, visitor
 from queue_manager.http.routes import TABLE
-from queue_manager.http.wire import HttpError
+from queue_manager.http.wire import HttpError, api_path
 
 
 async def _h(*_: object) -> None:
@@ -68,9 +68,9 @@ def test_two_routes_for_one_method_and_pattern_are_refused() -> None:
 
 
 def test_api_v1_is_an_alias_of_every_api_route() -> None:
-    assert canonical("/api/v1/join") == "/api/join"
-    assert canonical("/api/join") == "/api/join"
-    assert canonical("/healthz") == "/healthz"
+    assert api_path("/api/v1/join") == "/api/join"
+    assert api_path("/api/join") == "/api/join"
+    assert api_path("/healthz") == "/healthz"
     join = next(r for r in TABLE if r.pattern == "/api/join")
     assert join.aliases == ("/api/v1/join",)
     assert next(r for r in TABLE if r.pattern == "/healthz").aliases == ()
