@@ -32,7 +32,7 @@ from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
 from queue_manager.engine.states import DoorState, EffectiveState
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import Finished, PreEntry, Ticket, make_ref
-from queue_manager.engine.view import VisitorView, render_stats, render_visitor_view
+from queue_manager.engine.view import VisitorView, render_stats, render_ticket, render_visitor_view
 
 FINISHED_KEEP = 50_000
 BOUNCED_GRACE_SEC = 30  # how long a bounced pass-holder keeps a claim on the next free slot without polling
@@ -890,46 +890,42 @@ class Room:
         return self.describe(numbers[0])
 
     def describe(self, n: int) -> dict[str, Any]:
-        now_ms = self.clock.wall_ms()
-        now = self.clock.mono_ms()
-        base: dict[str, Any] = {"ticket": n, "ref": make_ref(self.cfg.id, self.gen, n), "generation": self.gen}
+        now_wall, now_mono = self.clock.wall_ms(), self.clock.mono_ms()
         t = self.tickets.get(n)
         if t is None:
             fin = self.finished.get(n)
             if fin is None:
                 raise EngineError(404, "no_ticket", f"No ticket {n} in this room's current generation.", ticket=n)
-            return {
-                **base,
-                "state": "expired",
-                "reason": fin.reason,
-                "position": None,
-                "joined": fin.joined_ms,
-                "passed": fin.passed_ms,
-                "waited": None if fin.waited_ms is None else fin.waited_ms / 1000.0,
-                "onSite": False,
-                "bound": None,
-            }
-        out = {
-            **base,
-            "state": t.state,
-            "reason": t.reason,
-            "position": self.position(t),
-            "joined": t.joined_ms,
-            "passed": t.passed_ms,
-            "onSite": t.state == "admitted",
-            "bound": {"cookie": t.cookie is not None, "fingerprint": True},
-            "lastSeenSecAgo": round((now - t.seen) / 1000, 1),
-        }
-        if t.passed_ms is None:
-            out["waiting"] = round((now_ms - t.joined_ms) / 1000.0, 3)
-        else:
-            out["waited"] = (t.waited_ms or 0) / 1000.0
-        if t.state == "passed":
-            out["passExpiresInSec"] = round((t.pass_at + self.cfg.passed_ttl_sec * 1000 - now) / 1000, 1)
-            out["holdsSlot"] = t.slot
-        if t.state == "admitted":
-            out["sessionExpiresInSec"] = round((self._session_deadline(t) - now) / 1000, 1)
-        return out
+            return render_ticket(
+                self.cfg.id,
+                self.gen,
+                n,
+                now_wall,
+                now_mono,
+                state=None,
+                reason=fin.reason,
+                joined_ms=fin.joined_ms,
+                passed_ms=fin.passed_ms,
+                waited_ms=fin.waited_ms,
+            )
+        return render_ticket(
+            self.cfg.id,
+            self.gen,
+            n,
+            now_wall,
+            now_mono,
+            state=t.state,
+            reason=t.reason,
+            joined_ms=t.joined_ms,
+            passed_ms=t.passed_ms,
+            waited_ms=t.waited_ms,
+            position=self.position(t),
+            has_cookie=t.cookie is not None,
+            seen_mono=t.seen,
+            pass_deadline_mono=t.pass_at + self.cfg.passed_ttl_sec * 1000 if t.state == "passed" else None,
+            holds_slot=t.slot,
+            session_deadline_mono=self._session_deadline(t) if t.state == "admitted" else None,
+        )
 
     def waiting_tickets(self) -> Iterable[int]:
         return iter(self.line)

@@ -179,3 +179,62 @@ def render_stats(
             for rule, (matches, last) in zip(cfg.rules, rule_counts, strict=True)
         ],
     }
+
+
+def render_ticket(
+    room_id: str,
+    gen: int,
+    n: int,
+    now_wall: int,
+    now_mono: int,
+    *,
+    state: TicketState | None,
+    reason: str | None,
+    joined_ms: int,
+    passed_ms: int | None,
+    waited_ms: int | None,
+    position: int | None = None,
+    has_cookie: bool = False,
+    seen_mono: int = 0,
+    pass_deadline_mono: int | None = None,
+    holds_slot: bool = False,
+    session_deadline_mono: int | None = None,
+) -> dict[str, Any]:
+    """One ticket as the drill-down shows it (``GET /api/admin/rooms/<id>/visitors/<n>``), from raw numbers.
+
+    ``state`` None: a finished ticket (shown as expired, with how it ended). Both stores call this: the memory
+    store from a live ``Room``, the Valkey store from the describe script's record."""
+    base: dict[str, Any] = {"ticket": n, "ref": make_ref(room_id, gen, n), "generation": gen}
+    if state is None:
+        return {
+            **base,
+            "state": "expired",
+            "reason": reason,
+            "position": None,
+            "joined": joined_ms,
+            "passed": passed_ms,
+            "waited": None if waited_ms is None else waited_ms / 1000.0,
+            "onSite": False,
+            "bound": None,
+        }
+    out: dict[str, Any] = {
+        **base,
+        "state": state,
+        "reason": reason,
+        "position": position,
+        "joined": joined_ms,
+        "passed": passed_ms,
+        "onSite": state == "admitted",
+        "bound": {"cookie": has_cookie, "fingerprint": True},
+        "lastSeenSecAgo": round((now_mono - seen_mono) / 1000, 1),
+    }
+    if passed_ms is None:
+        out["waiting"] = round((now_wall - joined_ms) / 1000.0, 3)
+    else:
+        out["waited"] = (waited_ms or 0) / 1000.0
+    if state == "passed" and pass_deadline_mono is not None:
+        out["passExpiresInSec"] = round((pass_deadline_mono - now_mono) / 1000, 1)
+        out["holdsSlot"] = holds_slot
+    if state == "admitted" and session_deadline_mono is not None:
+        out["sessionExpiresInSec"] = round((session_deadline_mono - now_mono) / 1000, 1)
+    return out

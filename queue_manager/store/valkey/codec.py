@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from queue_manager.engine.model import RoomConfig, apply_fields
-from queue_manager.engine.ticket import Ticket, make_ref
-from queue_manager.engine.view import VisitorView, render_stats, render_visitor_view
+from queue_manager.engine.ticket import Ticket
+from queue_manager.engine.view import VisitorView, render_stats, render_ticket, render_visitor_view
 
 # The config fields the Lua rules read, in the order lua/prelude.lua's CONFIG_FIELDS lists them.
 CONFIG_FIELD_NAMES = (
@@ -150,46 +150,42 @@ def visitor_view(
 
 
 def describe(room_id: str, gen: int, d: dict[str, Any], now_wall: int, now_mono: int) -> dict[str, Any]:
-    """``Room.describe`` over a describe record from the scripts."""
+    """A describe record from the scripts, rendered by ``engine.view.render_ticket``."""
     n = d["n"]
-    base: dict[str, Any] = {"ticket": n, "ref": make_ref(room_id, gen, n), "generation": gen}
     fin = d.get("fin")
     if fin is not None:
-        waited = fin.get("wm")
-        return {
-            **base,
-            "state": "expired",
-            "reason": fin["r"],
-            "position": None,
-            "joined": fin["j"],
-            "passed": fin.get("pm"),
-            "waited": None if waited is None else waited / 1000.0,
-            "onSite": False,
-            "bound": None,
-        }
+        return render_ticket(
+            room_id,
+            gen,
+            n,
+            now_wall,
+            now_mono,
+            state=None,
+            reason=fin["r"],
+            joined_ms=fin["j"],
+            passed_ms=fin.get("pm"),
+            waited_ms=fin.get("wm"),
+        )
     t = d["t"]
     state = t["s"]
-    out: dict[str, Any] = {
-        **base,
-        "state": state,
-        "reason": t.get("r"),
-        "position": d.get("pos"),
-        "joined": t["j"],
-        "passed": t.get("pm"),
-        "onSite": state == "admitted",
-        "bound": {"cookie": t.get("ck") is not None, "fingerprint": True},
-        "lastSeenSecAgo": round((now_mono - t["sn"]) / 1000, 1),
-    }
-    if t.get("pm") is None:
-        out["waiting"] = round((now_wall - t["j"]) / 1000.0, 3)
-    else:
-        out["waited"] = (t.get("wm") or 0) / 1000.0
-    if state == "passed":
-        out["passExpiresInSec"] = round((d["pd"] - now_mono) / 1000, 1)
-        out["holdsSlot"] = bool(t.get("sl"))
-    if state == "admitted":
-        out["sessionExpiresInSec"] = round((d["sd"] - now_mono) / 1000, 1)
-    return out
+    return render_ticket(
+        room_id,
+        gen,
+        n,
+        now_wall,
+        now_mono,
+        state=state,
+        reason=t.get("r"),
+        joined_ms=t["j"],
+        passed_ms=t.get("pm"),
+        waited_ms=t.get("wm"),
+        position=d.get("pos"),
+        has_cookie=t.get("ck") is not None,
+        seen_mono=t["sn"],
+        pass_deadline_mono=d.get("pd") if state == "passed" else None,
+        holds_slot=bool(t.get("sl")),
+        session_deadline_mono=d.get("sd") if state == "admitted" else None,
+    )
 
 
 def stats(gen: int, cfg: RoomConfig, r: dict[str, Any], now_wall: int) -> dict[str, Any]:
