@@ -31,7 +31,6 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections import Counter
@@ -290,25 +289,3 @@ class PgJournal:
             "queued": self.writer.queued,
             "unjournaled": self.writer.unjournaled,  # events of failed commits not written
         }
-
-    # What a process death leaves running, for a test that simulates one (no clean close).
-
-    @property
-    def _writer(self) -> asyncio.Task[None] | None:
-        return self.writer.job.task
-
-    @property
-    def _drainer(self) -> asyncio.Task[None] | None:
-        return self.maintenance_spool.drainer.task
-
-    @property
-    def _conn(self) -> Any:
-        return self.writer.conn
-
-    @property
-    def _pool(self) -> Any:
-        return self.database.pool
-
-    @property
-    def _drain_lock(self) -> asyncio.Lock:
-        return self.maintenance_spool.drain_lock

@@ -35,16 +35,16 @@ async def flag(pg: Any, schema: str) -> Any:
 
 async def die(j: PgJournal) -> None:
     """What a kill -9 leaves: no flush, no finalize, connections gone, the spool file closed by the OS."""
-    for task in (j._writer, j._drainer):
+    for task in (j.writer.job.task, j.maintenance_spool.drainer.task):
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
     j.spool.abandon()
-    if j._conn is not None:
-        j._conn.terminate()
-    if j._pool is not None:
-        j._pool.terminate()
+    if j.writer.conn is not None:
+        j.writer.conn.terminate()
+    if j.database.pool is not None:
+        j.database.pool.terminate()
 
 
 # ------------------------------------------------------------------------------------ with PostgreSQL
@@ -104,7 +104,7 @@ async def test_a_room_change_committed_before_the_drain_is_not_overwritten_by_it
     await journal.set_maintenance(True)
     await journal.commit([ev(1, "room.create", room="shop", config=CFG, fields=[])])
     await journal.commit([ev(2, "room.update", room="shop", config={**CFG, "state": "bypass"}, fields=["state"])])
-    async with journal._drain_lock:  # hold the drain back while a newer change commits directly
+    async with journal.maintenance_spool.drain_lock:  # hold the drain back while a newer change commits directly
         await journal.set_maintenance(False)
         await journal.commit([ev(3, "room.update", room="shop", config={**CFG, "state": "paused"}, fields=["state"])])
     await journal.drain()
