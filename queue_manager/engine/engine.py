@@ -68,7 +68,7 @@ class Engine:
             self.generations[room_id] = gen
             room = Room(cfg, gen, self.clock, self.events, rng=self.rng)
             self.rooms[room_id] = room
-            room._emit("room.create", fields=changed, config=cfg.to_public())
+            room.emit("room.create", fields=changed, config=cfg.to_public())
             return room, True, changed
         cfg, changed = apply_fields(existing.cfg, body)
         old = existing.cfg
@@ -77,7 +77,7 @@ class Engine:
         clocks = (old.session_ttl_sec, old.session_max_sec, old.passed_ttl_sec, old.presence_sec)
         if clocks != (cfg.session_ttl_sec, cfg.session_max_sec, cfg.passed_ttl_sec, cfg.presence_sec):
             existing.reschedule()
-        existing._emit("room.update", fields=changed, config=cfg.to_public())
+        existing.emit("room.update", fields=changed, config=cfg.to_public())
         return existing, False, changed
 
     def delete(self, room_id: str) -> Room:
@@ -87,7 +87,7 @@ class Engine:
             archive.refs.setdefault(make_ref(room_id, room.gen, n), []).append(n)
         kept = self.archives.setdefault(room_id, deque(maxlen=GENERATIONS_KEPT))
         kept.append(archive)
-        room._emit("room.delete")
+        room.emit("room.delete")
         del self.rooms[room_id]
         return room
 
@@ -106,7 +106,7 @@ class Engine:
         if cancelled and room.prequeue:
             # cancelling opens the doors now: the pre-queue is drawn, never thrown away
             room.draw()
-        room._emit("room.schedule", fields=changed, config=cfg.to_public())
+        room.emit("room.schedule", fields=changed, config=cfg.to_public())
         return room
 
     # ------------------------------------------------------------------ time

@@ -132,7 +132,8 @@ class Room:
 
     # ------------------------------------------------------------------ helpers
 
-    def _emit(self, type_: str, **data: Any) -> None:
+    def emit(self, type_: str, **data: Any) -> None:
+        """Record one change as the next Event of this room (what the journal stores and a rebuild replays)."""
         self.event_seq += 1
         self.events.append(Event(type_, self.cfg.id, self.gen, self.clock.wall_ms(), data, seq=self.event_seq))
 
@@ -262,7 +263,7 @@ class Room:
             self.drawn[handle] = t.n
             numbers.append(t.n)
         self.pq_per_ident.clear()
-        self._emit("prequeue.draw", order=order, tickets=numbers)
+        self.emit("prequeue.draw", order=order, tickets=numbers)
 
     def advance(self) -> None:
         """Bring clocks up to date; cheap when nothing is due. Called before every read or change."""
@@ -316,7 +317,7 @@ class Room:
         """
         t = self._mint(client.ident, client.fp, client.fp2, client.cookie, joined_ms, return_url, charge=True)
         t.reason = reason
-        self._emit("join", n=t.n, reason=reason, **_arrival(client, joined_ms, return_url))
+        self.emit("join", n=t.n, reason=reason, **_arrival(client, joined_ms, return_url))
         return t
 
     def join_prequeue(self, client: ClientId, handle: str, joined_ms: int, return_url: str | None) -> PreEntry:
@@ -327,7 +328,7 @@ class Room:
         self.pq_per_ident[client.ident] = self.pq_per_ident.get(client.ident, 0) + 1
         self.joins_total += 1
         self.join_times.append(now)
-        self._emit("prequeue.join", h=handle, **_arrival(client, joined_ms, return_url))
+        self.emit("prequeue.join", h=handle, **_arrival(client, joined_ms, return_url))
         return entry
 
     def promote(self, t: Ticket, *, slot: bool, now: int) -> None:
@@ -347,7 +348,7 @@ class Room:
         self._grant_slot(t, slot, now)
         self.passes_total += 1
         self.pass_times.append(now)
-        self._emit("promote", n=t.n, slot=slot, credit=self.credit)
+        self.emit("promote", n=t.n, slot=slot, credit=self.credit)
 
     def admit(self, t: Ticket, door_hash: bytes, now: int) -> None:
         """A pass-holder walks in: the pass (and any slot or bounced claim) becomes a live session
@@ -362,14 +363,14 @@ class Room:
         t.session_start = t.session_last = t.session_touched = now
         self.sessions.add(t.n)
         heapq.heappush(self._session_heap, (self._session_deadline(t), t.n))
-        self._emit("admit", n=t.n, door=door_hash.hex())
+        self.emit("admit", n=t.n, door=door_hash.hex())
 
     def renew_door(self, t: Ticket, door_hash: bytes, now: int) -> None:
         """The cookie holder of a live session is let in again with a new door key (the old one void);
         the session slides to ``now``."""
         t.door = door_hash
         self._slide(t, now, journal=False)
-        self._emit("admit", n=t.n, door=door_hash.hex(), reclaim=True)
+        self.emit("admit", n=t.n, door=door_hash.hex(), reclaim=True)
 
     def restore_door(self, t: Ticket, door_hash: bytes | None, session_last: int) -> None:
         """A door renewal is taken back (its journal commit failed): the old key and slide again."""
@@ -391,7 +392,7 @@ class Room:
     def touch_session(self, t: Ticket, now: int) -> None:
         """A session's slide to ``now`` reaches the journal (at most once a minute per session)."""
         t.session_last = t.session_touched = now
-        self._emit("session.touch", n=t.n)
+        self.emit("session.touch", n=t.n)
 
     def reclaim_session(self, t: Ticket) -> None:
         """The cookie holder takes their session back: a fresh pass, the old door key void."""
@@ -404,14 +405,14 @@ class Room:
         self.passes.add(t.n)
         heapq.heappush(self._pass_heap, (now + self.cfg.passed_ttl_sec * 1000, t.n))
         self._grant_slot(t, True, now)
-        self._emit("reclaim", n=t.n)
+        self.emit("reclaim", n=t.n)
 
     def bounce(self, t: Ticket, now: int) -> None:
         """The door turns a pass without a slot away: it keeps its pass and, from ``now``, a claim on
         the next free slot (see ``_active_bounced``)."""
         t.bounced_at = now
         self.bounced.add(t.n)
-        self._emit("bounce", n=t.n)
+        self.emit("bounce", n=t.n)
 
     def release_slot(self, t: Ticket, *, journal: bool = True) -> None:
         """An unused pass stops holding its capacity slot (claim window over, or its holder absent).
@@ -419,25 +420,25 @@ class Room:
         self.slot_holders.discard(t.n)
         t.slot = False
         if journal:
-            self._emit("slot.release", n=t.n)
+            self.emit("slot.release", n=t.n)
 
     def expire_pass(self, t: Ticket) -> None:
         """An unused pass runs out: the ticket is finished (``expired``)."""
         self._finish(t, "expired")
-        self._emit("expire", n=t.n)
+        self.emit("expire", n=t.n)
 
     def end_session(self, t: Ticket) -> None:
         """A session idles out or reaches sessionMaxSec: the ticket is finished (``expired``)."""
         self._finish(t, "expired")
-        self._emit("session.end", n=t.n)
+        self.emit("session.end", n=t.n)
 
     def update_return_url(self, holder: Ticket | PreEntry, return_url: str | None) -> None:
         """A held place (ticket or pre-queue entry) is sent back to a different page when it gets in."""
         holder.return_url = return_url
         if isinstance(holder, Ticket):
-            self._emit("return.update", n=holder.n, ret=return_url)
+            self.emit("return.update", n=holder.n, ret=return_url)
         else:
-            self._emit("return.update", h=holder.handle, ret=return_url)
+            self.emit("return.update", h=holder.handle, ret=return_url)
 
     def eject_ticket(self, t: Ticket) -> None:
         """An operator revokes the pass and any session: the visitor goes to the back of the line,
@@ -448,14 +449,14 @@ class Room:
         t.reason = "ejected"
         t.line_seq = self.line.push(t.n)
         self.ejected_total += 1
-        self._emit("eject", n=t.n)
+        self.emit("eject", n=t.n)
 
     def forget_finished(self, n: int) -> bool:
         """An operator ejects a finished ticket: its record and Ref are forgotten. False: no such record."""
         if self.finished.pop(n, None) is None:
             return False
         self._forget_ref(n)
-        self._emit("eject", n=n, forgotten=True)
+        self.emit("eject", n=n, forgotten=True)
         return True
 
     def empty_line(self) -> int:
@@ -475,7 +476,7 @@ class Room:
             self.purged_handles.popitem(last=False)
         self.prequeue.clear()
         self.pq_per_ident.clear()
-        self._emit("purge", count=len(numbers) + dropped)
+        self.emit("purge", count=len(numbers) + dropped)
         return len(numbers) + dropped
 
     def unmint(self, n: int) -> Ticket | Finished | None:

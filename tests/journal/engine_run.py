@@ -56,14 +56,14 @@ NEEDS = {
 
 
 def _emits() -> dict[str, set[str]]:
-    """Every ``_emit("<type>", key=...)`` call in room.py and engine.py: type -> the keys it writes."""
+    """Every ``emit("<type>", key=...)`` call in room.py and engine.py: type -> the keys it writes."""
     found: dict[str, set[str]] = {}
     for module in (room_module, engine_module):
         for node in ast.walk(ast.parse(inspect.getsource(module))):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "_emit"
+                and node.func.attr == "emit"
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
             ):
@@ -73,7 +73,7 @@ def _emits() -> dict[str, set[str]]:
 
 
 def engine_missing() -> list[str]:
-    """The needs the engine does not meet yet (read off its ``_emit`` calls)."""
+    """The needs the engine does not meet yet (read off its ``emit`` calls)."""
     emits = _emits()
     missing = []
     if "reason" not in emits.get("join", set()):
