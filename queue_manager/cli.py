@@ -97,4 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     server = _Server(config, app, settings)
     app.ctx.request_stop = lambda: setattr(server, "should_exit", True)
     app.inline.connection_count = lambda: len(server.server_state.connections)
-    server.run()
+    try:
+        server.run()
+    except KeyboardInterrupt:  # Ctrl-C: uvicorn has already stopped gracefully and re-raises the signal
+        print("Queue Manager stopped.", file=sys.stderr, flush=True)

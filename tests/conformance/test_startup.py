@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import importlib.util
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
 
 import httpx
 import pytest
 from harness import Server, ServerStartError, server_command, spawn_server, start_server
+
+ServerFactory = Callable[..., Server]
 
 
 def test_listening_line_names_the_url(server: Server) -> None:
@@ -16,6 +20,17 @@ def test_listening_line_names_the_url(server: Server) -> None:
     assert "listening" in server.listening_line
     assert f":{server.port}" in server.listening_line
     assert server.base_url.startswith("http://127.0.0.1:")
+
+
+def test_ctrl_c_stops_gracefully_without_a_traceback(make_server: ServerFactory) -> None:
+    """Ctrl-C in a terminal (SIGINT) is the everyday way to stop ``make run``: a clean stop, exit 0, no traceback."""
+    srv = make_server()
+    with srv.client() as c:
+        assert c.get("/healthz").status_code == 200
+    srv.proc.send_signal(signal.SIGINT)
+    assert srv.wait() == 0, srv.stderr
+    assert "Traceback" not in srv.stderr, srv.stderr
+    assert "Queue Manager stopped." in srv.stderr
 
 
 def test_healthz_ok_and_ready(server: Server) -> None:
