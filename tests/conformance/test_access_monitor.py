@@ -38,9 +38,10 @@ def server(make_module_server: ServerFactory) -> Server:
 @pytest.fixture(scope="module")
 def room(server: Server) -> dict[str, Any]:
     with server.admin() as a:
-        room = create_room(
+        room = create_room(  # rate 0: the one visitor stays in the line however slow the machine
             a,
             targetUrl="https://shop-monitor.example/",
+            ratePerMinute=0,
             proxyOrigin=INTERNAL,
             returnOrigins=[RETURN_ORIGIN],
             tagOrigins=[TAG_ORIGIN],
