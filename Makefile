@@ -41,6 +41,7 @@ test: $(DEVSTAMP)
 	bash scripts/services.sh
 	bash scripts/browser.sh
 	$(BIN)/ruff check queue_manager tests bench
+	$(BIN)/ruff format --check queue_manager tests bench
 	$(BIN)/mypy
 	QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n $(PYTEST_WORKERS) --durations=15 tests
 
@@ -58,7 +59,7 @@ test-conformance: $(DEVSTAMP)
 
 lint: $(DEVSTAMP)
 	$(BIN)/ruff check queue_manager tests bench
-	$(BIN)/ruff format --check queue_manager tests bench || true
+	$(BIN)/ruff format --check queue_manager tests bench
 	$(BIN)/mypy
 
 ## Hot-path benchmarks, side by side with a raw-ASGI hello-world on the same stack.

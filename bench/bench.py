@@ -451,20 +451,18 @@ def phase_check(results: dict[str, Any]) -> None:
         if BASELINE:
             base = qm_server("qm-check-baseline", os.path.abspath(BASELINE))
             base_setup = run(_http_setup(base, seed=0))
-            targets.append(
-                ("baseline", base.url + base_setup["checkPath"], "get.lua", {"QM_ORIGIN": TARGET}, base.pid)
-            )
+            targets.append(("baseline", base.url + base_setup["checkPath"], "get.lua", {"QM_ORIGIN": TARGET}, base.pid))
         out = interleaved(targets)
         out["check"]["variant"] = "admitted visitor: qm_token + dk, Origin: https://shop.example (as the tag)"
         if BASELINE:
             out["baseline"]["variant"] = f"the same check on the server of {BASELINE}"
-            ratios = [
-                c / b for c, b in zip(out["check"]["ratioRounds"], out["baseline"]["ratioRounds"], strict=True)
-            ]
+            ratios = [c / b for c, b in zip(out["check"]["ratioRounds"], out["baseline"]["ratioRounds"], strict=True)]
             out["check"]["toBaselineRounds"] = [round(x, 3) for x in ratios]
             out["check"]["toBaselineMedian"] = round(statistics.median(ratios), 3)
-            log(f"check vs baseline: per round {out['check']['toBaselineRounds']}; median "
-                f"{out['check']['toBaselineMedian']}")
+            log(
+                f"check vs baseline: per round {out['check']['toBaselineRounds']}; median "
+                f"{out['check']['toBaselineMedian']}"
+            )
         results["check"] = out
         verify = run(_http_verify(server, {**setup, "statusPath": "/healthz"}))
         results["checkVerify"] = {"checkAdmit": verify["checkAdmit"], "checkState": verify["checkState"]}

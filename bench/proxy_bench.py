@@ -254,9 +254,7 @@ def main() -> None:
         ratios: dict[str, list[float]] = {}
         for name in targets:
             if name.startswith(("qm ", "python floor")):
-                ratios[name] = [
-                    round(rnd[name]["rps_per_core"] / rnd["nginx"]["rps_per_core"], 3) for rnd in rounds
-                ]
+                ratios[name] = [round(rnd[name]["rps_per_core"] / rnd["nginx"]["rps_per_core"], 3) for rnd in rounds]
         fast_vs_asgi = {
             kind: [
                 round(rnd[f"qm {kind}"]["rps_per_core"] / rnd[f"qm {kind} (ASGI path)"]["rps_per_core"], 3)

@@ -165,7 +165,8 @@ def _inline_families(counters: Counters, labels: list[str], inst: list[str]) -> 
     for room_id, value in counters.visitor_disconnects.items():
         gone.add_metric([room_id, *inst], value)
     down = CounterMetricFamily(
-        "qm_proxy_backend_down", "Inline requests answered while the backend was down, per onBackendDown mode",
+        "qm_proxy_backend_down",
+        "Inline requests answered while the backend was down, per onBackendDown mode",
         labels=["mode", *labels],
     )
     for mode in ("open", "closed"):

@@ -174,7 +174,9 @@ def test_full_frame_lists_the_rooms(server: Server, admin: httpx.Client) -> None
 
 
 def test_monitor_stream_rooms_hide_team_only_fields(server: Server, admin: httpx.Client) -> None:
-    rid = create_room(admin, returnOrigins=["https://hidden-origin.example"], proxyOrigin="http://app-9877.internal.test:80")["id"]
+    rid = create_room(
+        admin, returnOrigins=["https://hidden-origin.example"], proxyOrigin="http://app-9877.internal.test:80"
+    )["id"]
     _, token = mint_link(admin)
     with bearer(server, token) as m, stream(server, ticket_for(m)) as s:
         first = s.frame()

@@ -239,7 +239,7 @@ def test_rate_guard_refuses_with_the_small_page_and_spares_the_waiting_page(make
         assert refused.status_code == 429
         assert int(refused.headers["retry-after"]) > 0
         assert refused.headers["content-type"].startswith("text/html")
-        assert 'http-equiv=refresh' in refused.text and len(refused.content) < 2048
+        assert "http-equiv=refresh" in refused.text and len(refused.content) < 2048
         # an XHR is told in plain text
         xhr = _plain(c, "/docs", accept="*/*")
         assert xhr.status_code == 429 and xhr.headers["content-type"].startswith("text/plain")

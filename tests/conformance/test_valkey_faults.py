@@ -516,9 +516,10 @@ def test_a_journal_failing_on_one_instance_only_takes_that_instance_out_of_rotat
                 wait_until(b_out, timeout=30, what="B out of rotation")
                 assert c.get("/healthz").json()["status"] == "degraded"
                 with b.admin() as admin_b:
-                    assert "storage is degraded on this instance only" in admin_b.get("/api/admin/health").json()[
-                        "incidents"
-                    ]
+                    assert (
+                        "storage is degraded on this instance only"
+                        in admin_b.get("/api/admin/health").json()["incidents"]
+                    )
             with a.client() as ca:
                 r = ca.get("/healthz")
                 assert r.status_code == 200 and r.json()["ready"] is True  # A's journal is fine

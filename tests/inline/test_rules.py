@@ -235,7 +235,6 @@ def test_response_headers_lose_hop_by_hop_and_the_console_cookie() -> None:
     }
 
 
-
 def test_every_connection_header_names_headers_that_never_cross_both_ways_every_time() -> None:
     # two Connection headers, mixed case and spacing: both lists count; asked twice (the second answer
     # comes from the remembered value) and in both directions

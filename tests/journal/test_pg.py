@@ -352,7 +352,7 @@ async def test_checkpoints_are_due_after_many_events_or_once_the_oldest_uncheckp
     assert run.events[-1].seq == head + 1
     await journal.commit(run.events[-1:])
     assert await journal.checkpoint_due(every_events=100, every_ms=3_600_000) == []
-    await pg.execute(f'UPDATE "{schema}".events SET committed_at = now() - interval \'2 hours\' WHERE seq > $1', head)
+    await pg.execute(f"UPDATE \"{schema}\".events SET committed_at = now() - interval '2 hours' WHERE seq > $1", head)
     assert await journal.quiet_rooms(3_600_000) == ["r"]
     assert await journal.checkpoint_due(every_events=100, every_ms=3_600_000) == [("r", head + 1)]  # by age
     assert await journal.quiet_rooms(3_600_000) == [] and await journal.heads() == {"r": (1, head + 1)}

@@ -63,7 +63,13 @@ def test_a_full_life_emits_only_known_types_and_every_kind_of_change(make_room, 
         assert isinstance(ev, Event)
         assert ev.room == "r" and ev.gen == 1 and ev.lv == EVENT_LOG_VERSION and isinstance(ev.ts, int)
         assert ev.as_dict() == {
-            "type": ev.type, "room": "r", "gen": 1, "seq": ev.seq, "ts": ev.ts, "lv": ev.lv, "data": ev.data
+            "type": ev.type,
+            "room": "r",
+            "gen": 1,
+            "seq": ev.seq,
+            "ts": ev.ts,
+            "lv": ev.lv,
+            "data": ev.data,
         }
 
 

@@ -12,7 +12,7 @@ import pytest
 from tests import conftest as rules
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = '''
+SAMPLE = """
 import pytest
 
 def test_runs():
@@ -28,7 +28,7 @@ def test_guarded():
 @pytest.mark.xfail(strict=True, reason="known")
 def test_expected_failure():
     assert False
-'''
+"""
 
 
 def _run(tmp_path: Path, ci: str | None) -> str:

@@ -55,7 +55,5 @@ async def live_heads(redis: Redis, prefix: str, room_ids: Iterable[str]) -> dict
     out: dict[str, LiveHead] = {}
     for i, room_id in enumerate(ids):
         (gen, seq), meta_gen, fenced = replies[3 * i : 3 * i + 3]
-        out[room_id] = LiveHead(
-            None if gen is None else int(gen), int(seq or 0), int(meta_gen or 0), bool(fenced)
-        )
+        out[room_id] = LiveHead(None if gen is None else int(gen), int(seq or 0), int(meta_gen or 0), bool(fenced))
     return out

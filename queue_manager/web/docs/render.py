@@ -67,8 +67,7 @@ UI: dict[str, dict[str, str]] = {
         "console": "คอนโซล",
         "toc": "ในหน้านี้",
         "index_title": "คู่มือ",
-        "index_lede": "คู่มือการใช้งาน Queue Manager แสดงจากโฟลเดอร์ docs/ ของเซิร์ฟเวอร์นี้ "
-        "ฉบับภาษาอังกฤษเป็นฉบับหลักที่ใช้อ้างอิง",
+        "index_lede": "คู่มือการใช้งาน Queue Manager แสดงจากโฟลเดอร์ docs/ ของเซิร์ฟเวอร์นี้ ฉบับภาษาอังกฤษเป็นฉบับหลักที่ใช้อ้างอิง",
         "source": "แสดงจาก",
         "missing_title": "ไม่พบคู่มือนี้",
         "missing_body": "ไม่มีคู่มือที่ที่อยู่นี้",
@@ -151,7 +150,7 @@ def _fence(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any)
     token = tokens[idx]
     lang = token.info.strip().split(" ")[0] if token.info else ""
     cls = f' class="language-{html.escape(lang)}"' if lang else ""
-    return f"<pre tabindex=\"0\"><code{cls}>{html.escape(token.content, quote=False)}</code></pre>\n"
+    return f'<pre tabindex="0"><code{cls}>{html.escape(token.content, quote=False)}</code></pre>\n'
 
 
 def _code_inline(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
