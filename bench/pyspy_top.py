@@ -40,8 +40,12 @@ AREAS = [
 ]
 
 
+# this checkout's root, whatever it is called on the machine that took the profile's files
+ROOT = str(Path(__file__).resolve().parents[1]) + "/"
+
+
 def short(path: str) -> str:
-    for marker in ("site-packages/", "/work/main/", "lib/python3.11/"):
+    for marker in ("site-packages/", ROOT, "lib/python3.11/"):
         if marker in path:
             return path.split(marker, 1)[1]
     return path
