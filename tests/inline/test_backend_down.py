@@ -242,9 +242,11 @@ def test_booting_while_valkey_is_down_builds_the_index_from_postgres(
 async def _set_fence(prefix: str, room_id: str, on: bool) -> None:
     import redis.asyncio as redis
 
+    from queue_manager.store.valkey.keys import room_key
+
     r = redis.from_url(VALKEY_URL)
     try:
-        key = f"{prefix}{{{room_id}}}:fence"  # store/valkey/keys.py: a room key, hash-tagged by its id
+        key = room_key(prefix, room_id, "fence")
         await (r.set(key, b"1") if on else r.delete(key))
     finally:
         await r.aclose()
