@@ -81,13 +81,7 @@ class Server:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The same application, for a caller holding the server (tests, in-process benchmarks)."""
-        kind = scope["type"]
-        if kind == "http":
-            await self.front.http(scope, receive, send)
-        elif kind == "lifespan":
-            await self.lifespan(receive, send)
-        else:
-            await self.front(scope, receive, send)
+        await self.front(scope, receive, send)
 
     # ------------------------------------------------------------------ lifespan
 

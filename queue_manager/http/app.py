@@ -18,7 +18,7 @@ from queue_manager.http.context import Context
 from queue_manager.http.edge import REFUSAL_PAGE, wants_page
 from queue_manager.http.router import Resource, admin_area
 from queue_manager.http.routes import ROUTER
-from queue_manager.http.wire import HttpError, Receive, Request, Scope, Send, api_path, send_error, send_response
+from queue_manager.http.wire import HttpError, Request, Scope, Send, send_error, send_response
 from queue_manager.store.base import StoreUnavailable
 
 log = logging.getLogger("queue_manager")
@@ -37,16 +37,6 @@ class App:
         #: Does this request's Host front a proxied app? There the edge-exempt paths (``/healthz``) are the
         #: app's own and get no exemption. Set by whatever wraps the app.
         self.foreign_host: Callable[[Scope], bool] = _no_foreign_host
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Plain ASGI (HTTP only), for a queue with nothing in front of it."""
-        if scope["type"] != "http":
-            return
-        req = Request(scope, receive, api_path(scope["path"]))
-        if not self.screen(req):
-            await self.refuse_at_edge(scope, send, req.method == "HEAD")
-            return
-        await self.serve(req, send)
 
     # ------------------------------------------------------------------ the screen
 
@@ -83,13 +73,6 @@ class App:
             await send_error(send, HttpError(403, "edge_required", "edge_required"), head)
 
     # ------------------------------------------------------------------ serving
-
-    async def serve(self, req: Request, send: Send) -> None:
-        """Answer one screened request; every error below becomes the guide's JSON error here."""
-        try:
-            await self.dispatch(req, send)
-        except Exception as exc:
-            await self.fail(req, send, exc)
 
     def dispatch(self, req: Request, send: Send) -> Awaitable[None]:
         """The handler's run for this request (a 404 or 405 is raised at once).

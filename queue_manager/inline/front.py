@@ -152,9 +152,9 @@ async def route(ctx: Context, inline: Inline, req: Request, send: Send) -> str |
 
 
 def admin_send(ctx: Context, inline: Inline, req: Request, send: Send) -> Send:
-    """Room saves refresh the host index, and warn when this console's host is about to be withheld."""
-    if req.method in ("GET", "HEAD") or not req.path.startswith("/api/admin/rooms"):
-        return send
+    """Room saves refresh the host index, and warn when this console's host is about to be withheld.
+
+    For a write under ``/api/admin/rooms`` (the front calls it for those only)."""
     state: dict[str, Any] = {"status": 0}  # the status seen, and a held POST's start message
 
     async def wrapped(message: Message) -> None:
