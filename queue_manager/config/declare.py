@@ -20,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Generic, TypeVar, cast, dataclass_transform
@@ -125,7 +126,7 @@ def _default(default: T | Derived[T], earlier: Mapping[str, Any]) -> T:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Declaration(Generic[T]):
+class Declaration(ABC, Generic[T]):
     """Everything about one setting but its field name and Python type (the field has those)."""
 
     env: str
@@ -133,15 +134,15 @@ class Declaration(Generic[T]):
     #: Never copied into a refusal, a warning or a hardening line.
     sensitive: bool = False
 
+    @abstractmethod
     def read(self, r: Reader, earlier: Mapping[str, Any]) -> T:
         """The value in effect: the parsed value when set, the default when unset, the default with
         a warning when unusable. Raises :class:`ConfigRefusal` for a value that refuses start.
         ``earlier`` holds the settings read before this one, for a derived default."""
-        raise NotImplementedError
 
+    @abstractmethod
     def unset(self, earlier: Mapping[str, Any]) -> T:
         """The value when the variable is unset."""
-        raise NotImplementedError
 
     @property
     def refuses(self) -> bool:
