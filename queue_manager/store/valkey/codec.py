@@ -8,6 +8,7 @@ renderer (``engine/view.py``) from the numbers a reply carries; the look-up reco
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from queue_manager.engine.model import RoomConfig, apply_fields
@@ -101,44 +102,17 @@ def visitor_view(
     room_id: str, gen: int, cfg: RoomConfig, r: dict[str, Any], now_wall: int, now_mono: int
 ) -> VisitorView:
     """A join/status reply's raw numbers, rendered by ``engine.view.render_visitor_view``."""
-    room_state = r["eff"]
+    render = partial(
+        render_visitor_view, cfg, gen, r["eff"], now_wall, now_mono, reason=r.get("reason"), new=bool(r.get("new"))
+    )
     pre = r.get("pre")
     if pre is not None:
-        return render_visitor_view(
-            cfg,
-            gen,
-            room_state,
-            now_wall,
-            now_mono,
-            reason=r.get("reason"),
-            new=bool(r.get("new")),
-            handle=pre["h"],
-            pre_count=r["pc"],
-            joined_ms=pre["j"],
-            return_url=pre.get("ru"),
-        )
+        return render(handle=pre["h"], pre_count=r["pc"], joined_ms=pre["j"], return_url=pre.get("ru"))
     t = r.get("t")
     if t is None:
         fin = r.get("fin")
-        return render_visitor_view(
-            cfg,
-            gen,
-            room_state,
-            now_wall,
-            now_mono,
-            reason=r.get("reason"),
-            new=bool(r.get("new")),
-            n=r.get("n"),
-            finished_joined_ms=None if fin is None else fin["j"],
-        )
-    return render_visitor_view(
-        cfg,
-        gen,
-        room_state,
-        now_wall,
-        now_mono,
-        reason=r.get("reason"),
-        new=bool(r.get("new")),
+        return render(n=r.get("n"), finished_joined_ms=None if fin is None else fin["j"])
+    return render(
         n=t["n"],
         ticket_state=t["s"],
         ticket_reason=t.get("r"),
