@@ -26,15 +26,11 @@ import hashlib
 import io
 import os
 import pstats
-import re
 import secrets
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -42,6 +38,7 @@ import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hello
+from callgrind import instructions_per_call
 
 ENV = {
     "ADMIN_KEY": "bench-admin-key-0123456789abcdef0123456789",
@@ -294,28 +291,9 @@ async def main_async(n: int, profile: bool, asgi_only: bool = False, loop: int |
 
 
 def _instructions(n: int, tree: str | None) -> float:
-    """Instructions per /api/check: callgrind's totals for 2n and n calls, differenced."""
-    with tempfile.TemporaryDirectory() as tmp:
-        runs = []
-        for count in (n, 2 * n):  # both at once: each is one process on its own core
-            out = Path(tmp) / f"cg.{count}"
-            env = {**os.environ, "PYTHONHASHSEED": "0"}
-            if tree:
-                env["PYTHONPATH"] = os.path.abspath(tree)
-            cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__]
-            log = open(Path(tmp) / f"log.{count}", "w+b")
-            proc = subprocess.Popen([*cmd, "--loop", str(count)], env=env, stdout=subprocess.DEVNULL, stderr=log)
-            runs.append((out, proc, log))
-        totals = []
-        for out, proc, log in runs:
-            if proc.wait() != 0:
-                log.seek(0)
-                raise SystemExit(f"bench: a callgrind run failed:\n{log.read().decode()[-2000:]}")
-            log.close()
-            found = re.search(rb"^(?:totals|summary):\s+(\d+)", out.read_bytes(), re.M)
-            assert found, "callgrind wrote no totals"
-            totals.append(int(found.group(1)))
-    return (totals[1] - totals[0]) / n
+    """Instructions per /api/check (callgrind, n and 2n calls differenced); ``tree``: another checkout's app."""
+    env = {"PYTHONPATH": os.path.abspath(tree)} if tree else {}
+    return instructions_per_call(lambda count: ([sys.executable, __file__, "--loop", str(count)], env), n)
 
 
 def main() -> None:

@@ -31,7 +31,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -253,26 +252,13 @@ def _run(target: str, requests: int, profile: bool) -> None:
 
 
 def _instructions(target: str, n: int) -> float:
-    """Instructions per request: callgrind's totals for 2n and n requests, differenced."""
-    with tempfile.TemporaryDirectory() as tmp:
-        runs = []
-        for count in (n, 2 * n):  # both at once: each is one process on its own core
-            out = Path(tmp) / f"cg.{count}"
-            env = {**os.environ, "QM_BENCH_N": str(count), "PYTHONHASHSEED": "0"}
-            cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__]
-            log = open(Path(tmp) / f"log.{count}", "w+b")
-            proc = subprocess.Popen([*cmd, "--child", target], env=env, stdout=subprocess.DEVNULL, stderr=log)
-            runs.append((out, proc, log))
-        totals = []
-        for out, proc, log in runs:
-            if proc.wait() != 0:
-                log.seek(0)
-                raise SystemExit(f"bench: the callgrind run of {target} failed:\n{log.read().decode()[-2000:]}")
-            log.close()
-            found = re.search(rb"^(?:totals|summary):\s+(\d+)", out.read_bytes(), re.M)
-            assert found, "callgrind wrote no totals"
-            totals.append(int(found.group(1)))
-    return (totals[1] - totals[0]) / n
+    """Instructions per request of ``target`` (callgrind, n and 2n requests differenced)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from callgrind import instructions_per_call
+
+    return instructions_per_call(
+        lambda count: ([sys.executable, __file__, "--child", target], {"QM_BENCH_N": str(count)}), n
+    )
 
 
 def main() -> None:
