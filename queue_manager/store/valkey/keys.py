@@ -56,6 +56,12 @@ storage:ok         hash     instance id -> wall ms it last reported its journal 
 ctl                channel  pub/sub change hints between the instances (not a key)
 ses:rev:<id>       str      a console session signed out (expires when the session would have)
 sse:<ticket>       str      a single-use stream ticket as JSON (expires with it; taken by GETDEL)
+alerts:state       hash     the alert delivery state (``epoch``, ``state`` JSON), written by the leader
+                            only and fenced on ``leader:epoch`` (never older than the epoch saved)
+alerts:storage     hash     instance id -> its storage report of the last alert frame (JSON)
+targets            hash     room id -> the snippet room's target probe result (JSON), leader-written
+autopilot          hash     ``epoch``, ``state`` JSON: threshold activation and autotune per room
+authfail:<ip>:<m> str      failed admin authentications of one address in minute m (expires)
 =================  =======  ==================================================================
 """
 
@@ -124,6 +130,26 @@ def leader_epoch_key(prefix: str) -> str:
 
 def storage_ok_key(prefix: str) -> str:
     return f"{prefix}storage:ok"
+
+
+def alerts_state_key(prefix: str) -> str:
+    return f"{prefix}alerts:state"
+
+
+def alerts_storage_key(prefix: str) -> str:
+    return f"{prefix}alerts:storage"
+
+
+def targets_key(prefix: str) -> str:
+    return f"{prefix}targets"
+
+
+def autopilot_key(prefix: str) -> str:
+    return f"{prefix}autopilot"
+
+
+def auth_fail_key(prefix: str, address: str, minute: int) -> str:
+    return f"{prefix}authfail:{address}:{minute}"
 
 
 def control_channel(prefix: str) -> str:
