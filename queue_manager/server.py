@@ -23,6 +23,8 @@ from queue_manager.http.context import Context
 from queue_manager.http.wire import Receive, Scope, Send
 from queue_manager.inline.component import Inline, QueueSide
 from queue_manager.inline.front import InlineFront
+from queue_manager.jobs import webhook
+from queue_manager.jobs.autopilot import Autopilot, shared_for
 from queue_manager.store.base import Store, StoreUnavailable
 
 if TYPE_CHECKING:
@@ -73,6 +75,11 @@ class Server:
         self.front = InlineFront(self.app, self.inline)
         self.front.lifespan = self.lifespan
         self.ticker = Job("qm-ticker", self._ticker)
+        refusal = webhook.refusal(settings)
+        if refusal is not None:
+            raise refusal
+        self.autopilot = Autopilot(ctx, shared_for(ctx, self.backend), self.backend)
+        ctx.alerts = self.autopilot
 
     @property
     def asgi(self) -> InlineFront:
@@ -114,6 +121,7 @@ class Server:
             await ctx.store.start()
         self.ticker.start()
         await self.inline.start()
+        self.autopilot.start()
         ctx.ready = True
         # STORE=memory keeps nothing across a restart, so whether the last run stopped cleanly is unknown
         await ctx.access.audit(
@@ -131,6 +139,7 @@ class Server:
     async def shutdown(self) -> None:
         self.begin_stop()
         await self.ctx.access.audit(None, "server.stop", target=self.settings.instance_id, clean=True)
+        await self.autopilot.stop()
         await self.inline.stop()
         await self.ticker.stop()
         if self.backend is not None:

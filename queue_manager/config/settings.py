@@ -317,6 +317,9 @@ class Settings:
         "Set it to the webhook's https:// address.",
         sensitive=True,
     )
+    alert_allow_private: bool = flag(
+        "ALERT_ALLOW_PRIVATE", False, "ALERT_WEBHOOK_URL may be a private or internal address."
+    )
     alert_every_ms: int = integer(
         "ALERT_EVERY_MS", 5000, "How often alert conditions are evaluated.", unit="milliseconds", minimum=1
     )
@@ -332,6 +335,13 @@ class Settings:
     )
     email_notify: bool = flag("EMAIL_NOTIFY", False, "The waiting page offers an e-mail when the turn comes.")
     autotune: bool = flag("AUTOTUNE", False, "The leader adjusts the outflow rate of queueing rooms.")
+    target_probe_every_ms: int = integer(
+        "TARGET_PROBE_EVERY_MS",
+        30_000,
+        "How often the leader probes each snippet room's targetUrl.",
+        unit="milliseconds",
+        minimum=1000,
+    )
 
     # -- diagnostics ------------------------------------------------------------------------
     warnings: tuple[ConfigWarning, ...]

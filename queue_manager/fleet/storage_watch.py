@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 
 from redis.asyncio import Redis
 
@@ -58,6 +59,7 @@ class StorageWatch:
         self.frames_failing = 0  # consecutive frames that each saw a new failure
         self.others_ok = False  # another instance reported its storage ok within the window
         self._seen_error_at: int | None = None  # the newest failure the previous frame knew of
+        self._failure_frames: deque[int] = deque(maxlen=8)  # wall ms of the frames that saw a new failure
         self.job = Job("qm-storage-watch", self._run)
 
     @property
@@ -67,6 +69,11 @@ class StorageWatch:
     def failing(self) -> bool:
         """No commit or probe has landed since the journal's newest failure."""
         return self.journal.status.failing()
+
+    def paging(self, now_ms: int) -> bool:
+        """storage_failing pages: two alert frames within 3 x ALERT_EVERY_MS saw new failures (one failed
+        commit is degraded, not a page; an intermittent fault, or one still there at the next probe, is)."""
+        return sum(1 for at in self._failure_frames if now_ms - at < self.window_ms) >= 2
 
     @property
     def out_of_rotation(self) -> bool:
@@ -80,6 +87,8 @@ class StorageWatch:
         newest = self.journal.last_error_at
         saw_new = newest is not None and newest != self._seen_error_at
         self._seen_error_at = newest
+        if saw_new:
+            self._failure_frames.append(self.clock.wall_ms())
         if self.failing() and saw_new:
             self.frames_failing += 1
         else:

@@ -55,6 +55,16 @@ class InlineStatus(Protocol):
     def health(self) -> dict[str, object]: ...
 
 
+class AlertsView(Protocol):
+    """What the queue's routes read of the alert frames and the leader's jobs (``jobs/autopilot.py``)."""
+
+    def view(self, *, full: bool) -> dict[str, Any]: ...
+
+    async def test(self) -> dict[str, Any]: ...
+
+    def badges(self) -> dict[str, dict[str, Any]]: ...
+
+
 @dataclass
 class Context:
     settings: Settings
@@ -81,6 +91,7 @@ class Context:
     request_stop: Callable[[], None] | None = None
     backend: Backend | None = None  # on STORE=valkey: the lease, the journal, the Valkey state
     inline: InlineStatus | None = None  # the inline proxy in front, when the server runs one
+    alerts: AlertsView | None = None  # the alert frames and the leader's jobs
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
     version: str = __version__
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from queue_manager.http import (
     admin,
+    admin_alerts,
     admin_console,
     admin_rooms,
     admin_stream,
@@ -64,6 +65,8 @@ TABLE: tuple[Route, ...] = (
     a("GET", "/api/admin/health", ("read",), admin.admin_health, "This instance's health, in full."),
     a("GET", "/metrics", ("read",), admin.metrics, "Prometheus metrics of this instance."),
     a("GET", "/api/admin/security", ("read",), admin.security, "What bot protection has seen."),
+    a("GET", "/api/admin/alerts", ("read",), admin_alerts.alerts_get, "What is firing and the last deliveries."),
+    a("POST", "/api/admin/alerts", ("write",), admin_alerts.alerts_test, "Send a test alert to the webhook."),
     a(
         "GET",
         "/api/admin/events",

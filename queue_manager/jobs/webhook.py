@@ -1,0 +1,191 @@
+"""Delivering a page: a JSON POST to ``ALERT_WEBHOOK_URL``, 5 s for the whole exchange.
+
+The receiver's address is held to the rule a proxy origin is held to (``ssrf.py``): a private or
+internal address is refused at start-up (``refusal``) and again at every delivery, on the addresses
+the name resolves to then, unless ``ALERT_ALLOW_PRIVATE=1`` or ``PROXY_ALLOW_PRIVATE=1``. The request
+goes to the address that was checked (``Host`` and TLS server name stay the URL's), so a name that
+starts resolving to an internal address between the check and the connect cannot be used to reach it.
+
+Every attempt is one ``Delivery``; the last 20 are kept in this process for ``GET /api/admin/alerts``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import orjson
+
+from queue_manager import __version__, ssrf
+from queue_manager.config import ConfigRefusal, Settings
+
+TIMEOUT_SEC = 5.0
+LOG_KEEP = 20
+
+
+@dataclass(slots=True)
+class Delivery:
+    at: int  # wall ms the attempt started
+    event: str
+    status: str  # firing | resolved
+    severity: str
+    roomId: str | None
+    ts: int
+    ok: bool
+    httpStatus: int | None
+    error: str | None
+    durationMs: int
+    attempt: int
+    test: bool
+
+    def public(self, *, full: bool) -> dict[str, Any]:
+        out = asdict(self)
+        if not full:
+            out["error"] = None if self.ok else "failed"  # a refusal or a connect error can name an address
+        return out
+
+
+def allow_private(settings: Settings) -> bool:
+    return settings.alert_allow_private or settings.proxy_allow_private
+
+
+def refusal(settings: Settings) -> ConfigRefusal | None:
+    """Start-up: a webhook on a private or internal address, not explicitly allowed."""
+    url = settings.alert_webhook_url
+    if not url or allow_private(settings):
+        return None
+    host = urlsplit(url).hostname or ""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return None  # does not resolve now: every delivery checks again, and fails until it does
+    for info in infos:
+        address = str(info[4][0])
+        if ssrf.is_private(address):
+            return ConfigRefusal(
+                "ALERT_WEBHOOK_URL",
+                f"ALERT_WEBHOOK_URL: {host} resolves to {address}, a private or internal address; set "
+                "ALERT_ALLOW_PRIVATE=1 if the receiver really is on this network",
+            )
+    return None
+
+
+class Refused(Exception):
+    pass
+
+
+class Webhook:
+    def __init__(self, settings: Settings, wall_ms: Any) -> None:
+        self.url = settings.alert_webhook_url
+        self.allow_private = allow_private(settings)
+        self.wall_ms = wall_ms
+        self.log: deque[Delivery] = deque(maxlen=LOG_KEEP)
+        self.sent = 0
+        self.failed = 0
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.url)
+
+    def where(self) -> str | None:
+        """The receiver without its path and query (which often carry the receiver's secret)."""
+        if not self.url:
+            return None
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/…" if parts.path not in ("", "/") else self.url
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _target(self, url: str) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """The URL with the checked address in place of the name, the Host header and the TLS name."""
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise Refused(f"{host} does not resolve ({exc.strerror or exc})") from None
+        addresses = [str(i[4][0]) for i in infos]
+        if not self.allow_private:
+            for address in addresses:
+                if ssrf.is_private(address):
+                    raise Refused(
+                        str(ssrf.OriginRefused(host, address)).replace("PROXY_ALLOW_PRIVATE", "ALERT_ALLOW_PRIVATE")
+                    )
+        address = addresses[0]
+        literal = f"[{address}]" if ":" in address else address
+        netloc = literal if parts.port is None else f"{literal}:{parts.port}"
+        headers = {"host": parts.netloc.rpartition("@")[2]}
+        extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
+        return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, "")), headers, extensions
+
+    async def send(self, body: dict[str, Any], *, attempt: int = 1, test: bool = False) -> Delivery:
+        started = time.monotonic()
+        at = int(self.wall_ms())
+        status: int | None = None
+        error: str | None = None
+        if not self.url:
+            error = "no ALERT_WEBHOOK_URL is set"
+        else:
+            try:
+                async with asyncio.timeout(TIMEOUT_SEC):
+                    url, headers, extensions = await self._target(self.url)
+                    if self._client is None:
+                        self._client = httpx.AsyncClient(timeout=TIMEOUT_SEC, follow_redirects=False)
+                    reply = await self._client.post(
+                        url,
+                        content=orjson.dumps(body),
+                        headers={
+                            **headers,
+                            "content-type": "application/json",
+                            "user-agent": f"queue-manager/{__version__}",
+                        },
+                        extensions=extensions,
+                    )
+                    status = reply.status_code
+                    if not 200 <= status < 300:
+                        error = f"HTTP {status}"
+            except Refused as exc:
+                error = f"refused: {exc}"
+            except TimeoutError:
+                error = f"timed out after {TIMEOUT_SEC:g} s"
+            except httpx.HTTPError as exc:
+                error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        ok = error is None
+        delivery = Delivery(
+            at=at,
+            event=str(body.get("event")),
+            status=str(body.get("status")),
+            severity=str(body.get("severity")),
+            roomId=body.get("roomId"),
+            ts=int(body.get("ts") or at),
+            ok=ok,
+            httpStatus=status,
+            error=error,
+            durationMs=int((time.monotonic() - started) * 1000),
+            attempt=attempt,
+            test=test,
+        )
+        self.log.appendleft(delivery)
+        if ok:
+            self.sent += 1
+        else:
+            self.failed += 1
+        return delivery
+
+    @staticmethod
+    def final(delivery: Delivery) -> bool:
+        """Whether the page is done with: delivered, or refused by the receiver for a reason a retry keeps."""
+        status = delivery.httpStatus
+        return delivery.ok or (status is not None and 400 <= status < 500 and status not in (408, 429))
