@@ -102,6 +102,8 @@ AUDIT_MARKS = {
     "room.update": ("edit", "room settings edited"),
     "room.schedule": ("schedule", "schedule changed"),
     "room.inline": ("edit", "inline settings changed"),
+    "room.threshold": ("threshold", "threshold activation"),
+    "room.autotune": ("autotune", "autotune"),
 }
 
 
@@ -130,6 +132,10 @@ async def _marks(call: Call, room_id: str, since: int) -> list[dict[str, Any]]:
             if not fields:
                 continue  # saved with nothing changed
             note = "room edited: " + ", ".join(str(f) for f in fields)
+        elif row.action == "room.threshold":
+            note = f"threshold activation: {row.detail.get('change')} at {row.detail.get('joinsPerMin')} joins/min"
+        elif row.action == "room.autotune":
+            note = f"autotune: rate {row.detail.get('from')} → {row.detail.get('to')}/min ({row.detail.get('reason')})"
         marks.append({"t": row.ts // 1000, "kind": kind, "note": note})
     marks.sort(key=lambda m: m["t"])
     return marks

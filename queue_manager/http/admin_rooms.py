@@ -15,9 +15,19 @@ from queue_manager import ssrf
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import ALIASES, bare_origin
 from queue_manager.http.call import Call
+from queue_manager.http.context import Context
 from queue_manager.http.wire import HttpError, send_json
 
 TEAM_ONLY_FIELDS = ("proxyOrigin", "returnOrigins", "tagOrigins", "rules")
+
+
+def with_auto(ctx: Context, rooms: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mark the rooms threshold activation acted on in the last 15 minutes (``autoSelf``: the card's
+    AUTO · SELF badge, with when, which way and at what joins/min); null on every other room."""
+    badges = ctx.alerts.badges() if ctx.alerts is not None else {}
+    for room in rooms:
+        room["autoSelf"] = badges.get(room["id"])
+    return rooms
 
 
 def _visible(call: Call, room: dict[str, Any]) -> dict[str, Any]:
@@ -29,7 +39,7 @@ def _visible(call: Call, room: dict[str, Any]) -> dict[str, Any]:
 
 
 async def rooms_list(call: Call) -> None:
-    rooms = [_visible(call, r) for r in await call.ctx.store.list_rooms()]
+    rooms = [_visible(call, r) for r in with_auto(call.ctx, await call.ctx.store.list_rooms())]
     await send_json(call.send, 200, {"rooms": rooms, "now": call.ctx.clock.wall_ms()}, head=call.req.method == "HEAD")
 
 
@@ -161,7 +171,7 @@ def _room(call: Call) -> str:
 
 
 async def room_get(call: Call) -> None:
-    room = await call.ctx.store.get_room(_room(call))
+    room = with_auto(call.ctx, [await call.ctx.store.get_room(_room(call))])[0]
     await send_json(call.send, 200, {"room": _visible(call, room)}, head=call.req.method == "HEAD")
 
 

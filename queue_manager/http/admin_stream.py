@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from queue_manager.http.admin_rooms import TEAM_ONLY_FIELDS
+from queue_manager.http.admin_rooms import TEAM_ONLY_FIELDS, with_auto
 from queue_manager.http.call import Call
 from queue_manager.http.sse import SEND_TIMEOUT, AdminStreams, watch_disconnect
 from queue_manager.http.wire import NO_STORE
@@ -63,7 +63,7 @@ async def events(call: Call) -> None:
                     send({"type": "http.response.body", "body": frame, "more_body": True}), SEND_TIMEOUT
                 )
                 return
-            rooms = await ctx.store.list_rooms()
+            rooms = with_auto(ctx, await ctx.store.list_rooms())
             if not call.who.may("team"):
                 rooms = [{k: v for k, v in r.items() if k not in TEAM_ONLY_FIELDS} for r in rooms]
             ids = [r["id"] for r in rooms]
