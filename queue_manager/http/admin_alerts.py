@@ -15,14 +15,14 @@ from queue_manager.http.wire import HttpError, send_json
 async def alerts_get(call: Call) -> None:
     alerts = call.ctx.alerts
     if alerts is None:
-        raise HttpError(503, "not_ready", "The alert frames are not running yet.")
+        raise HttpError(404, "not_found", "No such route.")
     await send_json(call.send, 200, alerts.view(full=call.who.may("team")), head=call.req.method == "HEAD")
 
 
 async def alerts_test(call: Call) -> None:
     alerts = call.ctx.alerts
     if alerts is None:
-        raise HttpError(503, "not_ready", "The alert frames are not running yet.")
+        raise HttpError(404, "not_found", "No such route.")
     if not call.ctx.settings.alert_webhook_url:
         raise HttpError(
             409,

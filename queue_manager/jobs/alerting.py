@@ -22,8 +22,7 @@ from queue_manager.jobs.conditions import Condition
 
 SOURCE = "queue-manager"
 OUTBOX_MAX = 200  # beyond it (a receiver down for hours) the oldest pages are dropped, and counted
-RETRY_MIN_MS = 5_000
-RETRY_MAX_MS = 300_000
+RETRY_MAX_MS = 300_000  # a page that keeps failing is retried at ALERT_EVERY_MS, doubling up to 5 minutes
 
 State = dict[str, Any]
 
@@ -112,7 +111,7 @@ def due(state: State, now: int) -> list[dict[str, Any]]:
     return sorted((p for p in state.get("outbox", []) if p["due"] <= now), key=lambda p: p["body"]["ts"])
 
 
-def settle(state: State, pid: str, delivered: bool, now: int) -> None:
+def settle(state: State, pid: str, delivered: bool, now: int, base_ms: int) -> None:
     """After a delivery attempt: drop the page (delivered, or refused for good) or schedule its retry."""
     outbox: list[dict[str, Any]] = state.get("outbox", [])
     for i, p in enumerate(outbox):
@@ -122,7 +121,7 @@ def settle(state: State, pid: str, delivered: bool, now: int) -> None:
             del outbox[i]
         else:
             p["attempts"] += 1
-            p["due"] = now + min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** min(16, p["attempts"] - 1))
+            p["due"] = now + min(RETRY_MAX_MS, max(1, base_ms) * 2 ** min(16, p["attempts"] - 1))
         return
 
 

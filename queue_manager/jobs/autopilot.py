@@ -245,7 +245,7 @@ class Autopilot:
         self._in_flight.add(entry["id"])
         try:
             delivery = await self.webhook.send(entry["body"], attempt=entry["attempts"] + 1)
-            alerting.settle(self.local, entry["id"], Webhook.final(delivery), self.ctx.clock.wall_ms())
+            alerting.settle(self.local, entry["id"], Webhook.final(delivery), self.ctx.clock.wall_ms(), self.every_ms)
         finally:
             self._in_flight.discard(entry["id"])
 
@@ -270,7 +270,7 @@ class Autopilot:
                     state = await self.shared.load("alerts:state") or alerting.empty()
                 except (RedisError, OSError):
                     return  # the page stays in the outbox; the next leader frame retries it
-                alerting.settle(state, entry["id"], Webhook.final(delivery), self.ctx.clock.wall_ms())
+                alerting.settle(state, entry["id"], Webhook.final(delivery), self.ctx.clock.wall_ms(), self.every_ms)
                 if await self.shared.save("alerts:state", state):
                     self.state = state
         finally:
