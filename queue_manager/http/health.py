@@ -44,7 +44,7 @@ def _public_health(ctx: Context) -> dict[str, Any]:
     out = {
         "status": status,
         "ready": ready,
-        "leader": True if backend is None else backend.lease.leader,
+        "leader": True if backend is None else backend.lease.leader and backend.valkey_up,
         "version": ctx.version,
         "store": ctx.store.kind,
         "uptimeSec": int(ctx.uptime()),

@@ -95,7 +95,8 @@ class Autopilot:
 
     @property
     def leader(self) -> bool:
-        return self.shared.leadership.leader
+        """Holds the lease, and Valkey answers (nobody leads while it is away)."""
+        return self.shared.leadership.leader and (self.backend is None or self.backend.valkey_up)
 
     # ------------------------------------------------------------------ one frame
 
