@@ -69,6 +69,16 @@ class Server:
                 hints=self.backend.hints,
                 resync_ms=settings.resync_ms,
             )
+            from queue_manager.access.authfail import SharedAuthFailures
+
+            ctx.access.failures = SharedAuthFailures(  # the fleet's wrong-key budget; this process's if Valkey is down
+                self.backend.store.redis,
+                settings.valkey_prefix,
+                settings.admin_auth_fail_per_min,
+                self.backend.clock,
+                local=ctx.access.failures,
+                breaker=self.backend.store.breaker,
+            )
         self.app = App(ctx)
         self.inline = Inline(ctx, QueueSide(door_check=door.door_check, waiting_page=visitor.waiting_page))
         ctx.inline = self.inline

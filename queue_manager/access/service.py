@@ -18,10 +18,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from queue_manager.access.authfail import AuthBudget, AuthFailures
 from queue_manager.access.principal import Principal, Role
 from queue_manager.access.records import AccessStore, AuditRow, MonitorLink, OperatorRecord
 from queue_manager.clock import Clock
@@ -48,51 +48,15 @@ def _role(value: object) -> Role:
     return "viewer"
 
 
-class AuthFailures:
-    """ADMIN_AUTH_FAIL_PER_MIN: wrong credentials per address per minute, in an LRU map."""
-
-    def __init__(self, per_minute: int, max_keys: int, clock: Clock) -> None:
-        self.limit = per_minute
-        self.max_keys = max(1, max_keys)
-        self.clock = clock
-        self._map: OrderedDict[str, list[int]] = OrderedDict()  # ip -> [window start ms, failures]
-
-    def _bucket(self, ip: str) -> list[int] | None:
-        b = self._map.get(ip)
-        if b is not None and self.clock.mono_ms() - b[0] >= 60_000:
-            del self._map[ip]
-            return None
-        return b
-
-    def locked(self, ip: str) -> int | None:
-        """Seconds until the address may try again, or None when it is not locked out."""
-        if self.limit <= 0:
-            return None
-        b = self._bucket(ip)
-        if b is None or b[1] < self.limit:
-            return None
-        return max(1, (b[0] + 60_000 - self.clock.mono_ms() + 999) // 1000)
-
-    def fail(self, ip: str) -> None:
-        if self.limit <= 0:
-            return
-        b = self._bucket(ip)
-        if b is None:
-            b = [self.clock.mono_ms(), 0]
-            self._map[ip] = b
-            if len(self._map) > self.max_keys:
-                self._map.popitem(last=False)
-        self._map.move_to_end(ip)
-        b[1] += 1
-
-
 class Access:
     def __init__(self, settings: Settings, signer: TokenSigner, clock: Clock, store: AccessStore) -> None:
         self.settings = settings
         self.signer = signer
         self.clock = clock
         self.store = store
-        self.failures = AuthFailures(settings.admin_auth_fail_per_min, settings.rate_limit_max_keys, clock)
+        # ADMIN_AUTH_FAIL_PER_MIN: this process's budget; on STORE=valkey the composition root puts the
+        # fleet's in its place (authfail.SharedAuthFailures)
+        self.failures: AuthBudget = AuthFailures(settings.admin_auth_fail_per_min, settings.rate_limit_max_keys, clock)
         self._admin_hash = _key_hash(settings.admin_key)
         self._secrets = [settings.secret] + ([settings.secret_previous] if settings.secret_previous else [])
         self._listeners: list[RevocationListener] = []

@@ -16,7 +16,7 @@ async def session_open(ctx: Context, req: Request, send: Send) -> None:
     site = req.header(b"sec-fetch-site")
     if site is not None and site != "same-origin":
         raise HttpError(403, "csrf_required", "Sign in from the console's own origin.")
-    retry = ctx.access.failures.locked(ident.ip)
+    retry = await ctx.access.failures.locked(ident.ip)
     if retry is not None:
         raise HttpError(
             429,
@@ -30,7 +30,7 @@ async def session_open(ctx: Context, req: Request, send: Send) -> None:
         raise HttpError(400, "bad_request", 'Send {"key": "<ADMIN_KEY or operator key>"}.')
     principal = await ctx.access.from_bearer(key)
     if principal is None:
-        ctx.access.failures.fail(ident.ip)
+        await ctx.access.failures.fail(ident.ip)
         raise HttpError(401, "unauthorized", "That key is not valid here.")
     await admin_team.session_open(Call(ctx, req, send, req.receive, ident, principal))
 

@@ -36,7 +36,7 @@ async def authenticate(ctx: Context, req: Request, ident: Identity, *, allow_tic
     ticket = req.query.get("ticket") if allow_ticket else None
     presented = bool(auth) or bool(cookie) or bool(ticket)
     if presented:
-        retry = access.failures.locked(ident.ip)
+        retry = await access.failures.locked(ident.ip)
         if retry is not None:
             raise HttpError(
                 429,
@@ -48,17 +48,17 @@ async def authenticate(ctx: Context, req: Request, ident: Identity, *, allow_tic
         scheme, _, credential = auth.partition(" ")
         credential = credential.strip()
         if scheme.lower() != "bearer" or not credential:
-            access.failures.fail(ident.ip)
+            await access.failures.fail(ident.ip)
             raise _unauthorized("Use Authorization: Bearer <key>.")
         principal = await access.from_bearer(credential)
         if principal is None:
-            access.failures.fail(ident.ip)
+            await access.failures.fail(ident.ip)
             raise _unauthorized("That key is not valid here.")
         return principal
     if cookie:
         principal = await access.from_session(cookie)
         if principal is None:
-            access.failures.fail(ident.ip)
+            await access.failures.fail(ident.ip)
             raise _unauthorized("Your console session has ended. Sign in again.", clear_cookie=True)
         if req.method not in SAFE_METHODS:
             site = req.header(b"sec-fetch-site")
@@ -68,7 +68,7 @@ async def authenticate(ctx: Context, req: Request, ident: Identity, *, allow_tic
     if ticket:
         principal = await access.spend_ticket(ticket)
         if principal is None:
-            access.failures.fail(ident.ip)
+            await access.failures.fail(ident.ip)
             raise _unauthorized("That stream ticket is spent, expired or revoked.")
         return principal
     raise _unauthorized("This route needs Authorization: Bearer <key> or a console session.")

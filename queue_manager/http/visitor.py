@@ -271,11 +271,10 @@ async def events(ctx: Context, req: Request, send: Send) -> None:
             pass
 
 
-def _vouched_key(ctx: Context, req: Request, ident: Identity) -> bool:
-    """A connector vouching for a visitor: Authorization: Bearer <PUBLIC_API_KEY or ADMIN_KEY>.
+def _vouching_header(ctx: Context, req: Request) -> str | None:
+    """The Authorization a connector vouches with, or None: a plain check costs no coroutine.
 
-    ``?key=`` is refused (credential_in_query). A wrong key spends the address's auth-failure allowance;
-    a locked-out address's key is treated as absent (401).
+    ``?key=`` is refused (credential_in_query).
     """
     if "key" in req.query:
         ctx.counters.refused_key_checks += 1
@@ -287,13 +286,19 @@ def _vouched_key(ctx: Context, req: Request, ident: Identity) -> bool:
         raise HttpError(
             401, "credential_in_query", "Send the Public API key as Authorization: Bearer, never in the URL."
         )
-    auth = req.header(b"authorization")
-    if not auth:
-        return False
+    return req.header(b"authorization") or None
+
+
+async def _vouched_key(ctx: Context, auth: str, ident: Identity) -> bool:
+    """A connector vouching for a visitor: Authorization: Bearer <PUBLIC_API_KEY or ADMIN_KEY>.
+
+    A wrong key spends the address's auth-failure allowance; a locked-out address's key is treated as
+    absent (401).
+    """
     scheme, _, credential = auth.partition(" ")
     presented = credential.strip().encode()
     settings = ctx.settings
-    locked = ctx.access.failures.locked(ident.ip) is not None
+    locked = await ctx.access.failures.locked(ident.ip) is not None
     good = (
         scheme.lower() == "bearer"
         and not locked
@@ -304,7 +309,7 @@ def _vouched_key(ctx: Context, req: Request, ident: Identity) -> bool:
     )
     if not good:
         if not locked:
-            ctx.access.failures.fail(ident.ip)
+            await ctx.access.failures.fail(ident.ip)
         ctx.counters.refused_key_checks += 1
         raise HttpError(401, "unauthorized", "That key is not valid here.")
     return True
@@ -314,7 +319,8 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
     q = req.query
     room_id = room_param(req)
     ident = ctx.identity.resolve(req)
-    if _vouched_key(ctx, req, ident):
+    auth = _vouching_header(ctx, req)
+    if auth is not None and await _vouched_key(ctx, auth, ident):
         vouched_ip = valid_ip(q.get("ip") or "")
         if vouched_ip is None:
             raise HttpError(400, "bad_request", "A vouched check names the visitor: ?ip=<address>&agent=<User-Agent>.")
@@ -396,7 +402,8 @@ async def verify(ctx: Context, req: Request, send: Send) -> None:
     """GET /api/verify: does this Public API key work here? (what a connector's installer asks)."""
     ident = ctx.identity.resolve(req)
     try:
-        vouched = _vouched_key(ctx, req, ident)
+        auth = _vouching_header(ctx, req)
+        vouched = auth is not None and await _vouched_key(ctx, auth, ident)
     except HttpError as err:
         problem = "Public API key sent in the URL" if err.code == "credential_in_query" else "the key was refused"
         await send_json(send, 401, {"ok": False, "code": err.code, "problems": [problem]})

@@ -445,6 +445,21 @@ def wait_until(fn: Callable[[], T | None], timeout: float = 8.0, interval: float
         time.sleep(interval)
 
 
+def clear_of_the_minute_turn(need_sec: float = 20.0) -> None:
+    """On the valkey store ADMIN_AUTH_FAIL_PER_MIN counts per wall-clock minute (the servers run on this
+    host's clock): before a test spends the allowance, wait until ``need_sec`` are left in the current
+    minute, so its failures and the lockout they earn fall in one window. No wait on the memory store,
+    whose window starts at the address's first failure."""
+    if current_store() != "valkey":
+        return
+    wait_until(
+        lambda: 60.0 - time.time() % 60.0 >= need_sec,
+        timeout=need_sec + 5.0,
+        interval=0.2,
+        what=f"{need_sec:g} s left in the wall-clock minute",
+    )
+
+
 def create_room(admin: httpx.Client, room_id: str | None = None, **fields: Any) -> dict[str, Any]:
     body = {"id": room_id or unique_id(), "targetUrl": "https://shop.example/", **fields}
     r = admin.post("/api/admin/rooms", json=body)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import httpx
-from harness import Server, cookie_attributes, create_room, set_cookies, unique_id
+from harness import Server, clear_of_the_minute_turn, cookie_attributes, create_room, set_cookies, unique_id
 
 ServerFactory = Callable[..., Server]
 
@@ -208,6 +208,7 @@ def test_wrong_keys_are_rationed_and_lockout_covers_every_credential(make_server
     with srv.admin() as a:
         assert a.get("/api/admin/rooms").status_code == 200
     # three wrong keys: each 401
+    clear_of_the_minute_turn()
     for i in range(3):
         with srv.client(headers={"Authorization": f"Bearer wrong-{i}"}) as w:
             r = w.get("/api/admin/rooms")
@@ -234,6 +235,7 @@ def test_wrong_keys_are_rationed_and_lockout_covers_every_credential(make_server
 
 def test_wrong_key_at_sign_in_spends_the_allowance(make_server: ServerFactory) -> None:
     srv = make_server({"ADMIN_AUTH_FAIL_PER_MIN": "3"})
+    clear_of_the_minute_turn()
     for i in range(3):
         r = sign_in(srv, f"wrong-{i}")
         assert r.status_code == 401, r.text

@@ -1,0 +1,67 @@
+"""ADMIN_AUTH_FAIL_PER_MIN is the fleet's on STORE=valkey: two instances on the same Valkey and
+PostgreSQL spend one allowance per address, so a guesser behind a load balancer gets the limit in
+total, not once per instance (Valkey-only: memory instances share nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from harness import Server, clear_of_the_minute_turn, start_server
+
+pytestmark = pytest.mark.stores("valkey")
+
+CSRF = {"X-QM-CSRF": "1"}
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[Server, Server]]:
+    a = start_server({"ADMIN_AUTH_FAIL_PER_MIN": "3"})
+    try:
+        shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
+        b = start_server({**shared, "SPOOL_DIR": a.env["SPOOL_DIR"] + "-b", "ADMIN_AUTH_FAIL_PER_MIN": "3"})
+        try:
+            yield a, b
+        finally:
+            b.stop()
+    finally:
+        a.stop()
+
+
+def _locked(r: httpx.Response, what: str) -> None:
+    assert r.status_code == 429, (what, r.status_code, r.text)
+    assert r.json()["code"] == "too_many_auth_failures", (what, r.text)
+    retry = r.headers.get("retry-after")
+    assert retry is not None and retry.isdigit() and 1 <= int(retry) <= 60, (what, retry)
+
+
+def _with_key(srv: Server, key: str) -> httpx.Response:
+    with srv.client(headers={"Authorization": f"Bearer {key}"}) as c:
+        return c.get("/api/admin/rooms")
+
+
+def test_wrong_keys_alternated_between_two_instances_spend_one_allowance(pair: tuple[Server, Server]) -> None:
+    a, b = pair
+    assert _with_key(a, a.admin_key).status_code == 200  # a right key spends nothing
+    assert _with_key(b, b.admin_key).status_code == 200
+    clear_of_the_minute_turn()
+    for i, srv in enumerate((a, b, a)):  # three wrong keys in total, from the same address
+        r = _with_key(srv, f"wrong-{i}")
+        assert r.status_code == 401, (srv, r.text)
+    # the fourth attempt is refused on either instance, before its key is checked
+    _locked(_with_key(b, "wrong-3"), "a wrong key on B")
+    _locked(_with_key(a, "wrong-4"), "a wrong key on A")
+    _locked(_with_key(b, b.admin_key), "ADMIN_KEY on B")
+    with a.client() as c:
+        _locked(c.post("/api/admin/session", json={"key": a.admin_key}, headers=CSRF), "console sign-in on A")
+
+
+def test_wrong_sign_ins_on_one_instance_lock_the_address_out_of_the_other(pair: tuple[Server, Server]) -> None:
+    a, b = pair
+    clear_of_the_minute_turn()
+    with a.client() as c:
+        for i in range(3):
+            r = c.post("/api/admin/session", json={"key": f"wrong-{i}"}, headers=CSRF)
+            assert r.status_code == 401, r.text
+    _locked(_with_key(b, b.admin_key), "ADMIN_KEY on B after three bad sign-ins on A")
