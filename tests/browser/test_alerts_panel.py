@@ -257,7 +257,11 @@ def test_a_queue_threshold_activation_put_up_reads_auto_self(browser: Any, pagin
         with paging.client() as visitor:
             join(visitor, room).raise_for_status()
     with paging.admin() as admin:
-        wait_until(lambda: admin.get(f"/api/admin/rooms/{room}").json()["room"]["state"] == "active", timeout=20)
+        wait_until(
+            lambda: admin.get(f"/api/admin/rooms/{room}").json()["room"]["state"] == "active",
+            timeout=20,
+            what="threshold activation to put the queue up (arrivals counted while in bypass)",
+        )
     auto.get_by_text("AUTO · SELF").wait_for(timeout=10_000)
     assert "badge-warn" in (auto.get_attribute("class") or "")
     title = auto.get_attribute("title") or ""
