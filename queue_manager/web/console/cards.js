@@ -120,10 +120,7 @@ function updateCard(card, r) {
   const h3 = $("h3", card.node);
   if (h3.textContent !== name) h3.textContent = name;
   $(".skip-room", card.node).textContent = `Skip past ${name} to the next room`;
-  const auto = $('[data-k="auto"]', card.node);
-  const autoText = r.autoActivate && r.autoActivate.enabled ? `AUTO ≥${fmtInt(r.autoActivate.joinsPerMin)}/MIN` : "";
-  if (auto.textContent !== autoText) { auto.textContent = autoText; auto.className = autoText ? "auto-slot badge badge-info" : "auto-slot"; }
-  if (autoText) auto.title = `Threshold activation armed: a queue goes up by itself after ${r.autoActivate.sustainSec}s above ${r.autoActivate.joinsPerMin} joins/min.`;
+  autoBadge($('[data-k="auto"]', card.node), r);
   const st = r.effectiveState;
   const badge = $('[data-k="state"]', card.node);
   badge.textContent = st;
@@ -154,6 +151,24 @@ function updateCard(card, r) {
     pause.disabled = r.state === "bypass";
   }
   card.node.classList.toggle("selected", state.chartRoom === r.id);
+}
+
+// AUTO ≥n/MIN while threshold activation is armed; amber AUTO · SELF for the 15 minutes after it acted on its own
+// (the server sends autoSelf for that long), so a queue the machine put up is never taken for an operator's
+function autoBadge(node, r) {
+  const aa = r.autoActivate && r.autoActivate.enabled ? r.autoActivate : null;
+  const self = r.autoSelf || null;
+  const text = self ? "AUTO · SELF" : aa ? `AUTO ≥${fmtInt(aa.joinsPerMin)}/MIN` : "";
+  const cls = self ? "auto-slot badge badge-warn" : aa ? "auto-slot badge badge-info" : "auto-slot";
+  if (node.textContent !== text) node.textContent = text;
+  if (node.className !== cls) node.className = cls;
+  if (self) {
+    const joins = self.joinsPerMin === null || self.joinsPerMin === undefined ? "" : ` at ${fmtInt(self.joinsPerMin)} joins/min`;
+    node.title = self.action === "release"
+      ? `Threshold activation took this queue down by itself at ${clock(self.at)}${joins}, after a quiet spell with nobody in the line.`
+      : `Threshold activation put this queue up by itself at ${clock(self.at)}${joins}.`;
+  } else if (aa) node.title = `Threshold activation armed: a queue goes up by itself after ${aa.sustainSec}s above ${aa.joinsPerMin} joins/min.`;
+  else node.removeAttribute("title");
 }
 
 function tickCountdown(card, r) {

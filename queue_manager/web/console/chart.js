@@ -151,14 +151,23 @@ function markGroups(u) {
   }
   return groups;
 }
+// what the machine did on its own is drawn apart from everything else: a solid coloured line under a triangle
+// (threshold activation amber, autotune violet); the other marks are grey, dashed, under a square
+const MACHINE = { threshold: "--amber", autotune: "--violet" };
+const markColor = (kind) => css(MACHINE[kind] || "--mark");
 function drawMarks(u) {
   const ctx = u.ctx; const dpr = devicePixelRatio;
   ctx.save();
-  ctx.strokeStyle = css("--mark"); ctx.setLineDash([3, 3]); ctx.lineWidth = 1;
   for (const g of markGroups(u)) {
     const x = u.bbox.left + g.x * dpr;
+    const machine = g.marks.find((m) => MACHINE[m.kind]);
+    const color = markColor(machine ? machine.kind : null);
+    ctx.strokeStyle = color; ctx.fillStyle = color;
+    ctx.setLineDash(machine ? [] : [3, 3]); ctx.lineWidth = machine ? 2 : 1;
     ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
-    ctx.fillStyle = css("--mark"); ctx.fillRect(x - 3 * dpr, u.bbox.top, 6 * dpr, 4 * dpr);
+    if (machine) {
+      ctx.beginPath(); ctx.moveTo(x - 5 * dpr, u.bbox.top); ctx.lineTo(x + 5 * dpr, u.bbox.top); ctx.lineTo(x, u.bbox.top + 7 * dpr); ctx.closePath(); ctx.fill();
+    } else ctx.fillRect(x - 3 * dpr, u.bbox.top, 6 * dpr, 4 * dpr);
   }
   ctx.restore();
 }
@@ -171,7 +180,11 @@ function readout(u) {
   const hit = markGroups(u).find((g) => Math.abs(g.x - left) <= 4);
   if (!hit) { tip.hidden = true; return; }
   const rect = u.over.getBoundingClientRect();
-  tip.replaceChildren(...hit.marks.map((m) => el("div", { text: `${clockSec(m.t * 1000)} · ${m.note}` })));
+  tip.replaceChildren(...hit.marks.map((m) => {
+    const sw = el("span", { class: "tip-sw" });
+    sw.style.background = markColor(m.kind); // through the CSSOM: the page's CSP allows no style attribute
+    return el("div", {}, sw, `${clockSec(m.t * 1000)} · ${m.note}`);
+  }));
   tip.style.left = `${Math.min(window.innerWidth - 330, rect.left + left + 10)}px`;
   tip.style.top = `${rect.top + 8}px`;
   tip.hidden = false;

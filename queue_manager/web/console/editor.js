@@ -23,6 +23,7 @@ const FIELDS = [
   ["tagOrigins", "Tag origins", "lines?", "One per line. Blank: same as return origins."],
   ["proxyOrigin", "Inline: internal address", "text?", "Blank: snippet room. Changing it needs the owner role."],
 ];
+const AT_DEFAULT = { enabled: false, minRate: 10, maxRate: 600, targetLatencyMs: 1000 };
 const DEFAULTS = { ratePerMinute: 60, passedTtlSec: 600, sessionTtlSec: 1800, presenceSec: 30, queueMaxPerIp: 16, preQueueMaxPerIp: 16 };
 function toLocalInput(iso) {
   if (!iso) return "";
@@ -71,6 +72,14 @@ function openEditor(roomId, opener) {
       " Put a queue up by itself when joins stay above the threshold"),
     el("div", { class: "grid2" }, num("ed-aa-joins", "Joins per minute", aa.joinsPerMin),
       num("ed-aa-sustain", "Sustained for (s)", aa.sustainSec), num("ed-aa-release", "Release after (s)", aa.releaseAfterSec)));
+  // autotune: the leader moves the rate of a queueing room within min–max from the site's latency and errors
+  const at = { ...AT_DEFAULT, ...((room && room.autotune) || {}) };
+  const tuneSet = el("fieldset", { id: "ed-tune" }, el("legend", { text: "Autotune" }),
+    el("label", { class: "check" }, el("input", { type: "checkbox", id: "ed-at-enabled", checked: at.enabled ? true : null }),
+      " Adjust the outflow rate by itself from the site's latency and errors"),
+    el("p", { class: "muted small", text: "Only while the room is queueing, and only with AUTOTUNE on for the server. Every change is a mark on the chart." }),
+    el("div", { class: "grid2" }, num("ed-at-min", "Min rate per minute", at.minRate),
+      num("ed-at-max", "Max rate per minute", at.maxRate), num("ed-at-latency", "Target latency (ms)", at.targetLatencyMs)));
   // URL targeting rules
   const rulesBox = el("div", { class: "rules" });
   const addRule = (rule) => {
@@ -125,7 +134,7 @@ function openEditor(roomId, opener) {
     showOriginWarnings();
   }
   const err = el("p", { class: "error", role: "alert" });
-  form.append(el("div", { class: "dlg-body" }, fields, autoSet, rulesSet),
+  form.append(el("div", { class: "dlg-body" }, fields, autoSet, tuneSet, rulesSet),
     el("div", { class: "dlg-foot" }, err, el("button", { type: "button", class: "btn", onclick: () => dlg.close() }, "Cancel"),
       el("button", { type: "submit", class: "btn primary" }, creating ? "Create room" : "Save changes")));
   form.addEventListener("submit", async (ev) => {
@@ -207,6 +216,16 @@ function collect(form, room, rulesBox) {
   const aaBefore = (room && room.autoActivate) || null;
   const aaDefault = JSON.stringify(aaNow) === JSON.stringify({ enabled: false, joinsPerMin: 120, sustainSec: 60, releaseAfterSec: 300 });
   if (aaBefore ? JSON.stringify(aaBefore) !== JSON.stringify(aaNow) : !aaDefault) body.autoActivate = aaNow;
+  // sent only when changed: the fields this form does not show (maxErrorRate, stepSec) keep their stored values
+  const atBefore = (room && room.autotune) || null;
+  const atForm = { enabled: $("#ed-at-enabled", form).checked, minRate: Number($("#ed-at-min", form).value),
+    maxRate: Number($("#ed-at-max", form).value), targetLatencyMs: Number($("#ed-at-latency", form).value) };
+  const atNow = { ...(atBefore || {}), ...atForm };
+  const atSame = Object.keys(atForm).every((k) => atForm[k] === { ...AT_DEFAULT, ...(atBefore || {}) }[k]);
+  if (!atSame) {
+    if (atForm.minRate > atForm.maxRate) throw new Error("Autotune: the min rate is above the max rate.");
+    body.autotune = atNow;
+  }
   if (rulesBox.isConnected) {
     const rules = $$(".rule-row", rulesBox).map((row) => {
       const [p, a] = $$("input, select", row);

@@ -1,8 +1,10 @@
-/* Server health: the insecure-config and incident badges, each inline room's site state, Diagnostics and Security. */
+/* Server health: the insecure-config and incident badges, each inline room's site state, Diagnostics and Security
+   (with the Alerting section from alerts.js: in Diagnostics, and in Security for a monitor link). */
 import { $, clockSec, compact, el, fmtInt, kv } from "./ui.js";
 import { cards, may, state } from "./state.js";
 import { api, fail } from "./api.js";
 import { head, openDialog } from "./dialogs.js";
+import { alertingSection } from "./alerts.js";
 
 let health = null;
 // per inline room: its origin-error total as last read, and when that total last grew
@@ -102,6 +104,8 @@ async function openDiagnostics(opener) {
   const proxyText = proxy.ok === false ? `${proxy.trustProxy || 0} hops · INCOMPLETE` : `ok · ${proxy.trustProxy || 0} hops${(proxy.trustProxyIps || []).length ? " · " + proxy.trustProxyIps.join(", ") : ""}`;
   const st = h.storage || {};
   const body = el("div", { class: "dlg-body" },
+    alertingSection(),
+    el("h3", { class: "section-h", text: "Server" }),
     kv([
       ["Status", `${h.status}${h.ready ? " · ready" : " · not ready"}${h.leader ? " · leader" : ""}`],
       ["Version", h.version], ["Instance", h.instance || "–"],
@@ -130,6 +134,7 @@ async function openDiagnostics(opener) {
 
 async function openSecurity(opener) {
   const dlg = $("#dlg-security");
+  dlg.classList.toggle("wide", !may("team")); // room for the Alerting section's delivery table
   dlg.replaceChildren(head("Security", "security-h"), el("div", { class: "dlg-body" }, el("p", { class: "muted", text: "Loading…" })));
   openDialog("security", opener);
   let data;
@@ -140,7 +145,10 @@ async function openSecurity(opener) {
     else flat.push([prefix, Array.isArray(v) ? (v.length ? JSON.stringify(v) : "none") : String(v)]);
   };
   walk("", data);
+  // a monitor link has no Diagnostics in its bar: the Alerting section is here for it
   dlg.replaceChildren(head("Security", "security-h"), el("div", { class: "dlg-body" },
+    may("team") ? null : alertingSection(),
+    may("team") ? null : el("h3", { class: "section-h", text: "Bot protection" }),
     el("p", { class: "muted small", text: "Bot protection and blocks, as this server counts them." }), kv(flat.slice(0, 80))));
 }
 
