@@ -28,6 +28,15 @@ class Archive:
     deleted_ms: int = 0
 
 
+def check_expected_state(room_id: str, state: str, expect_state: str | None) -> None:
+    """The compare of a compare-and-set state change: refuse (409 state_changed) unless the room's
+    configured state (active, paused or bypass) is still ``expect_state``. Automation that flips a
+    room's state (threshold activation, autotune) sends the state it read, so a room an operator
+    changed a moment before is never flipped back."""
+    if expect_state is not None and state != expect_state:
+        raise EngineError(409, "state_changed", f"{room_id} is {state} now, not {expect_state}", state=state)
+
+
 class Engine:
     """All rooms of one store. ``rng`` is the random source every room it builds draws from
     (pre-queue handles, the drop's draw): the system's secure source unless given."""
@@ -54,8 +63,12 @@ class Engine:
 
     # ------------------------------------------------------------------ room definitions
 
-    def upsert(self, body: dict[str, Any]) -> tuple[Room, bool, list[str]]:
-        """Create the room named by ``body["id"]`` or change exactly the fields sent."""
+    def upsert(self, body: dict[str, Any], *, expect_state: str | None = None) -> tuple[Room, bool, list[str]]:
+        """Create the room named by ``body["id"]`` or change exactly the fields sent.
+
+        ``expect_state``: change the room only while its configured state is that one (see
+        ``check_expected_state``); it never creates one.
+        """
         body = normalise_body(body)
         if "id" not in body:
             raise bad_field("id", "id is required.", "invalid_room_id")
@@ -63,6 +76,8 @@ class Engine:
         existing = self.rooms.get(room_id) if isinstance(room_id, str) else None
         if existing is None:
             check_room_id(room_id)
+            if expect_state is not None:
+                raise no_room(room_id)
             cfg, changed = apply_fields(None, body)
             gen = self.generations.get(room_id, 0) + 1
             self.generations[room_id] = gen
@@ -70,6 +85,7 @@ class Engine:
             self.rooms[room_id] = room
             room.emit("room.create", fields=changed, config=cfg.to_public())
             return room, True, changed
+        check_expected_state(room_id, existing.cfg.state, expect_state)
         cfg, changed = apply_fields(existing.cfg, body)
         old = existing.cfg
         existing.advance()

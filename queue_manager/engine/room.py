@@ -6,6 +6,8 @@ Read this with the guide's "Passes vs sessions" and "Absent holders do not hold 
   arithmetic runs in Lua on the Valkey store.
 * Outflow: credit accrues at ``ratePerMinute`` on the monotonic clock; unused credit banks at most
   one slot. Paused, bypass, scheduled or a rate of 0 promote nobody.
+* Arrivals: ``joinsLastMinute`` counts the places minted in the last minute plus, in bypass (no line,
+  nothing minted), every join and door check (``count_arrival``); ``joinsTotal`` counts places only.
 * Capacity (``maxConcurrent``): live sessions + unused passes still holding their slot. A slot is
   held for the claim window (min(120 s, passedTtlSec)), or until the holder — never told — has been
   unseen for ``presenceSec``.
@@ -124,6 +126,7 @@ class Room:
         self.purged_handles: OrderedDict[str, None] = OrderedDict()
         self.event_seq = 0  # per room generation: (room, gen, seq) names an event uniquely
         self.join_times: deque[int] = deque()
+        self.arrival_times: deque[int] = deque()  # bypass arrivals: in joinsLastMinute, never journaled
         self.pass_times: deque[int] = deque()
         self.joins_total = 0
         self.passes_total = 0
@@ -195,6 +198,13 @@ class Room:
 
     def see(self, holder: Ticket | PreEntry) -> None:
         holder.seen = self.clock.mono_ms()
+
+    def count_arrival(self) -> None:
+        """A visitor reached the room in bypass (a join, or a door check): counted in ``joinsLastMinute``
+        only. Nothing is minted, so ``joinsTotal`` stays as it is, and nothing is journaled: these are
+        kept apart from the journaled joins (``arrival_times``), and a room rebuilt from the journal
+        starts them afresh."""
+        self.arrival_times.append(self.clock.mono_ms())
 
     # ------------------------------------------------------------------ time
 
@@ -278,6 +288,7 @@ class Room:
         self.last_tick = now
         self.advance()
         self.last_minute(self.join_times)  # keep the per-minute windows bounded
+        self.last_minute(self.arrival_times)
         self.last_minute(self.pass_times)
         state = self.effective_state()
         moving = state == "active" and self.cfg.rate_per_minute > 0
@@ -665,6 +676,7 @@ class Room:
             return found
         state = self.effective_state()
         if state == "bypass":
+            self.count_arrival()
             return Lookup(reason=found.reason)
         now_ms = self.clock.wall_ms()
         if state == "scheduled":
@@ -708,6 +720,8 @@ class Room:
         now = self.clock.mono_ms()
         early, rule_id = self._door_prelude(url)
         if early is not None:
+            if early.state == "bypass":
+                self.count_arrival()  # every page a bypass room guards is an arrival (what autoActivate watches)
             return early
         if presented is None:
             return CheckResult(False, reason="no_ticket", rule=rule_id)
@@ -761,7 +775,8 @@ class Room:
         )
 
     def _door_prelude(self, url: str | None) -> tuple[CheckResult | None, str | None]:
-        """Bypass and URL targeting, counted once per door check."""
+        """Bypass and URL targeting, counted once per door check (a bypass arrival is counted by
+        ``check`` alone: a door replay re-presents a visitor already seen)."""
         if self.effective_state() == "bypass":
             return CheckResult(True, state="bypass"), None
         rule_id = None
@@ -865,7 +880,7 @@ class Room:
             sessions=len(self.sessions),
             passes=len(self.passes),
             slot_holders=len(self.slot_holders),
-            joins_last_minute=self.last_minute(self.join_times),
+            joins_last_minute=self.last_minute(self.join_times) + self.last_minute(self.arrival_times),
             passed_last_minute=self.last_minute(self.pass_times),
             head_joined_ms=None if head is None else self.tickets[head[1]].joined_ms,
             joins_total=self.joins_total,

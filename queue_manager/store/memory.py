@@ -75,9 +75,11 @@ class MemoryStore:
             self._policies[room_id] = cached
         return cached[1]
 
-    async def upsert_room(self, body: dict[str, Any]) -> tuple[dict[str, Any], bool, list[str]]:
+    async def upsert_room(
+        self, body: dict[str, Any], *, expect_state: str | None = None
+    ) -> tuple[dict[str, Any], bool, list[str]]:
         try:
-            room, created, changed = self.engine.upsert(body)
+            room, created, changed = self.engine.upsert(body, expect_state=expect_state)
         finally:
             self._changed()
         return room_summary(room), created, changed

@@ -305,6 +305,8 @@ def visit(room: Room, people: list[Browser], op: tuple[Any, ...], doors: Iterato
 def observe(room: Room, people: list[Browser], *, windows: bool = True) -> dict[str, Any]:
     """Every answer the room gives without changing anything (call ``room.advance()`` first)."""
     stats = room.stats()
+    # bypass arrivals (door checks, joins that mint nothing) are not journaled: a rebuilt room starts them afresh
+    stats["joinsLastMinute"] -= room.last_minute(room.arrival_times)
     stats["rules"] = [{k: v for k, v in r.items() if k not in ("matchCount", "lastMatchAt")} for r in stats["rules"]]
     if not windows:
         stats.pop("joinsLastMinute")

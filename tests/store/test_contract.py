@@ -15,8 +15,9 @@ from queue_manager.engine.events import EVENT_LOG_VERSION
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.room import SLOT, Presented
 from queue_manager.engine.ticket import make_ref
+from queue_manager.store.valkey.keys import room_key
 
-from .conftest import TARGET, Env
+from .conftest import TARGET, Env, make_valkey
 
 QUIET = {"presenceSec": None, "queueMaxPerIp": None}
 # Room "c48750", generation 1: tickets 35 and 153 share the Ref 8RGAF0 (tests/unit/test_engine_operator.py).
@@ -120,6 +121,73 @@ async def test_a_refused_update_changes_nothing_and_a_refused_create_uses_no_gen
     err = await raises(env.store.upsert_room({"id": "r", "maxConcurrent": 0}))
     assert err.code == "invalid_field" and err.extra == {"field": "maxConcurrent"}
     assert (await env.stats())["maxConcurrent"] is None
+
+
+# ---------------------------------------------------------------------- compare-and-set state changes
+
+
+async def test_an_upsert_expecting_the_current_state_applies(stores: Env) -> None:
+    env = stores
+    await env.room(state="bypass", rate=30)
+    env.events()
+    room, created, fields = await env.store.upsert_room({"id": "r", "state": "active"}, expect_state="bypass")
+    assert not created and fields == ["state"] and room["state"] == "active" and room["ratePerMinute"] == 30
+    assert (await env.stats())["effectiveState"] == "active"
+    # any change may be made under the condition, not only a state change
+    room, _, fields = await env.store.upsert_room({"id": "r", "rate": 60}, expect_state="active")
+    assert fields == ["ratePerMinute"] and room["ratePerMinute"] == 60 and room["state"] == "active"
+    assert env.types() == ["room.update", "room.update"]
+
+
+async def test_an_upsert_expecting_another_state_is_refused_and_changes_nothing(stores: Env) -> None:
+    env = stores
+    await env.room(state="paused", rate=30)
+    env.events()
+    before = await env.stats()
+    err = await raises(env.store.upsert_room({"id": "r", "state": "active", "rate": 90}, expect_state="bypass"))
+    assert (err.status, err.code, err.message, err.extra) == (
+        409,
+        "state_changed",
+        "r is paused now, not bypass",
+        {"state": "paused"},
+    )
+    assert await env.stats() == before
+    assert env.types() == []
+    # without the condition the same change goes through
+    room, _, _ = await env.store.upsert_room({"id": "r", "state": "active", "rate": 90})
+    assert room["state"] == "active" and room["ratePerMinute"] == 90
+
+
+async def test_an_upsert_expecting_a_state_never_creates_the_room(stores: Env) -> None:
+    env = stores
+    err = await raises(env.store.upsert_room({"id": "nope", "targetUrl": TARGET}, expect_state="active"))
+    assert (err.status, err.code, err.extra) == (404, "no_room", {"roomId": "nope"})
+    assert not await env.store.room_exists("nope") and await env.store.list_rooms() == []
+    await env.room()
+    await env.store.delete_room("r")
+    err = await raises(env.store.upsert_room({"id": "r", "state": "active"}, expect_state="active"))
+    assert err.code == "no_room" and not await env.store.room_exists("r")
+    assert env.types() == ["room.create", "room.delete"]
+
+
+async def test_a_state_changed_between_the_read_and_the_upsert_refuses_it(stores: Env) -> None:
+    """What leader automation does: read the room, decide, change it on the condition that the state
+    read still holds. An operator's change in between (here through another instance on the Valkey
+    store) wins."""
+    env = stores
+    await env.room(state="bypass")
+    other = env.store if env.kind == "memory" else await make_valkey(env.redis, env.prefix, env.clock)
+    try:
+        read = await env.store.get_room("r")
+        assert read["state"] == "bypass"
+        await other.upsert_room({"id": "r", "state": "paused"})  # the operator, a moment before
+        err = await raises(env.store.upsert_room({"id": "r", "state": "active"}, expect_state=read["state"]))
+        assert (err.code, err.extra) == ("state_changed", {"state": "paused"})
+        assert (await other.get_room("r"))["state"] == "paused"
+        assert (await env.stats())["state"] == "paused"
+    finally:
+        if other is not env.store:
+            await other.close()
 
 
 async def test_room_policy_and_match_rule(stores: Env) -> None:
@@ -270,6 +338,86 @@ async def test_bypass_has_no_line(stores: Env) -> None:
     assert (await b.join()).ticket is None
     assert (await a.check()).state == "bypass" and (await b.check()).admit
     assert (await env.stats())["waiting"] == 0
+
+
+async def test_bypass_joins_and_door_checks_are_arrivals(stores: Env) -> None:
+    """In bypass nobody is minted a place, yet every join and door check is an arrival: counted in
+    joinsLastMinute (what threshold activation watches), never in joinsTotal, never journaled."""
+    env = stores
+    await env.room(state="bypass", rules=[{"pattern": "/free/*", "action": "skip"}], **QUIET)
+    env.events()
+    a, b = env.visitor(), env.visitor()
+    assert (await a.join()).state == "bypass"
+    assert (await a.join()).state == "bypass"  # bypass mints nothing: a second join is another arrival
+    await b.join(f"{TARGET}/cart")
+    assert (await a.check()).state == "bypass"
+    assert (await b.check(f"{TARGET}/shop/1")).state == "bypass"
+    assert (await b.check(f"{TARGET}/free/1")).state == "bypass"  # bypass comes before the URL rules
+    stats = await env.stats()
+    assert (stats["joinsLastMinute"], stats["joinsTotal"], stats["waiting"], stats["nextTicket"]) == (6, 0, 0, 1)
+    assert (stats["unscopedChecks"], stats["rules"][0]["matchCount"]) == (0, 0)
+    assert env.types() == []
+    # the window is the last minute, on the monotonic clock
+    await env.run(30)
+    await a.check()
+    assert (await env.stats())["joinsLastMinute"] == 7
+    await env.run(30)
+    assert (await env.stats())["joinsLastMinute"] == 1
+    await env.run(30)
+    assert (await env.stats())["joinsLastMinute"] == 0
+    assert (await env.stats())["joinsTotal"] == 0
+
+
+async def test_a_door_replay_or_a_held_place_in_bypass_is_no_new_arrival(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, sessionTtlSec=600, **QUIET)
+    a, b = env.visitor(), env.visitor()
+    await a.join()
+    await b.join()
+    await env.run(1)
+    assert (await a.check()).state == "admitted" and a.token is not None and a.door is not None
+    await env.store.upsert_room({"id": "r", "state": "bypass"})
+    assert (await env.stats())["joinsLastMinute"] == 2  # the two places minted
+    # the hot path re-presents a visitor already inside: not counted
+    replay = await env.store.door_replay("r", a.token, a.door, None)
+    assert replay is not None and replay.state == "bypass"
+    # re-presenting a held place returns it: not counted either
+    assert (await b.join()).ticket == b.n
+    stats = await env.stats()
+    assert (stats["joinsLastMinute"], stats["joinsTotal"]) == (2, 2)
+    # a door check with the place held is: the door cannot tell it from any other page view
+    assert (await b.check()).state == "bypass"
+    stats = await env.stats()
+    assert (stats["joinsLastMinute"], stats["joinsTotal"]) == (3, 2)
+    # once the room queues again, a join is a place minted, counted once
+    await env.store.upsert_room({"id": "r", "state": "active"})
+    await env.visitor().join()
+    stats = await env.stats()
+    assert (stats["joinsLastMinute"], stats["joinsTotal"]) == (4, 3)
+
+
+async def test_the_tick_keeps_the_arrivals_window_bounded(stores: Env) -> None:
+    """Arrivals of a busy room in bypass are dropped from the window by the tick itself, also when
+    nobody reads the room's stats."""
+    env = stores
+    await env.room(state="bypass", **QUIET)
+    v = env.visitor()
+    for _ in range(20):
+        await v.check()
+    await v.join()
+
+    async def window() -> int:
+        if env.kind == "memory":
+            room = env.store.engine.rooms["r"]
+            return len(room.join_times) + len(room.arrival_times)
+        assert env.redis is not None
+        return int(await env.redis.zcard(room_key(env.prefix, "r", "jt")))
+
+    assert await window() == 21
+    await env.run(59)
+    assert await window() == 21
+    await env.run(1)
+    assert await window() == 0
 
 
 async def test_queue_max_per_ip_is_429_with_retry_after_30(stores: Env) -> None:

@@ -567,3 +567,70 @@ def test_long_runs_with_a_crowd(seed: int) -> None:
             "return.update",
         }
         assert wanted <= union, sorted(wanted - union)
+
+
+def test_bypass_arrivals_are_counted_alike() -> None:
+    """A room that queues, goes to bypass and queues again: in bypass every join and door check is an
+    arrival in joinsLastMinute on both stores (a door replay of a session already inside is not),
+    joinsTotal stays, and both windows forget the arrivals after a minute."""
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(_reachable())
+    finally:
+        loop.close()
+    rng = random.Random(11)
+    machine = Equivalence()
+
+    def summary() -> dict[str, Any]:
+        m, v = machine.both(lambda s, _: s.get_room(ROOM))
+        assert v == m
+        return dict(m)
+
+    try:
+        machine.create(
+            rate=600,
+            cap=None,
+            presence=None,
+            pttl=600,
+            sttl=1800,
+            smax=None,
+            qmax=None,
+            pqmax=None,
+            state="active",
+            opens_in=None,
+            rules=True,
+        )
+        for who in range(6):
+            machine.join(who, None)
+        machine.tick(1000)
+        for who in range(3):
+            machine.check(who, None, "own")  # three walk in and hold door keys
+        machine.upsert(state="bypass")
+        before = summary()
+        assert before["joinsTotal"] == 6
+        peak = 0
+        for _ in range(150):
+            who = rng.randrange(len(machine.browsers))
+            op = rng.random()
+            if op < 0.3:
+                machine.join(who, rng.choice([None, f"{TARGET}/cart"]))
+            elif op < 0.75:
+                machine.check(who, rng.choice(URLS), rng.choice(["own", "own", "none", "wrong"]))
+            elif op < 0.85:
+                machine.status(who)
+            else:
+                machine.tick(rng.choice([1000, 1000, 5000, 20_000]))
+            machine.same_summary_and_lookups()
+            peak = max(peak, summary()["joinsLastMinute"])
+        assert peak >= 10  # the arrivals were counted (alike: summary() compares the stores)
+        assert summary()["joinsTotal"] == 6
+        machine.tick(60_000)
+        assert summary()["joinsLastMinute"] == 0
+        machine.upsert(state="active")
+        machine.browsers.append(Browser(len(machine.browsers)))  # somebody new: a place minted
+        machine.join(len(machine.browsers) - 1, None)
+        machine.check(5, None, "none")
+        after = summary()
+        assert (after["joinsLastMinute"], after["joinsTotal"]) == (1, 7)
+    finally:
+        machine.teardown()

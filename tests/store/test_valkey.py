@@ -106,6 +106,67 @@ async def test_instances_share_one_line_tickets_refs_and_config(valkey: tuple[Re
     await b.close()
 
 
+async def _interleaved(store: ValkeyStore, other: ValkeyStore, change: dict[str, Any]) -> list[tuple[str, str]]:
+    """Make ``other`` apply ``change`` right after ``store``'s next config read, before the script
+    that writes (the window a compare-and-set has to close); returns the scripts ``store`` ran and
+    how each answered."""
+    ran: list[tuple[str, str]] = []
+    real_eval = store._eval
+    real_read = store._read_config
+
+    async def recording_eval(name: str, room_id: str, args: Any) -> Any:
+        reply = await real_eval(name, room_id, args)
+        ran.append((name, str(reply["k"])))
+        return reply
+
+    async def read_then_change(room_id: str, rule_stats: bool = False) -> Any:
+        out = await real_read(room_id, rule_stats)
+        store._read_config = real_read  # type: ignore[method-assign]
+        await other.upsert_room({"id": room_id, **change})
+        return out
+
+    store._eval = recording_eval  # type: ignore[method-assign]
+    store._read_config = read_then_change  # type: ignore[method-assign]
+    return ran
+
+
+async def test_a_state_changed_between_the_config_read_and_the_write_refuses_the_upsert(
+    valkey: tuple[Redis, str],
+) -> None:
+    """The condition is checked against the config version the writing script insists on: the
+    script answers 'cfg' (changing nothing), the arguments are built again on the new config, and
+    the check refuses there."""
+    redis, prefix = valkey
+    clock = FakeClock()
+    a, b = await make_valkey(redis, prefix, clock), await make_valkey(redis, prefix, clock)
+    await a.upsert_room({"id": "r", "targetUrl": TARGET, "state": "bypass", "rate": 30})
+    ran = await _interleaved(a, b, {"state": "paused"})
+    with pytest.raises(EngineError) as info:
+        await a.upsert_room({"id": "r", "state": "active"}, expect_state="bypass")
+    assert (info.value.status, info.value.code, info.value.extra) == (409, "state_changed", {"state": "paused"})
+    assert ran == [("cfg", "ok"), ("upsert", "cfg")]  # the write saw a newer config and did nothing
+    room = await b.get_room("r")
+    assert (room["state"], room["ratePerMinute"]) == ("paused", 30)
+    await a.close()
+    await b.close()
+
+
+async def test_another_field_changed_between_the_read_and_the_write_keeps_the_condition(
+    valkey: tuple[Redis, str],
+) -> None:
+    redis, prefix = valkey
+    clock = FakeClock()
+    a, b = await make_valkey(redis, prefix, clock), await make_valkey(redis, prefix, clock)
+    await a.upsert_room({"id": "r", "targetUrl": TARGET, "state": "bypass", "rate": 30})
+    ran = await _interleaved(a, b, {"rate": 45})
+    room, _, fields = await a.upsert_room({"id": "r", "state": "active"}, expect_state="bypass")
+    assert fields == ["state"] and (room["state"], room["ratePerMinute"]) == ("active", 45)  # b's change kept
+    assert [name for name, _ in ran] == ["cfg", "upsert", "upsert", "stats"]
+    assert ran[1] == ("upsert", "cfg") and ran[2] == ("upsert", "ok")
+    await a.close()
+    await b.close()
+
+
 # ---------------------------------------------------------------------- the journal
 
 
@@ -348,6 +409,30 @@ async def test_one_round_trip_per_visitor_operation(one: Any) -> None:
     assert await store.room_policy("r") is not None and await store.room_exists("r")
     assert calls == ["cfg", "exists"]
     # the tick is the registry read plus one pipeline (counted apart: evalsha on the pipeline)
+
+
+async def test_a_bypass_arrival_is_counted_in_the_one_round_trip(one: Any) -> None:
+    store, _, journal = one
+    calls: list[str] = []
+    redis = store._redis
+    real_evalsha = redis.evalsha
+
+    async def counting(sha: str, *args: Any) -> Any:
+        calls.append(next(s.name for s in store._scripts.values() if s.sha == sha))
+        return await real_evalsha(sha, *args)
+
+    await store.upsert_room({"id": "r", "targetUrl": TARGET, "state": "bypass", **QUIET})
+    await store.join("r", client(1), None, None)  # warms this process's Ref window
+    journal.events.clear()
+    redis.evalsha = counting
+    view = await store.join("r", client(2), None, None)
+    result = await store.check("r", client(2), None, None, f"{TARGET}/x", door(2))
+    assert view.state == "bypass" and result.state == "bypass"
+    assert calls == ["join", "check"] and journal.events == []
+    stats = await store.get_room("r")
+    assert (stats["joinsLastMinute"], stats["joinsTotal"]) == (3, 0)
+    members = await redis.zrange(room_key(store.prefix, "r", "jt"), 0, -1)
+    assert members == [b"b1", b"b2", b"b3"]  # one member per arrival, from the room's own sequence
 
 
 # ---------------------------------------------------------------------- keys

@@ -35,7 +35,8 @@ pq      hash   pre-queue: handle -> JSON entry; ``pqo`` zset keeps their join or
 ppi     hash   ident -> pre-queue entries (preQueueMaxPerIp)
 drawn   hash   handle -> ticket number it was drawn as
 ph      zset   purged pre-queue handles (join order as score), at most 50,000
-jt/pt   zset   join / promotion instants (mono ms) of the last minute
+jt/pt   zset   join / promotion instants (mono ms) of the last minute (jt members: 'n'+ticket,
+               'h'+pre-queue handle, 'b'+st's bseq for a bypass join or door check)
 rst     hash   rule index -> "matches:lastMatchMs" (URL-targeting rule statistics)
 arch0-2 hash   archived generations (gen % 3): Ref -> ticket numbers, for previous_generation
 ======  =====  ==========================================================================

@@ -498,7 +498,9 @@ class ValkeyStore:
         cache, _ = await self._read_config(room_id)
         return None if cache is None else cache.policy
 
-    async def upsert_room(self, body: dict[str, Any]) -> tuple[dict[str, Any], bool, list[str]]:
+    async def upsert_room(
+        self, body: dict[str, Any], *, expect_state: str | None = None
+    ) -> tuple[dict[str, Any], bool, list[str]]:
         body = normalise_body(body)
         if "id" not in body:
             raise bad_field("id", "id is required.", "invalid_room_id")
@@ -509,8 +511,11 @@ class ValkeyStore:
             cur, _reply = await self._read_config(room_id)
             try:
                 if cur is None:
+                    if expect_state is not None:
+                        check_room_id(room_id)
+                        raise no_room(room_id)
                     return await self._create(room_id, body)
-                return await self._update(room_id, body, cur)
+                return await self._update(room_id, body, cur, expect_state)
             except _Retry:
                 continue  # created or deleted meanwhile by another instance: read again
         raise StoreUnavailable(f"room {room_id!r}: too much contention, try again")
@@ -528,11 +533,16 @@ class ValkeyStore:
         await self._finish([_with_data(e, "room.create", data) for e in self._events(room_id, reply)])
         return await self.get_room(room_id), True, changed
 
-    async def _update(self, room_id: str, body: dict[str, Any], cur: _Config) -> tuple[dict[str, Any], bool, list[str]]:
+    async def _update(
+        self, room_id: str, body: dict[str, Any], cur: _Config, expect_state: str | None
+    ) -> tuple[dict[str, Any], bool, list[str]]:
         held: dict[str, Any] = {}
 
         def update_args(cache: _Config | None) -> list[str]:
             base = cache.cfg if cache is not None else cur.cfg
+            # the compare of a compare-and-set: made on the config this call's script insists on (strict,
+            # below: a newer config answers 'cfg', nothing changes, and this runs again on the new one)
+            engine_module.check_expected_state(room_id, base.state, expect_state)
             cfg, changed = apply_fields(base, body)
             old_rules = {(r.id, r.pattern, r.action): i for i, r in enumerate(base.rules)}
             rule_map = [old_rules.get((r.id, r.pattern, r.action), -1) for r in cfg.rules]
@@ -554,7 +564,7 @@ class ValkeyStore:
             _, events = await self._room_op("upsert", room_id, await self._now(), update_args, cv="strict")
         except EngineError as err:
             if err.code == "no_room":
-                raise _Retry from None  # deleted meanwhile: this upsert creates it
+                raise _Retry from None  # deleted meanwhile: this upsert creates it (or, expecting a state, says so)
             raise
         cfg, changed = held["cfg"], held["changed"]
         data = {"fields": changed, "config": cfg.to_public()}

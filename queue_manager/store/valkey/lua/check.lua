@@ -20,6 +20,7 @@ local now = NOW
 
 local state = effective_state(NOW_WALL)
 if state == 'bypass' then
+  count_arrival()
   return done({k = 'ok', admit = true, state = 'bypass'})
 end
 if not url_sent then

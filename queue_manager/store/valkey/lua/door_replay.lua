@@ -23,7 +23,7 @@ t = getT(n)
 if t == nil or t.s ~= 'admitted' then  -- the sweep just ended it
   return done({k = 'none'})
 end
-if effective_state(NOW_WALL) == 'bypass' then
+if effective_state(NOW_WALL) == 'bypass' then  -- no arrival: the door key shows a visitor already inside
   return done({k = 'ok', admit = true, state = 'bypass'})
 end
 local url_sent = ARGV[A + 4] == '1'

@@ -46,6 +46,7 @@ if found.pre ~= nil then
 end
 local state = effective_state(NOW_WALL)
 if state == 'bypass' then
+  count_arrival()
   return done(view_payload({reason = found.reason}))
 end
 if state == 'scheduled' then

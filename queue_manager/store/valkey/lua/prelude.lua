@@ -89,7 +89,7 @@ end
 local NUMERIC = {
   gen = true, cv = true, next = true, credit = true, last = true, created = true, seq = true,
   lseq = true, joins = true, passes = true, unscoped = true, blocked = true, ejected = true,
-  pqver = true, pqseq = true, fseq = true, pseq = true, phseq = true,
+  pqver = true, pqseq = true, fseq = true, pseq = true, phseq = true, bseq = true,
   c_rate = true, c_maxc = true, c_pttl = true, c_sttl = true, c_smax = true, c_pres = true,
   c_qmax = true, c_pqmax = true, c_opens = true, c_rules = true,
 }
@@ -507,6 +507,14 @@ local function slide(t, now, journal)  -- _slide
     t.st = now
     emit('session.touch', {n = t.n})
   end
+end
+
+-- a join or door check in bypass (count_arrival): into the per-minute window only. Its member is
+-- 'b' and a per-room sequence number (tickets are 'n'.., pre-queue entries 'h'..), dropped with the
+-- rest of the window once older than a minute (tick, stats).
+local function count_arrival()
+  S.bseq = (S.bseq or 0) + 1
+  redis.call('ZADD', K.jt, I(NOW), 'b' .. I(S.bseq))
 end
 
 local function count_rule(index)  -- a URL-targeting rule matched: rule.matches += 1, last match now
