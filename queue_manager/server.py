@@ -78,6 +78,8 @@ class Server:
                 self.backend.clock,
                 local=ctx.access.failures,
                 breaker=self.backend.store.breaker,
+                hints=self.backend.hints,  # authlock: a lockout reaches every instance at once
+                max_keys=settings.rate_limit_max_keys,
             )
         self.app = App(ctx)
         self.inline = Inline(ctx, QueueSide(door_check=door.door_check, waiting_page=visitor.waiting_page))

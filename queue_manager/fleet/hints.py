@@ -7,7 +7,11 @@ immediate: every copy is re-read at least every ``RESYNC_MS`` anyway, and each (
 counts as a ``resync`` hint, since whatever was published while it was away is lost.
 
 A message is JSON: ``{"k": kind, "from": instance id, ...data}``. Kinds: ``access`` (operators,
-monitor links), ``resync`` (local only: re-read everything).
+monitor links), ``rooms`` (``created``, ``deleted``, ``changed``: room ids), ``authlock`` (``ip``,
+``minute``: the address has spent the fleet's ADMIN_AUTH_FAIL_PER_MIN allowance and is locked out
+until that wall-clock minute ends; an instance that misses it learns the lockout from its own count
+of the address's next wrong credential, see access/authfail.py), ``resync`` (local only: re-read
+everything).
 """
 
 from __future__ import annotations

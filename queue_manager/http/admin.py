@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from queue_manager.http import admin_team, health
+from queue_manager.http import admin_team, authn, health
 from queue_manager.http.call import Call
 from queue_manager.http.context import Context
 from queue_manager.http.wire import HttpError, Request, Send, send_json
@@ -18,20 +18,14 @@ async def session_open(ctx: Context, req: Request, send: Send) -> None:
         raise HttpError(403, "csrf_required", "Sign in from the console's own origin.")
     retry = await ctx.access.failures.locked(ident.ip)
     if retry is not None:
-        raise HttpError(
-            429,
-            "too_many_auth_failures",
-            "Too many failed sign-ins from your address.",
-            headers=[("Retry-After", str(retry))],
-        )
+        raise authn.too_many_failures(retry)
     body = await req.json_object()
     key = body.get("key")
     if not isinstance(key, str) or not key or len(key) > 500:
         raise HttpError(400, "bad_request", 'Send {"key": "<ADMIN_KEY or operator key>"}.')
     principal = await ctx.access.from_bearer(key)
     if principal is None:
-        await ctx.access.failures.fail(ident.ip)
-        raise HttpError(401, "unauthorized", "That key is not valid here.")
+        raise await authn.failed(ctx, ident.ip, HttpError(401, "unauthorized", "That key is not valid here."))
     await admin_team.session_open(Call(ctx, req, send, req.receive, ident, principal))
 
 

@@ -3,7 +3,9 @@
 Order: an address locked out by ADMIN_AUTH_FAIL_PER_MIN is answered 429 before any credential is
 checked; a request with ``Authorization`` is judged on that header alone; otherwise the
 ``qm_console`` cookie (and a change made with it needs ``X-QM-CSRF``); otherwise, on the event
-stream only, a single-use ``?ticket=``. No credential at all is 401 and is not counted.
+stream only, a single-use ``?ticket=``. No credential at all is 401 and is not counted. A wrong
+credential that finds the address already locked out on the fleet's count (on an instance that had
+not yet learnt of the lockout) is answered the same 429.
 """
 
 from __future__ import annotations
@@ -29,6 +31,21 @@ def _unauthorized(message: str, *, clear_cookie: bool = False) -> HttpError:
     return HttpError(401, "unauthorized", message, headers=headers)
 
 
+def too_many_failures(retry: int) -> HttpError:
+    return HttpError(
+        429,
+        "too_many_auth_failures",
+        "Too many failed sign-ins from your address. Try again later.",
+        headers=[("Retry-After", str(retry))],
+    )
+
+
+async def failed(ctx: Context, ip: str, refusal: HttpError) -> HttpError:
+    """Count a wrong credential: ``refusal``, or the 429 when the address was already locked out."""
+    retry = await ctx.access.failures.fail(ip)
+    return refusal if retry is None else too_many_failures(retry)
+
+
 async def authenticate(ctx: Context, req: Request, ident: Identity, *, allow_ticket: bool = False) -> Principal:
     access = ctx.access
     auth = req.header(b"authorization")
@@ -38,28 +55,22 @@ async def authenticate(ctx: Context, req: Request, ident: Identity, *, allow_tic
     if presented:
         retry = await access.failures.locked(ident.ip)
         if retry is not None:
-            raise HttpError(
-                429,
-                "too_many_auth_failures",
-                "Too many failed sign-ins from your address. Try again later.",
-                headers=[("Retry-After", str(retry))],
-            )
+            raise too_many_failures(retry)
     if auth:
         scheme, _, credential = auth.partition(" ")
         credential = credential.strip()
         if scheme.lower() != "bearer" or not credential:
-            await access.failures.fail(ident.ip)
-            raise _unauthorized("Use Authorization: Bearer <key>.")
+            raise await failed(ctx, ident.ip, _unauthorized("Use Authorization: Bearer <key>."))
         principal = await access.from_bearer(credential)
         if principal is None:
-            await access.failures.fail(ident.ip)
-            raise _unauthorized("That key is not valid here.")
+            raise await failed(ctx, ident.ip, _unauthorized("That key is not valid here."))
         return principal
     if cookie:
         principal = await access.from_session(cookie)
         if principal is None:
-            await access.failures.fail(ident.ip)
-            raise _unauthorized("Your console session has ended. Sign in again.", clear_cookie=True)
+            raise await failed(
+                ctx, ident.ip, _unauthorized("Your console session has ended. Sign in again.", clear_cookie=True)
+            )
         if req.method not in SAFE_METHODS:
             site = req.header(b"sec-fetch-site")
             if not req.header(b"x-qm-csrf") or (site is not None and site != "same-origin"):
@@ -68,8 +79,7 @@ async def authenticate(ctx: Context, req: Request, ident: Identity, *, allow_tic
     if ticket:
         principal = await access.spend_ticket(ticket)
         if principal is None:
-            await access.failures.fail(ident.ip)
-            raise _unauthorized("That stream ticket is spent, expired or revoked.")
+            raise await failed(ctx, ident.ip, _unauthorized("That stream ticket is spent, expired or revoked."))
         return principal
     raise _unauthorized("This route needs Authorization: Bearer <key> or a console session.")
 

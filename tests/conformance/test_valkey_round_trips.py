@@ -1,4 +1,6 @@
-"""One Valkey round trip per /api/check of an admitted visitor, counted on the Valkey server (MONITOR).
+"""One Valkey round trip per /api/check of an admitted visitor, counted on the Valkey server (MONITOR):
+from the page's tag, and vouched for by an edge connector with the PUBLIC_API_KEY (whose key check,
+with ADMIN_AUTH_FAIL_PER_MIN on, asks nothing of Valkey: the lockouts are in every instance's memory).
 
 Valkey-only. The test watches every command the server process sends (its connections are the ones
 whose commands carry its key prefix), learns what the server sends on its own while idle (tick, leader
@@ -9,6 +11,7 @@ commands in between: exactly one that is not background, always the same EVALSHA
 from __future__ import annotations
 
 import re
+import secrets
 import threading
 import time
 import uuid
@@ -22,6 +25,7 @@ pytestmark = pytest.mark.stores("valkey")  # memory keeps nothing across a resta
 
 CHECKS = 60
 PAGE = "https://shop.example/p/1"
+PUBLIC_KEY = "pk-" + secrets.token_urlsafe(24)
 LINE = re.compile(r"^\d+\.\d+ \[(\d+) ([^\]]*)\] (.*)$", re.S)
 ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
@@ -92,14 +96,18 @@ def signature(args: list[str]) -> str:
 @pytest.fixture
 def server() -> Iterator[Server]:
     # background work made frequent enough that an idle window of ~2.5 s sees every kind of it
-    srv = start_server({"RESYNC_MS": "500", "LEADER_LEASE_MS": "1500"})
+    # (and the wrong-key allowance on, as in production: the connector's key is checked on every request)
+    srv = start_server(
+        {"RESYNC_MS": "500", "LEADER_LEASE_MS": "1500", "PUBLIC_API_KEY": PUBLIC_KEY, "ADMIN_AUTH_FAIL_PER_MIN": "20"}
+    )
     try:
         yield srv
     finally:
         srv.stop()
 
 
-def test_an_admitted_visitors_door_check_is_one_valkey_command(server: Server) -> None:
+@pytest.mark.parametrize("via", ["tag", "connector"])
+def test_an_admitted_visitors_door_check_is_one_valkey_command(server: Server, via: str) -> None:
     prefix = server.env["VALKEY_PREFIX"]
     with server.admin() as admin:
         rid = create_room(admin, ratePerMinute=6000, queueMaxPerIp=None, presenceSec=None)["id"]
@@ -109,10 +117,15 @@ def test_an_admitted_visitors_door_check_is_one_valkey_command(server: Server) -
         first = visitor.get("/api/check", params={"roomId": rid, "url": PAGE, "qm_token": token})
         assert first.status_code == 200 and first.json()["admit"] is True, first.text
         door_key = first.json()["doorKey"]
+        agent = visitor.headers["user-agent"]
     params = {"roomId": rid, "url": PAGE, "qm_token": token, "dk": door_key}
+    headers = {"Origin": "https://shop.example"}
+    if via == "connector":  # the edge speaks for the visitor, its key checked on every request
+        params |= {"ip": "127.0.0.1", "agent": agent}
+        headers = {"Authorization": f"Bearer {PUBLIC_KEY}"}
     monitor = Monitor(server.env["VALKEY_URL"])
     try:
-        with server.client(headers={"Origin": "https://shop.example"}) as tag:
+        with server.client(headers=headers) as tag:
             for _ in range(5):  # warm: every connection the hot path uses is open
                 assert tag.get("/api/check", params=params).json()["admit"] is True
             idle_start = monitor.mark()
