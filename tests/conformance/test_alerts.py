@@ -10,13 +10,14 @@ target probe may page ``target_failing`` beside it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import ServerFactory
 from harness import Server, create_room, free_port, join, spawn_server, wait_until
 from receiver import Receiver
+
+ServerFactory = Callable[..., Server]
 
 FIELDS = {"source", "event", "status", "severity", "roomId", "message", "ts", "since", "text"}
 

@@ -7,10 +7,12 @@ leave it before the room is quiet (there is no shorter window to configure, on p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from conftest import ServerFactory
 from harness import Server, create_room, join, wait_until
+
+ServerFactory = Callable[..., Server]
 
 ENV = {"ALERT_EVERY_MS": "200", "ALERT_HOLD_SEC": "3600"}
 
@@ -24,9 +26,9 @@ def room_state(srv: Server, room: str) -> dict[str, Any]:
 
 
 def burst(srv: Server, room: str, n: int) -> None:
-    """n arrivals, each a join followed by a door check, as a snippet visitor's page would make."""
-    with srv.client() as c:
-        for _ in range(n):
+    """n visitors, each a join followed by a door check, as a snippet visitor's page would make."""
+    for _ in range(n):
+        with srv.client() as c:  # a visitor of their own: no cookie re-presents an earlier place
             assert join(c, room).status_code == 200
             assert c.get("/api/check", params={"roomId": room, "url": "https://shop.example/"}).status_code == 200
 
