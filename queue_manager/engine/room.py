@@ -8,6 +8,10 @@ Read this with the guide's "Passes vs sessions" and "Absent holders do not hold 
   one slot. Paused, bypass, scheduled or a rate of 0 promote nobody.
 * Arrivals: ``joinsLastMinute`` counts the places minted in the last minute plus, in bypass (no line,
   nothing minted), every join and door check (``count_arrival``); ``joinsTotal`` counts places only.
+  Bypass arrivals are counted per second of the monotonic clock (``[second, count]`` buckets, at most
+  a minute's worth), so a busy room in bypass costs a bounded amount of memory and O(1) per arrival;
+  a bucket of second ``s`` counts while ``s * 1000 > now - 60_000``: as one place minted at the first
+  millisecond of that second would.
 * Capacity (``maxConcurrent``): live sessions + unused passes still holding their slot. A slot is
   held for the claim window (min(120 s, passedTtlSec)), or until the holder — never told — has been
   unseen for ``presenceSec``.
@@ -126,7 +130,8 @@ class Room:
         self.purged_handles: OrderedDict[str, None] = OrderedDict()
         self.event_seq = 0  # per room generation: (room, gen, seq) names an event uniquely
         self.join_times: deque[int] = deque()
-        self.arrival_times: deque[int] = deque()  # bypass arrivals: in joinsLastMinute, never journaled
+        # bypass arrivals per second, [second (mono ms // 1000), count]: in joinsLastMinute, never journaled
+        self.arrival_buckets: deque[list[int]] = deque()
         self.pass_times: deque[int] = deque()
         self.joins_total = 0
         self.passes_total = 0
@@ -202,9 +207,16 @@ class Room:
     def count_arrival(self) -> None:
         """A visitor reached the room in bypass (a join, or a door check): counted in ``joinsLastMinute``
         only. Nothing is minted, so ``joinsTotal`` stays as it is, and nothing is journaled: these are
-        kept apart from the journaled joins (``arrival_times``), and a room rebuilt from the journal
-        starts them afresh."""
-        self.arrival_times.append(self.clock.mono_ms())
+        kept apart from the journaled joins, in per-second buckets (``arrival_buckets``), and a room
+        rebuilt from the journal starts them afresh. The first arrival of a second opens its bucket and
+        drops the buckets that left the window, so at most a minute's worth is ever kept."""
+        second = self.clock.mono_ms() // 1000
+        buckets = self.arrival_buckets
+        if buckets and buckets[-1][0] >= second:
+            buckets[-1][1] += 1
+            return
+        buckets.append([second, 1])
+        self.arrivals_last_minute()
 
     # ------------------------------------------------------------------ time
 
@@ -288,7 +300,7 @@ class Room:
         self.last_tick = now
         self.advance()
         self.last_minute(self.join_times)  # keep the per-minute windows bounded
-        self.last_minute(self.arrival_times)
+        self.arrivals_last_minute()
         self.last_minute(self.pass_times)
         state = self.effective_state()
         moving = state == "active" and self.cfg.rate_per_minute > 0
@@ -861,6 +873,15 @@ class Room:
             times.popleft()
         return len(times)
 
+    def arrivals_last_minute(self) -> int:
+        """The bypass arrivals of the last minute. A bucket counts while its second's first millisecond
+        would (``last_minute``'s rule: ``s * 1000 > now - 60_000``); older buckets are dropped."""
+        cutoff = self.clock.mono_ms() - 60_000
+        buckets = self.arrival_buckets
+        while buckets and buckets[0][0] * 1000 <= cutoff:
+            buckets.popleft()
+        return sum(count for _, count in buckets)
+
     def oldest_wait_sec(self) -> float:
         head = self.line.head()
         if head is None:
@@ -880,7 +901,7 @@ class Room:
             sessions=len(self.sessions),
             passes=len(self.passes),
             slot_holders=len(self.slot_holders),
-            joins_last_minute=self.last_minute(self.join_times) + self.last_minute(self.arrival_times),
+            joins_last_minute=self.last_minute(self.join_times) + self.arrivals_last_minute(),
             passed_last_minute=self.last_minute(self.pass_times),
             head_joined_ms=None if head is None else self.tickets[head[1]].joined_ms,
             joins_total=self.joins_total,

@@ -306,7 +306,7 @@ def observe(room: Room, people: list[Browser], *, windows: bool = True) -> dict[
     """Every answer the room gives without changing anything (call ``room.advance()`` first)."""
     stats = room.stats()
     # bypass arrivals (door checks, joins that mint nothing) are not journaled: a rebuilt room starts them afresh
-    stats["joinsLastMinute"] -= room.last_minute(room.arrival_times)
+    stats["joinsLastMinute"] -= room.arrivals_last_minute()
     stats["rules"] = [{k: v for k, v in r.items() if k not in ("matchCount", "lastMatchAt")} for r in stats["rules"]]
     if not windows:
         stats.pop("joinsLastMinute")

@@ -6,6 +6,7 @@ operator reads it (the drill-down, ``lookup``), which has no side effects on pre
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -396,6 +397,19 @@ async def test_a_door_replay_or_a_held_place_in_bypass_is_no_new_arrival(stores:
     assert (stats["joinsLastMinute"], stats["joinsTotal"]) == (4, 3)
 
 
+async def _arrivals_kept(env: Env) -> tuple[int, int]:
+    """The arrivals a room in bypass holds in its window, and how many entries hold them (memory:
+    the join instants and the per-second buckets; Valkey: the jt members and the ab fields)."""
+    if env.kind == "memory":
+        room = env.store.engine.rooms["r"]
+        counted = len(room.join_times) + sum(count for _, count in room.arrival_buckets)
+        return counted, len(room.join_times) + len(room.arrival_buckets)
+    assert env.redis is not None
+    joins = int(await env.redis.zcard(room_key(env.prefix, "r", "jt")))
+    buckets = await env.redis.hgetall(room_key(env.prefix, "r", "ab"))
+    return joins + sum(int(v) for v in buckets.values()), joins + len(buckets)
+
+
 async def test_the_tick_keeps_the_arrivals_window_bounded(stores: Env) -> None:
     """Arrivals of a busy room in bypass are dropped from the window by the tick itself, also when
     nobody reads the room's stats."""
@@ -405,19 +419,38 @@ async def test_the_tick_keeps_the_arrivals_window_bounded(stores: Env) -> None:
     for _ in range(20):
         await v.check()
     await v.join()
-
-    async def window() -> int:
-        if env.kind == "memory":
-            room = env.store.engine.rooms["r"]
-            return len(room.join_times) + len(room.arrival_times)
-        assert env.redis is not None
-        return int(await env.redis.zcard(room_key(env.prefix, "r", "jt")))
-
-    assert await window() == 21
+    assert await _arrivals_kept(env) == (21, 1)  # one second: one bucket
     await env.run(59)
-    assert await window() == 21
+    assert await _arrivals_kept(env) == (21, 1)
     await env.run(1)
-    assert await window() == 0
+    assert await _arrivals_kept(env) == (0, 0)
+
+
+async def test_arrivals_cost_one_bucket_per_second_however_many(stores: Env) -> None:
+    """A busy room in bypass keeps one counter per second, never one entry per arrival: 10,000
+    arrivals within one second are one bucket (memory) or one hash field (Valkey), and arrivals
+    spread over two minutes with no tick at all never hold more than a minute's worth of buckets."""
+    env = stores
+    await env.room(state="bypass", **QUIET)
+    v = env.visitor()
+    for ms in range(1000):  # ten in each of the second's thousand milliseconds
+        if ms:
+            env.clock.advance(0.001)
+        await asyncio.gather(*(v.check() for _ in range(10)))
+    assert await _arrivals_kept(env) == (10_000, 1)
+    assert (await env.stats())["joinsLastMinute"] == 10_000
+    env.clock.advance(0.001)  # the next second
+    await v.check()
+    assert await _arrivals_kept(env) == (10_001, 2)
+    most = 0
+    for _ in range(120):  # a stalled ticker: the arrivals themselves drop what left the window
+        env.clock.advance(1)
+        for _ in range(3):
+            await v.check()
+        most = max(most, (await _arrivals_kept(env))[1])
+    assert most == 60
+    assert await _arrivals_kept(env) == (180, 60)
+    assert (await env.stats())["joinsLastMinute"] == 180
 
 
 async def test_queue_max_per_ip_is_429_with_retry_after_30(stores: Env) -> None:

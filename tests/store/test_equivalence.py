@@ -32,6 +32,7 @@ from queue_manager.engine.room import Presented
 from queue_manager.engine.ticket import make_ref
 from queue_manager.store.memory import MemoryStore
 from queue_manager.store.valkey import ValkeyStore
+from queue_manager.store.valkey.keys import room_key
 
 from .conftest import TARGET, VALKEY_URL, RecordingJournal, drop_prefix, valkey_client
 
@@ -632,5 +633,94 @@ def test_bypass_arrivals_are_counted_alike() -> None:
         machine.check(5, None, "none")
         after = summary()
         assert (after["joinsLastMinute"], after["joinsTotal"]) == (1, 7)
+    finally:
+        machine.teardown()
+
+
+def test_bypass_arrivals_per_second_are_counted_alike_across_the_minute() -> None:
+    """Arrivals in bypass spread over the milliseconds of many seconds, with and without ticks, for
+    well over a minute: both stores give the same joinsLastMinute at every step, and it is the
+    per-second rule (an arrival in second s counts while s * 1000 > now - 60,000), to the
+    millisecond at the boundary. Both keep one bucket per second (memory) / hash field (Valkey)."""
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(_reachable())
+    finally:
+        loop.close()
+    rng = random.Random(29)
+    machine = Equivalence()
+    arrivals: list[int] = []  # mono ms of every arrival (both clocks read the same)
+
+    def joins_last_minute() -> int:
+        m, v = machine.both(lambda s, _: s.get_room(ROOM))
+        assert v == m
+        return int(m["joinsLastMinute"])
+
+    def expected() -> int:
+        cutoff = machine.clock_m.mono_ms() - 60_000
+        return sum(1 for t in arrivals if t // 1000 * 1000 > cutoff)
+
+    def buckets() -> int:
+        kept = len(machine.mem.engine.rooms[ROOM].arrival_buckets)
+        fields = machine.run(machine.redis.hlen(room_key(machine.prefix, ROOM, "ab")))
+        assert fields == kept
+        return kept
+
+    def advance(ms: int, tick: bool) -> None:
+        if tick:
+            machine.tick(ms)
+        else:  # no tick: only the arrivals and the stats keep the window
+            machine.clock_m.advance(ms / 1000)
+            machine.clock_v.advance(ms / 1000)
+        assert machine.clock_m.mono_ms() == machine.clock_v.mono_ms()
+
+    def arrive(who: int, join: bool) -> None:
+        if join:
+            machine.join(who, None)
+        else:
+            machine.check(who, rng.choice(URLS), rng.choice(["none", "wrong"]))
+        arrivals.append(machine.clock_m.mono_ms())
+
+    try:
+        machine.create(
+            rate=60,
+            cap=None,
+            presence=None,
+            pttl=600,
+            sttl=1800,
+            smax=None,
+            qmax=None,
+            pqmax=None,
+            state="bypass",
+            opens_in=None,
+            rules=True,
+        )
+        most = 0
+        while machine.clock_m.mono_ms() < 1_000_000 + 150_000:
+            advance(rng.choice([1, 137, 250, 499, 999, 1000, 1001, 1700, 3100]), rng.random() < 0.4)
+            for _ in range(rng.randrange(4)):
+                arrive(rng.randrange(len(machine.browsers)), rng.random() < 0.3)
+            assert joins_last_minute() == expected()
+            cutoff = machine.clock_m.mono_ms() - 60_000
+            seconds = {t // 1000 for t in arrivals if t // 1000 * 1000 > cutoff}
+            assert buckets() == len(seconds)  # the stats read dropped the rest, in both stores
+            most = max(most, len(seconds))
+        assert 30 <= most <= 60
+        # the boundary, to the millisecond: three arrivals in one second s ...
+        advance(1000 - machine.clock_m.mono_ms() % 1000, False)
+        second = machine.clock_m.mono_ms() // 1000
+        for ms in (0, 500, 499):
+            advance(ms, False)
+            arrive(0, False)
+        assert [t // 1000 for t in arrivals[-3:]] == [second] * 3
+        # ... count until the last millisecond before (s + 60) * 1000, and not from it on
+        advance((second + 60) * 1000 - 1 - machine.clock_m.mono_ms(), False)
+        before = joins_last_minute()
+        assert before == expected() and before >= 3
+        advance(1, False)
+        assert joins_last_minute() == expected() == before - 3
+        advance(60_000, True)
+        assert joins_last_minute() == 0 and buckets() == 0
+        assert machine.run(machine.mem.get_room(ROOM))["joinsTotal"] == 0
     finally:
         machine.teardown()

@@ -22,8 +22,9 @@ Data model (every key in ``keys.py``; a room's keys share the hash tag ``{<room>
   ``previous_generation`` look-ups work for the last three generations.
 * ``pq`` (hash) + ``pqo`` (zset): the pre-queue in join order; ``drawn`` (handle -> ticket);
   ``ph`` (zset): purged handles.
-* ``jt`` / ``pt`` (zsets by mono ms): joins (in bypass: joins and door checks) and promotions of
-  the last minute; ``rst``: rule stats.
+* ``jt`` / ``pt`` (zsets by mono ms): joins and promotions of the last minute; ``ab`` (hash
+  second -> count): arrivals in bypass (joins and door checks), per second of the last minute;
+  ``rst``: rule stats.
 * ``meta`` (hash, survives deletes): the last generation, the config version counter, which
   generation each archive slot holds. ``fence`` (string): the room is being rebuilt — every script
   refuses (StoreUnavailable). Globally: ``rooms`` (zset, creation order) and ``rooms:seq``.

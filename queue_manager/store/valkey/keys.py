@@ -36,7 +36,9 @@ ppi     hash   ident -> pre-queue entries (preQueueMaxPerIp)
 drawn   hash   handle -> ticket number it was drawn as
 ph      zset   purged pre-queue handles (join order as score), at most 50,000
 jt/pt   zset   join / promotion instants (mono ms) of the last minute (jt members: 'n'+ticket,
-               'h'+pre-queue handle, 'b'+st's bseq for a bypass join or door check)
+               'h'+pre-queue handle)
+ab      hash   bypass arrivals (joins and door checks) per second: second (mono ms // 1000) ->
+               count; only the seconds of the last minute are kept (at most 60 fields)
 rst     hash   rule index -> "matches:lastMatchMs" (URL-targeting rule statistics)
 arch0-2 hash   archived generations (gen % 3): Ref -> ticket numbers, for previous_generation
 ======  =====  ==========================================================================
@@ -100,6 +102,7 @@ ROOM_KEYS: tuple[str, ...] = (
     "ph",
     "jt",
     "pt",
+    "ab",
     "rst",
     *ARCHIVE_KEYS,
 )

@@ -254,7 +254,6 @@ def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tu
         "fseq": len(finished),
         "pseq": 0,
         "phseq": len(purged),
-        "bseq": 0,
     }
     flat: list[str] = []
     for key, value in st.items():

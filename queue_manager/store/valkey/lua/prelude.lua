@@ -89,7 +89,7 @@ end
 local NUMERIC = {
   gen = true, cv = true, next = true, credit = true, last = true, created = true, seq = true,
   lseq = true, joins = true, passes = true, unscoped = true, blocked = true, ejected = true,
-  pqver = true, pqseq = true, fseq = true, pseq = true, phseq = true, bseq = true,
+  pqver = true, pqseq = true, fseq = true, pseq = true, phseq = true,
   c_rate = true, c_maxc = true, c_pttl = true, c_sttl = true, c_smax = true, c_pres = true,
   c_qmax = true, c_pqmax = true, c_opens = true, c_rules = true,
 }
@@ -509,12 +509,35 @@ local function slide(t, now, journal)  -- _slide
   end
 end
 
--- a join or door check in bypass (count_arrival): into the per-minute window only. Its member is
--- 'b' and a per-room sequence number (tickets are 'n'.., pre-queue entries 'h'..), dropped with the
--- rest of the window once older than a minute (tick, stats).
+-- arrivals_last_minute: the bypass arrivals of the last minute, from the ab hash (field = second of
+-- the monotonic clock, value = arrivals in it). A field counts while its second's first millisecond
+-- would (last_minute's rule: s * 1000 > NOW - 60000); the older fields are deleted.
+local function arrivals_last_minute()
+  local cutoff = NOW - 60000
+  local raw = redis.call('HGETALL', K.ab)
+  local total = 0
+  local old = {}
+  for i = 1, #raw, 2 do
+    if tonumber(raw[i]) * 1000 > cutoff then
+      total = total + tonumber(raw[i + 1])
+    else
+      old[#old + 1] = raw[i]
+    end
+  end
+  if #old > 0 then
+    chunked('HDEL', K.ab, old, 400)
+  end
+  return total
+end
+
+-- a join or door check in bypass (count_arrival): into the per-minute window only, one HINCRBY on
+-- the field of the current second. The first arrival of a second opens its field and drops the
+-- fields that left the window, so the hash holds at most a minute's worth of fields however busy
+-- the room is (tick and stats trim it too).
 local function count_arrival()
-  S.bseq = (S.bseq or 0) + 1
-  redis.call('ZADD', K.jt, I(NOW), 'b' .. I(S.bseq))
+  if redis.call('HINCRBY', K.ab, I(math.floor(NOW / 1000)), 1) == 1 then
+    arrivals_last_minute()
+  end
 end
 
 local function count_rule(index)  -- a URL-targeting rule matched: rule.matches += 1, last match now

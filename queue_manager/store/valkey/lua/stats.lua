@@ -38,7 +38,7 @@ return done({
   sessions = redis.call('SCARD', K.ss),
   passes = redis.call('SCARD', K.ps),
   slots = redis.call('SCARD', K.sl),
-  jlm = redis.call('ZCARD', K.jt),
+  jlm = redis.call('ZCARD', K.jt) + arrivals_last_minute(),
   plm = redis.call('ZCARD', K.pt),
   head_joined = head_joined,
   joins = S.joins,

@@ -25,6 +25,7 @@ end
 local cutoff = now - 60000
 redis.call('ZREMRANGEBYSCORE', K.jt, '-inf', I(cutoff))
 redis.call('ZREMRANGEBYSCORE', K.pt, '-inf', I(cutoff))
+arrivals_last_minute()  -- drops the bypass arrival fields that left the window
 local promoted = 0
 while moving do
   if promoted >= PROMOTE_MAX then
