@@ -1,7 +1,7 @@
 """What one /api/check costs inside the app, measured in-process (no sockets, no uvicorn, no noise).
 
     python bench/check_breakdown.py [--n 20000] [--cprofile]
-    python bench/check_breakdown.py --instructions [--tree DIR]   # instructions per /api/check (callgrind)
+    python bench/check_breakdown.py --instructions [--tree DIR] [--bypass]   # instructions per /api/check
 
 Builds the real server (memory store) from the environment, creates room ``bench``, admits one visitor
 through the ASGI interface (join, tick, first check), then:
@@ -116,7 +116,9 @@ async def per_call_us(fn: Callable[[], Awaitable[Any]], n: int, repeat: int = 5)
     return round(best * 1e6, 2)
 
 
-async def main_async(n: int, profile: bool, asgi_only: bool = False, loop: int | None = None) -> dict[str, Any]:
+async def main_async(
+    n: int, profile: bool, asgi_only: bool = False, loop: int | None = None, bypass: bool = False
+) -> dict[str, Any]:
     os.environ.update(ENV)
     from queue_manager.config import load_settings
     from queue_manager.http import visitor
@@ -152,6 +154,13 @@ async def main_async(n: int, profile: bool, asgi_only: bool = False, loop: int |
     scope = scope_for("GET", "/api/check", query, origin)
     status, replay = await call(app, scope)
     assert status == 200 and replay["admit"], replay
+    if bypass:  # a page view in a bypass room: no ticket, no door key (every one an arrival)
+        open_room = {**room, "id": "open", "state": "bypass"}
+        status, _ = await call(app, scope_for("POST", "/api/admin/rooms", headers=admin), orjson.dumps(open_room))
+        assert status in (200, 201), status
+        scope = scope_for("GET", "/api/check", f"roomId=open&url={quote(url, safe='')}", origin)
+        status, through = await call(app, scope)
+        assert status == 200 and through["admit"] and through["state"] == "bypass", through
 
     out: dict[str, Any] = {"n": n}
     noop = discard
@@ -290,10 +299,11 @@ async def main_async(n: int, profile: bool, asgi_only: bool = False, loop: int |
     return out
 
 
-def _instructions(n: int, tree: str | None) -> float:
+def _instructions(n: int, tree: str | None, bypass: bool = False) -> float:
     """Instructions per /api/check (callgrind, n and 2n calls differenced); ``tree``: another checkout's app."""
     env = {"PYTHONPATH": os.path.abspath(tree)} if tree else {}
-    return instructions_per_call(lambda count: ([sys.executable, __file__, "--loop", str(count)], env), n)
+    extra = ["--bypass"] if bypass else []
+    return instructions_per_call(lambda count: ([sys.executable, __file__, "--loop", str(count), *extra], env), n)
 
 
 def main() -> None:
@@ -303,15 +313,17 @@ def main() -> None:
     ap.add_argument("--asgi-only", action="store_true", help="only the whole-call timings (for a sampler)")
     ap.add_argument("--instructions", action="store_true", help="instructions per /api/check (callgrind)")
     ap.add_argument("--tree", help="with --instructions: the checkout whose app is measured (default: this one)")
+    ap.add_argument("--bypass", action="store_true", help="with --instructions: a page view in a bypass room")
     ap.add_argument("--loop", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.instructions:
         if not shutil.which("valgrind"):
             sys.exit("bench: valgrind is needed for --instructions (apt-get install -y valgrind)")
-        print(f"/api/check (door-key replay)\t{_instructions(2000, args.tree):,.0f} instructions per call")
+        what = "/api/check (bypass page view)" if args.bypass else "/api/check (door-key replay)"
+        print(f"{what}\t{_instructions(2000, args.tree, args.bypass):,.0f} instructions per call")
         return
     if args.loop is not None:
-        asyncio.run(main_async(0, False, loop=args.loop))
+        asyncio.run(main_async(0, False, loop=args.loop, bypass=args.bypass))
         os._exit(0)  # the app's background tasks are not this bench's business
     out = asyncio.run(main_async(args.n, args.cprofile, args.asgi_only))
     cprof = out.pop("cprofile", None)
