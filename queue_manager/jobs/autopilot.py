@@ -120,7 +120,7 @@ class Autopilot:
 
     async def _fleet_frame(self, rooms: list[dict[str, Any]], now: int) -> None:
         storage = await self._storage_reports()
-        targets = await self.shared.reports("targets")
+        targets = self.targets.seen = await self.shared.reports("targets")
         sites = self._sites_failing(rooms, targets, await self.shared.reports("alerts:storage"))
         if not self.leader:
             self.state = await self.shared.load("alerts:state") or alerting.empty()
