@@ -218,7 +218,13 @@ class Autopilot:
             raw = inline.health().get("origins")
             if isinstance(raw, dict):
                 origins = {str(room_id): dict(result) for room_id, result in raw.items()}
-        return autotune.Signals(targets=targets, origins=origins, origin_errors=dict(self.ctx.counters.origin_errors))
+        return autotune.Signals(
+            targets=targets,
+            origins=origins,
+            origin_errors=dict(self.ctx.counters.origin_errors),
+            instance=self.instance,
+            target_every_ms=self.settings.target_probe_every_ms,
+        )
 
     # ------------------------------------------------------------------ valkey_unreachable
 
