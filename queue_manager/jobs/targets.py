@@ -85,7 +85,8 @@ class TargetProbe:
             self._started.pop(room_id, None)
             await self.shared.report(REPORT, room_id, None)
         for room_id, url in targets.items():
-            if room_id in self._running:
+            running = self._running.get(room_id)
+            if running is not None and not running.done():
                 continue
             last = self._started.get(room_id)
             if last is not None and last[0] == url and now - last[1] < self.every_ms:
