@@ -64,6 +64,7 @@ ROOM_FIELDS = frozenset(
         "onBackendDown",
         "protection",
         "autoActivate",
+        "autotune",
     }
 )
 ALIASES = {"rate": "ratePerMinute"}
@@ -106,6 +107,7 @@ class RoomConfig:
     on_backend_down: str = "closed"
     protection: dict[str, Any] | None = None
     auto_activate: dict[str, Any] | None = None
+    autotune: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -135,6 +137,7 @@ class RoomConfig:
             "onBackendDown": self.on_backend_down,
             "protection": self.protection,
             "autoActivate": self.auto_activate,
+            "autotune": self.autotune,
         }
 
 
@@ -335,6 +338,8 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
             cfg.protection = value
         elif key == "autoActivate":
             cfg.auto_activate = _auto_activate(value)
+        elif key == "autotune":
+            cfg.autotune = _autotune(value)
     if cfg.proxy_origin is not None:
         target = origin_of(cfg.target_url)
         proxy = origin_of(cfg.proxy_origin)
@@ -362,6 +367,49 @@ def _auto_activate(value: Any) -> dict[str, Any] | None:
             raise bad_field("autoActivate", f"autoActivate.{k} must be a whole number >= 0.", "invalid_auto_activate")
         out[k] = v
     return out
+
+
+AUTOTUNE_KEYS = ("enabled", "minRate", "maxRate", "targetLatencyMs", "maxErrorRate", "stepSec")
+AUTOTUNE_DEFAULTS: dict[str, Any] = {"enabled": False, "targetLatencyMs": 1000, "maxErrorRate": 0.05, "stepSec": 10}
+# (lowest, highest) of each whole-number knob; maxRate's lowest is the room's minRate
+AUTOTUNE_RANGES = {
+    "minRate": (1, MAX_RATE_PER_MINUTE),
+    "maxRate": (1, MAX_RATE_PER_MINUTE),
+    "targetLatencyMs": (1, 60_000),
+    "stepSec": (1, 3600),
+}
+
+
+def _autotune(value: Any) -> dict[str, Any] | None:
+    """``autotune``: null, or the range the leader may move the rate in and what it counts as healthy."""
+    if value is None:
+        return None
+
+    def bad(message: str) -> EngineError:
+        return bad_field("autotune", message, "invalid_autotune")
+
+    if not isinstance(value, dict) or set(value) - set(AUTOTUNE_KEYS):
+        raise bad(f"autotune takes {list(AUTOTUNE_KEYS)} or null.")
+    out = dict(AUTOTUNE_DEFAULTS)
+    for k, v in value.items():
+        if k == "enabled":
+            if not isinstance(v, bool):
+                raise bad("autotune.enabled must be true or false.")
+        elif k == "maxErrorRate":
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 1:
+                raise bad("autotune.maxErrorRate must be a number from 0 to 1.")
+            v = float(v)
+        else:
+            lo, hi = AUTOTUNE_RANGES[k]
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise bad(f"autotune.{k} must be a whole number from {lo} to {hi}.")
+        out[k] = v
+    missing = [k for k in ("minRate", "maxRate") if k not in out]
+    if missing:
+        raise bad(f"autotune needs {' and '.join(missing)}: the range it may move the rate in.")
+    if out["maxRate"] < out["minRate"]:
+        raise bad("autotune.maxRate must be at least autotune.minRate.")
+    return {k: out[k] for k in AUTOTUNE_KEYS}
 
 
 def check_schedule_body(body: Any) -> dict[str, Any]:

@@ -19,6 +19,8 @@ def health_status(ctx: Context) -> tuple[str, bool]:
     inline = ctx.inline
     if inline is not None and inline.probe.failing():  # an origin down is an incident, never unready
         status = "degraded"
+    if _failing_targets(_targets(ctx, full=False)):  # so is a snippet room's site not answering
+        status = "degraded"
     if inline is not None and inline.at_ceiling():  # new requests are being shed: take this one out
         return status, False
     backend = ctx.backend
@@ -31,6 +33,18 @@ def health_status(ctx: Context) -> tuple[str, bool]:
             if backend.storage.out_of_rotation:  # this instance's journal only: another instance's is ok
                 return status, False
     return status, ctx.ready
+
+
+def _targets(ctx: Context, *, full: bool) -> dict[str, dict[str, Any]]:
+    """The target probe's last result per snippet room, as every instance reads it (jobs/targets.py)."""
+    alerts = ctx.alerts
+    targets = alerts.view(full=full).get("targets") if alerts is not None else None
+    return targets if isinstance(targets, dict) else {}
+
+
+def _failing_targets(targets: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """A probe that got no answer below 500 in time; a refused one (a private address) is configuration."""
+    return [(room_id, r) for room_id, r in sorted(targets.items()) if r.get("ok") is False and not r.get("refused")]
 
 
 def _storage_ok(ctx: Context) -> bool:
@@ -161,6 +175,13 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
                     "ADMIN_HOST (or PUBLIC_URL) to the name you run the console on.",
                 }
             ]
+    live = {str(r["id"]) for r in rooms}
+    targets = payload["targets"] = {k: v for k, v in _targets(ctx, full=full).items() if k in live}
+    for room_id, result in _failing_targets(targets):
+        answer = str(result.get("summary") or "").rpartition(" → ")[2] or "no answer"
+        incidents.append(
+            f"target {result.get('url')} not answering (room {room_id}): {result.get('method') or 'HEAD'} → {answer}"
+        )
     backend = ctx.backend
     if backend is not None:
         payload["backend"] = backend.health(full=full)

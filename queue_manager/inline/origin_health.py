@@ -3,7 +3,8 @@
 Every ``PROBE_EVERY_SEC`` each inline room's origin gets a ``HEAD /`` (with the room's public Host)
 over a fresh connection from the same pool rules, so the SSRF rule applies to the probe exactly as to
 visitors' requests: a private origin without ``PROXY_ALLOW_PRIVATE=1`` is never contacted. A failing
-origin is an incident (status ``degraded``), never a reason to go unready.
+origin is an incident (status ``degraded``), never a reason to go unready. An answer records how long
+it took (``latencyMs``: connect and the answer's head), which autotune reads as the origin's latency.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class ProbeResult:
     phase: str | None
     error: str | None
     at: float  # monotonic
+    latency_ms: int | None = None  # connect to the answer's head, when the origin answered
 
     def as_json(self, wall_now_ms: int) -> dict[str, object]:
         return {
@@ -35,6 +37,7 @@ class ProbeResult:
             "status": self.status,
             "phase": self.phase,
             "error": self.error,
+            "latencyMs": self.latency_ms,
             "checkedAgoSec": round(time.monotonic() - self.at, 1),
         }
 
@@ -65,6 +68,7 @@ class OriginProbe:
 
     async def probe(self, room: InlineRoom) -> ProbeResult:
         host = urlsplit(room.target_url).netloc.rpartition("@")[2]
+        started = time.monotonic()
         try:
             conn = await self.pool.connect(room.origin)
         except OriginRefused as err:
@@ -76,7 +80,9 @@ class OriginProbe:
             conn.begin(head, head_only=True)
             await asyncio.wait_for(conn.response_head(), self.timeout)
             status = conn.status
-            return ProbeResult(status < 500, status, None if status < 500 else "status", None, time.monotonic())
+            now = time.monotonic()
+            latency = int((now - started) * 1000)
+            return ProbeResult(status < 500, status, None if status < 500 else "status", None, now, latency)
         except TimeoutError:
             return ProbeResult(False, None, "timeout", "no answer in time", time.monotonic())
         except UpstreamError as err:

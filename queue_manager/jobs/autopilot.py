@@ -120,7 +120,7 @@ class Autopilot:
 
     async def _fleet_frame(self, rooms: list[dict[str, Any]], now: int) -> None:
         storage = await self._storage_reports()
-        targets = await self.shared.reports("targets")
+        targets = self.targets.seen = await self.shared.reports("targets")
         sites = self._sites_failing(rooms, targets, await self.shared.reports("alerts:storage"))
         if not self.leader:
             self.state = await self.shared.load("alerts:state") or alerting.empty()
@@ -218,7 +218,13 @@ class Autopilot:
             raw = inline.health().get("origins")
             if isinstance(raw, dict):
                 origins = {str(room_id): dict(result) for room_id, result in raw.items()}
-        return autotune.Signals(targets=targets, origins=origins, origin_errors=dict(self.ctx.counters.origin_errors))
+        return autotune.Signals(
+            targets=targets,
+            origins=origins,
+            origin_errors=dict(self.ctx.counters.origin_errors),
+            instance=self.instance,
+            target_every_ms=self.settings.target_probe_every_ms,
+        )
 
     # ------------------------------------------------------------------ valkey_unreachable
 

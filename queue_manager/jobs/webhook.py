@@ -3,8 +3,7 @@
 The receiver's address is held to the rule a proxy origin is held to (``ssrf.py``): a private or
 internal address is refused at start-up (``refusal``) and again at every delivery, on the addresses
 the name resolves to then, unless ``ALERT_ALLOW_PRIVATE=1`` or ``PROXY_ALLOW_PRIVATE=1``. The request
-goes to the address that was checked (``Host`` and TLS server name stay the URL's), so a name that
-starts resolving to an internal address between the check and the connect cannot be used to reach it.
+goes to the address that was checked (``outbound.pin``: ``Host`` and TLS server name stay the URL's).
 
 Every attempt is one ``Delivery``; the last 20 are kept in this process for ``GET /api/admin/alerts``.
 """
@@ -17,13 +16,14 @@ import time
 from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
 
 from queue_manager import __version__, ssrf
 from queue_manager.config import ConfigRefusal, Settings
+from queue_manager.jobs.outbound import Refused, pin
 
 TIMEOUT_SEC = 5.0
 LOG_KEEP = 20
@@ -76,10 +76,6 @@ def refusal(settings: Settings) -> ConfigRefusal | None:
     return None
 
 
-class Refused(Exception):
-    pass
-
-
 class Webhook:
     def __init__(self, settings: Settings, wall_ms: Any) -> None:
         self.url = settings.alert_webhook_url
@@ -106,30 +102,6 @@ class Webhook:
             await self._client.aclose()
             self._client = None
 
-    async def _target(self, url: str) -> tuple[str, dict[str, str], dict[str, Any]]:
-        """The URL with the checked address in place of the name, the Host header and the TLS name."""
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            raise Refused(f"{host} does not resolve ({exc.strerror or exc})") from None
-        addresses = [str(i[4][0]) for i in infos]
-        if not self.allow_private:
-            for address in addresses:
-                if ssrf.is_private(address):
-                    raise Refused(
-                        str(ssrf.OriginRefused(host, address)).replace("PROXY_ALLOW_PRIVATE", "ALERT_ALLOW_PRIVATE")
-                    )
-        address = addresses[0]
-        literal = f"[{address}]" if ":" in address else address
-        netloc = literal if parts.port is None else f"{literal}:{parts.port}"
-        headers = {"host": parts.netloc.rpartition("@")[2]}
-        extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
-        return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, "")), headers, extensions
-
     async def send(self, body: dict[str, Any], *, attempt: int = 1, test: bool = False) -> Delivery:
         started = time.monotonic()
         at = int(self.wall_ms())
@@ -140,18 +112,18 @@ class Webhook:
         else:
             try:
                 async with asyncio.timeout(TIMEOUT_SEC):
-                    url, headers, extensions = await self._target(self.url)
+                    target = await pin(self.url, allow_private=self.allow_private, setting="ALERT_ALLOW_PRIVATE")
                     if self._client is None:
                         self._client = httpx.AsyncClient(timeout=TIMEOUT_SEC, follow_redirects=False)
                     reply = await self._client.post(
-                        url,
+                        target.url,
                         content=orjson.dumps(body),
                         headers={
-                            **headers,
+                            **target.headers,
                             "content-type": "application/json",
                             "user-agent": f"queue-manager/{__version__}",
                         },
-                        extensions=extensions,
+                        extensions=target.extensions,
                     )
                     status = reply.status_code
                     if not 200 <= status < 300:

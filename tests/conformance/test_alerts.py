@@ -60,6 +60,11 @@ def alerts(srv: Server) -> dict[str, Any]:
     return body
 
 
+def frozen(rows: list[dict[str, Any]], room: str) -> list[dict[str, Any]]:
+    """The room's queue_frozen rows (firing, holding or deliveries)."""
+    return [r for r in rows if r["roomId"] == room and r["event"] == "queue_frozen"]
+
+
 def purge(srv: Server, room: str) -> None:
     with srv.admin() as admin:
         assert admin.post(f"/api/admin/rooms/{room}/purge").status_code == 200
@@ -91,7 +96,7 @@ def test_fires_after_the_hold_with_the_guides_body_and_resolves(make_server: Ser
     assert len(resolved) == 1
     assert resolved[0]["since"] == page["since"] and resolved[0]["ts"] > page["ts"]  # paired by event, room, since
     assert resolved[0]["text"].startswith("[queue-manager] RESOLVED: ")
-    assert not [f for f in alerts(srv)["firing"] if f["roomId"] == room]
+    assert not [f for f in alerts(srv)["firing"] if f["roomId"] == room and f["event"] == "queue_frozen"]
     assert [p["status"] for p in pages_for(receiver, room)] == ["firing", "resolved"]
 
 
@@ -104,7 +109,7 @@ def test_a_condition_shorter_than_the_hold_never_pages(make_server: ServerFactor
         what="the condition listed as holding",
     )
     purge(srv, room)
-    wait_until(lambda: not [h for h in alerts(srv)["holding"] if h["roomId"] == room], timeout=20, what="cleared")
+    wait_until(lambda: not frozen(alerts(srv)["holding"], room), timeout=20, what="cleared")
     assert pages_for(receiver, room) == []
 
 
@@ -126,14 +131,14 @@ def test_a_slow_receiver_times_out_at_5_s_and_the_page_is_retried(
     room = frozen_room(srv)
 
     def timed_out() -> list[dict[str, Any]]:
-        return [d for d in alerts(srv)["deliveries"] if d["roomId"] == room and not d["ok"]]
+        return [d for d in frozen(alerts(srv)["deliveries"], room) if not d["ok"]]
 
     failed = wait_until(timed_out, timeout=30, what="a delivery that timed out")
     assert failed[0]["error"] == "timed out after 5 s"
     assert failed[0]["httpStatus"] is None
     receiver.mode(delay=0)
     wait_until(
-        lambda: [d for d in alerts(srv)["deliveries"] if d["roomId"] == room and d["ok"]],
+        lambda: [d for d in frozen(alerts(srv)["deliveries"], room) if d["ok"]],
         timeout=60,
         what="the retried page delivered",
     )
@@ -148,13 +153,13 @@ def test_receiver_down_then_back_gets_the_firing_and_the_resolved(
     srv = make_server(alert_env(receiver, ALERT_HOLD_SEC="0"))
     room = frozen_room(srv)
     failed = wait_until(
-        lambda: [d for d in alerts(srv)["deliveries"] if d["roomId"] == room and not d["ok"]],
+        lambda: [d for d in frozen(alerts(srv)["deliveries"], room) if not d["ok"]],
         timeout=20,
         what="a failed delivery while the receiver is down",
     )
     assert failed[0]["error"], failed[0]
     purge(srv, room)  # it clears while the receiver is still down
-    wait_until(lambda: not [f for f in alerts(srv)["firing"] if f["roomId"] == room], timeout=20, what="cleared")
+    wait_until(lambda: not frozen(alerts(srv)["firing"], room), timeout=20, what="cleared")
     receiver.start()
     pages = wait_until(
         lambda: len(pages_for(receiver, room)) >= 2 and pages_for(receiver, room), timeout=60, what="both pages"

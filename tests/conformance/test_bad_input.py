@@ -163,6 +163,7 @@ def _cases() -> list[Case]:
         ("passedTtl-zero", {"id": ROOM, "passedTtlSec": 0}, None),
         ("protection-bad", {"id": ROOM, "protection": {"mode": "x"}}, None),
         ("autoActivate-bad", {"id": ROOM, "autoActivate": {"nope": 1}}, None),
+        ("autotune-bad", {"id": ROOM, "autotune": {"minRate": 5, "maxRate": 1}}, "invalid_autotune"),
         ("proxyOrigin-path", {"id": ROOM, "proxyOrigin": "https://origin.example/path"}, None),
         ("onBackendDown-bad", {"id": ROOM, "onBackendDown": "sideways"}, "invalid_on_backend_down"),
         ("unknown-field", {"id": ROOM, "colour": "red"}, "unknown_field"),
@@ -493,6 +494,7 @@ ROOM_FIELDS = [
     "onBackendDown",
     "protection",
     "autoActivate",
+    "autotune",
 ]
 field_values = (
     json_values

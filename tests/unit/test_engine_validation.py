@@ -213,6 +213,17 @@ def create_id(engine, room_id):
         ("autoActivate", {"enabled": "yes"}, "invalid_auto_activate"),
         ("autoActivate", {"joinsPerMin": -1}, "invalid_auto_activate"),
         ("autoActivate", {"bogus": 1}, "invalid_auto_activate"),
+        ("autotune", {"enabled": True}, "invalid_autotune"),
+        ("autotune", {"minRate": 10}, "invalid_autotune"),
+        ("autotune", {"minRate": 0, "maxRate": 10}, "invalid_autotune"),
+        ("autotune", {"minRate": 20, "maxRate": 10}, "invalid_autotune"),
+        ("autotune", {"minRate": 1, "maxRate": 10, "maxErrorRate": 1.5}, "invalid_autotune"),
+        ("autotune", {"minRate": 1, "maxRate": 10, "maxErrorRate": True}, "invalid_autotune"),
+        ("autotune", {"minRate": 1, "maxRate": 10, "targetLatencyMs": 0}, "invalid_autotune"),
+        ("autotune", {"minRate": 1, "maxRate": 10, "stepSec": 2.5}, "invalid_autotune"),
+        ("autotune", {"minRate": 1, "maxRate": 10, "enabled": 1}, "invalid_autotune"),
+        ("autotune", {"minRate": 1, "maxRate": 10, "bogus": 1}, "invalid_autotune"),
+        ("autotune", True, "invalid_autotune"),
         ("name", 5, "invalid_field"),
     ],
 )
@@ -267,3 +278,24 @@ def test_a_refused_update_leaves_everything_as_it_was(engine):
     before = room.cfg.to_public()
     refused(engine, {"id": "r", "ratePerMinute": 50, "maxConcurrent": 9, "state": "sleeping"})
     assert room.cfg.to_public() == before
+
+
+def test_autotune_takes_its_defaults_and_is_published(engine):
+    room = create(engine, autotune={"enabled": True, "minRate": 10, "maxRate": 200})
+    expected = {
+        "enabled": True,
+        "minRate": 10,
+        "maxRate": 200,
+        "targetLatencyMs": 1000,
+        "maxErrorRate": 0.05,
+        "stepSec": 10,
+    }
+    assert room.cfg.to_public()["autotune"] == expected
+    room = engine.upsert({"id": "r", "autotune": {**expected, "maxErrorRate": 0, "minRate": 200}})[0]
+    assert room.cfg.autotune["maxErrorRate"] == 0.0 and room.cfg.autotune["minRate"] == 200
+    assert engine.upsert({"id": "r", "autotune": None})[0].cfg.to_public()["autotune"] is None
+
+
+def test_a_refused_autotune_names_its_field(engine):
+    err = refused(engine, {"id": "r", "targetUrl": TARGET, "autotune": {"minRate": 5, "maxRate": 1}})
+    assert (err.status, err.code, err.extra["field"]) == (400, "invalid_autotune", "autotune")
