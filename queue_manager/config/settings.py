@@ -335,6 +335,7 @@ class Settings:
     )
     email_notify: bool = flag("EMAIL_NOTIFY", False, "The waiting page offers an e-mail when the turn comes.")
     autotune: bool = flag("AUTOTUNE", False, "The leader adjusts the outflow rate of queueing rooms.")
+    target_probe: bool = flag("TARGET_PROBE", True, "The leader probes each snippet room's targetUrl.")
     target_probe_every_ms: int = integer(
         "TARGET_PROBE_EVERY_MS",
         30_000,

@@ -66,6 +66,7 @@ class TargetProbe:
         self.shared = shared
         self.clock = clock
         self.every_ms = settings.target_probe_every_ms
+        self.enabled = settings.target_probe
         self.allow_private = settings.proxy_allow_private
         self.timeout = timeout
         self.seen: dict[str, dict[str, Any]] = {}  # the fleet's report as this instance last read it
@@ -79,7 +80,7 @@ class TargetProbe:
 
     async def round(self, rooms: Sequence[Mapping[str, Any]], now: int) -> None:
         """Start the probes that are due and take rooms that are no longer snippet rooms out of the report."""
-        targets = snippet_targets(rooms)
+        targets = snippet_targets(rooms) if self.enabled else {}  # TARGET_PROBE=0: none, and none reported
         for room_id in sorted((set(self.seen) | set(self._written)) - set(targets)):
             self._written.pop(room_id, None)
             self._started.pop(room_id, None)

@@ -290,3 +290,18 @@ async def test_rooms_that_are_gone_or_inline_leave_the_report(app: App) -> None:
         assert set(await shared.reports("targets")) == {"a"}
     finally:
         await probe.close()
+
+
+async def test_target_probe_off_probes_nothing_and_reports_nothing() -> None:
+    from queue_manager.clock import FakeClock
+    from queue_manager.config import load_settings
+    from queue_manager.jobs.shared import MemoryShared
+    from queue_manager.jobs.targets import TargetProbe
+
+    settings = load_settings({"TARGET_PROBE": "0"})
+    shared = MemoryShared()
+    await shared.report("targets", "gone", {"ok": False})
+    probe = TargetProbe(settings, shared, FakeClock())
+    probe.seen = await shared.reports("targets")
+    await probe.round([{"id": "shop", "targetUrl": "http://127.0.0.1:9/", "proxyOrigin": None}], 0)
+    assert probe._running == {} and await shared.reports("targets") == {}
