@@ -308,3 +308,57 @@ def test_a_queue_threshold_activation_put_up_reads_auto_self(browser: Any, pagin
     assert "bypass → active" in wait_until(hover_tip, timeout=20, what="the threshold mark's tooltip")
     page.screenshot(path=str(artifacts / "chart-threshold-mark.png"))
     ctx.close()
+
+
+class Site:
+    """The site behind a snippet room, on 127.0.0.1: answers 200, or 503 once ``down`` is set."""
+
+    def __init__(self) -> None:
+        self.down = False
+        site = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_HEAD(self) -> None:
+                self.send_response(503 if site.down else 200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_HEAD
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_snippet_rooms_site_chip_follows_its_target_probe(browser: Any, artifacts: Path) -> None:
+    site = Site()
+    env = {**FAST, "PROXY_ALLOW_PRIVATE": "1", "TARGET_PROBE_EVERY_MS": "1000"}
+    srv = start_server(env)
+    try:
+        room = unique_id("shop")
+        with srv.admin() as admin:
+            create_room(admin, room, name="Shop", targetUrl=site.url)
+        ctx = _context(browser)
+        page = ctx.new_page()
+        _sign_in(page, srv)
+        card = page.locator(f'article.card[data-room="{room}"]')
+        chip = card.locator('[data-k="site"]')
+        chip.get_by_text("site · ok").wait_for(timeout=30_000)
+        site.down = True
+        chip.get_by_text("site · failing").wait_for(timeout=30_000)
+        line = card.locator('[data-k="site-line"]').inner_text()
+        assert "Site not answering" in line and "503" in line, line
+        card.screenshot(path=str(artifacts / "card-site-failing.png"))
+        site.down = False
+        chip.get_by_text("site · ok").wait_for(timeout=30_000)
+        ctx.close()
+    finally:
+        srv.stop()
+        site.close()

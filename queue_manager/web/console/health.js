@@ -10,9 +10,16 @@ let health = null;
 // per inline room: its origin-error total as last read, and when that total last grew
 const originSeen = new Map();
 const SITE_FRESH_MS = 120000;
+// a snippet room's site: the leader's target probe of its targetUrl (a refused probe is configuration, not a verdict)
+function targetState(id) {
+  const t = health && health.targets && health.targets[id];
+  if (!t || t.refused) return null;
+  const probeDown = t.ok === false;
+  return { errors: 0, failing: probeDown, probeDown, recent: false, summary: t.summary || "" };
+}
 function siteState(id) {
   const inline = health && health.inline;
-  if (!inline || !(inline.rooms || []).includes(id)) return null;
+  if (!inline || !(inline.rooms || []).includes(id)) return targetState(id);
   const errors = Object.values((inline.originErrors || {})[id] || {}).reduce((a, b) => a + b, 0);
   const seen = originSeen.get(id);
   const recent = seen && seen.grewAt && Date.now() - seen.grewAt < SITE_FRESH_MS;
@@ -29,12 +36,13 @@ function siteHealth(card) {
   chip.textContent = s.failing ? "site · failing" : "site · ok";
   chip.className = "badge " + (s.failing ? "badge-bad" : "badge-ok");
   chip.title = s.recent ? "Visitors let through are getting an error page from the site behind the queue."
-    : s.probeDown ? "The health probe (HEAD /) to the site behind the queue is failing." : "The site behind the queue is answering.";
+    : s.probeDown ? `The health probe to the site behind the queue is failing${s.summary ? ": " + s.summary : ""}.`
+      : "The site behind the queue is answering.";
   line.hidden = !s.failing;
   if (s.failing) {
     line.textContent = s.errors
       ? `Site not answering — ${fmtInt(s.errors)} visitor${s.errors === 1 ? "" : "s"} got an error page`
-      : "Site not answering — its health probe fails";
+      : `Site not answering — its health probe fails${s.summary ? " (" + s.summary + ")" : ""}`;
   }
 }
 function renderIncidents() {
