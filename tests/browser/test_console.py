@@ -612,13 +612,15 @@ def test_chart_splits_the_rate_scale_toggles_series_and_lists_collapsed_marks(
         page.locator("#chart-range").dispatch_event("change")
     page.wait_for_function("() => !!document.querySelector('#chart-box canvas')")
     over = page.locator("#chart-box .u-over")
-    box = over.bounding_box()
-    assert box is not None
     tip = page.locator("#mark-tip")
 
     def sweep() -> list[str]:
-        """Hover from the right edge leftwards (the marks are at "now") and collect the tips shown."""
+        """Hover from the right edge leftwards (the marks are at "now") and collect the tips shown. The chart's
+        place is read each time: a card above it can grow meanwhile (a health read adding a site line)."""
         tips: list[str] = []
+        over.scroll_into_view_if_needed()
+        box = over.bounding_box()
+        assert box is not None
         for dx in range(0, 200, 2):
             page.mouse.move(box["x"] + box["width"] - 1 - dx, box["y"] + box["height"] / 2)
             if tip.is_visible():
