@@ -100,7 +100,8 @@ _REPORTS = {"alerts:storage": keys.alerts_storage_key, "targets": keys.targets_k
 
 
 class ValkeyShared:
-    """The fleet's copy, in Valkey. Reads raise nothing: an unreachable Valkey reads as no document."""
+    """The fleet's copy, in Valkey. A save or a report that cannot reach Valkey is not made (False, or
+    nothing); a read raises the driver's error, which the alert frame takes as Valkey being away."""
 
     def __init__(self, client: Redis, prefix: str, leadership: Leadership) -> None:
         self.client = client
