@@ -95,7 +95,8 @@ class Webhook:
         if not self.url:
             return None
         parts = urlsplit(self.url)
-        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/…" if parts.path not in ("", "/") else self.url
+        origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"  # never the userinfo either
+        return f"{origin}/…" if parts.path not in ("", "/") or parts.query else f"{origin}/"
 
     async def close(self) -> None:
         if self._client is not None:

@@ -107,3 +107,16 @@ def test_a_failing_site_is_target_failing() -> None:
     (cond,) = evaluate(Frame(0, [room()], sites_failing={"shop": "HEAD https://shop.example → 503"}))
     assert cond.event == "target_failing" and cond.severity == "critical"
     assert cond.message == "Shop: the site is not answering (HEAD https://shop.example → 503)"
+
+
+def test_the_webhook_address_shown_keeps_no_secret() -> None:
+    from queue_manager.clock import FakeClock
+    from queue_manager.config import load_settings
+    from queue_manager.jobs.webhook import Webhook
+
+    def shown(url: str) -> str | None:
+        return Webhook(load_settings({"ALERT_WEBHOOK_URL": url}), FakeClock().wall_ms).where()
+
+    assert shown("https://hooks.slack.com/services/T000/B000/XXXX") == "https://hooks.slack.com/…"
+    assert shown("https://user:pw@alerts.example:8443/?token=abc") == "https://alerts.example:8443/…"
+    assert shown("https://alerts.example") == "https://alerts.example/"
