@@ -69,6 +69,37 @@ ROOM_FIELDS = frozenset(
 )
 ALIASES = {"rate": "ratePerMinute"}
 
+# What a room read adds to the settings: the live figures of ``engine.view.render_stats`` and the
+# AUTO · SELF badge the admin API adds (``autoSelf``). A body read from GET /api/admin/rooms/<id>
+# and POSTed straight back carries them, so they are accepted and their values ignored; any other
+# name is still unknown_field. Each rule is read back with its counters, ignored the same way.
+# (tests/unit/test_engine_validation.py holds this set to what the read renders.)
+READ_ONLY_FIELDS = frozenset(
+    {
+        "effectiveState",
+        "generation",
+        "waiting",
+        "preQueue",
+        "activeSessions",
+        "pendingEntry",
+        "passesOutstanding",
+        "holdingPasses",
+        "occupancy",
+        "capacity",
+        "joinsLastMinute",
+        "passedLastMinute",
+        "oldestWaitSec",
+        "estWaitSec",
+        "joinsTotal",
+        "passesTotal",
+        "unscopedChecks",
+        "blockedReturnUrls",
+        "nextTicket",
+        "autoSelf",
+    }
+)
+READ_ONLY_RULE_FIELDS = frozenset({"matchCount", "lastMatchAt"})
+
 
 @dataclass(frozen=True, slots=True)
 class ClientId:
@@ -167,8 +198,9 @@ def check_room_id(room_id: Any) -> str:
 
 
 def normalise_body(body: dict[str, Any]) -> dict[str, Any]:
-    """Refuse unknown fields and resolve the ``rate`` alias (``conflicting_field`` when they disagree)."""
-    unknown = sorted(k for k in body if k not in ROOM_FIELDS and k not in ALIASES)
+    """Refuse unknown fields, drop the read-only figures a room read adds (``READ_ONLY_FIELDS``, and
+    each rule's counters), and resolve the ``rate`` alias (``conflicting_field`` when they disagree)."""
+    unknown = sorted(k for k in body if k not in ROOM_FIELDS and k not in ALIASES and k not in READ_ONLY_FIELDS)
     if unknown:
         raise EngineError(
             400,
@@ -176,7 +208,12 @@ def normalise_body(body: dict[str, Any]) -> dict[str, Any]:
             f"Unknown room field(s): {', '.join(unknown)}. Nothing was changed.",
             fields=unknown,
         )
-    out = dict(body)
+    out = {k: v for k, v in body.items() if k not in READ_ONLY_FIELDS}
+    if isinstance(out.get("rules"), list):
+        out["rules"] = [
+            {k: v for k, v in rule.items() if k not in READ_ONLY_RULE_FIELDS} if isinstance(rule, dict) else rule
+            for rule in out["rules"]
+        ]
     for alias, canonical in ALIASES.items():
         if alias in out:
             value = out.pop(alias)
@@ -191,7 +228,25 @@ def normalise_body(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _int(body: dict[str, Any], key: str, lo: int, hi: int, *, nullable: bool, code: str = "invalid_field") -> Any:
+# (lowest, highest, null allowed) of each whole-number room field: what apply_fields enforces, and
+# what the room table in docs/OPERATIONS.md states (tests/unit/test_docs_ranges.py holds them together)
+INT_FIELDS: dict[str, tuple[int, int, bool]] = {
+    "ratePerMinute": (0, MAX_RATE_PER_MINUTE, False),
+    "maxConcurrent": (1, 10_000_000, True),
+    "passedTtlSec": (10, 86_400, False),
+    "sessionTtlSec": (10, 7 * 86_400, False),
+    "sessionMaxSec": (10, 30 * 86_400, True),
+    "presenceSec": (5, 86_400, True),
+    "queueMaxPerIp": (1, 10_000_000, True),
+    "preQueueMaxPerIp": (1, 10_000_000, True),
+}
+AUTO_ACTIVATE_MAX = 10_000_000
+NAME_MAX = 120
+ORIGINS_MAX = 100
+
+
+def _int(body: dict[str, Any], key: str, code: str = "invalid_field") -> Any:
+    lo, hi, nullable = INT_FIELDS[key]
     value = body[key]
     if value is None and nullable:
         return None
@@ -242,8 +297,8 @@ def _origins(body: dict[str, Any], key: str, *, nullable: bool) -> tuple[OriginP
     value = body[key]
     if value is None and nullable:
         return None
-    if not isinstance(value, list) or len(value) > 100:
-        raise bad_field(key, f"{key} must be a list of origins (at most 100).", "invalid_origin")
+    if not isinstance(value, list) or len(value) > ORIGINS_MAX:
+        raise bad_field(key, f"{key} must be a list of origins (at most {ORIGINS_MAX}).", "invalid_origin")
     out = []
     for item in value:
         pattern = parse_origin_pattern(item) if isinstance(item, str) else None
@@ -287,8 +342,8 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
         changed.append(key)
         value = body[key]
         if key == "name":
-            if value is not None and (not isinstance(value, str) or len(value) > 120):
-                raise bad_field(key, "name must be a string of at most 120 characters, or null.")
+            if value is not None and (not isinstance(value, str) or len(value) > NAME_MAX):
+                raise bad_field(key, f"name must be a string of at most {NAME_MAX} characters, or null.")
             cfg.name = value
         elif key == "targetUrl":
             if not isinstance(value, str) or not is_absolute_http_url(value):
@@ -301,21 +356,21 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
                 raise bad_field(key, "state must be one of active, paused, bypass.", "invalid_state")
             cfg.state = value
         elif key == "ratePerMinute":
-            cfg.rate_per_minute = _int(body, key, 0, MAX_RATE_PER_MINUTE, nullable=False, code="invalid_rate")
+            cfg.rate_per_minute = _int(body, key, "invalid_rate")
         elif key == "maxConcurrent":
-            cfg.max_concurrent = _int(body, key, 1, 10_000_000, nullable=True)
+            cfg.max_concurrent = _int(body, key)
         elif key == "passedTtlSec":
-            cfg.passed_ttl_sec = _int(body, key, 10, 86_400, nullable=False)
+            cfg.passed_ttl_sec = _int(body, key)
         elif key == "sessionTtlSec":
-            cfg.session_ttl_sec = _int(body, key, 10, 7 * 86_400, nullable=False)
+            cfg.session_ttl_sec = _int(body, key)
         elif key == "sessionMaxSec":
-            cfg.session_max_sec = _int(body, key, 10, 30 * 86_400, nullable=True)
+            cfg.session_max_sec = _int(body, key)
         elif key == "presenceSec":
-            cfg.presence_sec = _int(body, key, 5, 86_400, nullable=True)
+            cfg.presence_sec = _int(body, key)
         elif key == "queueMaxPerIp":
-            cfg.queue_max_per_ip = _int(body, key, 1, 10_000_000, nullable=True)
+            cfg.queue_max_per_ip = _int(body, key)
         elif key == "preQueueMaxPerIp":
-            cfg.prequeue_max_per_ip = _int(body, key, 1, 10_000_000, nullable=True)
+            cfg.prequeue_max_per_ip = _int(body, key)
         elif key == "opensAt":
             cfg.opens_at_ms = parse_opens_at(value)
         elif key == "returnOrigins":
@@ -363,8 +418,12 @@ def _auto_activate(value: Any) -> dict[str, Any] | None:
         if k == "enabled":
             if not isinstance(v, bool):
                 raise bad_field("autoActivate", "autoActivate.enabled must be true or false.", "invalid_auto_activate")
-        elif isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > 10_000_000:
-            raise bad_field("autoActivate", f"autoActivate.{k} must be a whole number >= 0.", "invalid_auto_activate")
+        elif isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > AUTO_ACTIVATE_MAX:
+            raise bad_field(
+                "autoActivate",
+                f"autoActivate.{k} must be a whole number from 0 to {AUTO_ACTIVATE_MAX}.",
+                "invalid_auto_activate",
+            )
         out[k] = v
     return out
 

@@ -42,7 +42,7 @@ from queue_manager.engine.ticket import Finished, PreEntry, Ticket, make_ref
 from queue_manager.engine.view import VisitorView, render_stats, render_ticket, render_visitor_view
 
 FINISHED_KEEP = 50_000
-BOUNCED_GRACE_SEC = 30  # how long a bounced pass-holder keeps a claim on the next free slot without polling
+BOUNCED_GRACE_SEC = 30  # how long a bounced pass-holder unseen keeps a claim on the next free slot (presence off)
 TOUCH_EVERY_MS = 60_000  # session slides reach the journal at most this often per session
 SLOT = 60_000  # credit units per slot: ratePerMinute × elapsed ms accrues credit exactly, in integers
 
@@ -189,9 +189,10 @@ class Room:
             if t is None or t.state != "passed" or t.slot or t.bounced_at is None:
                 self.bounced.discard(n)
                 continue
-            # a claim whose grace ran out is not counted, but kept: raising presenceSec later revives
-            # it, exactly as in a room rebuilt from the journal (which has only the bounce's instant)
-            if now - t.bounced_at < grace and (older_than is None or n < older_than):
+            # the claim lasts while the holder is seen: at the door, polling /api/status or holding
+            # the /events stream. One whose grace ran out is not counted, but kept: raising
+            # presenceSec (or the holder being seen again) revives it
+            if now - max(t.bounced_at, t.seen) < grace and (older_than is None or n < older_than):
                 count += 1
         return count
 

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from queue_manager import ssrf
 from queue_manager.engine.errors import EngineError
-from queue_manager.engine.model import ALIASES, bare_origin
+from queue_manager.engine.model import ALIASES, READ_ONLY_FIELDS, bare_origin
 from queue_manager.http.call import Call
 from queue_manager.http.context import Context
 from queue_manager.http.wire import HttpError, send_json
@@ -144,7 +144,7 @@ async def rooms_upsert(call: Call) -> None:
             fields=sorted(changes),
         )
         raise
-    fields = sorted(k for k in body if k != "id")
+    fields = sorted(k for k in body if k != "id" and k not in READ_ONLY_FIELDS)  # a read's figures are ignored
     try:
         room, created, changed = await call.ctx.store.upsert_room(body)
     except EngineError:

@@ -104,6 +104,69 @@ def test_unknown_field_refused_and_nothing_changes(admin: httpx.Client) -> None:
     assert _get(admin, rid)["ratePerMinute"] == 30
 
 
+SETTINGS = (
+    "name",
+    "targetUrl",
+    "state",
+    "ratePerMinute",
+    "maxConcurrent",
+    "passedTtlSec",
+    "sessionTtlSec",
+    "sessionMaxSec",
+    "presenceSec",
+    "queueMaxPerIp",
+    "preQueueMaxPerIp",
+    "opensAt",
+    "returnOrigins",
+    "tagOrigins",
+    "proxyOrigin",
+    "onBackendDown",
+    "protection",
+    "autoActivate",
+    "autotune",
+)
+
+
+def _settings(room: dict[str, Any]) -> dict[str, Any]:
+    rules = [{k: rule[k] for k in ("id", "pattern", "action")} for rule in room["rules"]]
+    return {**{k: room[k] for k in SETTINGS}, "rules": rules}
+
+
+def test_a_room_read_posts_straight_back(server: Server, admin: httpx.Client) -> None:
+    """GET a room (or the list) and POST the body back unchanged: 200, and no setting moved.
+
+    The read's live figures (waiting, joinsLastMinute, effectiveState, autoSelf, each rule's
+    counters, ...) are accepted and ignored; a figure added to the read but not to what a write
+    accepts fails here with unknown_field."""
+    rid = unique_id()
+    create_room(
+        admin,
+        rid,
+        name="Shop",
+        ratePerMinute=30,
+        maxConcurrent=5,
+        rules=[{"id": "sale", "pattern": "/sale/*", "action": "queue"}],
+        autotune={"minRate": 10, "maxRate": 100},
+    )
+    with server.client() as visitor:
+        assert join(visitor, rid).status_code in (200, 201)
+    read = _get(admin, rid)
+    assert read["waiting"] == 1
+    r = admin.post("/api/admin/rooms", json=read)
+    assert r.status_code == 200, r.text
+    after = _get(admin, rid)
+    assert _settings(after) == _settings(read)
+    assert after["waiting"] == 1
+    listed = next(room for room in admin.get("/api/admin/rooms").json()["rooms"] if room["id"] == rid)
+    r = admin.post("/api/admin/rooms", json=listed)
+    assert r.status_code == 200, r.text
+    assert _settings(_get(admin, rid)) == _settings(read)
+    r = admin.post("/api/admin/rooms", json={**read, "bogus": 1})
+    assert r.status_code == 400
+    assert _code(r) == "unknown_field"
+    assert r.json()["fields"] == ["bogus"]
+
+
 def test_rate_alias(admin: httpx.Client) -> None:
     rid = unique_id()
     r = admin.post(

@@ -608,6 +608,25 @@ async def test_a_bounced_holder_that_stops_polling_loses_its_claim(stores: Env) 
     assert await env.state(b) == "admitted" and await env.state(a) == "passed"
 
 
+async def test_a_bounced_holder_who_keeps_watching_keeps_its_claim(stores: Env) -> None:
+    """The older bounced holder only watches the waiting page (status polls, as the /events stream's
+    frames do) while the younger keeps trying the door: the freed slot waits for the older one."""
+    env = stores
+    a, b, c, d = await _two_slotless_passes_and_a_session(env)
+    assert (await a.check()).reason == "at_capacity"
+    assert (await b.check()).reason == "at_capacity"
+    await env.store.eject("r", str(d.n))
+    for _ in range(61):  # twice presenceSec past the bounce
+        env.clock.advance(1)
+        await a.status()
+        await c.status()
+        await env.store.tick()
+        assert (await b.check()).reason == "at_capacity"
+    assert await env.state(c) == "waiting"
+    assert (await a.check()).admit
+    assert await env.state(b) == "passed"
+
+
 async def test_slotless_pass_takes_a_free_slot_when_no_older_holder_is_bounced(stores: Env) -> None:
     env = stores
     a, b, _c, d = await _two_slotless_passes_and_a_session(env)

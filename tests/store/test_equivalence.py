@@ -570,6 +570,66 @@ def test_long_runs_with_a_crowd(seed: int) -> None:
         assert wanted <= union, sorted(wanted - union)
 
 
+def test_a_bounced_holder_who_keeps_watching_keeps_its_claim_alike() -> None:
+    """cap 1, presenceSec 5: two passes without a slot are bounced at the door; when the slot frees,
+    the older holder only watches the waiting page (status polls) while the younger keeps trying the
+    door, well past the bounce's grace. Both stores keep the freed slot for the older one."""
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(_reachable())
+    finally:
+        loop.close()
+    machine = Equivalence()
+
+    def state(n: int) -> str:
+        m, v = machine.both(lambda s, _: s.lookup(ROOM, str(n)))
+        assert v == m
+        return str(m["state"])
+
+    try:
+        machine.create(
+            rate=60,
+            cap=1,
+            presence=5,
+            pttl=600,
+            sttl=1800,
+            smax=None,
+            qmax=None,
+            pqmax=None,
+            state="active",
+            opens_in=None,
+            rules=False,
+        )
+        machine.join(0, None)  # ticket 1: walks in and holds the one slot
+        machine.tick(1000)
+        machine.check(0, None, "own")
+        assert state(1) == "admitted"
+        machine.upsert(state="paused")
+        for who in (1, 2, 3):  # tickets 2 (older), 3 (younger), 4
+            machine.join(who, None)
+        for _ in range(6):  # 2 and 3 go unseen for presenceSec: promoted without a slot
+            machine.tick(1000)
+            machine.status(3)
+        machine.upsert(state="active")
+        machine.tick(1000)
+        machine.status(3)
+        assert (state(2), state(3)) == ("passed", "passed")
+        machine.check(1, None, "own")
+        machine.check(2, None, "own")
+        assert "bounce" in SEEN
+        machine.eject("1")  # the slot frees
+        for _ in range(12):  # more than twice the grace: 2 watches, 3 tries the door
+            machine.tick(1000)
+            machine.status(1)
+            machine.check(2, None, "own")
+            machine.same_summary_and_lookups()
+        assert state(3) == "passed"
+        machine.check(1, None, "own")
+        assert state(2) == "admitted"
+    finally:
+        machine.teardown()
+
+
 def test_bypass_arrivals_are_counted_alike() -> None:
     """A room that queues, goes to bypass and queues again: in bypass every join and door check is an
     arrival in joinsLastMinute on both stores (a door replay of a session already inside is not),

@@ -260,6 +260,19 @@ def test_a_bounced_holder_that_stops_polling_loses_its_claim(make_room, visitor,
     assert a.state == "passed"
 
 
+def test_a_bounced_holder_who_keeps_watching_keeps_its_claim(make_room, visitor, run, engine):
+    room, a, b, c, d = _two_slotless_passes_and_a_session(make_room, visitor, run, engine)
+    assert a.check().reason == "at_capacity"
+    assert b.check().reason == "at_capacity"
+    room.eject(d.n)
+    for _ in range(61):  # a only watches the waiting page, b keeps trying the door
+        run(1, each=lambda: (a.status(), c.status()))
+        assert b.check().reason == "at_capacity"
+    assert c.state == "waiting"
+    assert a.check().admit
+    assert b.state == "passed"
+
+
 def test_slotless_pass_takes_a_free_slot_when_no_older_holder_is_bounced(make_room, visitor, run, engine):
     room, a, b, _c, d = _two_slotless_passes_and_a_session(make_room, visitor, run, engine)
     room.eject(d.n)

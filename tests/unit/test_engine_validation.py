@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from queue_manager.engine.errors import EngineError
-from queue_manager.engine.model import RESERVED_IDS
+from queue_manager.engine.model import ALIASES, READ_ONLY_FIELDS, READ_ONLY_RULE_FIELDS, RESERVED_IDS, ROOM_FIELDS
+from queue_manager.store.memory import room_summary
 
 from .conftest import TARGET
 
@@ -299,3 +300,34 @@ def test_autotune_takes_its_defaults_and_is_published(engine):
 def test_a_refused_autotune_names_its_field(engine):
     err = refused(engine, {"id": "r", "targetUrl": TARGET, "autotune": {"minRate": 5, "maxRate": 1}})
     assert (err.status, err.code, err.extra["field"]) == (400, "invalid_autotune", "autotune")
+
+
+def test_a_room_read_posted_straight_back_changes_nothing(engine):
+    room = create(
+        engine,
+        name="Shop",
+        maxConcurrent=5,
+        rules=[{"id": "sale", "pattern": "/sale/*", "action": "queue"}],
+        autotune={"minRate": 10, "maxRate": 100},
+        autoActivate={"enabled": True},
+    )
+    read = {**room_summary(room), "autoSelf": None}  # what GET /api/admin/rooms/<id> answers
+    # every name a read adds to the settings is one a write accepts and ignores: a new figure in the
+    # read must join READ_ONLY_FIELDS (or become a setting), or this fails
+    assert set(read) - ROOM_FIELDS - set(ALIASES) == READ_ONLY_FIELDS
+    assert all(set(rule) - {"id", "pattern", "action"} == READ_ONLY_RULE_FIELDS for rule in read["rules"])
+    before = room.cfg.to_public()
+    same, created, _ = engine.upsert(read)
+    assert same is room and not created
+    assert room.cfg.to_public() == before
+
+
+def test_read_only_figures_are_ignored_whatever_their_values(engine):
+    room = create(engine, ratePerMinute=30)
+    engine.upsert({"id": "r", "waiting": 999, "generation": 7, "autoSelf": {"x": 1}, "rate": 30})
+    assert room.cfg.rate_per_minute == 30
+    assert room.stats()["waiting"] == 0
+    err = refused(engine, {"id": "r", "waiting": 1, "bogus": 1})
+    assert (err.code, err.extra["fields"]) == ("unknown_field", ["bogus"])
+    err = refused(engine, {"id": "r", "rules": [{"pattern": "/a/*", "hits": 3}]})
+    assert err.code == "invalid_rules"

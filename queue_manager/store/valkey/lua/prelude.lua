@@ -239,8 +239,8 @@ local function active_bounced(now, older_than)
     local t = getT(n)
     if t == nil or t.s ~= 'passed' or t.sl or t.ba == nil then
       redis.call('SREM', K.bn, m)
-    elseif now - t.ba < grace and (older_than == nil or n < older_than) then
-      count = count + 1  -- a lapsed claim is kept, not counted (raising presenceSec revives it)
+    elseif now - math.max(t.ba, t.sn) < grace and (older_than == nil or n < older_than) then
+      count = count + 1  -- a claim lasts while its holder is seen; a lapsed one is kept, not counted
     end
   end
   return count
