@@ -162,7 +162,7 @@ class Settings:
     public_url: str | None = http_url(
         "PUBLIC_URL",
         "This server's public base URL, for absolute URLs and the console host.",
-        otherwise="it is not used: absolute URLs name the request's host instead. "
+        otherwise="it is not used: absolute URLs name a listed proxy's X-Forwarded-Host, or the request's Host. "
         "Set it like PUBLIC_URL=https://queue.example.com.",
     )
     admin_hosts: tuple[str, ...] = host_names("ADMIN_HOST", "Host names on which the console and admin API answer.")

@@ -71,8 +71,7 @@ async def operator_delete(call: Call) -> None:
 
 
 def _link_url(call: Call, token: str) -> str:
-    base = call.ctx.settings.public_url or f"{call.ident.scheme}://{call.req.header(b'host') or 'localhost'}"
-    return f"{base.rstrip('/')}/#monitor={token}"
+    return f"{call.ctx.identity.public_base(call.req)}/#monitor={token}"
 
 
 async def links_list(call: Call) -> None:

@@ -5,6 +5,10 @@
   back in X-Forwarded-For (and X-Forwarded-Proto decides the scheme), or
 * EDGE_SECRET is set: then ``cf-connecting-ip`` (the socket address when it is missing or invalid).
 
+Where this server is, for the absolute URLs it hands out (``IdentityResolver.public_base``): PUBLIC_URL when
+set; otherwise, from a listed proxy, the first X-Forwarded-Host value (when it is a host[:port]) with the scheme
+above; otherwise the request's Host. X-Forwarded-Host is never believed from anyone else, nor behind EDGE_SECRET.
+
 Fingerprints for ticket binding: the strict tier pins the socket peer; the second tier leaves it
 out and is computed only for a request that came through a listed proxy.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import re
 from dataclasses import dataclass
 
 from queue_manager.config import Settings
@@ -28,6 +33,45 @@ def _digest(*parts: str) -> bytes:
 
 def cookie_hash(value: str) -> bytes:
     return hashlib.sha256(value.encode("utf-8", "surrogateescape")).digest()[:16]
+
+
+# one DNS label: letters, digits and inner hyphens
+_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
+def valid_host(text: str) -> str | None:
+    """``text`` as a lower-cased ``host[:port]`` (a DNS name, an IPv4 address or a bracketed IPv6 one), or None.
+
+    Nothing else gets through: no user info, path, query, fragment, spaces or a second value."""
+    text = text.strip().lower()
+    if not text or len(text) > 260:
+        return None
+    host, port = text, None
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0 or "%" in text[:end]:  # no zone id: it is not part of a URL's host
+            return None
+        host, rest = text[: end + 1], text[end + 1 :]
+        if rest:
+            if not rest.startswith(":"):
+                return None
+            port = rest[1:]
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return None
+    else:
+        if text.count(":") == 1:
+            host, port = text.split(":")
+        elif ":" in text:
+            return None  # an IPv6 address must be bracketed
+        name = host[:-1] if host.endswith(".") else host
+        if not name or len(name) > 253 or not all(_LABEL.fullmatch(label) for label in name.split(".")):
+            return None
+    if port is not None and (not _PORT.fullmatch(port) or not 0 < int(port) < 65536):
+        return None
+    return host if port is None else f"{host}:{port}"
 
 
 def valid_ip(text: str) -> str | None:
@@ -49,6 +93,7 @@ class Identity:
     forwarded: str  # the forwarded chain believed (empty when none)
     user_agent: str
     edge_fallback: bool = False
+    public: str | None = None  # IdentityResolver.public_base, once asked for
 
     def client(self, qms_value: str | None) -> ClientId:
         key = (self.peer, self.forwarded, self.user_agent, self.ip, self.trusted_peer)
@@ -73,6 +118,8 @@ class IdentityResolver:
         self.nets = settings.trust_proxy_ips
         self.edge = bool(settings.edge_secrets)
         self.cookie_secure = settings.cookie_secure
+        self.public_url = settings.public_url.rstrip("/") if settings.public_url else None
+        self.fallback_host = _listen_host(settings.host, settings.port)
         self._trusted_cache: dict[str, bool] = {}
         self._peers: dict[str, str] = {}
 
@@ -128,5 +175,35 @@ class IdentityResolver:
             scheme = proto
         return Identity(ip, peer, scheme, True, xff, ua)
 
+    def public_base(self, req: Request) -> str:
+        """The scheme and host (and PUBLIC_URL's path) of every absolute URL this request is handed; no
+        trailing slash. Worked out on first use and kept with the request's identity."""
+        ident = self.resolve(req)
+        base = ident.public
+        if base is None:
+            ident.public = base = self._public_base(req, ident)
+        return base
+
+    def _public_base(self, req: Request, ident: Identity) -> str:
+        if self.public_url:
+            return self.public_url
+        host = None
+        if ident.trusted_peer:  # a listed proxy: never the edge, never a direct client
+            forwarded = req.header(b"x-forwarded-host")
+            if forwarded:
+                host = valid_host(forwarded.split(",")[0])  # the first value, like X-Forwarded-Proto
+        if host is None:
+            host = req.header(b"host") or self.fallback_host
+        return f"{ident.scheme}://{host}"
+
     def secure(self, ident: Identity) -> bool:
         return self.cookie_secure or ident.scheme == "https"
+
+
+def _listen_host(host: str, port: int) -> str:
+    """host:port for a request without a Host header: the listening address, or localhost for a wildcard."""
+    if host in ("", "0.0.0.0", "::"):
+        host = "localhost"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{port}"

@@ -52,13 +52,6 @@ def with_token(url: str, token: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", urlencode(query), parts.fragment))
 
 
-def public_base(ctx: Context, req: Request, ident: Identity) -> str:
-    if ctx.settings.public_url:
-        return ctx.settings.public_url.rstrip("/")
-    host = req.header(b"host") or f"{ctx.settings.host}:{ctx.settings.port}"
-    return f"{ident.scheme}://{host}"
-
-
 def render_view(ctx: Context, view: VisitorView, token: str | None) -> dict[str, Any]:
     redirect = None
     if view.state in ("passed", "admitted") and token is not None:
@@ -336,7 +329,7 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
             )
     else:
         limit_headers = _limit(ctx, "check", ident)
-    down = backend_down.refusal(ctx, req, room_id, lambda: public_base(ctx, req, ident), q.get("url"), limit_headers)
+    down = backend_down.refusal(ctx, req, room_id, lambda: ctx.identity.public_base(req), q.get("url"), limit_headers)
     if down is not None:  # Valkey unreachable: answered at once, per the room's onBackendDown
         raise down
     policy = await ctx.store.room_policy(room_id)  # cached per config version: no store round trip
@@ -369,7 +362,7 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
             "sessionExpiresAt": result.session_expires_ms,
         }
     else:
-        wait = f"{public_base(ctx, req, ident)}/w/{quote(room_id)}"
+        wait = f"{ctx.identity.public_base(req)}/w/{quote(room_id)}"
         if url is not None:
             wait += "?" + urlencode({"qm_return": url})
         payload = {"admit": False, "roomId": room_id, "reason": result.reason, "waitUrl": wait}

@@ -221,6 +221,18 @@ def test_forged_forwarded_for_moves_nothing_behind_the_edge(edge: Server) -> Non
         join_refused(join(v, rid))
 
 
+def test_forwarded_host_is_not_believed_behind_the_edge(edge: Server) -> None:
+    """Cloudflare passes a client's own X-Forwarded-Host through: absolute URLs keep Host, with -Proto's scheme."""
+    with edge_admin(edge) as a:
+        rid = create_room(a)["id"]
+    forged = {**EDGE, "X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "https"}
+    with edge.client(headers=forged) as v:
+        r = v.get("/api/check", params={"roomId": rid, "url": "https://shop.example/"})
+    assert r.status_code == 200, r.text
+    wait = r.json()["waitUrl"]
+    assert wait.startswith(f"https://{edge.base_url.split('://', 1)[1]}/w/{rid}?"), wait
+
+
 # ====================================================================== TRUST_PROXY / TRUST_PROXY_IPS
 
 
