@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from queue_manager.background import Job
 from queue_manager.clock import SystemClock
@@ -25,13 +26,20 @@ from queue_manager.inline.component import Inline, QueueSide
 from queue_manager.inline.front import InlineFront
 from queue_manager.jobs import webhook
 from queue_manager.jobs.autopilot import Autopilot, shared_for
+from queue_manager.journal.database import describe
 from queue_manager.store.base import Store, StoreUnavailable
 
 if TYPE_CHECKING:
     from queue_manager.fleet.backend import Backend
     from queue_manager.journal.database import Database
+    from queue_manager.journal.runs import InstanceRuns
 
 log = logging.getLogger("queue_manager")
+
+#: The stop line's words when the events journal's last commit did not land (the Operations Guide's).
+STORAGE_FAILING = "WITH STORAGE FAILING"
+#: How often a run whose start PostgreSQL did not take tries again to record it.
+MARK_RUN_RETRY_SEC = 5.0
 
 
 def create_store(settings: Settings, clock: SystemClock) -> tuple[Store, Backend | None, Database | None]:
@@ -55,6 +63,9 @@ class Server:
         self.settings = settings
         self.backend: Backend | None = None
         self.database: Database | None = None
+        self.started_ms = self.clock.wall_ms()
+        self.runs: InstanceRuns | None = None  # this run's row in instance_runs (a fixed QM_INSTANCE_ID on pg)
+        self._mark_run = Job("qm-run-mark", self._mark_started_later)
         if store is None:
             store, self.backend, self.database = create_store(settings, self.clock)
         ctx = self.ctx = Context.build(settings, store, self.clock)
@@ -135,10 +146,59 @@ class Server:
         await self.inline.start()
         self.autopilot.start()
         ctx.ready = True
-        # STORE=memory keeps nothing across a restart, so whether the last run stopped cleanly is unknown
-        await ctx.access.audit(
-            None, "server.start", target=self.settings.instance_id, previousRunClean=None, store=ctx.store.kind
-        )
+        previous = await self._begin_run()
+        await self._audit_line("server.start", previous | {"store": ctx.store.kind})
+
+    async def _begin_run(self) -> dict[str, Any]:
+        """``previousRunClean`` for the start line: how the previous run of this QM_INSTANCE_ID ended
+        (true, false, or null with ``previousRun`` saying why it is not known); records this run."""
+        if self.database is None:
+            return {"previousRunClean": None, "previousRun": "unknown: STORE=memory keeps nothing across a restart"}
+        if self.settings.instance_id_per_boot:
+            return {"previousRunClean": None, "previousRun": "unknown: QM_INSTANCE_ID is new on each boot"}
+        from queue_manager.journal.runs import InstanceRuns
+
+        self.runs = InstanceRuns(self.database)
+        try:
+            clean = await self.runs.begin(self.settings.instance_id, self.started_ms)
+        except Exception as exc:
+            print(
+                f"queue-manager: whether the previous run stopped cleanly is unknown: PostgreSQL: {describe(exc)}",
+                file=sys.stderr,
+                flush=True,
+            )
+            self._mark_run.start()  # this run is recorded once PostgreSQL answers, so a kill is still seen
+            return {"previousRunClean": None, "previousRun": f"unknown: PostgreSQL unreachable ({describe(exc)})"}
+        if clean is None:
+            return {"previousRunClean": None, "previousRun": "none: the first run of this QM_INSTANCE_ID"}
+        return {
+            "previousRunClean": clean,
+            "previousRun": "stopped cleanly" if clean else "no clean stop (killed, or stopped with storage failing)",
+        }
+
+    async def _mark_started_later(self) -> None:
+        """Record this run (started, no stop yet) as soon as PostgreSQL answers."""
+        assert self.runs is not None
+        while True:
+            await asyncio.sleep(MARK_RUN_RETRY_SEC)
+            try:
+                await self.runs.mark_started(self.settings.instance_id, self.started_ms)
+            except Exception:
+                continue
+            return
+
+    async def _audit_line(self, action: str, detail: dict[str, Any]) -> None:
+        """The start or stop line in the audit trail, best effort: a line PostgreSQL cannot take is
+        printed on stderr instead of stopping the start or the stop."""
+        try:
+            await self.ctx.access.audit(None, action, target=self.settings.instance_id, **detail)
+        except Exception as exc:
+            line = " ".join(f"{k}={json.dumps(v)}" for k, v in detail.items())
+            print(
+                f"queue-manager: {action} {line} (not in the audit trail: {describe(exc)})",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def begin_stop(self) -> None:
         """Not ready from this instant; live streams are told to end."""
@@ -150,17 +210,47 @@ class Server:
 
     async def shutdown(self) -> None:
         self.begin_stop()
-        await self.ctx.access.audit(None, "server.stop", target=self.settings.instance_id, clean=True)
         await self.autopilot.stop()
         await self.inline.stop()
         await self.ticker.stop()
         if self.backend is not None:
-            await self.backend.stop()
+            await self.backend.stop()  # the lease handed back, the events journal's last commit
+            await self._end_run(self.backend.journal.unjournaled_at_stop())
             if self.database is not None:
                 with contextlib.suppress(Exception):
                     await self.database.close()
         else:
+            await self._end_run(None)
             await self.ctx.store.close()
+
+    async def _end_run(self, unjournaled: int | None) -> None:
+        """The stop line, once the journal's last commit is made and while the pool is still open:
+        ``clean`` only when that commit landed (``unjournaled`` None); else WITH STORAGE FAILING, also
+        on stderr since PostgreSQL may refuse the audit row too. Then this run is marked stopped."""
+        await self._mark_run.stop()  # the stop below records the run in any case
+        clean = unjournaled is None
+        detail: dict[str, Any] = {"clean": clean}
+        if not clean:
+            error = self.backend.journal.last_error if self.backend is not None else None
+            detail |= {"storage": STORAGE_FAILING, "unjournaled": unjournaled, "lastError": error}
+            print(
+                f"queue-manager: shutdown {STORAGE_FAILING}: {unjournaled} events since the last good commit are "
+                f"not in the events journal (last error: {error})",
+                file=sys.stderr,
+                flush=True,
+            )
+        await self._audit_line("server.stop", detail)
+        if self.runs is None or self.database is None:
+            return
+        try:
+            await self.runs.end(self.settings.instance_id, self.started_ms, self.clock.wall_ms(), clean=clean)
+        except Exception as exc:  # the next start then says this run did not stop cleanly
+            print(
+                f"queue-manager: this stop could not be recorded as {'clean' if clean else 'unclean'}: "
+                f"PostgreSQL: {describe(exc)}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     async def _ticker(self) -> None:
         """Once a second: the store's tick (outflow, expiries), the console's series, the clock's steps."""

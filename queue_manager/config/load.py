@@ -41,7 +41,14 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             values[field_name] = declaration.unset(values)
     # The fields no variable sets are filled in from the others: the key flags now, the
     # warnings and the hardening list once every rule has run.
-    settings = Settings(**values, admin_key_is_default=False, secret_is_default=False, warnings=(), hardening=())
+    settings = Settings(
+        **values,
+        admin_key_is_default=False,
+        secret_is_default=False,
+        instance_id_per_boot=r.raw("QM_INSTANCE_ID") is None,
+        warnings=(),
+        hardening=(),
+    )
     settings = rules.with_key_flags(settings)
 
     # Settings against one another, each rule right after the last setting it reads.

@@ -139,6 +139,8 @@ class Settings:
         "with a letter or digit. Fix it, or unset QM_INSTANCE_ID for a random i:<hex> name per boot.",
         shown_length=80,
     )
+    #: QM_INSTANCE_ID unset: the id is new on each boot, so no run before this one had it.
+    instance_id_per_boot: bool
 
     # -- trust and access -------------------------------------------------------------------
     trust_proxy_ips: tuple[IPNetwork, ...] = networks(

@@ -22,6 +22,8 @@ Tables (all in ``schema``, default ``qm``):
 ``timeline_notes``  console annotations per room (kept 24 h by whoever writes them).
 ``audit``           the audit trail: actor, action, target, room, ok, caller's address, detail.
 ``history_hourly``  one row per room and hour (the report columns, the wait reservoir, coverage).
+``instance_runs``   one row per QM_INSTANCE_ID: when its newest run started and stopped, and whether
+                    that stop was clean (``runs.py``); the next start reads it for ``server.start``.
 """
 
 from __future__ import annotations
@@ -169,6 +171,19 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         [
             # IF NOT EXISTS: a schema from an earlier version may have the column already
             "ALTER TABLE {s}.monitor_links ADD COLUMN IF NOT EXISTS token text",
+        ],
+    ),
+    (
+        4,
+        "instance_runs",
+        [
+            # stopped_at NULL: the run never recorded a stop (it is running, or it was killed)
+            """CREATE TABLE IF NOT EXISTS {s}.instance_runs (
+                instance_id text        PRIMARY KEY,
+                started_at  timestamptz NOT NULL,
+                stopped_at  timestamptz,
+                clean       boolean
+            )""",
         ],
     ),
 ]

@@ -275,6 +275,13 @@ class PgJournal:
     def db_healthy(self) -> bool:
         return self.status.db_healthy
 
+    def unjournaled_at_stop(self) -> int | None:
+        """After ``close``: None when the last commit landed, else how many events of failed commits are
+        not in the journal (0: PostgreSQL failed since the last commit that landed, nothing was lost)."""
+        if not self.status.failing() and self.writer.unjournaled == 0:
+            return None
+        return self.writer.unjournaled
+
     def health(self) -> dict[str, Any]:
         return {
             "writeErrors": self.status.write_errors,

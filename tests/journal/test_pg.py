@@ -31,6 +31,7 @@ TABLES = {
     "timeline_notes",
     "audit",
     "history_hourly",
+    "instance_runs",
     "schema_migrations",
 }
 
