@@ -30,6 +30,7 @@ from queue_manager.store.base import Store, StoreUnavailable
 if TYPE_CHECKING:
     from queue_manager.fleet.backend import Backend
     from queue_manager.journal.database import Database
+    from queue_manager.journal.timeline import TimelineNotes
 
 log = logging.getLogger("queue_manager")
 
@@ -55,6 +56,7 @@ class Server:
         self.settings = settings
         self.backend: Backend | None = None
         self.database: Database | None = None
+        self.timeline: TimelineNotes | None = None
         if store is None:
             store, self.backend, self.database = create_store(settings, self.clock)
         ctx = self.ctx = Context.build(settings, store, self.clock)
@@ -69,6 +71,12 @@ class Server:
                 hints=self.backend.hints,
                 resync_ms=settings.resync_ms,
             )
+            from queue_manager.journal.timeline import TimelineNotes as PgTimeline
+
+            # the chart's marks: written to PostgreSQL about a second after each, read back by every instance
+            self.timeline = PgTimeline(self.database, self.clock)
+            ctx.series.sink = self.timeline
+            ctx.timeline = self.timeline
             from queue_manager.access.authfail import SharedAuthFailures
 
             ctx.access.failures = SharedAuthFailures(  # the fleet's wrong-key budget; this process's if Valkey is down
@@ -132,6 +140,8 @@ class Server:
         else:
             await ctx.store.start()
         self.ticker.start()
+        if self.timeline is not None:
+            self.timeline.start()
         await self.inline.start()
         self.autopilot.start()
         ctx.ready = True
@@ -154,6 +164,8 @@ class Server:
         await self.autopilot.stop()
         await self.inline.stop()
         await self.ticker.stop()
+        if self.timeline is not None:  # the marks still held are written before the pool closes
+            await self.timeline.stop()
         if self.backend is not None:
             await self.backend.stop()
             if self.database is not None:

@@ -19,7 +19,9 @@ Tables (all in ``schema``, default ``qm``):
 ``operators``       named keys: role, HMAC verifier (never the key), disabled_at for a revoke.
 ``monitor_links``   share links: author by id (created_by_id) and by name, the link's token, expiry,
                     revocation.
-``timeline_notes``  console annotations per room (kept 24 h by whoever writes them).
+``timeline_notes``  the chart's marks per room, kept 24 h (``timeline.py`` writes and prunes them);
+                    ``count`` is how many refusals a coalesced ``block`` mark stands for; one row per
+                    (room, at, kind, note).
 ``audit``           the audit trail: actor, action, target, room, ok, caller's address, detail.
 ``history_hourly``  one row per room and hour (the report columns, the wait reservoir, coverage).
 """
@@ -169,6 +171,16 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         [
             # IF NOT EXISTS: a schema from an earlier version may have the column already
             "ALTER TABLE {s}.monitor_links ADD COLUMN IF NOT EXISTS token text",
+        ],
+    ),
+    (
+        4,
+        "timeline_notes: count, one row per mark",
+        [
+            "ALTER TABLE {s}.timeline_notes ADD COLUMN IF NOT EXISTS count integer NOT NULL DEFAULT 1",
+            # nothing wrote the table before this step, so no duplicate can stand in the index's way
+            "CREATE UNIQUE INDEX IF NOT EXISTS timeline_notes_mark ON {s}.timeline_notes (room, at, kind, note)",
+            "CREATE INDEX IF NOT EXISTS timeline_notes_at ON {s}.timeline_notes (at)",
         ],
     ),
 ]
