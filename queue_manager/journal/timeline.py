@@ -27,6 +27,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from queue_manager.background import Job
+from queue_manager.store.base import StoreUnavailable
 
 if TYPE_CHECKING:
     from queue_manager.clock import Clock
@@ -40,6 +41,7 @@ PRUNE_SEC = 60.0
 SAME_MARK_SEC = 5  # two instances' sightings of one change are at most one sample (2 s) apart, plus lag
 PENDING_MAX = 5000  # marks held while PostgreSQL is unreachable; the oldest are dropped beyond it
 READ_MAX = 2000
+READ_BACKOFF_SEC = 10.0  # after a failed read, the chart uses this process's marks for this long at once
 BLOCK_KIND = "block"
 BLOCK_NOTE = "refused by bot protection"  # the stored note of every block row; the count says how many
 
@@ -62,6 +64,7 @@ class TimelineNotes:
         self._inflight_blocks: dict[tuple[str, int], int] = {}
         self._lock = asyncio.Lock()
         self._job = Job("qm-timeline", self._run)
+        self._read_failed_at: float | None = None
         self.written = 0
         self.write_errors = 0
         self.dropped = 0
@@ -73,8 +76,9 @@ class TimelineNotes:
         """A mark the recorder made at ``t`` (s); written with the next flush."""
         self._marks.append((room_id, int(t), kind, note))
         if len(self._marks) > PENDING_MAX:
-            del self._marks[: len(self._marks) - PENDING_MAX]
-            self.dropped += 1
+            over = len(self._marks) - PENDING_MAX
+            del self._marks[:over]
+            self.dropped += over
 
     def block(self, room_id: str, minute: int, n: int = 1) -> None:
         """``n`` joins refused by bot protection in ``room_id`` in the minute starting at ``minute`` (s)."""
@@ -175,7 +179,22 @@ class TimelineNotes:
 
     async def read(self, room_id: str, since_s: int) -> list[dict[str, Any]]:
         """The room's marks since ``since_s`` (never older than ``KEEP_SEC``), oldest first: the rows every
-        instance wrote, plus this instance's not written yet. A block mark carries its ``count``."""
+        instance wrote, plus this instance's not written yet. A block mark carries its ``count``.
+
+        Raises when PostgreSQL cannot be read, and at once for ``READ_BACKOFF_SEC`` after such a failure, so
+        an unreachable database does not hold every chart request up to the pool's timeout."""
+        failed_at = self._read_failed_at
+        if failed_at is not None and self.clock.mono() - failed_at < READ_BACKOFF_SEC:
+            raise StoreUnavailable("the timeline could not be read a moment ago")
+        try:
+            out = await self._read(room_id, since_s)
+        except Exception:
+            self._read_failed_at = self.clock.mono()
+            raise
+        self._read_failed_at = None
+        return out
+
+    async def _read(self, room_id: str, since_s: int) -> list[dict[str, Any]]:
         since = max(int(since_s), self.clock.wall_ms() // 1000 - KEEP_SEC)
         # taken before the query: a flush landing during it shows at worst twice, and is folded below
         held = [m for m in (*self._inflight_marks, *self._marks) if m[0] == room_id and m[1] >= since]

@@ -9,7 +9,8 @@ import pytest
 
 from queue_manager.clock import FakeClock
 from queue_manager.journal.database import Database
-from queue_manager.journal.timeline import BLOCK_NOTE, KEEP_SEC, TimelineNotes
+from queue_manager.journal.timeline import BLOCK_NOTE, KEEP_SEC, READ_BACKOFF_SEC, TimelineNotes
+from queue_manager.store.base import StoreUnavailable
 from tests.journal.conftest import PG_URL
 
 T = FakeClock().wall_ms() // 1000
@@ -103,3 +104,16 @@ async def test_a_failed_flush_keeps_the_marks_for_the_next(db: Database, pg: Any
     await notes.stop()  # a clean stop writes what is held
     assert notes.pending() == 0
     assert {r[2] for r in await rows(pg, schema)} == {"purge", "block"}
+
+
+async def test_a_failed_read_is_not_retried_on_every_chart_request(db: Database) -> None:
+    clock = FakeClock()
+    notes = TimelineNotes(db, clock)
+    await db.close()
+    with pytest.raises(StoreUnavailable):
+        await notes.read("shop", T - 60)
+    await db.open()
+    with pytest.raises(StoreUnavailable):  # at once: the chart shows this process's marks meanwhile
+        await notes.read("shop", T - 60)
+    clock.advance(READ_BACKOFF_SEC)
+    assert await notes.read("shop", T - 60) == []
