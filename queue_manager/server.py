@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from queue_manager.fleet.backend import Backend
     from queue_manager.journal.database import Database
     from queue_manager.journal.runs import InstanceRuns
+    from queue_manager.journal.timeline import TimelineNotes
 
 log = logging.getLogger("queue_manager")
 
@@ -66,6 +67,7 @@ class Server:
         self.started_ms = self.clock.wall_ms()
         self.runs: InstanceRuns | None = None  # this run's row in instance_runs (a fixed QM_INSTANCE_ID on pg)
         self._mark_run = Job("qm-run-mark", self._mark_started_later)
+        self.timeline: TimelineNotes | None = None
         if store is None:
             store, self.backend, self.database = create_store(settings, self.clock)
         ctx = self.ctx = Context.build(settings, store, self.clock)
@@ -80,6 +82,12 @@ class Server:
                 hints=self.backend.hints,
                 resync_ms=settings.resync_ms,
             )
+            from queue_manager.journal.timeline import TimelineNotes as PgTimeline
+
+            # the chart's marks: written to PostgreSQL about a second after each, read back by every instance
+            self.timeline = PgTimeline(self.database, self.clock)
+            ctx.series.sink = self.timeline
+            ctx.timeline = self.timeline
             from queue_manager.access.authfail import SharedAuthFailures
 
             ctx.access.failures = SharedAuthFailures(  # the fleet's wrong-key budget; this process's if Valkey is down
@@ -143,6 +151,8 @@ class Server:
         else:
             await ctx.store.start()
         self.ticker.start()
+        if self.timeline is not None:
+            self.timeline.start()
         await self.inline.start()
         self.autopilot.start()
         ctx.ready = True
@@ -213,6 +223,8 @@ class Server:
         await self.autopilot.stop()
         await self.inline.stop()
         await self.ticker.stop()
+        if self.timeline is not None:  # the marks still held are written before the pool closes
+            await self.timeline.stop()
         if self.backend is not None:
             await self.backend.stop()  # the lease handed back, the events journal's last commit
             await self._end_run(self.backend.journal.unjournaled_at_stop())

@@ -1,7 +1,9 @@
 """Admin routes the operator console needs beyond the core admin API: the chart's series and reports.
 
 ``GET /api/admin/series/<room>?res=10s|1m[&format=csv]`` (read): the room's recorded buckets, oldest
-first, with the marks of what changed it. ``GET /api/admin/reports?bucket=hour|day[&roomId=…][&format=csv]``
+first, with the marks of what changed it (with SIDESTORE=pg the marks of the tier's whole span, kept in
+PostgreSQL by every instance; otherwise this process's since its first bucket).
+``GET /api/admin/reports?bucket=hour|day[&roomId=…][&format=csv]``
 (read): one row per room per bucket, rolled up from the same recorder (this process, the last 24 hours).
 """
 
@@ -14,7 +16,7 @@ from typing import Any
 
 from queue_manager.http.call import Call
 from queue_manager.http.wire import HttpError, send_json, send_response
-from queue_manager.ops.series import TIERS, weighted_percentile
+from queue_manager.ops.series import TIERS, block_note, weighted_percentile
 
 SERIES_COLUMNS = (
     "t",
@@ -77,7 +79,11 @@ async def series(call: Call) -> None:
             writer.writerow({**row, "time": _iso(row["t"] * 1000)})
         await _send_csv(call, buf.getvalue(), f"{room_id}-{res}.csv", head)
         return
-    since = rows[0]["t"] if rows else call.ctx.clock.wall_ms() // 1000
+    now_s = call.ctx.clock.wall_ms() // 1000
+    if call.ctx.timeline is not None:  # the marks outlive this process: the tier's whole span
+        since = now_s - TIERS[res][0] * TIERS[res][1]
+    else:
+        since = rows[0]["t"] if rows else now_s
     await send_json(
         call.send,
         200,
@@ -108,13 +114,14 @@ AUDIT_MARKS = {
 
 
 async def _marks(call: Call, room_id: str, since: int) -> list[dict[str, Any]]:
-    """The recorder's marks plus the room's audited changes since `since` (s), oldest first.
+    """The recorder's marks (the fleet's, kept in PostgreSQL, when there is a timeline) plus the room's
+    audited changes since `since` (s), oldest first.
 
     A monitor-link or viewer caller may read the chart but not the audit trail, so an audit mark carries only
     what happened: never who did it or from where; the ejected ticket number only for a caller with the
     "team" grant (the drill-down's readers).
     """
-    marks = list(call.ctx.series.marks(room_id, since))
+    marks = await _recorded(call, room_id, since)
     try:
         rows = await call.ctx.access.store.list_audit(room_id, 500)
     except Exception:  # the chart still answers with the recorder's marks when the trail cannot be read
@@ -138,6 +145,24 @@ async def _marks(call: Call, room_id: str, since: int) -> list[dict[str, Any]]:
             note = f"autotune: rate {row.detail.get('from')} → {row.detail.get('to')}/min ({row.detail.get('reason')})"
         marks.append({"t": row.ts // 1000, "kind": kind, "note": note})
     marks.sort(key=lambda m: m["t"])
+    return marks
+
+
+async def _recorded(call: Call, room_id: str, since: int) -> list[dict[str, Any]]:
+    """The recorder's marks: the fleet's from the timeline, or this process's when there is none or it
+    cannot be read. A block mark's note says how many joins it stands for."""
+    timeline = call.ctx.timeline
+    marks: list[dict[str, Any]] | None = None
+    if timeline is not None:
+        try:
+            marks = await timeline.read(room_id, since)
+        except Exception:
+            marks = None
+    if marks is None:
+        marks = [dict(m) for m in call.ctx.series.marks(room_id, since)]
+    for mark in marks:
+        if mark["kind"] == "block":
+            mark["note"] = block_note(int(mark.get("count") or 0))
     return marks
 
 

@@ -65,6 +65,14 @@ class AlertsView(Protocol):
     def badges(self) -> dict[str, dict[str, Any]]: ...
 
 
+class TimelineView(Protocol):
+    """The chart's marks kept in PostgreSQL for the fleet (``journal/timeline.py``), with SIDESTORE=pg."""
+
+    async def read(self, room_id: str, since_s: int) -> list[dict[str, Any]]: ...
+
+    def stats(self) -> dict[str, int]: ...
+
+
 @dataclass
 class Context:
     settings: Settings
@@ -92,6 +100,7 @@ class Context:
     backend: Backend | None = None  # on STORE=valkey: the lease, the journal, the Valkey state
     inline: InlineStatus | None = None  # the inline proxy in front, when the server runs one
     alerts: AlertsView | None = None  # the alert frames and the leader's jobs
+    timeline: TimelineView | None = None  # the marks every instance shares (None: this process's only)
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
     version: str = __version__
 

@@ -82,6 +82,8 @@ def _storage(ctx: Context) -> dict[str, Any]:
         "writeErrors": journal["writeErrors"],
         "lastError": journal["lastError"],
         "journal": journal,
+        # the chart's marks: held for the next write, written, failed writes, dropped, pruned
+        **({"timeline": ctx.timeline.stats()} if ctx.timeline is not None else {}),
     }
 
 

@@ -19,7 +19,9 @@ Tables (all in ``schema``, default ``qm``):
 ``operators``       named keys: role, HMAC verifier (never the key), disabled_at for a revoke.
 ``monitor_links``   share links: author by id (created_by_id) and by name, the link's token, expiry,
                     revocation.
-``timeline_notes``  console annotations per room (kept 24 h by whoever writes them).
+``timeline_notes``  the chart's marks per room, kept 24 h (``timeline.py`` writes and prunes them);
+                    ``count`` is how many refusals a coalesced ``block`` mark stands for; one row per
+                    (room, at, kind, note).
 ``audit``           the audit trail: actor, action, target, room, ok, caller's address, detail.
 ``history_hourly``  one row per room and hour (the report columns, the wait reservoir, coverage).
 ``instance_runs``   one row per QM_INSTANCE_ID: when its newest run started and stopped, and whether
@@ -184,6 +186,16 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 stopped_at  timestamptz,
                 clean       boolean
             )""",
+        ],
+    ),
+    (
+        5,
+        "timeline_notes: count, one row per mark",
+        [
+            "ALTER TABLE {s}.timeline_notes ADD COLUMN IF NOT EXISTS count integer NOT NULL DEFAULT 1",
+            # nothing wrote the table before this step, so no duplicate can stand in the index's way
+            "CREATE UNIQUE INDEX IF NOT EXISTS timeline_notes_mark ON {s}.timeline_notes (room, at, kind, note)",
+            "CREATE INDEX IF NOT EXISTS timeline_notes_at ON {s}.timeline_notes (at)",
         ],
     ),
 ]

@@ -11,7 +11,11 @@ the k-th join and the k-th exit (the horizontal distance between the cumulative 
 curves). Exits are ``joinsTotal - waiting - preQueue``; only as many of a sample's exits as it has new
 passes are counted as waits (a purge is exits with no passes). Resolution is the sampling interval; an
 eject (which sends one person to the back) or a drop's shuffled draw blurs individual waits, not the
-distribution. Events that changed the room (state, rate, purge, a new generation) become marks.
+distribution. Events that changed the room (state, rate, purge, a new generation) become marks, and so
+do joins refused by bot protection (``block``: one mark per room per minute, with the count).
+
+The marks are kept here for this process; given a ``sink`` (with ``SIDESTORE=pg``: the journal's
+timeline) the recorder also hands it every mark it makes, so they outlive the process.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import random
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from queue_manager.store.base import Store
@@ -31,6 +35,20 @@ RESERVOIRS = {10: 128, 60: 64}  # waits kept per bucket (a uniform sample), by b
 MARKS_KEEP = 500
 STATE_MARKS = {"paused": "pause", "active": "resume", "bypass": "bypass", "scheduled": "schedule"}
 TIERS = {"10s": (10, 360), "1m": (60, 1440)}  # name: (bucket seconds, buckets kept)
+BLOCK_SEC = 60  # refused joins are one mark per room per this many seconds
+
+
+def block_note(count: int) -> str:
+    """What a coalesced ``block`` mark says."""
+    return f"{count} join{'' if count == 1 else 's'} refused by bot protection"
+
+
+class MarkSink(Protocol):
+    """Where the recorder's marks go beyond this process (``journal/timeline.TimelineNotes``)."""
+
+    def mark(self, room_id: str, t: int, kind: str, note: str) -> None: ...
+
+    def block(self, room_id: str, minute: int, n: int = 1) -> None: ...
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -154,6 +172,7 @@ class RoomSeries:
     curve_n: array[int] = field(default_factory=lambda: array("q"))
     curve_t: array[int] = field(default_factory=lambda: array("q"))
     base_joins: int = 0  # joins made before this recorder was watching: their times are unknown
+    block_mark: dict[str, Any] | None = None  # this minute's block mark, counted up in place
 
     def join_time(self, k: int) -> int | None:
         """When the k-th join of this generation happened (None once it is older than the curve)."""
@@ -179,8 +198,9 @@ def _exits(summary: dict[str, Any]) -> int:
 class SeriesRecorder:
     """Bounded per-room series in this process; fed by the app's ticker, read by the console's routes."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink: MarkSink | None = None) -> None:
         self.rooms: dict[str, RoomSeries] = {}
+        self.sink = sink
         self.started_ms: int | None = None
         self._last_ms = 0
         self._rng = random.Random()
@@ -220,7 +240,7 @@ class SeriesRecorder:
             fresh = RoomSeries(room_id, gen, 0, 0, 0, state, rate, 0)
             if series is not None:  # a new generation keeps the room's history, restarts its counters
                 fresh.tiers, fresh.marks = series.tiers, series.marks
-                fresh.marks.append({"t": now_ms // 1000, "kind": "room", "note": f"room re-created (generation {gen})"})
+                self._mark(fresh, now_ms, "room", f"room re-created (generation {gen})")
             elif self._first:
                 # counters from before this process was watching are not ours to spread over one sample
                 fresh.joins_total, fresh.passes_total, fresh.exits, fresh.waiting = joins, passes, exits, waiting
@@ -240,11 +260,11 @@ class SeriesRecorder:
         purged = d_exits - min(d_passes, d_exits)
         if state != series.state:
             kind = STATE_MARKS.get(state, state)
-            series.marks.append({"t": now_ms // 1000, "kind": kind, "note": f"state {series.state} → {state}"})
+            self._mark(series, now_ms, kind, f"state {series.state} → {state}")
         if rate != series.rate:
-            series.marks.append({"t": now_ms // 1000, "kind": "rate", "note": f"rate {series.rate} → {rate}/min"})
+            self._mark(series, now_ms, "rate", f"rate {series.rate} → {rate}/min")
         if purged > 0 and waiting < series.waiting:
-            series.marks.append({"t": now_ms // 1000, "kind": "purge", "note": f"{purged} left the line unserved"})
+            self._mark(series, now_ms, "purge", f"{purged} left the line unserved")
         for tier in series.tiers.values():
             b = tier.bucket(now_ms)
             b.depth = waiting
@@ -262,6 +282,27 @@ class SeriesRecorder:
         series.joins_total, series.passes_total, series.exits = joins, passes, exits
         series.state, series.rate, series.waiting = state, rate, waiting
         series.trim()
+
+    def _mark(self, series: RoomSeries, now_ms: int, kind: str, note: str) -> None:
+        t = now_ms // 1000
+        series.marks.append({"t": t, "kind": kind, "note": note})
+        if self.sink is not None:
+            self.sink.mark(series.room_id, t, kind, note)
+
+    def block(self, room_id: str, now_ms: int) -> None:
+        """A join refused by bot protection: counted into the room's mark for this minute."""
+        now_s = now_ms // 1000
+        minute = now_s - now_s % BLOCK_SEC
+        series = self.rooms.get(room_id)
+        if series is not None:
+            mark = series.block_mark
+            if mark is None or mark["t"] != minute:
+                mark = series.block_mark = {"t": minute, "kind": "block", "note": block_note(0), "count": 0}
+                series.marks.append(mark)
+            mark["count"] += 1
+            mark["note"] = block_note(mark["count"])
+        if self.sink is not None:
+            self.sink.block(room_id, minute)
 
     def rows(self, room_id: str, tier: str, now_ms: int | None = None) -> list[dict[str, Any]] | None:
         """Closed buckets oldest first, then (given now_ms) the open one, its rates over the time it has run."""

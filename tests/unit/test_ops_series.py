@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from queue_manager.ops.series import TIERS, SeriesRecorder, percentile, weighted_percentile
+from queue_manager.ops.series import TIERS, SeriesRecorder, block_note, percentile, weighted_percentile
 
 T0 = 1_800_000_000_000 - 1_800_000_000_000 % 3_600_000  # an hour boundary
 
@@ -100,3 +100,45 @@ def test_tiers_are_bounded() -> None:
     for i in range(keep + 20):
         rec.sample([summary(i, 0, i)], T0 + i * seconds * 1000)
     assert len(rec.rows("shop", "10s") or []) == keep
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.marks: list[tuple[str, int, str, str]] = []
+        self.blocks: list[tuple[str, int, int]] = []
+
+    def mark(self, room_id: str, t: int, kind: str, note: str) -> None:
+        self.marks.append((room_id, t, kind, note))
+
+    def block(self, room_id: str, minute: int, n: int = 1) -> None:
+        self.blocks.append((room_id, minute, n))
+
+
+def test_every_mark_is_handed_to_the_sink_as_it_is_made() -> None:
+    sink = Sink()
+    rec = SeriesRecorder(sink)
+    rec.sample([summary(0, 0, 0)], T0)  # the first sight of a room makes no mark
+    rec.sample([summary(0, 0, 0, effectiveState="paused", ratePerMinute=30)], T0 + 2_000)
+    t = (T0 + 2_000) // 1000
+    assert sink.marks == [("shop", t, "pause", "state active → paused"), ("shop", t, "rate", "rate 60 → 30/min")]
+    assert [(m["t"], m["kind"], m["note"]) for m in rec.marks("shop", 0)] == [(s[1], s[2], s[3]) for s in sink.marks]
+
+
+def test_protection_blocks_are_one_mark_per_room_per_minute_with_a_count() -> None:
+    sink = Sink()
+    rec = SeriesRecorder(sink)
+    rec.sample([summary(0, 0, 0)], T0)
+    for i in range(1000):  # an attack inside one minute
+        rec.block("shop", T0 + 5_000 + i * 10)
+    rec.block("shop", T0 + 61_000)  # the next minute
+    blocks = [m for m in rec.marks("shop", 0) if m["kind"] == "block"]
+    assert [(m["t"], m["count"], m["note"]) for m in blocks] == [
+        (T0 // 1000, 1000, block_note(1000)),
+        (T0 // 1000 + 60, 1, "1 join refused by bot protection"),
+    ]
+    assert len(sink.blocks) == 1001 and {(r, m) for r, m, _ in sink.blocks} == {
+        ("shop", T0 // 1000),
+        ("shop", T0 // 1000 + 60),
+    }
+    rec.block("elsewhere", T0)  # a room the recorder has not sampled yet is still handed on
+    assert sink.blocks[-1] == ("elsewhere", T0 // 1000, 1)
