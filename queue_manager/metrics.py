@@ -7,7 +7,7 @@ per-room gauges always read the store and nothing is registered globally.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -35,10 +35,70 @@ class Counters:
     visitor_disconnects: dict[str, int] = field(default_factory=dict)  # room
     backend_down: dict[str, int] = field(default_factory=dict)  # onBackendDown mode
     connections_shed: int = 0
+    # bot protection (assessed, blocked, warned, allowlisted, crawlers): kept by the protection itself and
+    # copied in when this process's counters are written for the fleet view (``fleet/counters.py``)
+    protection: dict[str, int] = field(default_factory=dict)
 
     def reject_token(self, reason: str) -> None:
         self.rejected_tokens += 1
         self.rejected_tokens_by_reason[reason] = self.rejected_tokens_by_reason.get(reason, 0) + 1
+
+
+#: The counters keyed by a pair ((room, phase), (room, origin)): on the wire each entry is ``[a, b, count]``.
+_PAIR_KEYED = frozenset({"refused_origin_checks", "origin_errors"})
+
+
+def to_wire(c: Counters) -> dict[str, Any]:
+    """``c`` as JSON-ready data (what each instance writes to ``<prefix>ctr:<instance id>``)."""
+    out: dict[str, Any] = {}
+    for f in fields(c):
+        value = getattr(c, f.name)
+        if f.name in _PAIR_KEYED:
+            out[f.name] = [[a, b, n] for (a, b), n in value.items()]
+        elif isinstance(value, dict):
+            out[f.name] = dict(value)
+        else:
+            out[f.name] = value
+    return out
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def from_wire(data: object) -> Counters:
+    """The counters another instance wrote; a field missing, unknown or malformed counts as zero (an
+    instance running another version writes what it knows)."""
+    c = Counters()
+    if not isinstance(data, dict):
+        return c
+    for f in fields(c):
+        value = data.get(f.name)
+        if f.name in _PAIR_KEYED:
+            pairs: dict[tuple[str, str], int] = {}
+            for entry in value if isinstance(value, list) else []:
+                if isinstance(entry, list) and len(entry) == 3 and all(isinstance(x, str) for x in entry[:2]):
+                    pairs[(entry[0], entry[1])] = _count(entry[2])
+            setattr(c, f.name, pairs)
+        elif isinstance(getattr(c, f.name), dict):
+            setattr(c, f.name, {str(k): _count(n) for k, n in value.items()} if isinstance(value, dict) else {})
+        else:
+            setattr(c, f.name, _count(value))
+    return c
+
+
+def total(parts: Iterable[Counters]) -> Counters:
+    """The sum of several instances' counters, field by field (a keyed counter per key)."""
+    out = Counters()
+    for part in parts:
+        for f in fields(out):
+            mine, theirs = getattr(out, f.name), getattr(part, f.name)
+            if isinstance(mine, dict):
+                for key, n in theirs.items():
+                    mine[key] = mine.get(key, 0) + n
+            else:
+                setattr(out, f.name, mine + theirs)
+    return out
 
 
 _STATE_CODES = {"active": 1, "paused": 2, "bypass": 3, "scheduled": 4}

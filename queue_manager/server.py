@@ -21,6 +21,7 @@ from queue_manager.config import ConfigRefusal, Settings
 from queue_manager.http import door, visitor
 from queue_manager.http.app import App
 from queue_manager.http.context import Context
+from queue_manager.http.health import local_counters
 from queue_manager.http.wire import Receive, Scope, Send
 from queue_manager.inline.component import Inline, QueueSide
 from queue_manager.inline.front import InlineFront
@@ -72,6 +73,8 @@ class Server:
             store, self.backend, self.database = create_store(settings, self.clock)
         ctx = self.ctx = Context.build(settings, store, self.clock)
         ctx.backend = self.backend
+        if self.backend is not None:  # what this instance writes for the fleet view
+            self.backend.counters.source = lambda: local_counters(ctx)
         if self.backend is not None and self.database is not None:  # access records shared by the fleet
             from queue_manager.access.shared import SharedAccessStore
 

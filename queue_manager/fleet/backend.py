@@ -25,6 +25,7 @@ from queue_manager.config import ConfigRefusal, Settings
 from queue_manager.engine.events import Event
 from queue_manager.engine.replay import ReplayDeleted, ReplayFenced, replay
 from queue_manager.engine.snapshot import dump
+from queue_manager.fleet.counters import FleetCounters
 from queue_manager.fleet.hints import Hints
 from queue_manager.fleet.leader import LeaderLease
 from queue_manager.fleet.storage_watch import StorageWatch
@@ -95,6 +96,14 @@ class Backend:
             self.journal.clock,
             report_every_ms=settings.resync_ms,
         )
+        # each instance's counters in Valkey every 5 s: health and the console show the fleet's sum
+        self.counters = FleetCounters(
+            self.store.redis,
+            settings.valkey_prefix,
+            settings.instance_id,
+            self.journal.clock,
+            down=lambda: self.store.breaker.down,
+        )
         self.valkey_ever_connected = False
         self.valkey_up = False
         self._reconnect = Job("qm-valkey-reconnect", self._keep_trying)
@@ -130,6 +139,7 @@ class Backend:
         self.hints.on("rooms", self._rooms_hint)
         self.hints.start()
         self.storage.start()
+        self.counters.start()
         self._reconciler.start()
 
     async def _reconcile_forever(self) -> None:
@@ -279,6 +289,7 @@ class Backend:
         await self.lease.stop()
         await self.hints.stop()
         await self.storage.stop()
+        await self.counters.stop()
         with contextlib.suppress(Exception):
             await self.store.close()
         with contextlib.suppress(Exception):

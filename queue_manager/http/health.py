@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import resource
+from pathlib import Path
 from typing import Any
 
 from queue_manager.engine.errors import EngineError
 from queue_manager.http.context import Context
 from queue_manager.http.wire import HttpError, Request, Send, send_json, send_response
+from queue_manager.metrics import Counters
 from queue_manager.metrics import render as render_metrics
+
+#: An approximate size of one ticket held by a waiting line (its record, its place in the line and its
+#: indexes): the ``memory`` block's estimate of the lines' share is the tickets held times this.
+BYTES_PER_TICKET = 1024
 
 
 def health_status(ctx: Context) -> tuple[str, bool]:
@@ -87,6 +95,52 @@ def _storage(ctx: Context) -> dict[str, Any]:
     }
 
 
+def local_counters(ctx: Context) -> Counters:
+    """This process's counters as they are now, the protection's counts included (what the fleet view writes)."""
+    p = ctx.protection
+    protection = {
+        "assessed": p.assessed,
+        "blocked": p.blocked,
+        "warned": p.warned,
+        "allowlisted": p.allowlisted,
+        "crawlers": p.crawlers,
+    }
+    return dataclasses.replace(ctx.counters, protection=protection)
+
+
+async def fleet_counters(ctx: Context) -> tuple[Counters, dict[str, Any]]:
+    """The counters health shows: the sum over the live instances (STORE=valkey), or this process's own."""
+    backend = ctx.backend
+    if backend is None:
+        return local_counters(ctx), {"instances": 1, "partial": False}
+    return await backend.counters.view()
+
+
+def _rss_bytes() -> tuple[int, str]:
+    """This process's resident memory now (VmRSS), or its peak where /proc is not there."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024, "VmRSS"
+    except (OSError, ValueError, IndexError):
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak * 1024, "peak"
+
+
+def _memory(ctx: Context, tickets: int) -> dict[str, Any]:
+    rss, source = _rss_bytes()
+    return {
+        "rssBytes": rss,
+        "rssFrom": source,
+        "ticketsHeld": tickets,
+        "bytesPerTicket": BYTES_PER_TICKET,
+        "linesEstimateBytes": tickets * BYTES_PER_TICKET,
+        # where the lines live: this process (STORE=memory) or the shared Valkey
+        "linesIn": "valkey" if ctx.backend is not None else "process",
+    }
+
+
 async def healthz(ctx: Context, req: Request, send: Send) -> None:
     payload = _public_health(ctx)
     await send_json(send, 200 if payload["ready"] else 503, payload, head=req.method == "HEAD")
@@ -102,7 +156,13 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
     rooms = await ctx.store.list_rooms()
     status, ready = health_status(ctx)
     incidents = [f"clock stepped by {i['stepMs']} ms" for i in ctx.clock_incidents]
-    c = ctx.counters
+    c, fleet = await fleet_counters(ctx)
+    visitors = {
+        "waiting": sum(r["waiting"] for r in rooms),
+        "preQueue": sum(r["preQueue"] for r in rooms),
+        "activeSessions": sum(r["activeSessions"] for r in rooms),
+        "passesOutstanding": sum(r["passesOutstanding"] for r in rooms),
+    }
     payload = {
         **_public_health(ctx),
         "status": status,
@@ -111,13 +171,10 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
         "pid": ctx.pid,
         "now": ctx.clock.wall_ms(),
         "startedAt": ctx.started_ms,
+        "fleet": fleet,
         "rooms": len(rooms),
-        "visitors": {
-            "waiting": sum(r["waiting"] for r in rooms),
-            "preQueue": sum(r["preQueue"] for r in rooms),
-            "activeSessions": sum(r["activeSessions"] for r in rooms),
-            "passesOutstanding": sum(r["passesOutstanding"] for r in rooms),
-        },
+        "visitors": visitors,
+        "memory": _memory(ctx, sum(visitors.values())),
         "sse": {"streams": ctx.broadcaster.streams, "perIp": s.sse_per_ip, "maxTotal": s.sse_max_total},
         "rateLimits": {
             "joinPerMin": s.join_limit_per_min,
@@ -133,6 +190,8 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
             "rejectedTokensByReason": c.rejected_tokens_by_reason,
             "unscopedChecks": c.unscoped_checks,
             "rateLimitedChecks": c.rate_limited_checks,
+            "refusedKeyChecks": c.refused_key_checks,
+            "protection": c.protection,
             "refusedOriginChecks": [
                 {"roomId": r, "origin": o, "count": n} for (r, o), n in c.refused_origin_checks.items()
             ],
@@ -166,7 +225,7 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
         {"variable": "TRUST_PROXY_IPS", "set": None, "effective": None, "message": m} for m in ctx.proxywatch.warnings()
     )
     if ctx.inline is not None and ctx.inline.index:
-        payload["inline"] = ctx.inline.health()
+        payload["inline"] = ctx.inline.health(c)
         incidents.extend(f"origin down — {room}" for room in ctx.inline.probe.failing())
         if full and not s.admin_hosts and not s.public_url:  # QM-454: the console is now withheld from names
             payload["configWarnings"] = [

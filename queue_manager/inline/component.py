@@ -22,6 +22,7 @@ from queue_manager.inline.client import Pool
 from queue_manager.inline.deadlines import Deadlines
 from queue_manager.inline.hosts import HostIndex
 from queue_manager.inline.origin_health import OriginProbe
+from queue_manager.metrics import Counters
 from queue_manager.store.base import StoreUnavailable
 
 log = logging.getLogger("queue_manager.inline")
@@ -118,9 +119,10 @@ class Inline:
             except Exception:  # pragma: no cover - logged, the loop goes on
                 log.exception("inline host index refresh failed")
 
-    def health(self) -> dict[str, object]:
-        """The ``inline`` block of /api/admin/health (absent while no room is inline)."""
-        c = self.ctx.counters
+    def health(self, counters: Counters | None = None) -> dict[str, object]:
+        """The ``inline`` block of /api/admin/health (absent while no room is inline). ``counters`` is the
+        fleet's sum where health has one; in-flight requests, the pool and the probe are this instance's."""
+        c = self.ctx.counters if counters is None else counters
         per_room: dict[str, dict[str, int]] = {}
         for (room_id, phase), n in c.origin_errors.items():
             per_room.setdefault(room_id, {})[phase] = n

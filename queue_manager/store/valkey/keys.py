@@ -64,6 +64,8 @@ alerts:state       hash     the alert delivery state (``epoch``, ``state`` JSON)
 alerts:storage     hash     instance id -> its storage report of the last alert frame (JSON)
 targets            hash     room id -> the snippet room's target probe result (JSON), leader-written
 autopilot          hash     ``epoch``, ``state`` JSON: threshold activation and autotune per room
+ctr:<id>           str      one instance's counters as JSON (the fleet view), rewritten every 5 s,
+                            expiring after 15 s, deleted by a clean stop
 authfail:<ip>:<m> str      failed admin authentications of one address in minute m (expires)
 =================  =======  ==================================================================
 """
@@ -166,6 +168,16 @@ def session_revoked_key(prefix: str, session_id: str) -> str:
 
 def stream_ticket_key(prefix: str, ticket: str) -> str:
     return f"{prefix}sse:{ticket}"
+
+
+def counters_key(prefix: str, instance_id: str) -> str:
+    return f"{prefix}ctr:{instance_id}"
+
+
+def counters_pattern(prefix: str) -> str:
+    """The SCAN pattern matching every instance's ``ctr:`` key (the prefix's glob characters escaped)."""
+    escaped = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in prefix)
+    return f"{escaped}ctr:*"
 
 
 def script_keys(prefix: str, room_id: str) -> list[str]:

@@ -119,6 +119,7 @@ async function openDiagnostics(opener) {
       ["Version", h.version], ["Instance", h.instance || "–"],
       ["Uptime", `${compact(h.uptimeSec)} · since ${new Date(h.startedAt).toLocaleString()}`],
       ["Clock", skew === null ? "–" : `server ${clockSec(h.now)} · this browser ${skew >= 0 ? "+" : ""}${skew}s`],
+      h.fleet ? ["Counters from", `${fmtInt(h.fleet.instances)} instance${h.fleet.instances === 1 ? "" : "s"}${h.fleet.partial ? " · partial: Valkey could not be read, this instance's own plus what it last read" : ""}`] : null,
       ["Rooms", fmtInt(h.rooms)],
       ["Visitors", h.visitors ? `${fmtInt(h.visitors.waiting)} waiting · ${fmtInt(h.visitors.preQueue)} pre-queue · ${fmtInt(h.visitors.activeSessions)} in session · ${fmtInt(h.visitors.passesOutstanding)} passes` : "–"],
       ["SSE streams", h.sse ? `${fmtInt(h.sse.streams)} (per IP ${cap(h.sse.perIp)}, total ${cap(h.sse.maxTotal)})` : "–"],
