@@ -3,8 +3,9 @@
 Every 5 s each instance writes its own counters — origin errors per room and phase, visitor
 disconnects, protection, unknown-room checks, blocked return URLs, rejected tokens, refused key
 checks, rate-limited checks and the other diagnostic counters — as JSON to ``<prefix>ctr:<instance
-id>``, expiring after 15 s; a clean stop deletes it at once. So a stopped or killed instance drops out
-of the sum within 15 s.
+id>``, expiring after 15 s, and lists itself in ``<prefix>ctrs`` (a sorted set: instance id → when
+its key expires), so a reader finds the live keys without scanning the keyspace. A clean stop
+deletes both at once; a stopped or killed instance drops out of the sum within 15 s.
 
 ``view`` answers health: this instance's counters as they are now, plus every other live
 instance's key as read from Valkey at that moment. When Valkey cannot be read, ``partial`` is true
@@ -27,7 +28,7 @@ from redis.asyncio import Redis
 from queue_manager.background import Job
 from queue_manager.clock import Clock
 from queue_manager.metrics import Counters, from_wire, to_wire, total
-from queue_manager.store.valkey.keys import counters_key, counters_pattern
+from queue_manager.store.valkey.keys import counters_index_key, counters_key
 
 log = logging.getLogger("queue_manager.fleet")
 
@@ -51,6 +52,7 @@ class FleetCounters:
         self.prefix = prefix
         self.instance_id = instance_id
         self.key = counters_key(prefix, instance_id)
+        self.index = counters_index_key(prefix)
         self.clock = clock
         self.down = down  # Valkey known unreachable (the store's breaker): no read is tried
         self.every_ms = max(1, every_ms)
@@ -61,29 +63,32 @@ class FleetCounters:
         self.job = Job("qm-fleet-counters", self._run)
 
     async def publish(self) -> None:
-        """Write this instance's counters, expiring after ``expire_ms``."""
+        """Write this instance's counters, expiring after ``expire_ms``, and list it in the index (instance
+        id → when its key expires; the entries past that are dropped here, so the index stays the fleet's size)."""
         body = json.dumps(to_wire(self.source()), separators=(",", ":"))
+        now = self.clock.wall_ms()
         await self.redis.set(self.key, body, px=self.expire_ms)
+        await self.redis.zadd(self.index, {self.instance_id: now + self.expire_ms})
+        await self.redis.zremrangebyscore(self.index, "-inf", now)
 
     async def read_others(self) -> dict[str, Counters]:
-        """Every other live instance's counters, as Valkey holds them now."""
-        keys = [k async for k in self.redis.scan_iter(match=counters_pattern(self.prefix), count=1000)]
-        mine = self.key.encode()
-        keys = [k for k in keys if (k if isinstance(k, bytes) else str(k).encode()) != mine]
-        if not keys:
+        """Every other live instance's counters, as Valkey holds them now: the index names them (no SCAN of
+        the keyspace), one MGET reads them."""
+        listed = await self.redis.zrangebyscore(self.index, self.clock.wall_ms(), "+inf")
+        ids = [w.decode() if isinstance(w, bytes) else str(w) for w in listed]
+        ids = [w for w in ids if w != self.instance_id]
+        if not ids:
             return {}
-        values = await self.redis.mget(keys)
-        start = len(counters_key(self.prefix, ""))
+        values = await self.redis.mget([counters_key(self.prefix, w) for w in ids])
         out: dict[str, Counters] = {}
-        for raw_key, raw in zip(keys, values, strict=True):
-            if raw is None:  # expired between the scan and the read
+        for who, raw in zip(ids, values, strict=True):
+            if raw is None:  # expired between the index read and the MGET
                 continue
-            key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
             try:
                 data: Any = json.loads(raw)
             except ValueError:
                 continue
-            out[key[start:]] = from_wire(data)
+            out[who] = from_wire(data)
         return out
 
     async def view(self) -> tuple[Counters, dict[str, Any]]:
@@ -112,6 +117,7 @@ class FleetCounters:
         await self.job.stop()
         with contextlib.suppress(Exception):
             await self.redis.delete(self.key)
+            await self.redis.zrem(self.index, self.instance_id)
 
     async def _run(self) -> None:
         while True:

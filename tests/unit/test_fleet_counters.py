@@ -4,8 +4,6 @@ out, and a failed read answers partial with what was last read within the expiry
 
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import AsyncIterator
 from typing import cast
 
 from redis.asyncio import Redis
@@ -52,11 +50,12 @@ def test_a_malformed_or_unknown_field_counts_as_zero() -> None:
 
 
 class _FakeValkey:
-    """SET PX, SCAN MATCH, MGET and DEL over a dict whose entries expire on the FakeClock."""
+    """SET PX, MGET, DEL and the index's sorted-set commands over dicts whose entries expire on the FakeClock."""
 
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
         self.data: dict[bytes, tuple[bytes, int]] = {}
+        self.zsets: dict[str, dict[str, int]] = {}
         self.failing = False
 
     def _live(self) -> dict[bytes, bytes]:
@@ -69,14 +68,25 @@ class _FakeValkey:
         self._live()
         self.data[key.encode()] = (value.encode(), self.clock.wall_ms() + px)
 
-    async def scan_iter(self, match: str, count: int) -> AsyncIterator[bytes]:
-        for key in list(self._live()):
-            if fnmatch.fnmatchcase(key.decode(), match):
-                yield key
+    async def zadd(self, key: str, mapping: dict[str, int]) -> None:
+        self._live()
+        self.zsets.setdefault(key, {}).update(mapping)
 
-    async def mget(self, keys: list[bytes]) -> list[bytes | None]:
+    async def zremrangebyscore(self, key: str, low: str, high: int) -> None:
+        zset = self.zsets.get(key, {})
+        for member in [m for m, score in zset.items() if score <= high]:
+            del zset[member]
+
+    async def zrangebyscore(self, key: str, low: int, high: str) -> list[bytes]:
+        self._live()
+        return [m.encode() for m, score in sorted(self.zsets.get(key, {}).items()) if score >= low]
+
+    async def zrem(self, key: str, member: str) -> None:
+        self.zsets.get(key, {}).pop(member, None)
+
+    async def mget(self, keys: list[str]) -> list[bytes | None]:
         live = self._live()
-        return [live.get(k) for k in keys]
+        return [live.get(k.encode()) for k in keys]
 
     async def delete(self, key: str) -> None:
         self.data.pop(key.encode(), None)

@@ -66,6 +66,7 @@ targets            hash     room id -> the snippet room's target probe result (J
 autopilot          hash     ``epoch``, ``state`` JSON: threshold activation and autotune per room
 ctr:<id>           str      one instance's counters as JSON (the fleet view), rewritten every 5 s,
                             expiring after 15 s, deleted by a clean stop
+ctrs               zset     instance id -> when its ``ctr:`` key expires (wall ms): which keys to read
 authfail:<ip>:<m> str      failed admin authentications of one address in minute m (expires)
 =================  =======  ==================================================================
 """
@@ -174,10 +175,8 @@ def counters_key(prefix: str, instance_id: str) -> str:
     return f"{prefix}ctr:{instance_id}"
 
 
-def counters_pattern(prefix: str) -> str:
-    """The SCAN pattern matching every instance's ``ctr:`` key (the prefix's glob characters escaped)."""
-    escaped = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in prefix)
-    return f"{escaped}ctr:*"
+def counters_index_key(prefix: str) -> str:
+    return f"{prefix}ctrs"
 
 
 def script_keys(prefix: str, room_id: str) -> list[str]:
