@@ -35,10 +35,11 @@ PRIVATE_RANGES: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = tupl
 class OriginRefused(Exception):
     """The origin resolved to (or connected to) an address the SSRF rule refuses."""
 
-    def __init__(self, host: str, address: str) -> None:
+    def __init__(self, host: str, address: str, *, setting: str = "PROXY_ALLOW_PRIVATE", what: str = "the app") -> None:
+        """``setting``: the variable that would allow it; ``what``: what is said to be on this network."""
         super().__init__(
-            f"{host} resolves to {address}, a private or internal address; set PROXY_ALLOW_PRIVATE=1 "
-            "if the app really is on this network"
+            f"{host} resolves to {address}, a private or internal address; set {setting}=1 "
+            f"if {what} really is on this network"
         )
         self.host = host
         self.address = address

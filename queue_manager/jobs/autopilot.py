@@ -119,9 +119,10 @@ class Autopilot:
             log.debug("alert frame: %s", exc)
 
     async def _fleet_frame(self, rooms: list[dict[str, Any]], now: int) -> None:
-        storage = await self._storage_reports()
+        reports = await self.shared.reports("alerts:storage")  # every instance's frame report, read once
+        storage = self._storage_reports(reports)
         targets = self.targets.seen = await self.shared.reports("targets")
-        sites = self._sites_failing(rooms, targets, await self.shared.reports("alerts:storage"))
+        sites = self._sites_failing(rooms, targets, reports, now)
         if not self.leader:
             self.state = await self.shared.load("alerts:state") or alerting.empty()
             self.auto = await self.shared.load("autopilot") or {}
@@ -167,11 +168,11 @@ class Autopilot:
             doc["paging"] = watch.paging(now)
         await self.shared.report("alerts:storage", self.instance, doc)
 
-    async def _storage_reports(self) -> list[StorageReport]:
+    def _storage_reports(self, reports: dict[str, dict[str, Any]]) -> list[StorageReport]:
         if self.backend is None:
             return []
         out = []
-        for instance, doc in (await self.shared.reports("alerts:storage")).items():
+        for instance, doc in reports.items():
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 out.append(StorageReport(instance, int(doc["at"]), bool(doc["ok"]), bool(doc["paging"])))
         return out
@@ -194,11 +195,14 @@ class Autopilot:
         return sorted(failing)
 
     def _sites_failing(
-        self, rooms: list[dict[str, Any]], targets: dict[str, dict[str, Any]], reports: dict[str, dict[str, Any]]
+        self,
+        rooms: list[dict[str, Any]],
+        targets: dict[str, dict[str, Any]],
+        reports: dict[str, dict[str, Any]],
+        now: int,
     ) -> dict[str, str]:
         out: dict[str, str] = {}
         window = 3 * self.every_ms
-        now = self.ctx.clock.wall_ms()
         for instance, doc in reports.items():
             if now - int(doc.get("at") or 0) >= window:
                 continue

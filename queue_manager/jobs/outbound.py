@@ -36,8 +36,9 @@ class Pinned:
     extensions: dict[str, Any] = field(default_factory=dict)  # the TLS server name (httpx)
 
 
-async def pin(url: str, *, allow_private: bool, setting: str = "PROXY_ALLOW_PRIVATE") -> Pinned:
-    """Resolve and check ``url``'s host; ``setting`` is the variable a refusal tells the operator to set."""
+async def pin(url: str, *, allow_private: bool, setting: str = "PROXY_ALLOW_PRIVATE", what: str = "the app") -> Pinned:
+    """Resolve and check ``url``'s host; a refusal names ``setting`` (the variable that allows it) and
+    ``what`` is on the private network (see ``ssrf.OriginRefused``)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -52,8 +53,7 @@ async def pin(url: str, *, allow_private: bool, setting: str = "PROXY_ALLOW_PRIV
     if not allow_private:
         for address in addresses:
             if ssrf.is_private(address):
-                text = str(ssrf.OriginRefused(host, address))
-                raise Refused(text.replace("PROXY_ALLOW_PRIVATE", setting), private=True)
+                raise Refused(str(ssrf.OriginRefused(host, address, setting=setting, what=what)), private=True)
     address = addresses[0]
     literal = f"[{address}]" if ":" in address else address
     netloc = literal if parts.port is None else f"{literal}:{parts.port}"

@@ -26,6 +26,8 @@ from queue_manager.config import ConfigRefusal, Settings
 from queue_manager.jobs.outbound import Refused, pin
 
 TIMEOUT_SEC = 5.0
+ALLOW_SETTING = "ALERT_ALLOW_PRIVATE"  # what a refusal of a private receiver tells the operator to set
+RECEIVER = "the receiver"
 LOG_KEEP = 20
 
 
@@ -68,11 +70,8 @@ def refusal(settings: Settings) -> ConfigRefusal | None:
     for info in infos:
         address = str(info[4][0])
         if ssrf.is_private(address):
-            return ConfigRefusal(
-                "ALERT_WEBHOOK_URL",
-                f"ALERT_WEBHOOK_URL: {host} resolves to {address}, a private or internal address; set "
-                "ALERT_ALLOW_PRIVATE=1 if the receiver really is on this network",
-            )
+            refused = ssrf.OriginRefused(host, address, setting=ALLOW_SETTING, what=RECEIVER)
+            return ConfigRefusal("ALERT_WEBHOOK_URL", f"ALERT_WEBHOOK_URL: {refused}")
     return None
 
 
@@ -113,7 +112,7 @@ class Webhook:
         else:
             try:
                 async with asyncio.timeout(TIMEOUT_SEC):
-                    target = await pin(self.url, allow_private=self.allow_private, setting="ALERT_ALLOW_PRIVATE")
+                    target = await pin(self.url, allow_private=self.allow_private, setting=ALLOW_SETTING, what=RECEIVER)
                     if self._client is None:
                         self._client = httpx.AsyncClient(timeout=TIMEOUT_SEC, follow_redirects=False)
                     reply = await self._client.post(

@@ -3,59 +3,25 @@ card's AUTO · SELF once threshold activation has put a queue up by itself."""
 
 from __future__ import annotations
 
-import http.server
-import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from axe import describe, violations
-from harness import Server, create_room, join, start_server, unique_id, wait_until
+from customer_site import Site
+from harness import Server, create_room, free_port, join, start_server, unique_id, wait_until
+from receiver import Receiver
 
 # the alert frames quickly, a condition fires after 1 s, and nothing re-pages during a test
 FAST = {"ALERT_EVERY_MS": "200", "ALERT_HOLD_SEC": "1", "ALERT_REPEAT_SEC": "3600"}
 
 
-class Receiver:
-    """A webhook receiver on 127.0.0.1 that answers 200 and keeps every JSON body POSTed to it."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        lock = self.lock = threading.Lock()
-        bodies = self.bodies
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with lock:
-                    bodies.append(json.loads(raw))
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args: object) -> None:
-                return
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/qm-test"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def got(self, **fields: Any) -> list[dict[str, Any]]:
-        with self.lock:
-            return [b for b in self.bodies if all(b.get(k) == v for k, v in fields.items())]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
-    r = Receiver()
+    """A real webhook receiver process that keeps every body POSTed to it."""
+    r = Receiver(free_port())
+    r.start()
     try:
         yield r
     finally:
@@ -310,33 +276,6 @@ def test_a_queue_threshold_activation_put_up_reads_auto_self(browser: Any, pagin
     ctx.close()
 
 
-class Site:
-    """The site behind a snippet room, on 127.0.0.1: answers 200, or 503 once ``down`` is set."""
-
-    def __init__(self) -> None:
-        self.down = False
-        site = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_HEAD(self) -> None:
-                self.send_response(503 if site.down else 200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            do_GET = do_HEAD
-
-            def log_message(self, *args: object) -> None:
-                return
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def test_a_snippet_rooms_site_chip_follows_its_target_probe(browser: Any, artifacts: Path) -> None:
     site = Site()
     env = {**FAST, "PROXY_ALLOW_PRIVATE": "1", "TARGET_PROBE_EVERY_MS": "1000"}
@@ -351,12 +290,12 @@ def test_a_snippet_rooms_site_chip_follows_its_target_probe(browser: Any, artifa
         card = page.locator(f'article.card[data-room="{room}"]')
         chip = card.locator('[data-k="site"]')
         chip.get_by_text("site · ok").wait_for(timeout=30_000)
-        site.down = True
+        site.status = 503
         chip.get_by_text("site · failing").wait_for(timeout=30_000)
         line = card.locator('[data-k="site-line"]').inner_text()
         assert "Site not answering" in line and "503" in line, line
         card.screenshot(path=str(artifacts / "card-site-failing.png"))
-        site.down = False
+        site.status = 200
         chip.get_by_text("site · ok").wait_for(timeout=30_000)
         ctx.close()
     finally:

@@ -112,6 +112,10 @@ class Receiver:
         with open(self.log_path, encoding="utf-8") as fh:
             return [json.loads(line)["body"] for line in fh if line.strip()]
 
+    def got(self, **fields: Any) -> list[dict[str, Any]]:
+        """The bodies received whose fields have the values given, in arrival order."""
+        return [b for b in self.pages() if b and all(b.get(k) == v for k, v in fields.items())]
+
     def records(self) -> list[dict[str, Any]]:
         with open(self.log_path, encoding="utf-8") as fh:
             return [json.loads(line) for line in fh if line.strip()]

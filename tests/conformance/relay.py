@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 
 class Relay:
@@ -89,3 +92,21 @@ class Relay:
     def close(self) -> None:
         self.cut()
         self.listener.close()
+
+
+def through(relay: Relay, url: str) -> str:
+    """``url`` (a Valkey or PostgreSQL URL) rewritten to reach its service through ``relay``, credentials kept."""
+    parts = urlsplit(url)
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{userinfo}{at}127.0.0.1:{relay.port}"))
+
+
+@contextlib.contextmanager
+def relayed(url: str, default_port: int) -> Iterator[tuple[Relay, str]]:
+    """A relay the test owns in front of the service ``url`` names, and the URL that goes through it."""
+    parts = urlsplit(url)
+    relay = Relay(parts.hostname or "127.0.0.1", parts.port or default_port)
+    try:
+        yield relay, through(relay, url)
+    finally:
+        relay.close()

@@ -7,30 +7,16 @@ and restores, and a real receiver process.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from harness import create_room, free_port, join, start_server, valkey_services, wait_until
 from receiver import Receiver
-from relay import Relay
+from relay import relayed
 from test_alerts import FIELDS, alert_env
 
 pytestmark = pytest.mark.stores("valkey")
-
-
-@contextlib.contextmanager
-def relayed(kind: str, default_port: int) -> Iterator[tuple[Relay, str]]:
-    parts = urlsplit(valkey_services()[kind])
-    relay = Relay(parts.hostname or "127.0.0.1", parts.port or default_port)
-    netloc = parts.netloc.rsplit("@", 1)
-    host = f"127.0.0.1:{relay.port}"
-    try:
-        yield relay, urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))
-    finally:
-        relay.close()
 
 
 @pytest.fixture
@@ -48,7 +34,7 @@ def fleet_pages(receiver: Receiver, event: str) -> list[dict[str, Any]]:
 
 
 def test_storage_failing_pages_naming_the_instance_and_resolves(receiver: Receiver) -> None:
-    with relayed("database", 5432) as (relay, url):
+    with relayed(valkey_services()["database"], 5432) as (relay, url):
         srv = start_server({**alert_env(receiver, ALERT_HOLD_SEC="1"), "DATABASE_URL": url, "QM_INSTANCE_ID": "web-7"})
         try:
             with srv.admin() as admin:
@@ -74,7 +60,7 @@ def test_storage_failing_pages_naming_the_instance_and_resolves(receiver: Receiv
 
 
 def test_valkey_unreachable_is_sent_by_the_instance_itself_and_resolves(receiver: Receiver) -> None:
-    with relayed("valkey", 6379) as (relay, url):
+    with relayed(valkey_services()["valkey"], 6379) as (relay, url):
         env = {**alert_env(receiver), "VALKEY_URL": url, "VALKEY_ALERT_AFTER_MS": "1500", "QM_INSTANCE_ID": "web-9"}
         srv = start_server(env)
         try:

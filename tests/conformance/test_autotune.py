@@ -6,13 +6,14 @@ rate down while the site answers above ``targetLatencyMs`` and back up once it i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import ServerFactory
 from customer_site import Site
 from harness import Server, create_room, join, wait_until
+
+ServerFactory = Callable[..., Server]  # the make_server fixture (conftest.py)
 
 ENV = {
     "AUTOTUNE": "1",

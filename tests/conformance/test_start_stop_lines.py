@@ -12,30 +12,20 @@ clean stop here is SIGTERM and a wait, not ``Server.stop()``, which also deletes
 
 from __future__ import annotations
 
+import contextlib
 import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from harness import Server, create_room, join, start_server, unique_id, valkey_services, wait_until
-from relay import Relay
+from relay import Relay, relayed
 
 SHARED = ("VALKEY_PREFIX", "PG_SCHEMA", "SPOOL_DIR", "SECRET", "ADMIN_KEY", "QM_INSTANCE_ID")
 
 
-@contextmanager
-def relayed_database() -> Iterator[tuple[Relay, str]]:
+def relayed_database() -> contextlib.AbstractContextManager[tuple[Relay, str]]:
     """DATABASE_URL through a relay the test owns (cut it, and PostgreSQL is unreachable)."""
-    parts = urlsplit(valkey_services()["database"])
-    relay = Relay(parts.hostname or "127.0.0.1", parts.port or 5432)
-    netloc = parts.netloc.rsplit("@", 1)
-    host = f"127.0.0.1:{relay.port}"
-    try:
-        yield relay, urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))
-    finally:
-        relay.close()
+    return relayed(valkey_services()["database"], 5432)
 
 
 def trail(srv: Server, action: str) -> list[dict[str, Any]]:

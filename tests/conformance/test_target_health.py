@@ -5,13 +5,14 @@ test's process, ``customer_site.py``), a site that goes down fires ``target_fail
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import ServerFactory
 from customer_site import Site
 from harness import Server, create_room, free_port, wait_until
+
+ServerFactory = Callable[..., Server]  # the make_server fixture (conftest.py)
 
 ENV = {
     "ALERT_EVERY_MS": "200",

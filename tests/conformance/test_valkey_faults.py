@@ -11,33 +11,21 @@ relay the test owns, and the test closes the relay.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
 from harness import create_room, join, start_server, status, valkey_services, wait_until
-from relay import Relay
+from relay import Relay, relayed
 
 pytestmark = pytest.mark.stores("valkey")  # memory keeps nothing across a restart and has no Valkey to cut
 
 
-@contextmanager
-def relayed_database() -> Iterator[tuple[Relay, str]]:
-    url = valkey_services()["database"]
-    parts = urlsplit(url)
-    relay = Relay(parts.hostname or "127.0.0.1", parts.port or 5432)
-    netloc = parts.netloc.rsplit("@", 1)
-    host = f"127.0.0.1:{relay.port}"
-    relayed = urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))
-    try:
-        yield relay, relayed
-    finally:
-        relay.close()
+def relayed_database() -> contextlib.AbstractContextManager[tuple[Relay, str]]:
+    return relayed(valkey_services()["database"], 5432)
 
 
 def test_kill_9_mid_surge_keeps_every_acknowledged_join_in_order() -> None:
@@ -395,18 +383,8 @@ def test_without_the_hint_the_other_instance_refuses_the_key_within_resync() -> 
         a.stop()
 
 
-@contextmanager
-def relayed_valkey() -> Iterator[tuple[Relay, str]]:
-    url = valkey_services()["valkey"]
-    parts = urlsplit(url)
-    relay = Relay(parts.hostname or "127.0.0.1", parts.port or 6379)
-    netloc = parts.netloc.rsplit("@", 1)
-    host = f"127.0.0.1:{relay.port}"
-    relayed = urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))
-    try:
-        yield relay, relayed
-    finally:
-        relay.close()
+def relayed_valkey() -> contextlib.AbstractContextManager[tuple[Relay, str]]:
+    return relayed(valkey_services()["valkey"], 6379)
 
 
 def test_valkey_unreachable_answers_503_at_once_instead_of_a_command_timeout_each() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -12,31 +10,16 @@ from redis.asyncio import Redis
 from queue_manager.fleet.leader import LeaderLease
 from queue_manager.jobs.shared import ValkeyShared
 from queue_manager.store.valkey import keys
-
-URL = os.environ.get("TEST_VALKEY_URL", "redis://127.0.0.1:6379/15")
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[Redis]:
-    c = Redis.from_url(URL, socket_connect_timeout=2)
-    try:
-        await c.ping()
-    except Exception:
-        await c.aclose()
-        if os.environ.get("QM_REQUIRE_VALKEY") == "1" or os.environ.get("CI"):
-            pytest.fail(f"Valkey at {URL} is required and unreachable")
-        pytest.skip("Valkey unreachable")
-    prefix = f"qmtest:{uuid.uuid4().hex[:8]}:"
-    c.qm_prefix = prefix  # type: ignore[attr-defined]
-    yield c
-    found = [k async for k in c.scan_iter(match=f"{prefix}*")]
-    if found:
-        await c.delete(*found)
-    await c.aclose()
+from tests.fleet.test_leader import _cleanup, client, prefix  # noqa: F401 (fixtures)
 
 
-async def test_only_the_current_leader_saves_and_a_deposed_one_is_refused(client: Redis) -> None:
-    prefix = client.qm_prefix  # type: ignore[attr-defined]
+@pytest.fixture(autouse=True)
+async def _clean(client: Redis, prefix: str) -> AsyncIterator[None]:  # noqa: F811
+    yield
+    await _cleanup(client, prefix)
+
+
+async def test_only_the_current_leader_saves_and_a_deposed_one_is_refused(client: Redis, prefix: str) -> None:  # noqa: F811
     a, b = LeaderLease(client, prefix, "a", 60_000), LeaderLease(client, prefix, "b", 60_000)
     assert await a.try_acquire() and not await b.try_acquire()
     shared_a, shared_b = ValkeyShared(client, prefix, a), ValkeyShared(client, prefix, b)
@@ -51,8 +34,7 @@ async def test_only_the_current_leader_saves_and_a_deposed_one_is_refused(client
     assert await shared_a.load("alerts:state") == {"open": {"y": 2}}
 
 
-async def test_a_reset_epoch_cannot_roll_the_state_back(client: Redis) -> None:
-    prefix = client.qm_prefix  # type: ignore[attr-defined]
+async def test_a_reset_epoch_cannot_roll_the_state_back(client: Redis, prefix: str) -> None:  # noqa: F811
     a = LeaderLease(client, prefix, "a", 60_000)
     await client.set(keys.leader_epoch_key(prefix), 41)
     assert await a.try_acquire() and a.epoch == 42
@@ -71,8 +53,7 @@ async def test_a_reset_epoch_cannot_roll_the_state_back(client: Redis) -> None:
     assert await shared_b.save("alerts:state", {"open": {}})
 
 
-async def test_reports_are_one_field_each_and_removable(client: Redis) -> None:
-    prefix = client.qm_prefix  # type: ignore[attr-defined]
+async def test_reports_are_one_field_each_and_removable(client: Redis, prefix: str) -> None:  # noqa: F811
     shared = ValkeyShared(client, prefix, LeaderLease(client, prefix, "a", 60_000))
     await shared.report("alerts:storage", "i:a", {"ok": True})
     await shared.report("alerts:storage", "i:b", {"ok": False})

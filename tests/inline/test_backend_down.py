@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from tests.conformance.harness import Server, start_server, unique_id, wait_until
-from tests.conformance.relay import Relay
+from tests.conformance.relay import Relay, through
 from tests.inline.conftest import visitor
 from tests.inline.peer import Peer
 
@@ -104,10 +104,7 @@ def valkey_env() -> Iterator[tuple[dict[str, str], Relay]]:
     asyncio.run(_ensure_database())
     parts = urlsplit(VALKEY_URL)
     relay = Relay(parts.hostname or "127.0.0.1", parts.port or 6379)
-    netloc = parts.netloc.rsplit("@", 1)
-    host = f"127.0.0.1:{relay.port}"
-    relayed = urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))
-    env, prefix, schema = networked_env(relayed, "qmi")
+    env, prefix, schema = networked_env(through(relay, VALKEY_URL), "qmi")
     env["RESYNC_MS"] = "600000"
     try:
         yield env, relay
