@@ -37,5 +37,20 @@ async def admin_health(call: Call) -> None:
     await health.admin_health(call.ctx, call.req, call.send, full=call.who.may("team"))
 
 
+#: The Security panel's totals that are summed over the live instances; the rest of it is this server's own.
+FLEET_TOTALS = ("assessed", "blocked", "warned", "allowlisted", "crawlers")
+
+
 async def security(call: Call) -> None:
-    await send_json(call.send, 200, call.ctx.protection.stats(), head=call.req.method == "HEAD")
+    """What bot protection has seen: the totals summed over the live instances (``fleet`` says how many and
+    whether the sum is partial), the signals, crawler names and recent decisions as this server saw them."""
+    stats = call.ctx.protection.stats()
+    summed, fleet = await health.fleet_counters(call.ctx)
+    out: dict[str, object] = {"mode": stats.pop("mode"), "blockAt": stats.pop("blockAt")}
+    for name in FLEET_TOTALS:
+        out[name] = summed.protection.get(name, stats.pop(name))
+        stats.pop(name, None)
+    out["fleet"] = fleet
+    out["thisInstance"] = {name: getattr(call.ctx.protection, name) for name in FLEET_TOTALS}
+    out.update(stats)
+    await send_json(call.send, 200, out, head=call.req.method == "HEAD")

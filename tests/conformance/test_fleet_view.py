@@ -7,7 +7,7 @@ import signal
 from typing import Any
 
 import pytest
-from harness import Server, start_server, wait_until
+from harness import Server, create_room, join, start_server, wait_until
 
 
 def _health(srv: Server) -> dict[str, Any]:
@@ -45,6 +45,20 @@ def _second(a: Server) -> Server:
     return start_server(shared)
 
 
+def _security(srv: Server) -> dict[str, Any]:
+    with srv.admin() as admin:
+        r = admin.get("/api/admin/security")
+        assert r.status_code == 200, r.text
+        body: dict[str, Any] = r.json()
+        return body
+
+
+def _joins(srv: Server, room: str, n: int) -> None:
+    for _ in range(n):
+        with srv.client() as c:  # a fresh visitor each time
+            assert join(c, room).status_code == 200
+
+
 def _one_left(srv: Server) -> dict[str, Any] | None:
     h = _health(srv)
     return h if h["fleet"]["instances"] == 1 else None
@@ -58,6 +72,10 @@ def test_two_instances_show_the_sum_and_a_killed_one_drops_out() -> None:
         b = _second(a)
         _unknown_room_checks(a, 2)
         _unknown_room_checks(b, 3)
+        with a.admin() as admin:
+            create_room(admin, "fleetsec", ratePerMinute=0)
+        _joins(a, "fleetsec", 1)
+        _joins(b, "fleetsec", 2)  # bot protection assesses every join, on the instance that took it
 
         def summed(srv: Server) -> dict[str, Any] | None:
             h = _health(srv)
@@ -66,6 +84,11 @@ def test_two_instances_show_the_sum_and_a_killed_one_drops_out() -> None:
         for srv in (a, b):  # each instance writes its counters every 5 s
             h = wait_until(lambda srv=srv: summed(srv), timeout=20, what="the fleet's sum")
             assert h["fleet"] == {"instances": 2, "partial": False}
+        # the Security panel's totals are the fleet's too, and it says what is this instance's own
+        sec = wait_until(lambda: s if (s := _security(a))["assessed"] >= 3 else None, timeout=20, what="sum")
+        assert sec["fleet"] == {"instances": 2, "partial": False}
+        assert sec["thisInstance"]["assessed"] == 1
+        assert sec["assessed"] == sec["thisInstance"]["assessed"] + _security(b)["thisInstance"]["assessed"]
         b.kill()  # no clean stop: its key expires within 15 s
         h = wait_until(lambda: _one_left(a), timeout=30, what="the killed instance dropping out")
         assert h["counters"]["unknownRoomChecks"] == 2

@@ -158,7 +158,7 @@ async function openSecurity(opener) {
   dlg.replaceChildren(head("Security", "security-h"), el("div", { class: "dlg-body" },
     may("team") ? null : alertingSection(),
     may("team") ? null : el("h3", { class: "section-h", text: "Bot protection" }),
-    el("p", { class: "muted small", text: "Bot protection and blocks, as this server counts them." }), kv(flat.slice(0, 80))));
+    el("p", { class: "muted small", text: "Totals are summed over the live instances (fleet); the signals, crawler names and recent decisions are this server's own." }), kv(flat.slice(0, 80))));
 }
 
 export { loadHealth, openDiagnostics, openSecurity, renderIncidents, siteHealth, siteState };
