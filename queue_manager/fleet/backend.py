@@ -2,7 +2,8 @@
 
 Boot follows the guide: three kinds of connect error refuse to start (credentials Valkey refuses, a
 host name that does not resolve, a TLS certificate that does not verify), each named without the
-URL; every other error boots degraded and keeps reconnecting. ``valkeyEverConnected`` turns true at
+URL; so does a PostgreSQL certificate that does not verify (PG_CA_FILE); every other error boots
+degraded and keeps reconnecting. ``valkeyEverConnected`` turns true at
 the first contact and stays true.
 """
 
@@ -29,7 +30,7 @@ from queue_manager.fleet.counters import FleetCounters
 from queue_manager.fleet.hints import Hints
 from queue_manager.fleet.leader import LeaderLease
 from queue_manager.fleet.storage_watch import StorageWatch
-from queue_manager.journal.database import Database
+from queue_manager.journal.database import Database, is_tls_verify_failure
 from queue_manager.journal.pg import PgJournal
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey import ValkeyStore
@@ -66,6 +67,21 @@ def _refusal(exc: BaseException) -> ConfigRefusal | None:
                 "Valkey's TLS certificate does not verify. Fix the certificate or the CA this server trusts.",
             )
     return None
+
+
+def _pg_tls_refusal(settings: Settings) -> ConfigRefusal:
+    """PostgreSQL's certificate does not verify: named by the setting that chose the trust anchor."""
+    if settings.pg_ca_file:
+        return ConfigRefusal(
+            "PG_CA_FILE",
+            "PostgreSQL's TLS certificate does not verify against the CA in PG_CA_FILE (or does not name the "
+            "host in DATABASE_URL). Point PG_CA_FILE at the CA that signed the server's certificate.",
+        )
+    return ConfigRefusal(
+        "DATABASE_URL",
+        "PostgreSQL's TLS certificate does not verify against the system trust store (sslmode in DATABASE_URL). "
+        "Set PG_CA_FILE to the CA that signed the server's certificate.",
+    )
 
 
 class Backend:
@@ -121,7 +137,12 @@ class Backend:
         self.journal.on_conflict = self._on_conflict
 
     async def start(self) -> None:
-        await self.journal.start(require=False)
+        try:
+            await self.journal.start(require=False)  # degraded when PostgreSQL is down; refused on TLS
+        except StoreUnavailable as exc:
+            if is_tls_verify_failure(exc):
+                raise _pg_tls_refusal(self.settings) from None
+            raise
         try:
             await self.store.start()
             self.valkey_ever_connected = self.valkey_up = True
