@@ -131,6 +131,7 @@ class PgJournal:
         self.read_events = self.reader.read_events
         self.rooms = self.reader.rooms
         self.heads = self.reader.heads
+        self.positions = self.reader.positions
         self.head = self.reader.head
         self.latest_snapshot = self.reader.latest_snapshot
         self.save_snapshot = self.checkpoints.save_snapshot
