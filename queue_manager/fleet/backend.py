@@ -2,7 +2,8 @@
 
 Boot follows the guide: three kinds of connect error refuse to start (credentials Valkey refuses, a
 host name that does not resolve, a TLS certificate that does not verify), each named without the
-URL; every other error boots degraded and keeps reconnecting. ``valkeyEverConnected`` turns true at
+URL; so does a PostgreSQL certificate that does not verify (PG_CA_FILE); every other error boots
+degraded and keeps reconnecting. ``valkeyEverConnected`` turns true at
 the first contact and stays true.
 """
 
@@ -27,14 +28,15 @@ from queue_manager.engine.replay import ReplayDeleted, ReplayFenced, replay
 from queue_manager.engine.snapshot import dump
 from queue_manager.fleet.counters import FleetCounters
 from queue_manager.fleet.hints import Hints
+from queue_manager.fleet.journal_marks import Ahead, JournalMarks
 from queue_manager.fleet.leader import LeaderLease
 from queue_manager.fleet.storage_watch import StorageWatch
-from queue_manager.journal.database import Database
+from queue_manager.journal.database import Database, is_tls_verify_failure
 from queue_manager.journal.pg import PgJournal
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey import ValkeyStore
 from queue_manager.store.valkey.clock import SharedClock
-from queue_manager.store.valkey.heads import live_heads
+from queue_manager.store.valkey.heads import LiveHead, live_heads
 
 log = logging.getLogger("queue_manager.backend")
 
@@ -66,6 +68,21 @@ def _refusal(exc: BaseException) -> ConfigRefusal | None:
                 "Valkey's TLS certificate does not verify. Fix the certificate or the CA this server trusts.",
             )
     return None
+
+
+def _pg_tls_refusal(settings: Settings) -> ConfigRefusal:
+    """PostgreSQL's certificate does not verify: named by the setting that chose the trust anchor."""
+    if settings.pg_ca_file:
+        return ConfigRefusal(
+            "PG_CA_FILE",
+            "PostgreSQL's TLS certificate does not verify against the CA in PG_CA_FILE (or does not name the "
+            "host in DATABASE_URL). Point PG_CA_FILE at the CA that signed the server's certificate.",
+        )
+    return ConfigRefusal(
+        "DATABASE_URL",
+        "PostgreSQL's TLS certificate does not verify against the system trust store (sslmode in DATABASE_URL). "
+        "Set PG_CA_FILE to the CA that signed the server's certificate.",
+    )
 
 
 class Backend:
@@ -118,10 +135,20 @@ class Backend:
         self._reconcile_now = asyncio.Event()
         self._rereads: set[asyncio.Task[None]] = set()
         self.unrebuildable: dict[str, str] = {}  # room -> why its journal could not be replayed (fence kind)
+        # rooms whose journal reads behind what it was seen holding: PostgreSQL restored under a newer Valkey
+        self.marks = JournalMarks(self.store.redis, settings.valkey_prefix)
+        self.ahead: dict[str, Ahead] = {}
+        self.live_ahead: dict[str, LiveHead] = {}  # their Valkey state, and their journal, as last read
+        self.journal_ahead: dict[str, tuple[int, int] | None] = {}
         self.journal.on_conflict = self._on_conflict
 
     async def start(self) -> None:
-        await self.journal.start(require=False)
+        try:
+            await self.journal.start(require=False)  # degraded when PostgreSQL is down; refused on TLS
+        except StoreUnavailable as exc:
+            if is_tls_verify_failure(exc):
+                raise _pg_tls_refusal(self.settings) from None
+            raise
         try:
             await self.store.start()
             self.valkey_ever_connected = self.valkey_up = True
@@ -216,13 +243,36 @@ class Backend:
         storage_unavailable instead of serving (and minting on) the old state meanwhile.
 
         The journal is read before Valkey: whatever the journal holds was in Valkey before, so a
-        Valkey seq below it can only be a rollback, never a commit racing this check."""
-        heads = await self.journal.heads()
+        Valkey seq below it can only be a rollback, never a commit racing this check.
+
+        The other way round, a room whose journal reads behind the furthest it was seen holding
+        (journal_marks.py: PostgreSQL restored from an older copy under this Valkey) is reported in
+        ``ahead`` and never rebuilt from that older journal. The marks are read before the journal."""
+        marks, flagged = await self.marks.read()
+        positions = await self.journal.positions()
+        heads = {room: (gen, seq) for room, (gen, seq, deleted) in positions.items() if not deleted}
+        ahead = JournalMarks.ahead(marks, flagged, {room: (g, s) for room, (g, s, _) in positions.items()})
+        new = {room: a for room, a in ahead.items() if room not in flagged}
+        if new:
+            log.error(
+                "rooms ahead of the events journal (PostgreSQL restored under a Valkey that holds newer state?), "
+                "not rebuilt from it: %s",
+                ", ".join(sorted(new)),
+            )
+            await self.marks.flag(new)
+        self.ahead = ahead
+        await self.marks.raise_to({room: pos for room, pos in heads.items() if room not in ahead})
         self.known_rooms = set(heads)
         self.unrebuildable = {room: kind for room, kind in self.unrebuildable.items() if room in heads}
-        live = await live_heads(self.store.redis, self.settings.valkey_prefix, heads)
+        live = await live_heads(self.store.redis, self.settings.valkey_prefix, set(heads) | set(ahead))
+        self.live_ahead = {room: live[room] for room in ahead}
+        self.journal_ahead = {
+            room: (positions[room][0], positions[room][1]) if room in positions else None for room in ahead
+        }
         rebuilt = []
         for room_id, (gen, seq) in sorted(heads.items()):
+            if room_id in ahead:  # never replace Valkey's newer state with the older journal's
+                continue
             why = live[room_id].behind(gen, seq)
             if why is None:
                 continue
@@ -271,6 +321,24 @@ class Backend:
                 self.recovering.discard(room_id)
         return rebuilt
 
+    async def mark_journal(self) -> None:
+        """Raise the journal marks to the journal's positions now (the rooms found ahead keep theirs)."""
+        heads = await self.journal.heads()
+        await self.marks.raise_to({room: pos for room, pos in heads.items() if room not in self.ahead})
+
+    def ahead_report(self) -> dict[str, dict[str, Any]]:
+        """room -> where its Valkey state, its journal mark and its journal stand (lists of [gen, seq])."""
+        out: dict[str, dict[str, Any]] = {}
+        for room, (mark, found) in sorted(self.ahead.items()):
+            live, now = self.live_ahead.get(room), self.journal_ahead.get(room)
+            out[room] = {
+                "valkey": [live.gen, live.seq] if live is not None and live.gen is not None else None,
+                "journalSeen": list(mark),  # the furthest the journal was seen holding before
+                "journal": list(now) if now is not None else None,  # the journal now (None: room unknown)
+                "journalWhenFound": list(found) if found is not None else None,
+            }
+        return out
+
     async def _keep_trying(self) -> None:
         delay = 1.0
         while True:
@@ -286,6 +354,8 @@ class Backend:
 
     async def stop(self) -> None:
         await stop_all(self._reconciler, self._reconnect)
+        with contextlib.suppress(Exception):  # the journal as this instance leaves it (best effort)
+            await self.mark_journal()
         await self.lease.stop()
         await self.hints.stop()
         await self.storage.stop()
@@ -311,11 +381,14 @@ class Backend:
             "valkeyEverConnected": self.valkey_ever_connected,
             # marked here, or answered as fenced by Valkey in the last 30 s (the guide's /healthz)
             "recoveringRooms": len(self.recovering_rooms()),
+            # PostgreSQL restored under a Valkey that holds newer state (journal_marks.py): reported, not rebuilt
+            "roomsAheadOfJournal": len(self.ahead),
             "ok": self.valkey_up and not self.store.breaker.down,
         }
         if full:
             out["maxmemoryPolicy"] = self.store.maxmemory_policy
             out["recovering"] = sorted(self.recovering_rooms())
+            out["aheadOfJournal"] = self.ahead_report()
             out["recovery"] = {
                 "rebuilt": self.rebuilt_total,
                 "rollbacks": self.rollbacks_total,

@@ -34,7 +34,7 @@ def health_status(ctx: Context) -> tuple[str, bool]:
     backend = ctx.backend
     if backend is not None:
         block = backend.health(full=False)
-        if block["valkey"] == "down" or block["recoveringRooms"]:  # reported only: never clears ready
+        if block["valkey"] == "down" or block["recoveringRooms"] or block["roomsAheadOfJournal"]:  # never unready
             status = "degraded"
         if not _storage_ok(ctx):
             status = "degraded"
@@ -73,7 +73,9 @@ def _public_health(ctx: Context) -> dict[str, Any]:
     }
     if backend is not None:
         block = out["backend"] = backend.health(full=False)
-        if (block["valkey"] == "down" or block["recoveringRooms"]) and out["status"] == "ok":
+        if (block["valkey"] == "down" or block["recoveringRooms"] or block["roomsAheadOfJournal"]) and out[
+            "status"
+        ] == "ok":
             out["status"] = "degraded"
     return out
 
@@ -84,9 +86,12 @@ def _storage(ctx: Context) -> dict[str, Any]:
         return {"kind": ctx.store.kind, "ok": True, "writeErrors": 0, "lastError": None}
     journal = backend.journal.health()
     window = 3 * ctx.settings.alert_every_ms
+    ahead = sorted(backend.ahead)
     return {
         "kind": "valkey+pg",
-        "ok": backend.journal.storage_ok(ctx.clock.wall_ms(), window),
+        # not ok either when rooms are ahead of the journal (PostgreSQL restored under a newer Valkey)
+        "ok": backend.journal.storage_ok(ctx.clock.wall_ms(), window) and not ahead,
+        "roomsAheadOfJournal": ahead,
         "writeErrors": journal["writeErrors"],
         "lastError": journal["lastError"],
         "journal": journal,
@@ -258,6 +263,14 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
         if payload["backend"]["recoveringRooms"]:
             names = ", ".join(payload["backend"]["recovering"]) if full else str(payload["backend"]["recoveringRooms"])
             incidents.append(f"rooms being rebuilt from the journal: {names}")
+        if backend.ahead:
+            names = ", ".join(sorted(backend.ahead)) if full else f"{len(backend.ahead)} rooms"
+            incidents.append(
+                f"rooms ahead of the events journal: {names}. Their journal in PostgreSQL holds less than it was "
+                "seen holding, most likely because PostgreSQL was restored from a backup under a Valkey that still "
+                "holds newer state; they are not rebuilt from the older journal. Start the instances on a new "
+                "VALKEY_PREFIX (or flush this prefix) to rebuild every room from the restored journal"
+            )
         if not _storage_ok(ctx):
             last = backend.journal.last_error or "unknown error"
             failed = f"storage is degraded: events journal commit failed: {last}"

@@ -13,6 +13,11 @@ Example::
     async with db.acquire() as conn:
         await conn.fetch(f"SELECT id FROM {db.sql_schema}.rooms")
     await db.close()
+
+TLS: with ``ca_file`` (``PG_CA_FILE``) every connection, the pool's and the writer's own, uses one
+``ssl.SSLContext`` built from that CA with the host name checked (``sslmode=verify-full``); it
+overrides whatever ``sslmode`` the URL names. Without it the URL's ``sslmode`` applies as asyncpg
+reads it. A certificate that does not verify is ``is_tls_verify_failure`` (the boot refuses on it).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import ssl
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +41,27 @@ if TYPE_CHECKING:
 def default_instance_id() -> str:
     """The instance id when none is configured: host name and process id."""
     return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def tls_context(ca_file: str | None) -> ssl.SSLContext | None:
+    """The TLS context of every PostgreSQL connection: the system defaults (TLS 1.2 or later, the
+    certificate verified, the host name checked) with ``ca_file`` as the only trust anchor; None without
+    ``ca_file`` (the URL's ``sslmode`` then decides)."""
+    if not ca_file:
+        return None
+    return ssl.create_default_context(cafile=ca_file)
+
+
+def is_tls_verify_failure(err: BaseException) -> bool:
+    """Whether ``err`` (or what caused it) is a server certificate that does not verify."""
+    cur: BaseException | None = err
+    for _ in range(8):
+        if cur is None:
+            return False
+        if isinstance(cur, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(cur):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
 
 
 def describe(err: BaseException) -> str:
@@ -55,6 +82,7 @@ class Database:
         instance_id: str | None = None,
         pool_size: int = 4,
         timeout_sec: float = 5.0,
+        ca_file: str | None = None,
     ) -> None:
         self.dsn = dsn
         self.schema = schema
@@ -62,6 +90,8 @@ class Database:
         self.instance_id = instance_id or default_instance_id()
         self.pool_size = pool_size
         self.timeout = timeout_sec
+        self.ca_file = ca_file
+        self.ssl = tls_context(ca_file)  # one context for the pool and the writer's own connection
         self._pool: Any = None
         self._migrated = False
 
@@ -70,7 +100,9 @@ class Database:
         """The database of ``DATABASE_URL`` and ``PG_SCHEMA``."""
         if not settings.database_url:
             raise ValueError("DATABASE_URL is not set")
-        return cls(settings.database_url, settings.pg_schema, instance_id=settings.instance_id)
+        return cls(
+            settings.database_url, settings.pg_schema, instance_id=settings.instance_id, ca_file=settings.pg_ca_file
+        )
 
     @property
     def pool(self) -> Any:
@@ -88,6 +120,7 @@ class Database:
             max_size=self.pool_size,
             command_timeout=self.timeout,
             server_settings={"application_name": f"qm-journal {self.instance_id}"[:63]},
+            **self._tls(),
         )
 
     async def close(self) -> None:
@@ -111,7 +144,12 @@ class Database:
             timeout=self.timeout,
             command_timeout=self.timeout,
             server_settings={"application_name": application_name[:63]},
+            **self._tls(),
         )
+
+    def _tls(self) -> dict[str, Any]:
+        """``ssl=`` for asyncpg when PG_CA_FILE is set (it wins over the URL's sslmode), else nothing."""
+        return {} if self.ssl is None else {"ssl": self.ssl}
 
     @property
     def migrated(self) -> bool:

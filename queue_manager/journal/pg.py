@@ -39,7 +39,7 @@ from typing import Any
 
 from queue_manager.clock import Clock, SystemClock
 from queue_manager.journal.checkpoints import CHECKPOINT_EVERY, SNAPSHOTS_KEPT, Checkpoints
-from queue_manager.journal.database import Database, default_instance_id, describe
+from queue_manager.journal.database import Database, default_instance_id, describe, is_tls_verify_failure
 from queue_manager.journal.health import JournalHealth, Probe
 from queue_manager.journal.maintenance import MAINTENANCE_KEY, POP_MAINTENANCE_KEY, MaintenanceSpool
 from queue_manager.journal.reader import JournalReader
@@ -131,6 +131,7 @@ class PgJournal:
         self.read_events = self.reader.read_events
         self.rooms = self.reader.rooms
         self.heads = self.reader.heads
+        self.positions = self.reader.positions
         self.head = self.reader.head
         self.latest_snapshot = self.reader.latest_snapshot
         self.save_snapshot = self.checkpoints.save_snapshot
@@ -156,7 +157,9 @@ class PgJournal:
         orphaned spool files, start the writer and the drainer.
 
         With ``require=False`` an unreachable PostgreSQL does not fail the start: the journal starts
-        degraded (every commit answers ``StoreUnavailable``) and migrates at the first batch it can.
+        degraded (every commit answers ``StoreUnavailable``) and migrates at the first batch it can. A
+        server certificate that does not verify still fails it (``StoreUnavailable``): waiting would not
+        mend it.
         """
         await self.database.open()
         try:
@@ -164,7 +167,7 @@ class PgJournal:
             await self.maintenance_spool.load()
         except Exception as err:
             self.status.failed(err, commit=False)
-            if require:
+            if require or is_tls_verify_failure(err):  # a certificate that does not verify is not an outage
                 if self._owns_database:
                     await self.database.close()
                 raise StoreUnavailable(f"events journal unavailable at start: {describe(err)}") from err

@@ -67,6 +67,16 @@ class JournalReader:
         )
         return {r["id"]: (int(r["gen"]), int(r["head"])) for r in rows}
 
+    async def positions(self) -> dict[str, tuple[int, int, bool]]:
+        """Every room the journal knows, deleted ones included: room -> (gen, newest seq journaled for that
+        generation, deleted). Only ever grows in (gen, seq) while the database is not restored."""
+        rows = await self.fetch(
+            f"""SELECT r.id, r.gen, r.deleted, coalesce(e.head, 0) AS head FROM {self._s}.rooms r
+                LEFT JOIN LATERAL (SELECT max(seq) AS head FROM {self._s}.events
+                                   WHERE room = r.id AND gen = r.gen) e ON true"""
+        )
+        return {r["id"]: (int(r["gen"]), int(r["head"]), bool(r["deleted"])) for r in rows}
+
     async def head(self, room: str, gen: int) -> int:
         """The newest seq journaled for a room generation (0: none)."""
         rows = await self.fetch(

@@ -190,3 +190,14 @@ def lua_key_table() -> str:
     live = ", ".join(f"'{name}'" for name in LIVE_KEYS)
     arch = ", ".join(f"K.{name}" for name in ARCHIVE_KEYS)
     return f"local K = {{{fields}}}\nlocal LIVE = {{{live}}}\nlocal ARCH = {{{arch}}}\n"
+
+
+def journal_marks_key(prefix: str) -> str:
+    """room -> "gen:seq": the furthest each room's events journal was seen holding (fleet/journal_marks.py)."""
+    return f"{prefix}journal:marks"
+
+
+def journal_ahead_key(prefix: str) -> str:
+    """room -> "gen:seq:jgen:jseq": rooms found ahead of their events journal, kept until the prefix is
+    flushed or the room is deleted and created again (fleet/journal_marks.py)."""
+    return f"{prefix}journal:ahead"
