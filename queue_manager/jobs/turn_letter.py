@@ -98,7 +98,7 @@ def compose(
     message["Subject"] = table["subject"].format(room=room_name)
     message["Date"] = formatdate(localtime=False, usegmt=True)
     message["Message-ID"] = make_msgid(domain=sender.rpartition("@")[2].rstrip(">") or None)
-    message["Content-Language"] = lang if lang in LETTERS else "en"
     message["Auto-Submitted"] = "auto-generated"
     message.set_content(body + "\n")
+    message["Content-Language"] = lang if lang in LETTERS else "en"  # after set_content, which drops Content-*
     return message
