@@ -4,8 +4,12 @@ A visitor waiting in line leaves an address to be e-mailed at when their turn co
 new one replaces the old), reads whether one is kept, or takes it back. The ticket is the one the waiting
 page's other calls use (``token`` in the body or query, else the ``qm_<room>`` cookie). The address goes
 to the address book (``store/mailbook.py``: this process or Valkey, never PostgreSQL) with the language
-the page spoke and the public base URL the e-mail's link is built from; the leader's job
-(``jobs/turn_mail.py``) sends it.
+the page spoke and the link the e-mail carries; the leader's job (``jobs/turn_mail.py``) sends it.
+
+The link is the waiting page, ``<public base>/w/<room>`` (``IdentityResolver.public_base``: PUBLIC_URL, a
+listed proxy's X-Forwarded-Host, else Host), as ``/api/check`` hands it out. Signed up from an inline
+host's page (under ``/__qm/``) it is the room's ``targetUrl`` instead: there the site's own pages are the
+waiting page, and ``/w/`` belongs to the app.
 
 Refusals: ``404 email_notify_off`` while the server offers no turn e-mails (EMAIL_NOTIFY off, or no SMTP
 settings), ``400 invalid_email`` (``field: "email"``), ``409 not_in_line`` (no ticket waiting in line),
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import quote
 
 from queue_manager.engine.room import Presented
 from queue_manager.http import cookies
@@ -27,6 +32,7 @@ from queue_manager.store.mailbook import AddressBook, Entry, Place
 from queue_manager.web import asset
 
 MAX_ADDRESS = 254
+INLINE_PREFIX = "/__qm"  # an inline host's queue surface (inline/surface.py; http sits below inline)
 _LOCAL_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}$")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
@@ -113,6 +119,16 @@ def _not_in_line(room_id: str, state: str | None) -> HttpError:
     )
 
 
+async def _link(ctx: Context, req: Request, room_id: str) -> str:
+    """Where the e-mail sends the visitor back to (see the module's notes)."""
+    asked: str = req.scope.get("path", req.path)
+    if asked.startswith(INLINE_PREFIX + "/"):
+        policy = await ctx.store.room_policy(room_id)
+        if policy is not None:
+            return policy.target_url
+    return f"{ctx.identity.public_base(req)}/w/{quote(room_id)}"
+
+
 async def sign_up(ctx: Context, req: Request, send: Send) -> None:
     """POST /api/notify {roomId, email, token?, lang?}: e-mail this ticket's holder when the turn comes."""
     book = _book(ctx)
@@ -133,7 +149,7 @@ async def sign_up(ctx: Context, req: Request, send: Send) -> None:
     if lang not in asset.LANGUAGES:
         lang = pick_language(req)
     place = Place(room_id, presented.gen, presented.n)
-    entry = Entry(place, address, str(lang), ctx.identity.public_base(req), ctx.clock.wall_ms())
+    entry = Entry(place, address, str(lang), await _link(ctx, req, room_id), ctx.clock.wall_ms())
     s = ctx.settings
     await book.put(entry, s.queue_cookie_max_age_sec * 1000 + s.lapsed_ttl_ms)
     await send_json(send, 200, _answer(room_id, place, entry), headers)

@@ -1,8 +1,8 @@
 """The turn e-mail itself: plain text, in the language the waiting page spoke at sign-up (pure).
 
 It says the turn has come, how long the place is held (the pass's claim window, what is left of it when
-the e-mail is written) and carries the absolute link back to the waiting page, ``<base>/w/<room>``, which
-takes the visitor on to the site.
+the e-mail is written) and carries the absolute link back to the visitor's place, worked out at sign-up
+(``http/notify.py``: the waiting page ``<public base>/w/<room>``, or an inline room's ``targetUrl``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
-from urllib.parse import quote
 
 LETTERS: dict[str, dict[str, str]] = {
     "en": {
@@ -65,11 +64,6 @@ LETTERS: dict[str, dict[str, str]] = {
 }
 
 
-def place_link(base: str, room_id: str) -> str:
-    """The waiting page's absolute address: it sends a visitor whose turn it is straight on."""
-    return f"{base.rstrip('/')}/w/{quote(room_id)}"
-
-
 def held_for(table: dict[str, str], seconds: float | None) -> str:
     left = max(0, math.floor(seconds or 0))
     if left < 120:
@@ -77,13 +71,10 @@ def held_for(table: dict[str, str], seconds: float | None) -> str:
     return table["min"].format(n=left // 60)
 
 
-def compose(
-    *, sender: str, to: str, lang: str, room_id: str, room_name: str, base: str, held_sec: float | None
-) -> EmailMessage:
+def compose(*, sender: str, to: str, lang: str, room_name: str, link: str, held_sec: float | None) -> EmailMessage:
     """One turn e-mail, ready for SMTP (``held_sec``: what is left of the pass's claim window)."""
     table = LETTERS.get(lang) or LETTERS["en"]
     room_name = " ".join(room_name.split())  # one line, whatever the room's name holds
-    link = place_link(base, room_id)
     body = "\n\n".join(
         [
             table["head"].format(room=room_name),

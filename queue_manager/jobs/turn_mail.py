@@ -163,9 +163,8 @@ class TurnMail:
             sender=self.ctx.settings.smtp_from or "",
             to=entry.address,
             lang=entry.lang,
-            room_id=place.room_id,
             room_name=(policy.name if policy is not None else None) or place.room_id,
-            base=entry.base,
+            link=entry.link,
             held_sec=held_sec,
         )
         for attempt in range(ATTEMPTS):

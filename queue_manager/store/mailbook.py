@@ -1,7 +1,7 @@
 """The turn-e-mail address book: which ticket asked to be e-mailed when its turn comes, and where.
 
 One entry per ticket (room, generation, number): the address, the language the waiting page spoke at
-sign-up and the public base URL the link is built from. Addresses live only here: in this process
+sign-up and the absolute link the e-mail carries back to the visitor's place. Addresses live only here: in this process
 (``MemoryAddressBook``, ``STORE=memory``) or in Valkey (``store/valkey/mailbook.py``), never in
 PostgreSQL, the journal, the audit trail or a log line.
 
@@ -49,7 +49,7 @@ class Entry:
     place: Place
     address: str
     lang: str
-    base: str  # the public base URL at sign-up: the e-mail's link is <base>/w/<room>
+    link: str  # the absolute URL the e-mail sends the visitor back to (worked out at sign-up)
     signed_ms: int
     sent: bool = False  # claimed for sending (sent, being sent, or given up)
     lapsed: bool = False  # the ticket's entry window lapsed: kept LAPSED_TTL_MS, then gone

@@ -42,6 +42,7 @@ def mailer(make_module_server: ServerFactory, sink: MailSink) -> Server:
             "TRUST_PROXY": "1",
             "TRUST_PROXY_IPS": "127.0.0.1",
             "LAPSED_TTL_MS": "3000",
+            "PROXY_ALLOW_PRIVATE": "1",  # the inline room's app address (never reached: /__qm/ is the queue's)
         }
     )
 
@@ -234,6 +235,27 @@ def test_a_lapsed_pass_keeps_the_address_lapsed_ttl_then_drops_it(
         wait_until(lambda: not kept(v, rid)["signedUp"], timeout=18, what="gone after LAPSED_TTL_MS")
         assert not [k for k in mail_keys(mailer) if k.startswith(key)]
         assert len(sink.to(address)) == 1
+
+
+def test_signed_up_on_an_inline_host_the_link_is_the_site(
+    mailer: Server, mail_admin: httpx.Client, sink: MailSink
+) -> None:
+    """On an inline host the site's own pages are the waiting page, and /w/ is the app's: the link is targetUrl."""
+    rid = create_room(mail_admin, ratePerMinute=0)["id"]
+    host = f"shop-{rid}.test"
+    r = mail_admin.post(
+        "/api/admin/rooms", json={"id": rid, "targetUrl": f"https://{host}/", "proxyOrigin": "http://127.0.0.1:9"}
+    )
+    assert r.status_code == 200, r.text
+    address = f"inline-{rid}@example.com"
+    with mailer.client(headers={"Host": host}) as v:
+        r = v.post("/__qm/api/join", json={"roomId": rid})
+        assert r.status_code == 200, r.text
+        r = v.post("/__qm/api/notify", json={"roomId": rid, "email": address, "token": r.json()["token"]})
+        assert r.status_code == 200, r.text
+    open_outflow(mail_admin, rid)
+    [mail] = sink.wait_for(address)
+    assert f"https://{host}/" in mail.text and "/w/" not in mail.text
 
 
 def test_the_waiting_page_offers_the_form(mailer: Server, mail_admin: httpx.Client) -> None:

@@ -131,9 +131,8 @@ def test_the_letter_in_each_language(lang: str, subject: str, held: str) -> None
         sender="Shop <q@shop.example>",
         to="v@example.com",
         lang=lang,
-        room_id="drop-1",
         room_name="Drop",
-        base="https://queue.example/",
+        link="https://queue.example/w/drop-1",
         held_sec=599.5,
     )
     assert (m["Subject"], m["To"], m["From"], m["Content-Language"]) == (
@@ -151,9 +150,8 @@ def test_short_windows_are_told_in_seconds_and_names_stay_on_one_line() -> None:
         sender="q@shop.example",
         to="v@example.com",
         lang="xx",
-        room_id="r",
         room_name="A\r\nBcc: x",
-        base="http://h",
+        link="http://h/w/r",
         held_sec=42.9,
     )
     assert m["Content-Language"] == "en" and m["Subject"] == "It’s your turn: A Bcc: x"
@@ -190,7 +188,9 @@ class Harness:
         view = await self.store.join(room_id, client, None, None)
         assert view.ticket is not None
         place = Place(room_id, view.gen, view.ticket)
-        await self.book.put(Entry(place, address, lang, "https://q.example", self.clock.wall_ms()), 3_600_000)
+        await self.book.put(
+            Entry(place, address, lang, f"https://q.example/w/{room_id}", self.clock.wall_ms()), 3_600_000
+        )
         return place
 
     async def open(self, room_id: str) -> None:

@@ -1,6 +1,6 @@
 """STORE=valkey: the turn-e-mail address book in the shared Valkey (see ``store/mailbook.py``).
 
-One hash per ticket, ``<prefix>mail:<room>:<gen>:<n>`` (``to``, ``lang``, ``base``, ``at``, and ``sent`` /
+One hash per ticket, ``<prefix>mail:<room>:<gen>:<n>`` (``to``, ``lang``, ``link``, ``at``, and ``sent`` /
 ``lapsed`` once set), with a key TTL: the backstop at sign-up, ``LAPSED_TTL_MS`` once the entry window
 lapsed. Two sorted sets index them: ``<prefix>mails`` (every entry) and ``<prefix>mails:unsent`` (not yet
 claimed), score = sign-up wall ms. An index member whose hash expired is dropped by the next scan.
@@ -72,7 +72,7 @@ class ValkeyAddressBook:
         fields: dict[str | bytes | bytearray | memoryview[int] | int | float, Any] = {
             "to": entry.address,
             "lang": entry.lang,
-            "base": entry.base,
+            "link": entry.link,
             "at": str(entry.signed_ms),
         }
 
@@ -95,7 +95,7 @@ class ValkeyAddressBook:
             place=place,
             address=_text(raw.get(b"to")),
             lang=_text(raw.get(b"lang")) or "en",
-            base=_text(raw.get(b"base")),
+            link=_text(raw.get(b"link")),
             signed_ms=int(at) if at.isdigit() else 0,
             sent=b"sent" in raw,
             lapsed=b"lapsed" in raw,
