@@ -249,7 +249,7 @@ class Settings:
         "WAITING_LIMIT_PER_MIN", 120, "Waiting-page loads per address per minute.", unit=_PER_MIN
     )
     notify_limit_per_min: int = integer(
-        "NOTIFY_LIMIT_PER_MIN", 10, "Turn-notification sign-ups per address per minute.", unit=_PER_MIN
+        "NOTIFY_LIMIT_PER_MIN", 10, "Turn-e-mail sign-ups and cancellations per address per minute.", unit=_PER_MIN
     )
     admin_auth_fail_per_min: int = integer(
         "ADMIN_AUTH_FAIL_PER_MIN",
