@@ -344,6 +344,13 @@ class Settings:
         "Set it like SMTP_URL=smtp://user:password@mail.example.com:587.",
     )
     smtp_from: str | None = optional_text("SMTP_FROM", "The From address of turn e-mails.")
+    smtp_ca_file: str | None = path(
+        "SMTP_CA_FILE",
+        "The CA certificate (PEM) the SMTP server's certificate is checked against.",
+        directory=False,
+        refuse=True,
+        way_out="Point it at the CA certificate (PEM) of your SMTP server, or unset SMTP_CA_FILE.",
+    )
     autotune: bool = flag("AUTOTUNE", False, "The leader adjusts the outflow rate of queueing rooms.")
     target_probe: bool = flag("TARGET_PROBE", True, "The leader probes each snippet room's targetUrl.")
     target_probe_every_ms: int = integer(

@@ -9,9 +9,9 @@ SMTP_URL scheme    connection                               default port
 =================  ======================================  ============
 
 A user and password in the URL (percent-encoded) sign in with AUTH after TLS is up. The certificate is
-checked against the system's trust store and the URL's host name. The SMTP server is the operator's own
-setting, not something a room or a visitor can name, so it is not held to the private-address rule the
-webhook follows (a relay on the LAN is the common case).
+checked against the system's trust store (or SMTP_CA_FILE's CA) and the URL's host name. The SMTP
+server is the operator's own setting, not something a room or a visitor can name, so it is not held to
+the private-address rule the webhook follows (a relay on the LAN is the common case).
 """
 
 from __future__ import annotations
@@ -41,13 +41,14 @@ class SmtpServer:
     security: Security
     username: str | None = None
     password: str | None = None
+    ca_file: str | None = None  # SMTP_CA_FILE: trust this CA instead of the system's store
 
     def describe(self) -> str:
         """Where mail goes, without the credentials (for health and the start line)."""
         return f"{self.security} {self.host}:{self.port}" + (" with AUTH" if self.username else "")
 
 
-def parse(url: str) -> SmtpServer:
+def parse(url: str, ca_file: str | None = None) -> SmtpServer:
     """SMTP_URL as config/declare.py accepted it (scheme, host, optional port and credentials)."""
     parts = urlsplit(url.strip())
     security, default_port = _SCHEMES[parts.scheme]
@@ -59,6 +60,7 @@ def parse(url: str) -> SmtpServer:
         security=security,
         username=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password is not None else None,
+        ca_file=ca_file,
     )
 
 
@@ -72,5 +74,6 @@ async def send(server: SmtpServer, message: EmailMessage) -> None:
         password=server.password,
         use_tls=server.security == "tls",
         start_tls=server.security == "starttls",
+        cert_bundle=server.ca_file,
         timeout=TIMEOUT_SEC,
     )

@@ -69,7 +69,7 @@ class TurnMail:
         self.leadership = leadership
         self.backend = backend
         settings = ctx.settings
-        self.server = smtp.parse(settings.smtp_url) if settings.smtp_url else None
+        self.server = smtp.parse(settings.smtp_url, settings.smtp_ca_file) if settings.smtp_url else None
         self.sender = sender or self._smtp_send
         self.scans = 0
         self.last_scan_at: int | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -321,6 +322,33 @@ def test_off_the_route_is_refused_and_the_page_has_no_form(make_server: ServerFa
     with half.admin() as admin:
         warnings = admin.get("/api/admin/health").json()["warnings"]
     assert any(w["variable"] == "EMAIL_NOTIFY" and "SMTP_URL" in w["message"] for w in warnings)
+
+
+def test_starttls_with_a_private_ca_and_a_password(make_server: ServerFactory, tmp_path: Path) -> None:
+    """smtp:// is STARTTLS, checked against SMTP_CA_FILE, then AUTH with the URL's user and password."""
+    with MailSink(tls_dir=tmp_path, login=("queue@shop.example", "p@ss:word")) as tls_sink:
+        assert tls_sink.ca_file is not None
+        srv = make_server(
+            {
+                "EMAIL_NOTIFY": "1",
+                "SMTP_URL": tls_sink.url,
+                "SMTP_CA_FILE": str(tls_sink.ca_file),
+                "SMTP_FROM": "queue@shop.example",
+                "PUBLIC_URL": "https://queue.shop.example",
+            }
+        )
+        with srv.admin() as admin:
+            rid = create_room(admin, ratePerMinute=0)["id"]
+            with srv.client() as v:
+                join(v, rid)
+                assert sign_up(v, rid, "secure@example.com", lang="ja").status_code == 200
+                open_outflow(admin, rid)
+                [mail] = tls_sink.wait_for("secure@example.com")
+        assert mail.tls and mail.login == "queue@shop.example"
+        assert f"https://queue.shop.example/w/{rid}" in mail.text and "順番が来ました" in mail.message["Subject"]
+        block = health(srv)
+        assert block["smtp"] == f"starttls 127.0.0.1:{tls_sink.port} with AUTH"
+        assert "p@ss" not in str(block) and "p%40ss" not in srv.stderr
 
 
 def test_an_unreachable_smtp_server_is_retried_then_given_up(make_server: ServerFactory) -> None:
