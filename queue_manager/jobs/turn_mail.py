@@ -119,7 +119,14 @@ class TurnMail:
         self.scans += 1
         self.last_scan_at = self.ctx.clock.wall_ms()
         entries = [e for e in await self.book.entries() if not e.lapsed]
-        await asyncio.gather(*(self._judge(e) for e in entries))
+        results = await asyncio.gather(*(self._judge(e) for e in entries), return_exceptions=True)
+        # one room being rebuilt or one bad answer never stops the other tickets' e-mails
+        unavailable = [r for r in results if isinstance(r, StoreUnavailable)]
+        broken = [r for r in results if isinstance(r, BaseException) and not isinstance(r, StoreUnavailable)]
+        if unavailable:
+            log.warning("turn e-mail scan: store unavailable for %d tickets", len(unavailable))
+        if broken:
+            log.error("turn e-mail scan: %d tickets could not be judged", len(broken), exc_info=broken[0])
 
     async def _judge(self, entry: Entry) -> None:
         place = entry.place
