@@ -35,6 +35,10 @@ class Counters:
     visitor_disconnects: dict[str, int] = field(default_factory=dict)  # room
     backend_down: dict[str, int] = field(default_factory=dict)  # onBackendDown mode
     connections_shed: int = 0
+    # turn e-mails (jobs/turn_mail.py, on the leader): sent, given up after the last try, tries repeated
+    turn_emails_sent: int = 0
+    turn_emails_failed: int = 0
+    turn_emails_retried: int = 0
     # bot protection (assessed, blocked, warned, allowlisted, crawlers): kept by the protection itself and
     # copied in when this process's counters are written for the fleet view (``fleet/counters.py``)
     protection: dict[str, int] = field(default_factory=dict)
@@ -195,6 +199,11 @@ def render(
             "qm_edge_client_ip_fallback",
             "Edge requests without a usable cf-connecting-ip",
             counters.edge_client_ip_fallback,
+        ),
+        counter("qm_turn_emails_sent", "Turn e-mails handed to the SMTP server", counters.turn_emails_sent),
+        counter("qm_turn_emails_failed", "Turn e-mails given up after the last try", counters.turn_emails_failed),
+        counter(
+            "qm_turn_emails_retried", "Turn e-mail tries that failed and were repeated", counters.turn_emails_retried
         ),
         rejected,
         refused_origin,

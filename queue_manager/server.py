@@ -27,8 +27,10 @@ from queue_manager.inline.component import Inline, QueueSide
 from queue_manager.inline.front import InlineFront
 from queue_manager.jobs import webhook
 from queue_manager.jobs.autopilot import Autopilot, shared_for
+from queue_manager.jobs.turn_mail import TurnMail
 from queue_manager.journal.database import describe
 from queue_manager.store.base import Store, StoreUnavailable
+from queue_manager.store.mailbook import AddressBook, MemoryAddressBook
 
 if TYPE_CHECKING:
     from queue_manager.fleet.backend import Backend
@@ -114,6 +116,18 @@ class Server:
             raise refusal
         self.autopilot = Autopilot(ctx, shared_for(ctx, self.backend), self.backend)
         ctx.alerts = self.autopilot
+        self.turn_mail: TurnMail | None = None
+        if settings.turn_emails:  # addresses in this process or in Valkey, sent by the leader
+            ctx.addresses = self._address_book()
+            self.turn_mail = TurnMail(ctx, ctx.addresses, self.autopilot.shared.leadership, self.backend)
+            ctx.turn_mail = self.turn_mail
+
+    def _address_book(self) -> AddressBook:
+        if self.backend is None:
+            return MemoryAddressBook(self.clock)
+        from queue_manager.store.valkey.mailbook import ValkeyAddressBook
+
+        return ValkeyAddressBook(self.backend.store.redis, self.settings.valkey_prefix, self.clock)
 
     @property
     def asgi(self) -> InlineFront:
@@ -158,6 +172,8 @@ class Server:
             self.timeline.start()
         await self.inline.start()
         self.autopilot.start()
+        if self.turn_mail is not None:
+            self.turn_mail.start()
         ctx.ready = True
         previous = await self._begin_run()
         await self._audit_line("server.start", previous | {"store": ctx.store.kind})
@@ -224,6 +240,8 @@ class Server:
     async def shutdown(self) -> None:
         self.begin_stop()
         await self.autopilot.stop()
+        if self.turn_mail is not None:
+            await self.turn_mail.stop()
         await self.inline.stop()
         await self.ticker.stop()
         if self.timeline is not None:  # the marks still held are written before the pool closes

@@ -47,6 +47,7 @@ __all__ = [
     "path",
     "secret_list",
     "settings_class",
+    "smtp_server",
     "text",
 ]
 
@@ -489,6 +490,43 @@ class HttpUrl(Declaration[str | None]):
         return None
 
 
+#: The schemes SMTP_URL accepts: STARTTLS (required), implicit TLS, and no TLS for a local relay.
+SMTP_SCHEMES = ("smtp", "smtps", "smtp+plain")
+
+
+def _is_smtp_url(value: str) -> bool:
+    try:
+        parts = urlsplit(value.strip())
+        parts.port  # noqa: B018 - a port out of range raises here
+    except ValueError:
+        return False
+    return parts.scheme in SMTP_SCHEMES and bool(parts.hostname) and parts.path in ("", "/") and not parts.query
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmtpUrl(Declaration[str | None]):
+    """smtp://, smtps:// or smtp+plain:// with a host and nothing after it (whitespace trimmed); anything
+    else warns (never quoting the value: it may carry a password) and is not used."""
+
+    otherwise: str
+
+    def read(self, r: Reader, earlier: Mapping[str, Any]) -> str | None:
+        value = r.raw(self.env)
+        if value is None:
+            return None
+        if _is_smtp_url(value):
+            return value.strip()
+        r.warn(
+            self.env,
+            None,
+            f"{self.env} is not an smtp://, smtps:// or smtp+plain:// URL with a host and no path, so {self.otherwise}",
+        )
+        return None
+
+    def unset(self, earlier: Mapping[str, Any]) -> str | None:
+        return None
+
+
 @dataclass(frozen=True, kw_only=True)
 class HostNames(Declaration[tuple[str, ...]]):
     """Comma-separated host names, lower-cased, without repeats; an entry with a path or a space
@@ -663,6 +701,12 @@ def http_url(env: str, doc: str, /, *, otherwise: str, sensitive: bool = False) 
     return _declare(HttpUrl(env=env, doc=doc, otherwise=otherwise, sensitive=sensitive))
 
 
+def smtp_server(env: str, doc: str, /, *, otherwise: str) -> str | None:
+    """An SMTP server URL (smtp://, smtps://, smtp+plain://), or None; anything else warns '... so <otherwise>'.
+    Always sensitive: the URL may carry a password."""
+    return _declare(SmtpUrl(env=env, doc=doc, otherwise=otherwise, sensitive=True))
+
+
 def host_names(env: str, doc: str, /) -> tuple[str, ...]:
     """Comma-separated host names, lower-cased."""
     return _declare(HostNames(env=env, doc=doc))
@@ -688,6 +732,7 @@ def secret_list(env: str, doc: str, /, *, min_length: int, too_short: str, empty
         choice,
         networks,
         http_url,
+        smtp_server,
         host_names,
         secret_list,
     ),

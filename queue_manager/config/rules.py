@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from email.utils import parseaddr
 
 from queue_manager.config.declare import HIDDEN, Reader
 from queue_manager.config.outcomes import ConfigRefusal
@@ -252,6 +253,51 @@ def drain_not_below_grace(s: Settings, r: Reader) -> None:
         )
 
 
+# ------------------------------------------------------------------------------ turn e-mails
+
+
+def _mailbox(value: str) -> str | None:
+    """The address in an RFC 5322 From value ("Shop queue <queue@shop.example>" or a bare address), or None."""
+    _, address = parseaddr(value)
+    local, at, domain = address.rpartition("@")
+    if not at or not local or "." not in domain or any(ch.isspace() for ch in address):
+        return None
+    return address
+
+
+def smtp_from_is_an_address(s: Settings, r: Reader) -> Settings | None:
+    if s.smtp_from is not None and _mailbox(s.smtp_from) is None:
+        r.warn(
+            "SMTP_FROM",
+            None,
+            f'SMTP_FROM="{s.smtp_from}" is not an e-mail address, so no turn e-mail is sent and the waiting page '
+            "does not offer one. Set it like SMTP_FROM=queue@shop.example or "
+            'SMTP_FROM="Shop queue <queue@shop.example>".',
+        )
+        return replace(s, smtp_from=None)
+    return None
+
+
+def email_notify_needs_smtp(s: Settings, r: Reader) -> None:
+    if not s.email_notify:
+        return
+    missing = [name for name, value in (("SMTP_URL", s.smtp_url), ("SMTP_FROM", s.smtp_from)) if value is None]
+    if missing:
+        r.warn(
+            "EMAIL_NOTIFY",
+            "0",
+            f"EMAIL_NOTIFY=1 without {' and '.join(missing)}: there is no way to send, so the waiting page does "
+            "not offer turn e-mails and the sign-up route answers 404. Set SMTP_URL and SMTP_FROM.",
+        )
+    elif s.public_url is None:
+        r.warn(
+            "PUBLIC_URL",
+            None,
+            "EMAIL_NOTIFY=1 without PUBLIC_URL: the link in each turn e-mail names the host the visitor's "
+            "browser (or a listed proxy) gave at sign-up. Set PUBLIC_URL to this server's public address.",
+        )
+
+
 # ------------------------------------------------------------------------------ the list
 
 
@@ -280,6 +326,8 @@ RULES: tuple[Rule, ...] = (
     Rule("token_refresh_after_ms", token_refresh_before_lifetime_ends),
     Rule("connection_reserve", reserve_below_connection_ceiling),
     Rule("shutdown_drain_ms", drain_not_below_grace),
+    Rule("smtp_from", smtp_from_is_an_address),
+    Rule("smtp_from", email_notify_needs_smtp),
 )
 
 

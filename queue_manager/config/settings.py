@@ -34,6 +34,7 @@ from queue_manager.config.declare import (
     path,
     secret_list,
     settings_class,
+    smtp_server,
     text,
 )
 from queue_manager.config.outcomes import ConfigWarning
@@ -248,7 +249,7 @@ class Settings:
         "WAITING_LIMIT_PER_MIN", 120, "Waiting-page loads per address per minute.", unit=_PER_MIN
     )
     notify_limit_per_min: int = integer(
-        "NOTIFY_LIMIT_PER_MIN", 10, "Turn-notification sign-ups per address per minute.", unit=_PER_MIN
+        "NOTIFY_LIMIT_PER_MIN", 10, "Turn-e-mail sign-ups and cancellations per address per minute.", unit=_PER_MIN
     )
     admin_auth_fail_per_min: int = integer(
         "ADMIN_AUTH_FAIL_PER_MIN",
@@ -336,6 +337,20 @@ class Settings:
         "LAPSED_TTL_MS", 86_400_000, "How long a lapsed ticket's leftovers are kept.", unit="milliseconds", minimum=1
     )
     email_notify: bool = flag("EMAIL_NOTIFY", False, "The waiting page offers an e-mail when the turn comes.")
+    smtp_url: str | None = smtp_server(
+        "SMTP_URL",
+        "The SMTP server turn e-mails are sent through (smtp:// STARTTLS, smtps:// TLS, smtp+plain:// none).",
+        otherwise="no turn e-mail is sent and the waiting page does not offer one. "
+        "Set it like SMTP_URL=smtp://user:password@mail.example.com:587.",
+    )
+    smtp_from: str | None = optional_text("SMTP_FROM", "The From address of turn e-mails.")
+    smtp_ca_file: str | None = path(
+        "SMTP_CA_FILE",
+        "The CA certificate (PEM) the SMTP server's certificate is checked against.",
+        directory=False,
+        refuse=True,
+        way_out="Point it at the CA certificate (PEM) of your SMTP server, or unset SMTP_CA_FILE.",
+    )
     autotune: bool = flag("AUTOTUNE", False, "The leader adjusts the outflow rate of queueing rooms.")
     target_probe: bool = flag("TARGET_PROBE", True, "The leader probes each snippet room's targetUrl.")
     target_probe_every_ms: int = integer(
@@ -354,6 +369,11 @@ class Settings:
     def is_production(self) -> bool:
         """NODE_ENV=production (compared case-insensitively)."""
         return self.node_env.lower() == "production"
+
+    @property
+    def turn_emails(self) -> bool:
+        """EMAIL_NOTIFY is on and there is a way to send: SMTP_URL and SMTP_FROM (both usable)."""
+        return self.email_notify and self.smtp_url is not None and self.smtp_from is not None
 
     @property
     def edge_enforced(self) -> bool:

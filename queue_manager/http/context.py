@@ -25,6 +25,7 @@ from queue_manager.http.sse import AdminStreams, Broadcaster
 from queue_manager.metrics import Counters
 from queue_manager.ops.series import SeriesRecorder
 from queue_manager.store.base import Store
+from queue_manager.store.mailbook import AddressBook
 from queue_manager.tokens import TokenError, TokenSigner
 
 if TYPE_CHECKING:
@@ -65,6 +66,12 @@ class AlertsView(Protocol):
     def badges(self) -> dict[str, dict[str, Any]]: ...
 
 
+class TurnMailView(Protocol):
+    """What health reads of the leader's turn-e-mail job (``jobs/turn_mail.py``)."""
+
+    async def health(self) -> dict[str, Any]: ...
+
+
 class TimelineView(Protocol):
     """The chart's marks kept in PostgreSQL for the fleet (``journal/timeline.py``), with SIDESTORE=pg."""
 
@@ -101,6 +108,8 @@ class Context:
     inline: InlineStatus | None = None  # the inline proxy in front, when the server runs one
     alerts: AlertsView | None = None  # the alert frames and the leader's jobs
     timeline: TimelineView | None = None  # the marks every instance shares (None: this process's only)
+    addresses: AddressBook | None = None  # turn-e-mail sign-ups (memory or Valkey, never PostgreSQL)
+    turn_mail: TurnMailView | None = None  # the job that sends them
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
     version: str = __version__
 
@@ -125,6 +134,8 @@ class Context:
             "waiting": Budget(settings.waiting_limit_per_min, keys, clock),
             # the console (/), /progress and /docs*: the same size, a separate bucket
             "pages": Budget(settings.waiting_limit_per_min, keys, clock),
+            # turn-e-mail sign-ups and cancellations (POST/DELETE /api/notify)
+            "notify": Budget(settings.notify_limit_per_min, keys, clock),
         }
         store.on_change(ctx.broadcaster.notify)
         ctx.access = Access(settings, signer, clock, MemoryAccessStore())

@@ -146,6 +146,25 @@ def _memory(ctx: Context, tickets: int) -> dict[str, Any]:
     }
 
 
+async def _turn_emails(ctx: Context, c: Counters) -> dict[str, Any]:
+    """The turn-e-mail block: whether the waiting page offers them, and sent / failed / pending."""
+    s = ctx.settings
+    out: dict[str, Any] = {
+        "enabled": s.email_notify,
+        "offered": s.turn_emails and ctx.addresses is not None,
+        "sent": c.turn_emails_sent,
+        "failed": c.turn_emails_failed,
+        "retried": c.turn_emails_retried,
+        "pending": None,
+        "addresses": None,
+    }
+    if s.email_notify and not s.turn_emails:
+        out["problem"] = "EMAIL_NOTIFY is on but SMTP_URL or SMTP_FROM is missing or unusable: nothing is offered"
+    if ctx.turn_mail is not None:
+        out |= await ctx.turn_mail.health()
+    return out
+
+
 async def healthz(ctx: Context, req: Request, send: Send) -> None:
     payload = _public_health(ctx)
     await send_json(send, 200 if payload["ready"] else 503, payload, head=req.method == "HEAD")
@@ -226,6 +245,7 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
             **({"enforced": bool(s.edge_secrets)} if full else {}),
         },
     }
+    payload["turnEmails"] = await _turn_emails(ctx, c)
     payload["warnings"].extend(
         {"variable": "TRUST_PROXY_IPS", "set": None, "effective": None, "message": m} for m in ctx.proxywatch.warnings()
     )
@@ -282,6 +302,7 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
             payload.pop(key, None)
         payload["storage"] = {k: v for k, v in payload["storage"].items() if k != "lastError"}
         payload["counters"] = {k: v for k, v in payload["counters"].items() if k != "refusedOriginChecks"}
+        payload["turnEmails"] = {k: v for k, v in payload["turnEmails"].items() if k not in ("smtp", "from")}
     await send_json(send, 200, payload, head=req.method == "HEAD")
 
 

@@ -27,12 +27,12 @@ PAGE_CSP = (
 FONT_CACHE = (b"cache-control", b"public, max-age=604800")
 _CACHE_MAX = 4096
 
-_pages: dict[tuple[str, str, str, str], static.Payload] = {}
+_pages: dict[tuple[str, str, str, str, bool], static.Payload] = {}
 
 
-def render(room_id: str, name: str, lang: str, prefix: str) -> static.Payload:
-    """The page for one room in one language, built once and kept."""
-    key = (room_id, name, lang, prefix)
+def render(room_id: str, name: str, lang: str, prefix: str, email: bool = False) -> static.Payload:
+    """The page for one room in one language, built once and kept. ``email``: the page offers turn e-mails."""
+    key = (room_id, name, lang, prefix, email)
     hit = _pages.get(key)
     if hit is not None:
         return hit
@@ -44,7 +44,7 @@ def render(room_id: str, name: str, lang: str, prefix: str) -> static.Payload:
         f"{html.escape(strings[code]['langName'])}</option>"
         for code in asset.LANGUAGES
     )
-    config = asset.script_json({"roomId": room_id, "name": name, "apiBase": prefix})
+    config = asset.script_json({"roomId": room_id, "name": name, "apiBase": prefix, "email": email})
     page = (
         page.replace("__QM_CONFIG__", config, 1)
         .replace("__QM_LANG_OPTIONS__", options, 1)
@@ -79,9 +79,10 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, pre
         )
         return
     name, lang = policy.name or room_id, pick_language(req)
-    page = _pages.get((room_id, name, lang, prefix))
+    email = ctx.settings.turn_emails and ctx.addresses is not None
+    page = _pages.get((room_id, name, lang, prefix, email))
     if page is None:  # Brotli at its best setting takes tens of ms: keep it off the event loop
-        page = await asyncio.to_thread(render, room_id, name, lang, prefix)
+        page = await asyncio.to_thread(render, room_id, name, lang, prefix, email)
     headers = [
         (b"cache-control", b"private, no-cache"),
         *admitted,

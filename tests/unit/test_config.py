@@ -375,7 +375,10 @@ def test_out_of_range_number_warns_and_keeps_the_default(name: str, value: str, 
 
 @pytest.mark.parametrize("word", ["1", "true", "TRUE", "yes", "Yes", "on", "ON", " true "])
 def test_boolean_true_words(word: str) -> None:
-    s = quiet(COOKIE_SECURE=word, AUTOTUNE=word, EMAIL_NOTIFY=word, TOKEN_SIGN_V2=word, PROXY_ALLOW_PRIVATE=word)
+    mail = {"SMTP_URL": "smtp+plain://127.0.0.1:25", "SMTP_FROM": "q@shop.example", "PUBLIC_URL": "https://q.example"}
+    s = quiet(
+        COOKIE_SECURE=word, AUTOTUNE=word, EMAIL_NOTIFY=word, TOKEN_SIGN_V2=word, PROXY_ALLOW_PRIVATE=word, **mail
+    )
     assert s.cookie_secure and s.autotune and s.email_notify and s.token_sign_v2 and s.proxy_allow_private
     assert s.warnings == ()
 

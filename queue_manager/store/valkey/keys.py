@@ -68,6 +68,10 @@ ctr:<id>           str      one instance's counters as JSON (the fleet view), re
                             expiring after 15 s, deleted by a clean stop
 ctrs               zset     instance id -> when its ``ctr:`` key expires (wall ms): which keys to read
 authfail:<ip>:<m> str      failed admin authentications of one address in minute m (expires)
+mail:<r>:<g>:<n>   hash     a turn-e-mail sign-up of ticket n of generation g of room r: to, lang, link,
+                            at, sent, lapsed (expires: the sign-up backstop, then LAPSED_TTL_MS)
+mails              zset     every turn-e-mail sign-up: member "<r>:<g>:<n>", score = sign-up wall ms
+mails:unsent       zset     the sign-ups not yet claimed for sending (same members)
 =================  =======  ==================================================================
 """
 
@@ -157,6 +161,18 @@ def autopilot_key(prefix: str) -> str:
 
 def auth_fail_key(prefix: str, address: str, minute: int) -> str:
     return f"{prefix}authfail:{address}:{minute}"
+
+
+def mail_key(prefix: str, room_id: str, gen: int, n: int) -> str:
+    return f"{prefix}mail:{room_id}:{gen}:{n}"
+
+
+def mail_index_key(prefix: str) -> str:
+    return f"{prefix}mails"
+
+
+def mail_unsent_key(prefix: str) -> str:
+    return f"{prefix}mails:unsent"
 
 
 def control_channel(prefix: str) -> str:

@@ -55,6 +55,7 @@
     if (last) render(last); else setTitle(null);
     setConn(connMode);
     if (problemKey) setProblem(problemKey);
+    if (mailMsg) setMailStatus(mailMsg.key, mailMsg.vars, mailMsg.cls);
   }
 
   // ---- state (memory only: the cookies carry the place across reloads) ----
@@ -240,6 +241,7 @@
   function render(p) {
     renderNotice(p);
     renderRef(p);
+    renderMail(p);
     if (p.state !== 'scheduled' && countdownTimer) { clearInterval(countdownTimer); countdownTimer = null; }
 
     if (p.state === 'scheduled') {
@@ -525,6 +527,136 @@
       setConn('retry');
       return { ok: false };
     });
+  }
+
+  // ---- turn e-mails (only when the server offers them) ----
+  var mailOn = cfg.email === true;
+  var mailTicket = null;    // the ticket the section was last set up for
+  var mailMsg = null;       // the status line shown: {key, vars, cls}
+  var mailBusy = false;
+
+  function setMailStatus(key, vars, cls) {
+    mailMsg = key ? { key: key, vars: vars, cls: cls } : null;
+    var el = $('mail-status');
+    if (!el) return;
+    el.className = 'mail-status' + (cls ? ' ' + cls : '');
+    el.textContent = key ? t(key, vars) : '';
+  }
+
+  function renderMail(p) {
+    if (!mailOn) { show('mail', false); return; }
+    var offer = p.state === 'waiting' && typeof p.ticket === 'number';
+    show('mail', offer);
+    if (offer && p.ticket !== mailTicket) {
+      mailTicket = p.ticket;      // a new place (first load, or joined again): ask what is kept for it
+      setMailStatus(null);
+      show('mail-cancel', false);
+      readMail();
+    }
+  }
+
+  function mailSaved(data) {
+    setMailStatus('mailSaved', { address: data && typeof data.address === 'string' ? data.address : '' }, 'ok');
+    show('mail-cancel', true);
+  }
+
+  function readMail() {
+    fetch(api('/api/notify?' + query()), {
+      credentials: 'same-origin',
+      cache: 'no-store',
+      headers: { 'Accept': 'application/json' }
+    }).then(function (res) {
+      return readJson(res).then(function (data) {
+        if (res.status === 404) { mailOn = false; show('mail', false); return; }
+        if (res.ok && data && data.signedUp === true) mailSaved(data);
+      });
+    }).catch(function () { /* the form still works */ });
+  }
+
+  function mailDone() {
+    mailBusy = false;
+    var b = $('mail-send');
+    if (b) b.disabled = false;
+  }
+
+  function sendMail(ev) {
+    ev.preventDefault();
+    if (mailBusy) return;
+    var input = $('mail-address');
+    var value = input.value.trim();
+    if (!value || !input.checkValidity()) {
+      input.setAttribute('aria-invalid', 'true');
+      setMailStatus('mailInvalid', null, 'bad');
+      input.focus();
+      return;
+    }
+    input.removeAttribute('aria-invalid');
+    mailBusy = true;
+    $('mail-send').disabled = true;
+    setMailStatus('mailSaving', null, '');
+    var body = { roomId: roomId, email: value, lang: lang };
+    if (token) body.token = token;
+    fetch(api('/api/notify'), {
+      method: 'POST',
+      credentials: 'same-origin',
+      cache: 'no-store',
+      headers: { 'Content-Type': 'application/json', 'Accept': 'application/json' },
+      body: JSON.stringify(body)
+    }).then(function (res) {
+      return readJson(res).then(function (data) {
+        mailDone();
+        var code = data && typeof data.code === 'string' ? data.code : '';
+        if (res.ok) { input.value = ''; mailSaved(data); return; }
+        if (res.status === 400 && code === 'invalid_email') {
+          input.setAttribute('aria-invalid', 'true');
+          setMailStatus('mailInvalid', null, 'bad');
+          input.focus();
+        } else if (res.status === 429) {
+          setMailStatus('mailLimit', null, 'bad');
+        } else if (res.status === 409) {
+          setMailStatus('mailNotInLine', null, 'bad');
+        } else if (res.status === 404 && code === 'email_notify_off') {
+          mailOn = false;
+          show('mail', false);
+        } else {
+          setMailStatus('mailFailed', null, 'bad');
+        }
+      });
+    }).catch(function () {
+      mailDone();
+      setMailStatus('mailFailed', null, 'bad');
+    });
+  }
+
+  function cancelMail() {
+    if (mailBusy) return;
+    mailBusy = true;
+    fetch(api('/api/notify?' + query()), {
+      method: 'DELETE',
+      credentials: 'same-origin',
+      cache: 'no-store',
+      headers: { 'Accept': 'application/json' }
+    }).then(function (res) {
+      mailBusy = false;
+      if (res.ok) {
+        show('mail-cancel', false);
+        setMailStatus('mailCancelled', null, '');
+        var input = $('mail-address');
+        if (input) input.focus();
+      } else {
+        setMailStatus(res.status === 429 ? 'mailLimit' : 'mailFailed', null, 'bad');
+      }
+    }).catch(function () {
+      mailBusy = false;
+      setMailStatus('mailFailed', null, 'bad');
+    });
+  }
+
+  if (mailOn) {
+    var mailForm = $('mail-form');
+    if (mailForm) mailForm.addEventListener('submit', sendMail);
+    var mailCancel = $('mail-cancel');
+    if (mailCancel) mailCancel.addEventListener('click', cancelMail);
   }
 
   // ---- start ----
