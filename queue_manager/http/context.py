@@ -23,6 +23,7 @@ from queue_manager.http.proxywatch import ProxyWatch
 from queue_manager.http.ratelimit import Budget
 from queue_manager.http.sse import AdminStreams, Broadcaster
 from queue_manager.metrics import Counters
+from queue_manager.ops.history import HourlyHistory, MemoryRefusals, MemoryWarehouse
 from queue_manager.ops.series import SeriesRecorder
 from queue_manager.store.base import Store
 from queue_manager.tokens import TokenError, TokenSigner
@@ -101,6 +102,7 @@ class Context:
     inline: InlineStatus | None = None  # the inline proxy in front, when the server runs one
     alerts: AlertsView | None = None  # the alert frames and the leader's jobs
     timeline: TimelineView | None = None  # the marks every instance shares (None: this process's only)
+    history: HourlyHistory = field(init=False)  # the reports' hourly rows (this process's, or PostgreSQL's)
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
     version: str = __version__
 
@@ -127,6 +129,9 @@ class Context:
             "pages": Budget(settings.waiting_limit_per_min, keys, clock),
         }
         store.on_change(ctx.broadcaster.notify)
+        ctx.history = HourlyHistory(
+            MemoryWarehouse(), MemoryRefusals(), clock.wall_ms, retain_days=settings.history_retain_days
+        )
         ctx.access = Access(settings, signer, clock, MemoryAccessStore())
         ctx.edge = EdgeGate(settings.edge_secrets)
         ctx.protection = Protection(

@@ -68,6 +68,8 @@ ctr:<id>           str      one instance's counters as JSON (the fleet view), re
                             expiring after 15 s, deleted by a clean stop
 ctrs               zset     instance id -> when its ``ctr:`` key expires (wall ms): which keys to read
 authfail:<ip>:<m> str      failed admin authentications of one address in minute m (expires)
+hist:ref:<hour>    hash     bot protection's refusals per room in one hour (``<room>|b`` blocked,
+                            ``<room>|w`` warned), added by every instance, expiring after 3 hours
 =================  =======  ==================================================================
 """
 
@@ -177,6 +179,11 @@ def counters_key(prefix: str, instance_id: str) -> str:
 
 def counters_index_key(prefix: str) -> str:
     return f"{prefix}ctrs"
+
+
+def history_refusals_key(prefix: str, hour: int) -> str:
+    """Bot protection's refusals in the hour starting at ``hour`` (epoch s): ``<room>|b`` / ``<room>|w`` -> count."""
+    return f"{prefix}hist:ref:{hour}"
 
 
 def script_keys(prefix: str, room_id: str) -> list[str]:
