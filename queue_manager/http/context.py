@@ -130,7 +130,11 @@ class Context:
         }
         store.on_change(ctx.broadcaster.notify)
         ctx.history = HourlyHistory(
-            MemoryWarehouse(), MemoryRefusals(), clock.wall_ms, retain_days=settings.history_retain_days
+            MemoryWarehouse(),
+            MemoryRefusals(),
+            clock.wall_ms,
+            retain_days=settings.history_retain_days,
+            counters_from_boot=True,
         )
         ctx.access = Access(settings, signer, clock, MemoryAccessStore())
         ctx.edge = EdgeGate(settings.edge_secrets)

@@ -454,6 +454,7 @@ class HourlyHistory:
         *,
         retain_days: int,
         leads: Callable[[], bool] = lambda: True,
+        counters_from_boot: bool = False,
         seed: int | None = None,
     ) -> None:
         self.warehouse = warehouse
@@ -461,13 +462,15 @@ class HourlyHistory:
         self.wall_ms = wall_ms
         self.retain_days = max(1, retain_days)
         self.leads = leads
+        # STORE=memory: every counter began in this process, so a room first seen counted from zero
+        self.counters_from_boot = counters_from_boot
         self._rng = random.Random(seed)
         self._pending: dict[str, Reading] = {}  # room -> its latest reading, waits accumulated
         self._pending_ms = 0
         self._previous: dict[str, Reading] = {}  # room -> its reading at the last write (baselines)
         self._previous_ms = 0
         self._since_ms: int | None = None  # when this writer's unbroken run of samples began
-        self._last_write_ms = 0
+        self._last_write_ms = 0  # the latest sample handled (written, or passed over by a follower)
         self._pruned_at: float | None = None
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -550,18 +553,24 @@ class HourlyHistory:
         """Fold the held sample into the open hour (only while this instance leads); returns rows written."""
         async with self._lock:
             pending, now_ms = self._pending, self._pending_ms
-            if not pending or now_ms <= self._last_write_ms:
+            if now_ms <= self._last_write_ms:
                 return 0
             if not self.leads():
                 self._pending, self._since_ms = {}, None
                 self._previous, self._previous_ms = dict(pending), now_ms
+                self._last_write_ms = now_ms
                 return 0
             if self._since_ms is None or now_ms - self._last_write_ms > GAP_MS:
                 self._since_ms = now_ms
             hour = hour_of(now_ms)
             counts = await self.refusals.read(hour)
             since_ms = self._since_ms
-            previous = self._previous if now_ms - self._previous_ms <= GAP_MS else {}
+            watching = self.counters_from_boot or (bool(self._previous_ms) and now_ms - self._previous_ms <= GAP_MS)
+            previous = dict(self._previous) if watching else {}
+            if watching:  # a room the last sample did not list is new since: its counters began at zero
+                for room, reading in pending.items():
+                    if room not in previous:
+                        previous[room] = Reading(room, reading.gen, 0, 0, 0, 0)
 
             def change(held: dict[str, HourRow]) -> list[HourRow]:
                 out = []
@@ -579,7 +588,8 @@ class HourlyHistory:
                     out.append(row)
                 return out
 
-            await self.warehouse.update(hour, sorted(pending), change)
+            if pending:
+                await self.warehouse.update(hour, sorted(pending), change)
             if now_ms // 1000 - hour < 120 and hour - HOUR >= 0:  # the last refusals of the hour just closed
                 await self._close_refusals(hour - HOUR)
             self._previous = {room: replace(r, waits=[]) for room, r in pending.items()}
