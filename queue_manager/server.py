@@ -191,11 +191,11 @@ class Server:
                 file=sys.stderr,
                 flush=True,
             )
-            if self.backend is not None:
-                await self.backend.stop()
-            if self.database is not None:
-                with contextlib.suppress(Exception):
-                    await self.database.close()
+            with contextlib.suppress(Exception):  # best effort and bounded: the process is exiting
+                if self.backend is not None:
+                    await asyncio.wait_for(self.backend.stop(), 3.0)
+                if self.database is not None:
+                    await asyncio.wait_for(self.database.close(), 2.0)
             raise
         except Exception as exc:
             print(

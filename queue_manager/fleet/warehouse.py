@@ -17,6 +17,7 @@ that the table cannot be read (a permission, a missing column) raises :class:`Wa
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from collections.abc import Callable
@@ -101,8 +102,9 @@ class PgWarehouse:
 
     async def check(self) -> None:
         """One read of the table, as the writer and the reports read it."""
-        try:
+        with contextlib.suppress(Exception):  # the migrations' own failure is the journal's to report
             await self.db.ensure_migrated()
+        try:
             async with self.db.acquire() as conn:
                 await conn.fetch(f"SELECT {_COLUMNS} FROM {self.db.sql_schema}.history_hourly LIMIT 1")
         except (asyncpg.exceptions.SyntaxOrAccessError, asyncpg.exceptions.DataError) as exc:
