@@ -270,6 +270,7 @@ class Server:
         await self.autopilot.stop()
         await self.inline.stop()
         await self.ticker.stop()
+        await self._last_sample()
         await self.ctx.history.stop()  # the open hour folded in, before the lease is handed back
         if self.timeline is not None:  # the marks still held are written before the pool closes
             await self.timeline.stop()
@@ -282,6 +283,17 @@ class Server:
         else:
             await self._end_run(None)
             await self.ctx.store.close()
+
+    async def _last_sample(self) -> None:
+        """One more sample of every room at the stop, so the open hour is folded in as it stands now."""
+        ctx = self.ctx
+        try:
+            summaries = await asyncio.wait_for(ctx.store.list_rooms(), 2.0)
+        except Exception:  # the store is away: the hour keeps its last sample
+            return
+        now_ms = self.clock.wall_ms()
+        ctx.series.sample(summaries, now_ms)
+        ctx.history.offer(summaries, ctx.series.last_waits, now_ms)
 
     async def _end_run(self, unjournaled: int | None) -> None:
         """The stop line, once the journal's last commit is made and while the pool is still open:

@@ -254,16 +254,25 @@ def _covered(row: HourRow, now_ms: int) -> int:
 
 
 def report(
-    room: str, bucket: str, start: int, rows: list[HourRow], now_ms: int, *, since: int | None = None
+    room: str,
+    bucket: str,
+    start: int,
+    rows: list[HourRow],
+    now_ms: int,
+    *,
+    since: int | None = None,
+    until: int | None = None,
 ) -> dict[str, Any]:
     """One report row: the hours ``rows`` of ``room`` merged into the bucket starting at ``start`` (s).
 
-    The bucket's span runs to its end, or to now for the open one, and from its start, or from ``since``
-    (the start of the room's first stored hour) if later: hours the room had no row in are a hole.
+    The bucket's span runs to its end, or to now for the open one, or to ``until`` (the end of the room's
+    last stored hour: a room deleted since) if earlier, and from its start, or from ``since`` (the start of
+    the room's first stored hour) if later: hours within it the room had no row in are a hole.
     Percentiles merge the hours' reservoirs, each kept wait weighing what its hour measured per kept wait."""
     size = HOUR if bucket == "hour" else DAY
     begin = max(start, since) if since is not None else start
-    span = max(0, min(start + size, now_ms // 1000) - begin)
+    end = min(start + size, now_ms // 1000, until if until is not None else start + size)
+    span = max(0, end - begin)
     covered = min(span, sum(_covered(r, now_ms) for r in rows))
     missing = span - covered
     partial = missing > 0
@@ -338,7 +347,7 @@ def build_report(
                 # an hour inside the room's recorded life with no row: nobody was sampling
                 out.append(report(room, bucket, start, [], min(now_ms, (start + size) * 1000), since=None))
                 continue
-            out.append(report(room, bucket, start, group, now_ms, since=first))
+            out.append(report(room, bucket, start, group, now_ms, since=first, until=last + HOUR))
     return out
 
 

@@ -160,3 +160,12 @@ def test_the_writer_folds_refusals_writes_only_while_leading_and_prunes() -> Non
         await history.stop()
 
     asyncio.run(go())
+
+
+def test_a_day_of_a_room_deleted_mid_day_ends_with_its_last_hour() -> None:
+    day = H - H % 86400
+    full = [
+        run([(day * 1000 + h * HOUR * 1000 + i * 2000, reading(i, 0)) for i in range(1801)], since=0) for h in range(3)
+    ]
+    rows = build_report(full, "day", day, day + 86400, (day + 20 * HOUR) * 1000, {"r": day})
+    assert len(rows) == 1 and rows[0]["partial"] is False and rows[0]["coveredSec"] == 3 * HOUR
