@@ -156,16 +156,24 @@ def test_reports_survive_a_restart_and_count_two_instances_once() -> None:
         room = unique_id("rep")
         with a.admin() as admin_a:
             create_room(admin_a, room, ratePerMinute=0, queueMaxPerIp=None)
+            guarded = create_room(admin_a, unique_id("rep"), ratePerMinute=0, protection={"mode": "enforce"})["id"]
             first_row(admin_a, room)
+            first_row(admin_a, guarded)
         for srv, n in ((a, 2), (b, 3)):
             for _ in range(n):
                 with srv.client() as c:
                     join(c, room).raise_for_status()
+            with srv.client(headers=BOT) as bot:
+                for _ in range(n):
+                    assert join(bot, guarded).status_code == 403
         with b.admin() as admin_b:
             row = open_row(admin_b, room, lambda r: r["joins"] >= 5, "five joins in the row")
             # two more samples later the count is still five: neither instance counted the other's joins again
             later = open_row(admin_b, room, lambda r: r["samples"] >= row["samples"] + 2, "two more samples")
             assert later["joins"] == 5 and row["joins"] == 5
+            # refusals through both instances, added up in Valkey and folded by the leader once
+            refused = open_row(admin_b, guarded, lambda r: r["blocked"] >= 5, "five refusals from two instances")
+            assert refused["blocked"] == 5 and refused["joins"] == 0
         stop_keeping_state(b)
         stop_keeping_state(a)
         c2 = again(a, "-c")
