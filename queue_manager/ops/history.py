@@ -598,16 +598,28 @@ class HourlyHistory:
                 return out
 
             if pending:
-                await self.warehouse.update(hour, sorted(pending), change)
+                self._pending = {}  # samples offered during the write start afresh
+                try:
+                    await self.warehouse.update(hour, sorted(pending), change)
+                except BaseException:
+                    self._hold_again(pending)
+                    raise
             if now_ms // 1000 - hour < 120 and hour - HOUR >= 0:  # the last refusals of the hour just closed
                 await self._close_refusals(hour - HOUR)
             self._previous = {room: replace(r, waits=[]) for room, r in pending.items()}
             self._previous_ms = now_ms
-            if self._pending is pending:
-                self._pending = {}
             self._last_write_ms = now_ms
             self.written += len(pending)
             return len(pending)
+
+    def _hold_again(self, pending: dict[str, Reading]) -> None:
+        """A write that failed: its waits are held again, under any newer reading of the same room."""
+        for room, reading in pending.items():
+            newer = self._pending.get(room)
+            if newer is None:
+                self._pending[room] = reading
+            elif reading.waits:
+                newer.waits[:0] = reading.waits
 
     async def _close_refusals(self, hour: int) -> None:
         counts = await self.refusals.read(hour)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from typing import Any
 
 from queue_manager.ops.history import (
     COLUMNS,
@@ -169,3 +170,32 @@ def test_a_day_of_a_room_deleted_mid_day_ends_with_its_last_hour() -> None:
     ]
     rows = build_report(full, "day", day, day + 86400, (day + 20 * HOUR) * 1000, {"r": day})
     assert len(rows) == 1 and rows[0]["partial"] is False and rows[0]["coveredSec"] == 3 * HOUR
+
+
+def test_waits_of_a_failed_write_are_written_once_with_the_next() -> None:
+    class Flaky(MemoryWarehouse):
+        fail = True
+
+        async def update(self, hour: int, rooms: list[str], change: Any) -> None:
+            if self.fail:
+                self.fail = False
+                raise OSError("unreachable")
+            await super().update(hour, rooms, change)
+
+    async def go() -> None:
+        now = [T0 + 60_000]
+        warehouse = Flaky()
+        history = HourlyHistory(warehouse, MemoryRefusals(), lambda: now[0], retain_days=1, seed=1)
+        summary = {"id": "r", "generation": 1, "joinsTotal": 3, "passesTotal": 1, "waiting": 2}
+        history.offer([summary], {"r": [1.0, 2.0]}, now[0])
+        try:
+            await history.write()
+        except OSError:
+            pass
+        now[0] += 2000
+        history.offer([summary], {"r": [3.0]}, now[0])
+        assert await history.write() == 1
+        row = warehouse.rows[("r", H)]
+        assert row.measured == 3 and row.wait_sum == 6.0
+
+    asyncio.run(go())
