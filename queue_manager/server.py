@@ -93,6 +93,19 @@ class Server:
             self.timeline = PgTimeline(self.database, self.clock)
             ctx.series.sink = self.timeline
             ctx.timeline = self.timeline
+            from queue_manager.fleet.refusals import SharedRefusals
+            from queue_manager.fleet.warehouse import PgWarehouse
+            from queue_manager.ops.history import HourlyHistory
+
+            # the reports' rows in PostgreSQL, written by the leader only from the fleet's counters
+            lease = self.backend.lease
+            ctx.history = HourlyHistory(
+                PgWarehouse(self.database, self.clock.wall_ms),
+                SharedRefusals(self.backend.store.redis, settings.valkey_prefix),
+                self.clock.wall_ms,
+                retain_days=settings.history_retain_days,
+                leads=lambda: lease.leader,
+            )
             from queue_manager.access.authfail import SharedAuthFailures
 
             ctx.access.failures = SharedAuthFailures(  # the fleet's wrong-key budget; this process's if Valkey is down
@@ -167,6 +180,7 @@ class Server:
                 raise
         else:
             await ctx.store.start()
+        await self._start_history()
         self.ticker.start()
         if self.timeline is not None:
             self.timeline.start()
@@ -177,6 +191,36 @@ class Server:
         ctx.ready = True
         previous = await self._begin_run()
         await self._audit_line("server.start", previous | {"store": ctx.store.kind})
+
+    async def _start_history(self) -> None:
+        """Read the hourly history once before serving: PostgreSQL answering that it cannot be read refuses
+        the boot (starting would write over rows it never read); PostgreSQL unreachable boots degraded, like
+        the events journal, since every write reads the rows it changes first."""
+        from queue_manager.fleet.warehouse import WarehouseRefused
+
+        try:
+            await self.ctx.history.start()
+        except WarehouseRefused as exc:
+            print(
+                f"[history] the hourly history (history_hourly) cannot be read: {exc}. Refusing to start rather "
+                "than write over it: grant this role SELECT, INSERT, UPDATE and DELETE on the table, or repair it.",
+                file=sys.stderr,
+                flush=True,
+            )
+            with contextlib.suppress(Exception):  # best effort and bounded: the process is exiting
+                if self.backend is not None:
+                    await asyncio.wait_for(self.backend.stop(), 3.0)
+                if self.database is not None:
+                    await asyncio.wait_for(self.database.close(), 2.0)
+            raise
+        except Exception as exc:
+            print(
+                f"[history] PostgreSQL unreachable at boot ({describe(exc)}); the hourly history is written "
+                "once it answers",
+                file=sys.stderr,
+                flush=True,
+            )
+            await self.ctx.history.start_degraded()
 
     async def _begin_run(self) -> dict[str, Any]:
         """``previousRunClean`` for the start line: how the previous run of this QM_INSTANCE_ID ended
@@ -244,6 +288,8 @@ class Server:
             await self.turn_mail.stop()
         await self.inline.stop()
         await self.ticker.stop()
+        await self._last_sample()
+        await self.ctx.history.stop()  # the open hour folded in, before the lease is handed back
         if self.timeline is not None:  # the marks still held are written before the pool closes
             await self.timeline.stop()
         if self.backend is not None:
@@ -255,6 +301,17 @@ class Server:
         else:
             await self._end_run(None)
             await self.ctx.store.close()
+
+    async def _last_sample(self) -> None:
+        """One more sample of every room at the stop, so the open hour is folded in as it stands now."""
+        ctx = self.ctx
+        try:
+            summaries = await asyncio.wait_for(ctx.store.list_rooms(), 2.0)
+        except Exception:  # the store is away: the hour keeps its last sample
+            return
+        now_ms = self.clock.wall_ms()
+        ctx.series.sample(summaries, now_ms)
+        ctx.history.offer(summaries, ctx.series.last_waits, now_ms)
 
     async def _end_run(self, unjournaled: int | None) -> None:
         """The stop line, once the journal's last commit is made and while the pool is still open:
@@ -295,7 +352,10 @@ class Server:
             await asyncio.sleep(max(0.0, next_at - loop.time()))
             try:
                 await ctx.store.tick()
-                await ctx.series.feed(ctx.store, self.clock.wall_ms())
+                now_ms = self.clock.wall_ms()
+                sampled = await ctx.series.feed(ctx.store, now_ms)
+                if sampled is not None:  # the hourly history's write runs on its own, never holding the tick
+                    ctx.history.offer(sampled, ctx.series.last_waits, now_ms)
                 if self.backend is not None:
                     self.backend.note_store_result(True)
             except StoreUnavailable as exc:

@@ -3,8 +3,9 @@
 ``GET /api/admin/series/<room>?res=10s|1m[&format=csv]`` (read): the room's recorded buckets, oldest
 first, with the marks of what changed it (with SIDESTORE=pg the marks of the tier's whole span, kept in
 PostgreSQL by every instance; otherwise this process's since its first bucket).
-``GET /api/admin/reports?bucket=hour|day[&roomId=…][&format=csv]``
-(read): one row per room per bucket, rolled up from the same recorder (this process, the last 24 hours).
+``GET /api/admin/reports?bucket=hour|day[&from=…][&to=…][&roomId=…][&format=csv]`` (read): one row per
+room per bucket from the hourly history (``ops/history.py``: PostgreSQL with SIDESTORE=pg, this process
+otherwise), the open hour as last sampled; ``from`` is floored to its bucket, ``to`` is exclusive.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 
 from queue_manager.http.call import Call
 from queue_manager.http.wire import HttpError, send_json, send_response
-from queue_manager.ops.series import TIERS, block_note, weighted_percentile
+from queue_manager.ops.history import COLUMNS as REPORT_COLUMNS
+from queue_manager.ops.history import RESERVOIR, HistoryUnavailable, bucket_start
+from queue_manager.ops.series import TIERS, block_note
 
 SERIES_COLUMNS = (
     "t",
@@ -31,29 +34,6 @@ SERIES_COLUMNS = (
     "measuredWaits",
     "rate",
     "state",
-)
-REPORT_COLUMNS = (
-    "roomId",
-    "bucket",
-    "start",
-    "startIso",
-    "joins",
-    "passes",
-    "netUnserved",
-    "peakDepth",
-    "avgDepth",
-    "peakActive",
-    "waitP50Sec",
-    "waitP90Sec",
-    "waitMaxSec",
-    "waitAvgSec",
-    "measuredWaits",
-    "blocked",
-    "warned",
-    "samples",
-    "partial",
-    "coveredSec",
-    "missingSec",
 )
 
 
@@ -174,29 +154,27 @@ async def reports(call: Call) -> None:
     fmt = q.get("format", "json")
     if fmt not in ("json", "csv"):
         raise HttpError(400, "bad_request", "format is json or csv.", field="format")
+    history = call.ctx.history
+    now_s = call.ctx.clock.wall_ms() // 1000
+    default_from = now_s - (24 * 3600 if bucket == "hour" else history.retain_days * 86400)
+    from_s = _instant(q.get("from"), "from", default_from)
+    to_s = _instant(q.get("to"), "to", now_s + 1)
     only = q.get("roomId") or None
-    if only is not None and not await call.ctx.store.room_exists(only):
+    try:
+        rows = await history.report(bucket, from_s, to_s, only)
+    except HistoryUnavailable:
+        raise HttpError(
+            503, "storage_unavailable", "The stored history cannot be read right now; retry.", headers=_RETRY
+        ) from None
+    if only is not None and not rows and not await call.ctx.store.room_exists(only):
         raise HttpError(404, "no_room", f"No room with id {only[:80]!r}.", roomId=only[:80])
-    recorder = call.ctx.series
-    size = 3600 if bucket == "hour" else 86400
-    out: list[dict[str, Any]] = []
-    for room_id in sorted(recorder.rooms):
-        if only is not None and room_id != only:
-            continue
-        series = recorder.rooms[room_id].tiers["1m"]
-        minutes = list(series.closed) + ([series.open] if series.open is not None else [])
-        groups: dict[int, list[Any]] = {}
-        for m in minutes:
-            groups.setdefault(m.start_ms // 1000 // size * size, []).append(m)
-        for start, ms in sorted(groups.items()):
-            out.append(_report_row(room_id, bucket, start, size, ms, call.ctx.clock.wall_ms() // 1000))
     head = call.req.method == "HEAD"
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=REPORT_COLUMNS, extrasaction="ignore")
         writer.writeheader()
-        for row in out:
-            writer.writerow(row)
+        for row in rows:
+            writer.writerow({k: _csv(v) for k, v in row.items()})
         await _send_csv(call, buf.getvalue(), f"report-{bucket}.csv", head)
         return
     await send_json(
@@ -204,61 +182,62 @@ async def reports(call: Call) -> None:
         200,
         {
             "bucket": bucket,
-            "rows": out,
-            "retention": "process",
-            "retainSec": TIERS["1m"][0] * TIERS["1m"][1],
+            "from": bucket_start(from_s, bucket) * 1000,
+            "to": to_s * 1000,
+            "rows": rows,
+            "retention": "process" if history.warehouse.kind == "memory" else "stored",
+            "retainDays": history.retain_days,
+            "retainSec": history.retain_days * 86400,
             "store": call.ctx.store.kind,
-            "recordingSince": recorder.started_ms,
+            "recordingSince": call.ctx.series.started_ms,
             "labels": {
-                "waitP50Sec": "estimate: a uniform sample of up to 64 waits per minute, weighted by the waits measured",
-                "measuredWaits": "people who finished waiting (were let through), not people who entered the site",
-                "netUnserved": "joins minus passes, not observed abandonment; null when the row is partial",
-                "partial": "the recorder was not running for part of the period: counters are lower bounds",
-                "blocked": "not recorded per room (null); the Security panel has the process-wide counts",
+                "waitP50Sec": f"estimate: each hour keeps a uniform sample of up to {RESERVOIR} waits; "
+                "measuredWaits, waitAvgSec and waitMaxSec are exact",
+                "measuredWaits": "people who finished waiting in the period (the weight under the percentiles), "
+                "not people who entered the site: peakActive counts sessions on the site",
+                "netUnserved": "joins minus passes, not observed abandonment; inside one hour it also counts "
+                "everyone still waiting at its end; null when the row is partial",
+                "partial": "the server was not running for part of the period: joins, passes, measuredWaits, "
+                "blocked and warned are lower bounds; coveredSec and missingSec say how much was counted",
             },
         },
         head=head,
     )
 
 
-def _report_row(room_id: str, bucket: str, start: int, size: int, minutes: list[Any], now_s: int) -> dict[str, Any]:
-    # each kept wait stands for waits_seen / kept of its minute, so busy minutes weigh what they measured
-    waits = [(w, m.waits_seen / len(m.waits)) for m in minutes if m.waits for w in m.waits]
-    measured = sum(m.waits_seen for m in minutes)
-    wait_sum = sum(m.wait_sum for m in minutes)
-    samples = sum(m.samples for m in minutes)
-    joins = sum(m.joins for m in minutes)
-    passes = sum(m.passes for m in minutes)
-    span = max(60, min(size, now_s - start))  # the open bucket is judged on the time that has passed
-    covered = min(span, len(minutes) * 60)
-    partial = covered + 60 < span
-    return {
-        "roomId": room_id,
-        "bucket": bucket,
-        "start": start * 1000,
-        "startIso": _iso(start * 1000),
-        "joins": joins,
-        "passes": passes,
-        "netUnserved": None if partial else joins - passes,
-        "peakDepth": max((m.depth_max for m in minutes), default=0),
-        "avgDepth": round(sum(m.depth_sum for m in minutes) / samples, 2) if samples else 0,
-        "peakActive": max((m.active_max for m in minutes), default=0),
-        "waitP50Sec": _round1(weighted_percentile(waits, 0.5)),
-        "waitP90Sec": _round1(weighted_percentile(waits, 0.9)),
-        "waitMaxSec": max((m.wait_max for m in minutes if m.waits_seen), default=None),
-        "waitAvgSec": round(wait_sum / measured, 1) if measured else None,
-        "measuredWaits": measured,
-        "blocked": None,  # bot protection counts per process, not per room: not recorded here
-        "warned": None,
-        "samples": samples,
-        "partial": partial,
-        "coveredSec": covered,
-        "missingSec": max(0, span - covered),
-    }
+_RETRY = [("retry-after", "5")]
 
 
-def _round1(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)
+def _csv(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+def _instant(raw: str | None, name: str, default: int) -> int:
+    """``from``/``to``: a UTC date (YYYY-MM-DD), an ISO 8601 instant (no zone: UTC), or epoch ms; epoch s."""
+    if raw is None or raw == "":
+        return default
+    text = raw.strip()
+    try:
+        if text.isdigit():
+            return int(text) // 1000
+        if len(text) == 10:
+            day = dt.date.fromisoformat(text)
+            return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp())
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        return int(when.timestamp())
+    except (ValueError, OverflowError, OSError):
+        raise HttpError(
+            400,
+            "bad_request",
+            f"{name} is a date (YYYY-MM-DD), an ISO 8601 instant or epoch milliseconds.",
+            field=name,
+        ) from None
 
 
 def _iso(ms: int) -> str:

@@ -23,6 +23,7 @@ from queue_manager.http.proxywatch import ProxyWatch
 from queue_manager.http.ratelimit import Budget
 from queue_manager.http.sse import AdminStreams, Broadcaster
 from queue_manager.metrics import Counters
+from queue_manager.ops.history import HourlyHistory, MemoryRefusals, MemoryWarehouse
 from queue_manager.ops.series import SeriesRecorder
 from queue_manager.store.base import Store
 from queue_manager.store.mailbook import AddressBook
@@ -110,6 +111,7 @@ class Context:
     timeline: TimelineView | None = None  # the marks every instance shares (None: this process's only)
     addresses: AddressBook | None = None  # turn-e-mail sign-ups (memory or Valkey, never PostgreSQL)
     turn_mail: TurnMailView | None = None  # the job that sends them
+    history: HourlyHistory = field(init=False)  # the reports' hourly rows (this process's, or PostgreSQL's)
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
     version: str = __version__
 
@@ -138,6 +140,13 @@ class Context:
             "notify": Budget(settings.notify_limit_per_min, keys, clock),
         }
         store.on_change(ctx.broadcaster.notify)
+        ctx.history = HourlyHistory(
+            MemoryWarehouse(),
+            MemoryRefusals(),
+            clock.wall_ms,
+            retain_days=settings.history_retain_days,
+            counters_from_boot=True,
+        )
         ctx.access = Access(settings, signer, clock, MemoryAccessStore())
         ctx.edge = EdgeGate(settings.edge_secrets)
         ctx.protection = Protection(

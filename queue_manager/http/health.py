@@ -97,6 +97,8 @@ def _storage(ctx: Context) -> dict[str, Any]:
         "journal": journal,
         # the chart's marks: held for the next write, written, failed writes, dropped, pruned
         **({"timeline": ctx.timeline.stats()} if ctx.timeline is not None else {}),
+        # the reports' hourly rows: rows written (by the leader), failed writes, rows pruned, the last error
+        "history": ctx.history.stats(),
     }
 
 

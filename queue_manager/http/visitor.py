@@ -168,7 +168,10 @@ async def _protect(ctx: Context, req: Request, ident: Identity, room_id: str, *,
     )
     policy = await ctx.store.room_policy(room_id)
     decision = ctx.protection.assess(facts, room_mode=room_mode_of(policy.protection if policy else None))
+    if decision.action == "monitor":
+        ctx.history.note(room_id, "warned")
     if decision.action == "block":
+        ctx.history.note(room_id, "blocked")
         ctx.series.block(room_id, ctx.clock.wall_ms())  # one chart mark per room per minute, counted
         name, value = block_header(decision)
         raise HttpError(

@@ -23,7 +23,8 @@ Tables (all in ``schema``, default ``qm``):
                     ``count`` is how many refusals a coalesced ``block`` mark stands for; one row per
                     (room, at, kind, note).
 ``audit``           the audit trail: actor, action, target, room, ok, caller's address, detail.
-``history_hourly``  one row per room and hour (the report columns, the wait reservoir, coverage).
+``history_hourly``  one row per room and hour (the report columns, the wait reservoir, coverage;
+                    ``depth_sum`` and ``state``, the counter baselines a writer continues from).
 ``instance_runs``   one row per QM_INSTANCE_ID: when its newest run started and stopped, and whether
                     that stop was clean (``runs.py``); the next start reads it for ``server.start``.
 """
@@ -196,6 +197,15 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             # nothing wrote the table before this step, so no duplicate can stand in the index's way
             "CREATE UNIQUE INDEX IF NOT EXISTS timeline_notes_mark ON {s}.timeline_notes (room, at, kind, note)",
             "CREATE INDEX IF NOT EXISTS timeline_notes_at ON {s}.timeline_notes (at)",
+        ],
+    ),
+    (
+        6,
+        "history_hourly: depth_sum, state",
+        [
+            # state: the counter baselines, covered milliseconds and last sample a writer continues from
+            "ALTER TABLE {s}.history_hourly ADD COLUMN IF NOT EXISTS depth_sum double precision NOT NULL DEFAULT 0",
+            "ALTER TABLE {s}.history_hourly ADD COLUMN IF NOT EXISTS state jsonb NOT NULL DEFAULT '{{}}'::jsonb",
         ],
     ),
 ]

@@ -206,14 +206,19 @@ class SeriesRecorder:
         self._rng = random.Random()
         self._sampled = False
         self._first = False
+        self.last_waits: dict[str, list[float]] = {}  # room -> the waits measured in the latest sample
 
     def due(self, now_ms: int) -> bool:
         return now_ms - self._last_ms >= SAMPLE_SEC * 1000 - 50
 
-    async def feed(self, store: Store, now_ms: int) -> None:
-        """The ticker's hook: sample every room when a sample is due."""
-        if self.due(now_ms):
-            self.sample(await store.list_rooms(), now_ms)
+    async def feed(self, store: Store, now_ms: int) -> list[dict[str, Any]] | None:
+        """The ticker's hook: sample every room when a sample is due; returns the summaries sampled (the
+        waits measured in that sample are in ``last_waits``), or None when no sample was due."""
+        if not self.due(now_ms):
+            return None
+        summaries = await store.list_rooms()
+        self.sample(summaries, now_ms)
+        return summaries
 
     def sample(self, summaries: list[dict[str, Any]], now_ms: int) -> None:
         """Fold one reading of every room in; rooms no longer listed are forgotten."""
@@ -221,6 +226,7 @@ class SeriesRecorder:
             self.started_ms = now_ms
         self._last_ms = now_ms
         seen = set()
+        self.last_waits = {}
         self._first = not self._sampled
         self._sampled = True
         for summary in summaries:
@@ -257,6 +263,8 @@ class SeriesRecorder:
             joined = series.join_time(k)
             if joined is not None:
                 waits.append(max(0.0, (now_ms - joined) / 1000.0))
+        if waits:
+            self.last_waits[room_id] = waits
         purged = d_exits - min(d_passes, d_exits)
         if state != series.state:
             kind = STATE_MARKS.get(state, state)

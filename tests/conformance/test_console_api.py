@@ -182,7 +182,7 @@ def test_reports_roll_up_by_hour_and_refuse_bad_input(server: Server, monitor_to
         got = wait_until(row, timeout=15, what="a report row")
         assert got["roomId"] == room and got["bucket"] == "hour"
         assert got["startIso"].endswith(":00:00Z")
-        assert got["partial"] in (True, False) and got["coveredSec"] + got["missingSec"] >= 60
+        assert got["partial"] in (True, False) and 0 <= got["coveredSec"] + got["missingSec"] <= 3600
         body = admin.get("/api/admin/reports?bucket=day").json()
         assert body["bucket"] == "day" and body["store"] in ("memory", "valkey")
         r = admin.get("/api/admin/reports?bucket=week")

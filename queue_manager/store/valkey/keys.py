@@ -72,6 +72,8 @@ mail:<r>:<g>:<n>   hash     a turn-e-mail sign-up of ticket n of generation g of
                             at, sent, lapsed (expires: the sign-up backstop, then LAPSED_TTL_MS)
 mails              zset     every turn-e-mail sign-up: member "<r>:<g>:<n>", score = sign-up wall ms
 mails:unsent       zset     the sign-ups not yet claimed for sending (same members)
+hist:ref:<hour>    hash     bot protection's refusals per room in one hour (``<room>|b`` blocked,
+                            ``<room>|w`` warned), added by every instance, expiring after 3 hours
 =================  =======  ==================================================================
 """
 
@@ -193,6 +195,11 @@ def counters_key(prefix: str, instance_id: str) -> str:
 
 def counters_index_key(prefix: str) -> str:
     return f"{prefix}ctrs"
+
+
+def history_refusals_key(prefix: str, hour: int) -> str:
+    """Bot protection's refusals in the hour starting at ``hour`` (epoch s): ``<room>|b`` / ``<room>|w`` -> count."""
+    return f"{prefix}hist:ref:{hour}"
 
 
 def script_keys(prefix: str, room_id: str) -> list[str]:

@@ -1,0 +1,293 @@
+"""GET /api/admin/reports over HTTP: the hourly history's rows, columns, filters, coverage and storage.
+
+On both stores: the CSV's column order, from/to filtering and refusals, blocked/warned per room. On
+STORE=valkey + SIDESTORE=pg (the rows live in PostgreSQL): the rows survive a restart, joins made through
+two instances are counted once, a killed instance leaves a partial row, old rows are deleted after
+HISTORY_RETAIN_DAYS, a report PostgreSQL cannot answer is 503 storage_unavailable, and a history table
+that cannot be read refuses the boot.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from harness import Server, create_room, join, spawn_server, start_server, unique_id, valkey_services, wait_until
+from relay import relayed
+
+ServerFactory = Callable[..., Server]
+
+SHARED = ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")
+COLUMNS = [
+    "roomId",
+    "bucket",
+    "start",
+    "startIso",
+    "joins",
+    "passes",
+    "netUnserved",
+    "peakDepth",
+    "avgDepth",
+    "peakActive",
+    "waitP50Sec",
+    "waitP90Sec",
+    "waitMaxSec",
+    "waitAvgSec",
+    "measuredWaits",
+    "blocked",
+    "warned",
+    "samples",
+    "partial",
+    "coveredSec",
+    "missingSec",
+]
+BOT = {"User-Agent": "curl/8.5.0"}
+
+
+def rows(admin: httpx.Client, room: str, query: str = "") -> list[dict[str, Any]]:
+    r = admin.get(f"/api/admin/reports?roomId={room}{query}")
+    assert r.status_code == 200, r.text
+    return list(r.json()["rows"])
+
+
+def open_row(admin: httpx.Client, room: str, ok: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
+    """The room's newest hour row once it satisfies ``ok``."""
+
+    seen: list[Any] = []
+
+    def probe() -> dict[str, Any] | None:
+        got = rows(admin, room)
+        seen[:] = got[-1:]
+        return got[-1] if got and ok(got[-1]) else None
+
+    try:
+        return wait_until(probe, timeout=15, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the last row: {seen}") from None
+
+
+def clear_of_the_hour_turn(need_sec: float = 45.0) -> None:
+    """A test that compares one hour's row before and after a restart starts with ``need_sec`` left in the
+    wall-clock hour, so both readings are of the same row (a wait only in the hour's last seconds)."""
+    left = 3600.0 - time.time() % 3600.0
+    if left < need_sec:
+        time.sleep(left + 1.0)
+
+
+def first_row(admin: httpx.Client, room: str) -> None:
+    """Wait for the room's first sampled row: joins made before it are the room's history before recording."""
+    wait_until(lambda: rows(admin, room), timeout=15, what="the room's first row")
+
+
+def psql(srv: Server, sql: str) -> str:
+    out = subprocess.run(
+        ["psql", srv.env["DATABASE_URL"], "-q", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def stop_keeping_state(srv: Server) -> None:
+    """A clean stop (SIGTERM) that leaves the Valkey prefix and the schema in place for the next process."""
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.wait() in (0, -signal.SIGTERM), srv.stderr
+
+
+def again(srv: Server, tag: str, extra: dict[str, str] | None = None) -> Server:
+    return start_server({**{k: srv.env[k] for k in SHARED}, "SPOOL_DIR": srv.env["SPOOL_DIR"] + tag, **(extra or {})})
+
+
+# ------------------------------------------------------------------------------------------ both stores
+
+
+def test_csv_columns_filters_and_refusals(make_server: ServerFactory) -> None:
+    srv = make_server()
+    room, guarded = unique_id("rep"), unique_id("rep")
+    with srv.admin() as admin:
+        create_room(admin, room, ratePerMinute=0, queueMaxPerIp=None)
+        create_room(admin, guarded, ratePerMinute=0, protection={"mode": "enforce"})
+        first_row(admin, room)
+        first_row(admin, guarded)
+        for _ in range(2):
+            with srv.client() as c:  # a client each: one cookie jar is one place in line
+                join(c, room).raise_for_status()
+        with srv.client(headers=BOT) as bot:
+            join(bot, room).raise_for_status()  # PROTECTION_MODE=monitor: let through with a warning
+            for _ in range(2):
+                assert join(bot, guarded).status_code == 403
+        row = open_row(admin, room, lambda r: r["joins"] >= 3 and r["warned"] >= 1, "the joins and the warning")
+        assert row["joins"] == 3 and row["blocked"] == 0 and row["warned"] >= 1
+        refused = open_row(admin, guarded, lambda r: r["blocked"] >= 2, "the refusals, counted for their room")
+        assert refused["blocked"] == 2 and refused["joins"] == 0 and refused["warned"] == 0
+        assert list(row) == COLUMNS
+        body = admin.get(f"/api/admin/reports?roomId={room}").json()
+        assert set(body["labels"]) == {"waitP50Sec", "measuredWaits", "netUnserved", "partial"}
+        assert "256" in body["labels"]["waitP50Sec"]
+        # CSV: the guide's columns in the guide's order
+        text = admin.get(f"/api/admin/reports?roomId={room}&format=csv").text
+        table = list(csv.reader(io.StringIO(text)))
+        assert table[0] == COLUMNS and len(table) == 2 and table[1][0] == room
+        # from/to: date, ISO 8601 and epoch ms; to is exclusive
+        start = row["start"]
+        hour_iso = dt.datetime.fromtimestamp(start / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert rows(admin, room, f"&from={hour_iso}") and rows(admin, room, f"&from={start}")
+        assert rows(admin, room, f"&to={start}") == []
+        assert rows(admin, room, f"&from={start + 3_600_000}") == []
+        day = hour_iso[:10]
+        assert len(rows(admin, room, f"&bucket=day&from={day}")) == 1
+        for name, bad in (("from", "yesterday"), ("to", "2026-13-40")):
+            r = admin.get(f"/api/admin/reports?{name}={bad}")
+            assert r.status_code == 400 and r.json()["code"] == "bad_request" and r.json()["field"] == name
+
+
+# ------------------------------------------------------------------------------------------ valkey + pg
+
+
+@pytest.mark.stores("valkey")
+def test_reports_survive_a_restart_and_count_two_instances_once() -> None:
+    clear_of_the_hour_turn()
+    a = start_server()
+    b: Server | None = None
+    c2: Server | None = None
+    try:
+        b = again(a, "-b")
+        room = unique_id("rep")
+        with a.admin() as admin_a:
+            create_room(admin_a, room, ratePerMinute=0, queueMaxPerIp=None)
+            guarded = create_room(admin_a, unique_id("rep"), ratePerMinute=0, protection={"mode": "enforce"})["id"]
+            first_row(admin_a, room)
+            first_row(admin_a, guarded)
+        for srv, n in ((a, 2), (b, 3)):
+            for _ in range(n):
+                with srv.client() as c:
+                    join(c, room).raise_for_status()
+            with srv.client(headers=BOT) as bot:
+                for _ in range(n):
+                    assert join(bot, guarded).status_code == 403
+        with b.admin() as admin_b:
+            row = open_row(admin_b, room, lambda r: r["joins"] >= 5, "five joins in the row")
+            # two more samples later the count is still five: neither instance counted the other's joins again
+            later = open_row(admin_b, room, lambda r: r["samples"] >= row["samples"] + 2, "two more samples")
+            assert later["joins"] == 5 and row["joins"] == 5
+            # refusals through both instances, added up in Valkey and folded by the leader once
+            refused = open_row(admin_b, guarded, lambda r: r["blocked"] >= 5, "five refusals from two instances")
+            assert refused["blocked"] == 5 and refused["joins"] == 0
+        stop_keeping_state(b)
+        stop_keeping_state(a)
+        c2 = again(a, "-c")
+        with c2.admin() as admin:
+            kept = rows(admin, room)
+            assert kept and kept[-1]["joins"] == 5 and kept[-1]["start"] == row["start"]
+    finally:
+        for srv in (c2, b, a):
+            if srv is not None:
+                srv.stop()
+
+
+@pytest.mark.stores("valkey")
+def test_a_killed_leader_leaves_a_partial_row() -> None:
+    clear_of_the_hour_turn()
+    lease = {"LEADER_LEASE_MS": "12000"}
+    a = start_server(lease)
+    b: Server | None = None
+    try:
+        room = unique_id("rep")
+        with a.admin() as admin:
+            create_room(admin, room, ratePerMinute=0)
+            first_row(admin, room)
+            with a.client() as c:
+                join(c, room).raise_for_status()
+            before = open_row(admin, room, lambda r: r["joins"] >= 1, "the join in the row")
+        a.kill()  # no fold, and the lease stays held until it expires: a hole of about LEADER_LEASE_MS
+        b = again(a, "-b", lease)
+        with b.admin() as admin:
+            after = open_row(admin, room, lambda r: r["samples"] > before["samples"] + 1, "the new leader's samples")
+            assert after["partial"] is True and after["netUnserved"] is None
+            assert after["missingSec"] >= before["missingSec"] + 10
+            assert after["joins"] >= 1
+            assert after["coveredSec"] + after["missingSec"] <= 3600
+        csv_text = b.admin().get(f"/api/admin/reports?roomId={room}&format=csv").text
+        last = list(csv.DictReader(io.StringIO(csv_text)))[-1]
+        assert last["partial"] == "true" and last["netUnserved"] == ""
+    finally:
+        if b is not None:
+            b.stop()
+        a.stop()
+
+
+@pytest.mark.stores("valkey")
+def test_old_rows_are_deleted_and_a_deleted_rooms_history_stays() -> None:
+    a = start_server({"HISTORY_RETAIN_DAYS": "2"})
+    b: Server | None = None
+    try:
+        with a.admin() as admin:
+            create_room(admin, unique_id("rep"))
+        schema = a.env["PG_SCHEMA"]
+        now = int(time.time())
+        hour = now - now % 3600
+        insert = (
+            f"INSERT INTO {schema}.history_hourly (room, hour, joins, passes, samples, covered_sec, missing_sec, "
+            "partial) VALUES ('gone-old', to_timestamp({at}), 7, 1, 10, 600, 3000, true)"
+        )
+        psql(a, insert.format(at=hour - 3 * 86400))
+        psql(a, insert.replace("gone-old", "gone-new").format(at=hour - 5 * 3600))
+        stop_keeping_state(a)
+        b = again(a, "-b", {"HISTORY_RETAIN_DAYS": "2"})  # the new leader prunes at its first write
+
+        def pruned() -> bool:
+            return psql(b, f"SELECT count(*) FROM {schema}.history_hourly WHERE room = 'gone-old'") == "0"
+
+        wait_until(pruned, timeout=15, what="the row older than HISTORY_RETAIN_DAYS deleted")
+        with b.admin() as admin:
+            kept = rows(admin, "gone-new", "&bucket=hour&from=" + str((hour - 6 * 3600) * 1000))
+            assert [r["joins"] for r in kept] == [7] and kept[0]["partial"] is True and kept[0]["joins"] == 7
+            assert kept[0]["netUnserved"] is None and kept[0]["missingSec"] == 3000
+            assert admin.get("/api/admin/reports?roomId=never-was").status_code == 404
+    finally:
+        if b is not None:
+            b.stop()
+        a.stop()
+
+
+@pytest.mark.stores("valkey")
+def test_a_report_postgres_cannot_answer_is_503() -> None:
+    with relayed(valkey_services()["database"], 5432) as (relay, url):
+        srv = start_server({"DATABASE_URL": url})
+        try:
+            with srv.admin() as admin:
+                assert admin.get("/api/admin/reports").status_code == 200
+                relay.cut()
+                r = admin.get("/api/admin/reports")
+                assert r.status_code == 503 and r.json()["code"] == "storage_unavailable"
+                assert "rows" not in r.json()
+        finally:
+            relay.restore()
+            srv.stop()
+
+
+@pytest.mark.stores("valkey")
+def test_a_history_table_that_cannot_be_read_refuses_the_boot() -> None:
+    a = start_server()
+    b: Server | None = None
+    try:
+        stop_keeping_state(a)
+        psql(a, f"ALTER TABLE {a.env['PG_SCHEMA']}.history_hourly DROP COLUMN reservoir")
+        b = spawn_server({**{k: a.env[k] for k in SHARED}, "SPOOL_DIR": a.env["SPOOL_DIR"] + "-b"})
+        code = b.wait(20)
+        assert code not in (None, 0)
+        assert "[history]" in b.stderr and "history_hourly" in b.stderr
+    finally:
+        if b is not None:
+            b.stop()
+        a.stop()

@@ -1,0 +1,201 @@
+"""The hourly history's pure fold and merge (``ops/history.py``): counters from baselines, coverage, the
+reservoir, partial rows, day buckets, and a writer that takes over mid-hour."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from queue_manager.ops.history import (
+    COLUMNS,
+    GAP_MS,
+    HOUR,
+    RESERVOIR,
+    HourlyHistory,
+    HourRow,
+    MemoryRefusals,
+    MemoryWarehouse,
+    Reading,
+    build_report,
+    fold,
+    report,
+)
+
+H = 1_800_000 * 1000 // 3600 * 3600  # an hour's start, epoch s (a whole hour)
+T0 = H * 1000  # ... in ms
+
+
+def reading(joins: int, passes: int, *, gen: int = 1, depth: int = 0, waits: list[float] | None = None) -> Reading:
+    return Reading("r", gen, joins, passes, depth, 0, waits or [])
+
+
+def run(samples: list[tuple[int, Reading]], row: HourRow | None = None, since: int = T0) -> HourRow:
+    rng = random.Random(1)
+    prev = None
+    for t, r in samples:
+        row = fold(row, r, t, covered_since_ms=since, previous=prev, rng=rng)
+        prev = r
+    assert row is not None
+    return row
+
+
+def test_a_full_hour_counts_joins_from_the_baseline_and_is_not_partial() -> None:
+    samples = [(T0 + i * 2000, reading(100 + i, 90 + i // 2, depth=i % 7)) for i in range(1800)]
+    row = run(samples)
+    assert row.joins == 1799 and row.passes == 899  # counted from the first sample's counters
+    out = report("r", "hour", H, [row], T0 + HOUR * 1000 + 5000)
+    assert out["partial"] is False and out["missingSec"] == 0 and out["coveredSec"] == 3600
+    assert out["netUnserved"] == 1799 - 899
+    assert out["samples"] == 1800 and out["peakDepth"] == 6
+    assert list(out) == list(COLUMNS)
+
+
+def test_a_hole_makes_the_row_partial_with_null_net_unserved() -> None:
+    before = [(T0 + i * 2000, reading(i, 0)) for i in range(300)]  # the first ten minutes
+    after = [(T0 + 1_800_000 + i * 2000, reading(1000 + i, 5)) for i in range(900)]  # the second half
+    row = run(before + after)
+    out = report("r", "hour", H, [row], T0 + HOUR * 1000)
+    assert out["partial"] is True and out["netUnserved"] is None
+    assert 1190 <= out["missingSec"] <= 1210 and out["coveredSec"] + out["missingSec"] == 3600
+    assert out["joins"] == 1000 + 899  # a lower bound: the joins during the hole are in, nothing is doubled
+
+
+def test_a_server_started_mid_hour_is_partial_for_the_open_hour() -> None:
+    start = T0 + 20 * 60_000
+    row = run([(start + i * 2000, reading(5, 0)) for i in range(10)], since=start)
+    out = report("r", "hour", H, [row], start + 20_000)
+    assert out["partial"] is True and out["missingSec"] >= 1200 - 1
+    assert out["coveredSec"] <= 20
+
+
+def test_a_room_created_mid_hour_on_a_running_server_is_not_partial() -> None:
+    row = run([(T0 + 1_200_000 + i * 2000, reading(i, 0)) for i in range(5)], since=T0 - 60_000)
+    out = report("r", "hour", H, [row], T0 + 1_200_000 + 10_000)
+    assert out["partial"] is False
+
+
+def test_a_new_writer_continues_the_hour_exactly() -> None:
+    a = run([(T0 + i * 2000, reading(10 + i, i)) for i in range(100)])
+    # the stored row goes to another writer, which never saw the counters before it took over
+    copy = HourRow(a.room, a.hour)
+    copy.load_state(a.state())
+    for name in ("peak_depth", "depth_sum", "samples", "reservoir", "measured", "wait_sum", "wait_max"):
+        setattr(copy, name, getattr(a, name))
+    b = run([(T0 + 200_000 + i * 2000, reading(110 + i, 100 + i)) for i in range(10)], row=copy, since=T0 + 200_000)
+    assert b.joins == 109 and b.passes == 109  # 10 -> 119 and 0 -> 109, once each
+    assert b.covered_ms == a.covered_ms + 2000 + 9 * 2000  # the handover gap was short: covered
+
+
+def test_a_late_reading_changes_no_sum_and_a_long_gap_is_not_covered() -> None:
+    row = run([(T0 + 10_000, reading(1, 0)), (T0 + 12_000, reading(2, 0))], since=T0)
+    samples, covered = row.samples, row.covered_ms
+    fold(row, reading(2, 0, depth=50), T0 + 11_000, covered_since_ms=T0, rng=random.Random())
+    assert row.samples == samples and row.covered_ms == covered and row.peak_depth == 50
+    fold(row, reading(3, 0), T0 + 12_000 + GAP_MS + 1, covered_since_ms=T0, rng=random.Random())
+    assert row.covered_ms == covered and row.joins == 2
+
+
+def test_a_new_generation_keeps_what_was_counted() -> None:
+    row = run(
+        [(T0 + i * 2000, reading(i, 0)) for i in range(10)]
+        + [(T0 + 20_000 + i * 2000, reading(i, 0, gen=2)) for i in range(5)]
+    )
+    assert row.joins == 9 + 4
+
+
+def test_the_reservoir_is_bounded_and_the_exact_figures_are_exact() -> None:
+    waits = [float(i % 600) for i in range(5000)]
+    row = run([(T0 + 2000, reading(0, 0, waits=waits))])
+    assert len(row.reservoir) == RESERVOIR and row.measured == 5000
+    out = report("r", "hour", H, [row], T0 + 4000)
+    assert out["measuredWaits"] == 5000 and out["waitMaxSec"] == 599
+    assert out["waitAvgSec"] == round(sum(waits) / 5000, 1)
+    assert 200 <= out["waitP50Sec"] <= 400 and 450 <= out["waitP90Sec"] <= 599
+
+
+def test_day_buckets_weigh_each_hour_by_what_it_measured() -> None:
+    busy = run([(T0 + 2000, reading(0, 0, waits=[100.0] * 900))])
+    quiet = HourRow("r", H + HOUR)
+    fold(quiet, reading(0, 0, waits=[10.0] * 100), T0 + HOUR * 1000 + 2000, covered_since_ms=0, rng=random.Random())
+    quiet.samples = 1
+    out = report("r", "day", H - H % 86400, [busy, quiet], T0 + 2 * HOUR * 1000)
+    assert out["measuredWaits"] == 1000 and out["waitP50Sec"] == 100 and out["waitP90Sec"] == 100
+    assert out["waitAvgSec"] == 91.0
+
+
+def test_an_hour_nobody_recorded_is_reported_as_a_hole() -> None:
+    first = run([(T0 + i * 2000, reading(i, 0)) for i in range(1800)])
+    third = run([(T0 + 2 * HOUR * 1000 + i * 2000, reading(5000 + i, 0)) for i in range(1800)], since=0)
+    rows = build_report([first, third], "hour", H, H + 3 * HOUR, T0 + 3 * HOUR * 1000, {"r": H})
+    assert [r["start"] // 1000 for r in rows] == [H, H + HOUR, H + 2 * HOUR]
+    assert rows[1]["partial"] is True and rows[1]["missingSec"] == 3600 and rows[1]["joins"] == 0
+    assert rows[0]["partial"] is False and rows[2]["partial"] is False
+
+
+def test_the_writer_folds_refusals_writes_only_while_leading_and_prunes() -> None:
+    async def go() -> None:
+        now = [T0 + 60_000]
+        leading = [True]
+        warehouse = MemoryWarehouse()
+        history = HourlyHistory(
+            warehouse, MemoryRefusals(), lambda: now[0], retain_days=1, leads=lambda: leading[0], seed=1
+        )
+        old = HourRow("gone", H - 3 * 86400)
+        warehouse.rows[("gone", old.hour)] = old
+        await history.start()
+        summary = {"id": "r", "generation": 1, "joinsTotal": 3, "passesTotal": 1, "waiting": 2}
+        history.note("r", "blocked")
+        history.note("r", "warned")
+        history.note("r", "warned")
+        history.offer([summary], {"r": [4.0]}, now[0])
+        assert await history.write() == 1
+        await history.prune()
+        assert ("gone", old.hour) not in warehouse.rows
+        leading[0] = False
+        now[0] += 2000
+        history.offer([{**summary, "joinsTotal": 9}], {}, now[0])
+        assert await history.write() == 0  # a follower writes nothing
+        rows = await history.fold_open_hour()
+        assert rows[0]["blocked"] == 1 and rows[0]["warned"] == 2 and rows[0]["measuredWaits"] == 1
+        await history.stop()
+
+    asyncio.run(go())
+
+
+def test_a_day_of_a_room_deleted_mid_day_ends_with_its_last_hour() -> None:
+    day = H - H % 86400
+    full = [
+        run([(day * 1000 + h * HOUR * 1000 + i * 2000, reading(i, 0)) for i in range(1801)], since=0) for h in range(3)
+    ]
+    rows = build_report(full, "day", day, day + 86400, (day + 20 * HOUR) * 1000, {"r": day})
+    assert len(rows) == 1 and rows[0]["partial"] is False and rows[0]["coveredSec"] == 3 * HOUR
+
+
+def test_waits_of_a_failed_write_are_written_once_with_the_next() -> None:
+    class Flaky(MemoryWarehouse):
+        fail = True
+
+        async def update(self, hour: int, rooms: list[str], change: Any) -> None:
+            if self.fail:
+                self.fail = False
+                raise OSError("unreachable")
+            await super().update(hour, rooms, change)
+
+    async def go() -> None:
+        now = [T0 + 60_000]
+        warehouse = Flaky()
+        history = HourlyHistory(warehouse, MemoryRefusals(), lambda: now[0], retain_days=1, seed=1)
+        summary = {"id": "r", "generation": 1, "joinsTotal": 3, "passesTotal": 1, "waiting": 2}
+        history.offer([summary], {"r": [1.0, 2.0]}, now[0])
+        try:
+            await history.write()
+        except OSError:
+            pass
+        now[0] += 2000
+        history.offer([summary], {"r": [3.0]}, now[0])
+        assert await history.write() == 1
+        row = warehouse.rows[("r", H)]
+        assert row.measured == 3 and row.wait_sum == 6.0
+
+    asyncio.run(go())
