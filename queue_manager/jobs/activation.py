@@ -50,8 +50,8 @@ async def run(store: Store, audit: Audit, doc: dict[str, Any], rooms: Sequence[M
             else:
                 states.pop(room_id, None)
             continue
+        states[room_id] = mine  # in place before the flip: the badge shows with the flip, never after it
         await _room(store, audit, room, cfg, mine, now)
-        states[room_id] = mine
     for gone in set(states) - live:
         del states[gone]
     return repr(states) != before
@@ -76,8 +76,8 @@ async def _room(
             mine["above"] = now
         if now - mine["above"] < int(cfg.get("sustainSec") or 0) * 1000:
             return
-        if await _flip(store, room_id, "bypass", "active"):
-            mine.update(above=None, owned=True, acted=now, action="activate", joinsPerMin=joins)
+        if await _flip(store, room_id, "bypass", "active", mine, now, "activate", joins):
+            mine.update(above=None, owned=True)
             await audit(
                 None,
                 "room.threshold",
@@ -103,8 +103,8 @@ async def _room(
     in_line = int(room.get("waiting") or 0) + int(room.get("preQueue") or 0)
     if now - mine["quiet"] < release * 1000 or in_line > 0:
         return
-    if await _flip(store, room_id, "active", "bypass"):
-        mine.update(quiet=None, owned=False, acted=now, action="release", joinsPerMin=joins)
+    if await _flip(store, room_id, "active", "bypass", mine, now, "release", joins):
+        mine.update(quiet=None, owned=False)
         await audit(
             None,
             "room.threshold",
@@ -118,14 +118,22 @@ async def _room(
         log.info("threshold activation: %s active -> bypass at %d joins/min", room_id, joins)
 
 
-async def _flip(store: Store, room_id: str, expect: str, to: str) -> bool:
+async def _flip(
+    store: Store, room_id: str, expect: str, to: str, mine: dict[str, Any], now: int, action: str, joins: int
+) -> bool:
+    """The compare-and-set of the room's state. The badge's act is noted first, so a room read while the
+    flip lands already carries it, and is taken back when the flip does not happen."""
+    last = {k: mine.get(k) for k in ("acted", "action", "joinsPerMin")}
+    mine.update(acted=now, action=action, joinsPerMin=joins)
     try:
         await store.upsert_room({"id": room_id, "state": to}, expect_state=expect)
     except EngineError as err:
+        mine.update(last)
         if err.code not in ("state_changed", "no_room"):
             log.warning("threshold activation: %s: %s", room_id, err.message)
         return False
     except StoreUnavailable as err:
+        mine.update(last)
         log.warning("threshold activation: %s: store unavailable: %s", room_id, err)
         return False
     return True

@@ -144,7 +144,7 @@ class Autopilot:
                 return  # no longer the leader
             self.state = state
         self._deliver_due(now)
-        auto = await self.shared.load("autopilot") or {}
+        auto = self.auto = await self.shared.load("autopilot") or {}  # read by badges() while the jobs run
         changed = await activation.run(self.ctx.store, self.ctx.access.audit, auto, rooms, now)
         if self.settings.autotune:
             changed = (

@@ -99,3 +99,27 @@ async def test_a_change_made_between_the_read_and_the_flip_wins() -> None:
     await store.upsert_room({"id": "shop", "state": "paused"})  # the operator pauses; the frame read bypass
     await activation.run(store, trail, doc, [stale], 20_000)
     assert (await store.get_room("shop"))["state"] == "paused" and trail.rows == []
+    assert activation.badges(doc, 20_000) == {}  # a flip that did not happen leaves no AUTO · SELF
+
+
+async def test_the_badge_is_there_the_moment_the_flip_lands() -> None:
+    """A room read while the flip is being written (before the audit row, before the frame ends) already
+    carries AUTO · SELF: the card never shows a queue the machine put up without saying so."""
+    trail, doc = Trail(), {}
+    seen: list[dict[str, Any]] = []
+
+    class Watching(MemoryStore):
+        async def upsert_room(self, body: dict[str, Any], **kw: Any) -> Any:
+            done = await super().upsert_room(body, **kw)
+            if kw.get("expect_state") is not None:  # the job's flip, landed
+                seen.append(activation.badges(doc, 10_000))  # what GET /api/admin/rooms would add right now
+            return done
+
+    store = Watching(FakeClock())
+    await store.upsert_room(
+        {"id": "shop", "targetUrl": "https://shop.example/", "state": "bypass", "autoActivate": ARMED}
+    )
+    room = {**(await store.get_room("shop")), "joinsLastMinute": 200}
+    await activation.run(store, trail, doc, [room], 0)
+    await activation.run(store, trail, doc, [room], 10_000)
+    assert seen == [{"shop": {"at": 10_000, "action": "activate", "joinsPerMin": 200}}]
