@@ -13,6 +13,7 @@ from queue_manager.http import (
     admin_rooms,
     admin_stream,
     admin_team,
+    connectors,
     health,
     notify,
     pages_console,
@@ -50,6 +51,8 @@ TABLE: tuple[Route, ...] = (
     v("GET", "/api/notify", notify.read, "Whether this ticket has a turn e-mail address kept."),
     v("DELETE", "/api/notify", notify.cancel, "Forget this ticket's turn e-mail address."),
     v("GET", "/qm.js", visitor.qm_js, "The snippet a site includes beside its pages."),
+    v("GET", "/connectors/manifest.json", connectors.manifest_json, "Every connector: version, downloads, SHA-256."),
+    v("GET", "/connectors/{file...}", connectors.download, "A connector's download, README or manifest entry."),
     v("GET", "/healthz", health.healthz, "Liveness and readiness of this instance."),
     v("GET", "/api/version", health.version, "Version and health of this instance."),
     # -- pages
