@@ -13,6 +13,7 @@ import orjson
 
 from queue_manager.access.protection import BLOCKED_CODE, RequestFacts, block_header, room_mode_of
 from queue_manager.engine.model import ROOM_ID_RE
+from queue_manager.engine.origins import origin_of
 from queue_manager.engine.policy import RoomPolicy
 from queue_manager.engine.view import VisitorView
 from queue_manager.http import backend_down, cookies, waiting
@@ -403,17 +404,75 @@ async def verify(ctx: Context, req: Request, send: Send) -> None:
         vouched = auth is not None and await _vouched_key(ctx, auth, ident)
     except HttpError as err:
         problem = "Public API key sent in the URL" if err.code == "credential_in_query" else "the key was refused"
-        await send_json(send, 401, {"ok": False, "code": err.code, "problems": [problem]})
+        await send_json(
+            send,
+            401,
+            {
+                "ok": False,
+                "keyAccepted": False,
+                "keyInUrl": err.code == "credential_in_query",
+                "code": err.code,
+                "problems": [problem],
+            },
+        )
         return
     if not vouched:
         await send_json(
             send,
             401,
-            {"ok": False, "code": "unauthorized", "problems": ["No key: send Authorization: Bearer <PUBLIC_API_KEY>"]},
+            {
+                "ok": False,
+                "keyAccepted": False,
+                "keyInUrl": False,
+                "code": "unauthorized",
+                "problems": ["No key: send Authorization: Bearer <PUBLIC_API_KEY>"],
+            },
         )
         return
     problems = [] if ctx.settings.public_api_key else ["PUBLIC_API_KEY is not set: the ADMIN_KEY was used"]
-    await send_json(send, 200, {"ok": True, "problems": problems, "version": ctx.version})
+    out: dict[str, Any] = {"ok": True, "keyAccepted": True, "keyInUrl": False, "version": ctx.version}
+    room_id = req.query.get("roomId")
+    if room_id:  # ok only when the room is there (and a given origin may call it)
+        out["room"] = room = await _verify_room(ctx, room_id[:200], req.query.get("origin"))
+        if not room["exists"]:
+            out["ok"] = False
+            problems.append(f"No room with id {room_id[:80]!r}")
+        elif room.get("originAllowed") is False:
+            out["ok"] = False
+            problems.append(f"{room['origin']} is not in the room's tagOrigins: a tag on it fails open")
+    out["problems"] = problems
+    await send_json(send, 200, out)
+
+
+async def _verify_room(ctx: Context, room_id: str, origin: str | None) -> dict[str, Any]:
+    """What a connector's installer needs to know of its room: that it exists, whether the queue serves it
+    inline, and the origins a tag may call from (tagOrigins, or returnOrigins when that is null, and the
+    target's own origin always); given ``origin``, whether a tag on that origin is answered."""
+    policy = await ctx.store.room_policy(room_id)
+    if policy is None:
+        return {"id": room_id, "exists": False}
+    room = await ctx.store.get_room(room_id)
+    target = origin_of(policy.target_url)
+    origins = [str(p) for p in policy.tag_origins]
+    if target is not None:
+        origins.insert(0, _origin_text(*target))
+    out: dict[str, Any] = {
+        "id": room_id,
+        "exists": True,
+        "inline": bool(room.get("proxyOrigin")),
+        "targetUrl": policy.target_url,
+        "tagOrigins": origins,
+    }
+    if origin:
+        out["origin"] = origin[:200]
+        out["originAllowed"] = policy.tag_allowed(origin[:200])
+    return out
+
+
+def _origin_text(scheme: str, host: str, port: int) -> str:
+    default = {"http": 80, "https": 443}.get(scheme)
+    shown = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown}" + ("" if port == default else f":{port}")
 
 
 async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, prefix: str | None = None) -> None:

@@ -97,9 +97,10 @@ def test_verify(server: Server) -> None:
         assert r.status_code == 200, r.text
         assert r.json()["ok"] is True
         assert r.json()["problems"] == []
+        assert r.json()["keyAccepted"] is True and r.json()["keyInUrl"] is False and "room" not in r.json()
         r = c.get("/api/verify", params={"key": PUBLIC_KEY})
         assert r.status_code == 401, r.text
-        assert r.json()["ok"] is False
+        assert r.json()["ok"] is False and r.json()["keyInUrl"] is True and r.json()["keyAccepted"] is False
         assert "Public API key sent in the URL" in r.json()["problems"]
         r = c.get("/api/verify")
         assert r.status_code == 401, r.text
@@ -107,6 +108,32 @@ def test_verify(server: Server) -> None:
         r = c.get("/api/verify", headers={"Authorization": "Bearer pk-wrong"})
         assert r.status_code == 401, r.text
         assert r.json()["ok"] is False
+
+
+def test_verify_reports_what_a_connector_needs_of_its_room(server: Server) -> None:
+    with server.admin() as a:
+        room = create_room(
+            a, targetUrl="https://shop.example/", tagOrigins=["https://landing.example", "https://*.brand.example"]
+        )
+    bearer = {"Authorization": f"Bearer {PUBLIC_KEY}"}
+    with server.client(headers=bearer) as c:
+        body = c.get("/api/verify", params={"roomId": room["id"]}).json()
+        assert body["ok"] is True and body["problems"] == []
+        assert body["room"] == {
+            "id": room["id"],
+            "exists": True,
+            "inline": False,
+            "targetUrl": "https://shop.example/",
+            "tagOrigins": ["https://shop.example", "https://landing.example", "https://*.brand.example"],
+        }
+        body = c.get("/api/verify", params={"roomId": room["id"], "origin": "https://www.brand.example"}).json()
+        assert body["ok"] is True and body["room"]["originAllowed"] is True
+        body = c.get("/api/verify", params={"roomId": room["id"], "origin": "https://elsewhere.example"}).json()
+        assert body["ok"] is False and body["room"]["originAllowed"] is False
+        assert body["problems"] == ["https://elsewhere.example is not in the room's tagOrigins: a tag on it fails open"]
+        body = c.get("/api/verify", params={"roomId": "no-such-room"}).json()
+        assert body["ok"] is False and body["room"] == {"id": "no-such-room", "exists": False}
+        assert body["keyAccepted"] is True
 
 
 def test_wrong_public_keys_spend_the_admin_allowance(make_server: ServerFactory) -> None:
