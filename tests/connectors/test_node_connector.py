@@ -150,6 +150,8 @@ def install(srv: Server) -> Path:
             _unavailable(f"npm install failed: {err}")
         if done.returncode != 0:
             _unavailable(f"npm install failed ({done.returncode}): {done.stderr[-2000:]}")
+        if home.exists() and not (home / "node_modules" / PACKAGE / "package.json").is_file():
+            shutil.rmtree(home, ignore_errors=True)  # a broken earlier install
         with contextlib.suppress(OSError):  # another run may have finished the same install first
             work.rename(home)
     finally:
@@ -228,6 +230,7 @@ class Rig:
     out: list[str] = field(default_factory=list)
     err_path: str = ""
     store: str = "memory"
+    seen: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def url(self, site: str, path: str = "/") -> str:
         return f"http://127.0.0.1:{self.ports[site]}{path}"
@@ -261,15 +264,16 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             limited_room = create_room(admin, targetUrl=f"http://127.0.0.1:{ports['limited']}/", state="bypass")["id"]
         hole = Hole()
         closers.append(hole.close)
-        e500, _ = fixed_queue(500, b'{"error":"boom"}')
+        e500, e500_seen = fixed_queue(500, b'{"error":"boom"}')
         closers.append(e500.shutdown)
-        bogus, _ = fixed_queue(200, b'{"ok":true}')
+        bogus, bogus_seen = fixed_queue(200, b'{"ok":true}')
         closers.append(bogus.shutdown)
 
         def site(name: str, kind: str, **options: Any) -> dict[str, Any]:
             return {"name": name, "kind": kind, "port": ports[name], "options": options}
 
         local, limited_key = "http://127.0.0.1", limited.env["PUBLIC_API_KEY"]
+        bogus_url = f"{local}:{bogus.server_address[1]}"
         live_opts = {"queueUrl": live.base_url, "roomId": room, "key": live.env["PUBLIC_API_KEY"]}
         sites = [
             site("express", "express", **live_opts),
@@ -277,7 +281,7 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             site("limited", "express", queueUrl=limited.base_url, roomId=limited_room, key=limited_key),
             site("hole", "http", queueUrl=f"{local}:{hole.port}", roomId="shop", key="k"),
             site("e500", "http", queueUrl=f"{local}:{e500.server_address[1]}", roomId="shop", key="k", timeoutMs=1500),
-            site("bogus", "express", queueUrl=f"{local}:{bogus.server_address[1]}", roomId="shop", key="k"),
+            site("bogus", "express", queueUrl=bogus_url, roomId="shop", key="k", trustProxy=True),
             site("bare", "http", queueUrl=live.base_url, roomId=room),
         ]  # fmt: skip
         script = Path(tmp) / "app.js"
@@ -303,7 +307,19 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
         threading.Thread(target=read, daemon=True).start()
         wait_until(lambda: "READY" in out or app.poll() is not None, 15, 0.05, "the node apps listening")
         assert "READY" in out, Path(err_path).read_text(errors="replace")
-        yield Rig(live, limited, room, limited_room, ports, modules, app, out, err_path, store)
+        yield Rig(
+            live,
+            limited,
+            room,
+            limited_room,
+            ports,
+            modules,
+            app,
+            out,
+            err_path,
+            store,
+            {"e500": e500_seen, "bogus": bogus_seen},
+        )
     finally:
         if app is not None:
             app.terminate()
@@ -478,6 +494,39 @@ def test_429_goes_to_the_waiting_room_then_a_stopped_queue_is_unreachable(rig: R
         lambda: any(e["site"] == "limited" and e["reason"] == "unreachable" for e in rig.fail_opens()), 5, 0.05
     )
     assert rig.stderr().count("429") == 1, rig.stderr()
+
+
+def test_the_check_is_made_for_the_visitor(rig: Rig) -> None:
+    """What the fake queues received: the key in the header only, the visitor's address, agent, URL and
+    the room's cookies (no other cookie of the site's), with X-Forwarded-* believed only with trustProxy."""
+    headers = {
+        **API,
+        "Host": "shop.example:8443",
+        "X-Forwarded-For": "203.0.113.9, 198.51.100.7",
+        "X-Forwarded-Proto": "https",
+        "X-Forwarded-Host": "www.shop.example",
+        "Cookie": "app=private; qm_shop=tok; qm_dk_shop=dk1; qm_other=x; qms_shop=s1",
+    }
+    with visitor() as c:
+        for site in ("bogus", "e500"):
+            rig.seen[site].clear()
+            r = c.get(rig.url(site, "/cart?a=1&qm_token=pass1&b=2"), headers=headers)
+            assert r.status_code == 200 and "x-qm-failover" in r.headers
+    (proxied,) = rig.seen["bogus"]
+    (direct,) = rig.seen["e500"]
+    for seen in (proxied, direct):
+        path = urlsplit(seen["path"])
+        assert path.path == "/api/check"
+        query = parse_qs(path.query)
+        assert "key" not in query and "pass1" not in query["url"][0]
+        assert query["roomId"] == ["shop"] and query["agent"] == [UA] and query["qm_token"] == ["pass1"]
+        h = {k.lower(): v for k, v in seen["headers"].items()}
+        assert h["authorization"] == "Bearer k"
+        assert h["cookie"] == "qm_shop=tok; qm_dk_shop=dk1; qms_shop=s1"
+    q = parse_qs(urlsplit(proxied["path"]).query)
+    assert q["ip"] == ["198.51.100.7"] and q["url"] == ["https://www.shop.example/cart?a=1&b=2"]
+    q = parse_qs(urlsplit(direct["path"]).query)
+    assert q["ip"] == ["127.0.0.1"] and q["url"] == ["http://shop.example:8443/cart?a=1&b=2"]
 
 
 def test_unconfigured_continues_unmarked_with_one_warning(rig: Rig) -> None:
