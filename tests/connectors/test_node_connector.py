@@ -355,6 +355,15 @@ def test_the_package_is_the_servers_build(rig: Rig) -> None:
     assert installed.get("dependencies") in (None, {})
     source = (rig.modules / PACKAGE / "index.js").read_text()
     assert "const VERSION = '1.1.0';" in source and "__QM_CONNECTOR_VERSION__" not in source
+    esm = (rig.modules / PACKAGE / "index.mjs").as_uri()
+    probe = (
+        f"import c, {{ createGate, middleware, VERSION }} from '{esm}';"
+        "console.log(typeof createGate, typeof middleware, VERSION, typeof c.createGate)"
+    )
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", probe], capture_output=True, text=True, timeout=20, check=False
+    )
+    assert done.stdout.split() == ["function", "function", "1.1.0", "function"], done.stderr
 
 
 def test_waiting_then_admitted_through_express(rig: Rig) -> None:
