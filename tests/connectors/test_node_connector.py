@@ -1,8 +1,8 @@
 """The Node connector on node, in front of an Express app and a node:http app, against a live Queue Manager.
 
-The package is the one the server hands out: ``/connectors/node/latest.tgz`` is downloaded from a
-running server and installed with npm (beside ``express``) into a cache folder outside the checkout
-(``~/.cache/qm-connectors/node-<hash>``; one install per tarball, so repeated runs take no network). One
+The package is the one the server hands out: ``npm install http://<server>/connectors/node/latest.tgz``
+(beside ``express``), as the README says, into a cache folder outside the checkout named by the tarball's
+hash (``~/.cache/qm-connectors/node-<hash>``; one install per tarball, so repeated runs take no network). One
 node process serves every site the tests need, each on a port of its own with its own gate:
 
 * ``express`` and ``http``: a live server's room (waiting, admitted, static files, cookies);
@@ -121,10 +121,13 @@ def _cache_root() -> Path:
 
 
 def install(srv: Server) -> Path:
-    """The node_modules folder holding the server's connector tarball and express (installed once per tarball)."""
+    """The node_modules folder holding the server's connector and express (installed once per tarball).
+
+    The tarball is downloaded first for its hash (the cache key); npm then installs it from the same URL."""
     if not os.path.exists(NODE) or not os.path.exists(NPM):
         _unavailable(f"node at {NODE!r} and npm at {NPM!r}")
-    tgz = httpx.get(f"{srv.base_url}/connectors/node/latest.tgz", timeout=10)
+    latest = f"{srv.base_url}/connectors/node/latest.tgz"  # what a site owner installs, as the README says
+    tgz = httpx.get(latest, timeout=10)
     assert tgz.status_code == 200, tgz.text
     assert tgz.headers["content-type"] == "application/gzip"
     digest = hashlib.sha256(tgz.content + EXPRESS.encode()).hexdigest()[:16]
@@ -136,10 +139,9 @@ def install(srv: Server) -> Path:
     work = Path(tempfile.mkdtemp(prefix="node-install-", dir=_cache_root()))
     try:
         (work / "package.json").write_text('{"name": "qm-connector-test", "private": true}\n')
-        (work / "connector.tgz").write_bytes(tgz.content)
         try:
             done = subprocess.run(
-                [NPM, "install", "--no-audit", "--no-fund", "--loglevel=error", "./connector.tgz", EXPRESS],
+                [NPM, "install", "--no-audit", "--no-fund", "--loglevel=error", latest, EXPRESS],
                 cwd=work,
                 capture_output=True,
                 text=True,
