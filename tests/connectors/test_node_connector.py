@@ -48,8 +48,6 @@ from harness import (
     wait_until,
 )
 
-ServerFactory = Callable[..., Server]
-
 NODE = shutil.which("node") or "/usr/bin/node"
 NPM = shutil.which("npm") or "/usr/bin/npm"
 EXPRESS = "express@4"
@@ -267,9 +265,9 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
         hole = Hole()
         closers.append(hole.close)
         e500, e500_seen = fixed_queue(500, b'{"error":"boom"}')
-        closers.append(e500.shutdown)
+        closers += [e500.shutdown, e500.server_close]
         bogus, bogus_seen = fixed_queue(200, b'{"ok":true}')
-        closers.append(bogus.shutdown)
+        closers += [bogus.shutdown, bogus.server_close]
 
         def site(name: str, kind: str, **options: Any) -> dict[str, Any]:
             return {"name": name, "kind": kind, "port": ports[name], "options": options}
