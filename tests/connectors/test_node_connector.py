@@ -366,6 +366,37 @@ def test_the_package_is_the_servers_build(rig: Rig) -> None:
     assert done.stdout.split() == ["function", "function", "1.1.0", "function"], done.stderr
 
 
+# (method, path, Sec-Fetch-Dest or None, skips?): the four conditions of "What skips the gate"
+STATIC_CASES = [
+    ("GET", "/assets/app.js", None, True),
+    ("HEAD", "/img/logo.PNG", "image", True),
+    ("GET", "/fonts/a.woff2", "font", True),
+    ("POST", "/assets/app.js", None, False),
+    ("GET", "/api/stock.json", None, False),
+    ("GET", "/robots.txt", None, False),
+    ("GET", "/api/stock;.js", None, False),
+    ("GET", "/a%2fb.css", None, False),
+    ("GET", "/a\\b.css", None, False),
+    ("GET", "/x/../admin.css", None, False),
+    ("GET", "/x/./a.css", None, False),
+    ("GET", "/.css", None, False),
+    ("GET", "/app.css", "document", False),
+    ("GET", "/app.css", "IFRAME", False),
+    ("GET", "/app.css", "style", True),
+    ("GET", "/page", None, False),
+]
+
+
+def test_the_static_rule_is_the_inline_gates(rig: Rig) -> None:
+    cases = json.dumps([c[:3] for c in STATIC_CASES])
+    probe = (
+        f"const {{ skipsGate }} = require({json.dumps(str(rig.modules / PACKAGE))});"
+        f"process.stdout.write(JSON.stringify({cases}.map(([m, p, d]) => skipsGate(m, p, d))))"
+    )
+    done = subprocess.run([NODE, "-e", probe], capture_output=True, text=True, timeout=20, check=False)
+    assert json.loads(done.stdout or "null") == [c[3] for c in STATIC_CASES], done.stderr
+
+
 def test_waiting_then_admitted_through_express(rig: Rig) -> None:
     page = rig.url("express", "/shop/item?x=1&y=two")
     with visitor() as c, rig.live.client(headers={"User-Agent": UA}) as queue:
