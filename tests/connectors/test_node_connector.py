@@ -256,7 +256,8 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
         limited = start_server({"PUBLIC_API_KEY": "pk-lim-" + unique_id(), "CHECK_LIMIT_PER_MIN": "1"}, store=store)
         started.append(limited)
         modules = install(live)
-        ports = {name: free_port() for name in ("express", "http", "limited", "hole", "e500", "bogus", "bare")}
+        names = ("express", "http", "limited", "hole", "e500", "bogus", "bare", "wrongkey")
+        ports = {name: free_port() for name in names}
         origins = [f"http://127.0.0.1:{ports[n]}" for n in ("express", "http")]
         with live.admin() as admin:
             room = create_room(admin, targetUrl=origins[0] + "/", returnOrigins=origins, ratePerMinute=0)["id"]
@@ -283,6 +284,7 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             site("e500", "http", queueUrl=f"{local}:{e500.server_address[1]}", roomId="shop", key="k", timeoutMs=1500),
             site("bogus", "express", queueUrl=bogus_url, roomId="shop", key="k", trustProxy=True),
             site("bare", "http", queueUrl=live.base_url, roomId=room),
+            site("wrongkey", "express", queueUrl=live.base_url, roomId=room, key="not-the-key"),
         ]  # fmt: skip
         script = Path(tmp) / "app.js"
         script.write_text(APP_JS)
@@ -420,6 +422,8 @@ def test_waiting_then_admitted_through_express(rig: Rig) -> None:
         assert tricky.status_code == 302  # not a plain path: gated like any page
         doc = c.get(rig.url("express", "/assets/app.css"), headers={**NAV, "Sec-Fetch-Dest": "document"})
         assert doc.status_code == 302  # a browsing context is never a subresource
+        form = c.post(rig.url("express", "/checkout"), headers={**NAV, "Sec-Fetch-Dest": "document"}, data={"a": "1"})
+        assert form.status_code == 302 and form.headers["location"].startswith(wait.split("?")[0])  # a form post
 
         joined = queue.post("/api/join", json={"roomId": rig.room, "returnUrl": page})
         assert joined.status_code == 200, joined.text
@@ -489,6 +493,10 @@ def test_unreachable_timeout_http_and_invalid_fail_open_marked(rig: Rig) -> None
         r = c.get(rig.url("e500", "/p"), headers=NAV)
         assert r.status_code == 200 and r.headers["x-qm-failover"] == "http-500"
 
+        r = c.get(rig.url("wrongkey", "/p"), headers=NAV)  # the live server refuses the key
+        assert r.status_code == 200 and r.text == "APP wrongkey GET /p"
+        assert r.headers["x-qm-failover"] == "http-401"
+
         r = c.post(rig.url("bogus", "/api/buy"), headers=API)
         assert r.status_code == 200 and r.text == "APP bogus POST /api/buy"
         assert r.headers["x-qm-failover"] == "invalid-response"
@@ -497,11 +505,12 @@ def test_unreachable_timeout_http_and_invalid_fail_open_marked(rig: Rig) -> None
         static = c.get(rig.url("hole", "/logo.svg"), headers={"User-Agent": UA, "Sec-Fetch-Dest": "image"})
         assert static.status_code == 200 and "x-qm-failover" not in static.headers  # skipped: no check at all
 
-    seen = wait_until(lambda: len(rig.fail_opens()) >= 3 and rig.fail_opens(), 5, 0.05, "onFailOpen calls")
+    seen = wait_until(lambda: len(rig.fail_opens()) >= 4 and rig.fail_opens(), 5, 0.05, "onFailOpen calls")
     assert {(e["site"], e["reason"], e["roomId"]) for e in seen} >= {
         ("hole", "timeout", "shop"),
         ("e500", "http-500", "shop"),
         ("bogus", "invalid-response", "shop"),
+        ("wrongkey", "http-401", rig.room),
     }
 
 
