@@ -25,6 +25,7 @@ const STATIC_EXTENSIONS = new Set([
 ]);
 const BROWSING_DESTS = new Set(['document', 'iframe', 'frame', 'object', 'embed']);
 const EXPOSE = 'X-QM-Queued, X-QM-Failover, Retry-After';
+const TOKEN_SHAPE = /^[A-Za-z0-9._~-]{1,4096}$/; // a signed token: base64url parts and a dot; nothing a cookie could misread
 
 let warnedUnconfigured = false;
 let warnedRateLimited = false;
@@ -299,8 +300,8 @@ function createGate(options = {}) {
     if (!payload || typeof payload !== 'object') return failOpen(res, 'invalid-response');
     if (payload.admit === true) {
       const relay = setCookieLines(answer.headers);
-      const token = queryToken || null;
-      if (token && req.method === 'GET' && isNavigation(req)) {
+      const token = queryToken && TOKEN_SHAPE.test(queryToken) ? queryToken : null;
+      if (token && payload.state === 'admitted' && req.method === 'GET' && isNavigation(req)) {
         // the waiting page's hand-off: keep the pass in a cookie, not in the app's URLs and logs
         relay.push(passCookie(roomId, token, clean.startsWith('https:')));
         decorate(res, relay, []);
