@@ -1,0 +1,55 @@
+// Types for queue-manager-connector (hand-written; the package has no build step).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+export type FailoverReason = 'timeout' | 'unreachable' | 'invalid-response' | `http-${number}`;
+
+export interface FailOpenEvent {
+  /** The value of the X-QM-Failover header put on the response. */
+  reason: FailoverReason;
+  roomId: string;
+}
+
+export interface GateOptions {
+  /** The queue's public address, e.g. "https://queue.example.com" (no trailing path). */
+  queueUrl: string;
+  /** The room id, exactly as created in the console. */
+  roomId: string;
+  /** The server's PUBLIC_API_KEY, sent as Authorization: Bearer (never in the URL). */
+  key: string;
+  /** How long a check may take before the request fails open (default 2000). */
+  timeoutMs?: number;
+  /**
+   * Proxies in front of this app: true (one) or a number of hops. The visitor's address is then read
+   * from X-Forwarded-For (that many entries from the right), the scheme and host from
+   * X-Forwarded-Proto and X-Forwarded-Host. Unset: the socket address and the Host header.
+   */
+  trustProxy?: boolean | number;
+  /** Called on every fail-open, after X-QM-Failover is set; its errors are ignored. */
+  onFailOpen?: (event: FailOpenEvent) => void | Promise<void>;
+}
+
+/** true: continue to the app. false: the gate has answered (waiting room, queued JSON or hand-off). */
+export interface Gate {
+  (req: IncomingMessage, res: ServerResponse): Promise<boolean>;
+  /** The same gate as Express/Connect middleware. */
+  middleware(): (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+}
+
+export function createGate(options: GateOptions): Gate;
+export function middleware(
+  options: GateOptions,
+): (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+/** Does this request skip the check (a static subresource: the four conditions of the Operations Guide)? */
+export function skipsGate(method: string, path: string, secFetchDest?: string | null): boolean;
+/** Will a browser show the answer to a person? */
+export function isNavigation(req: IncomingMessage): boolean;
+export const VERSION: string;
+
+declare const connector: {
+  createGate: typeof createGate;
+  middleware: typeof middleware;
+  skipsGate: typeof skipsGate;
+  isNavigation: typeof isNavigation;
+  VERSION: string;
+};
+export default connector;

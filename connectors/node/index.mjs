@@ -1,0 +1,5 @@
+// ESM entry: the same connector as index.js (CommonJS).
+import connector from './index.js';
+
+export const { createGate, middleware, skipsGate, isNavigation, VERSION } = connector;
+export default connector;
