@@ -224,7 +224,9 @@ def test_leader_killed_mid_incident_pages_once_and_resolves_once(
 ) -> None:
     """Two instances on one Valkey: the leader is SIGKILLed after it paged; the survivor takes the lease,
     neither pages the open incident again nor forgets its resolved (the delivery state is in Valkey)."""
-    env = alert_env(receiver, ALERT_HOLD_SEC="1", LEADER_LEASE_MS="1000")
+    # a 3 s lease (renewed every second): a loaded machine must not hand the lease over before the kill,
+    # or a delivery still in flight when it moves is sent again by the other instance (at-least-once)
+    env = alert_env(receiver, ALERT_HOLD_SEC="1", LEADER_LEASE_MS="3000")
     a = make_server(env)
     shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
     b = make_server({**env, **shared, "SPOOL_DIR": a.env["SPOOL_DIR"] + "-b"})

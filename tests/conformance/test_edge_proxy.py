@@ -152,7 +152,7 @@ def test_healthz_is_the_one_exemption(edge: Server) -> None:
 
 def test_cf_connecting_ip_is_the_client_address(edge: Server) -> None:
     with edge_admin(edge) as a:
-        rid = create_room(a, queueMaxPerIp=1)["id"]
+        rid = create_room(a, queueMaxPerIp=1, ratePerMinute=0)["id"]  # nobody promoted: tickets stay held
 
     def visitor(cf: str, xff: str | None = None) -> httpx.Client:
         headers = {**EDGE, "CF-Connecting-IP": cf}

@@ -59,7 +59,7 @@ def test_a_burst_puts_the_queue_up_and_quiet_takes_it_down(make_server: ServerFa
         assert join(c, room).json()["state"] == "waiting"
     wait_until(lambda: room_state(srv, room)["joinsLastMinute"] < 20, timeout=90, what="the burst out of the window")
     seen = room_state(srv, room)["generation"]
-    wait_until(lambda: len(threshold_rows(srv, room)) == 1 and room_state(srv, room)["waiting"] == 1, timeout=5)
+    wait_until(lambda: len(threshold_rows(srv, room)) == 1 and room_state(srv, room)["waiting"] == 1, timeout=20)
     with srv.admin() as admin:
         frames = admin.get("/api/admin/alerts").json()["lastFrameAt"]
         wait_until(lambda: admin.get("/api/admin/alerts").json()["lastFrameAt"] >= frames + 2000, timeout=20)
