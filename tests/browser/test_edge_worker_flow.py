@@ -12,7 +12,7 @@ import httpx
 import pytest
 from harness import Server, create_room, start_server, unique_id
 
-from tests.connectors.workerd_runtime import Origin, WorkerSpec, Workerd
+from tests.connectors.workerd_runtime import Origin, Workerd, WorkerSpec
 
 KEY = "qm-browser-public-key-" + "5" * 24
 

@@ -18,9 +18,9 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 from harness import Server, create_room, join, scrape, start_server, unique_id, wait_for_state, wait_until
-from queue_manager.web import asset
 
-from tests.connectors.workerd_runtime import BlackHole, FakeQueue, Origin, WorkerSpec, Workerd, dead_url
+from queue_manager.web import asset
+from tests.connectors.workerd_runtime import BlackHole, FakeQueue, Origin, Workerd, WorkerSpec, dead_url
 
 KEY = "qm-test-public-key-" + "7" * 24
 UA = "Mozilla/5.0 (X11; Linux x86_64) qm-connector-test"

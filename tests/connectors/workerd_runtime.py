@@ -55,7 +55,16 @@ def workerd_binary() -> Path:
             _unavailable("npm is not installed (apt-get install npm)")
         home.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
-            [npm, "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(home), f"workerd@{WORKERD_VERSION}"],
+            [
+                npm,
+                "install",
+                "--no-save",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                str(home),
+                f"workerd@{WORKERD_VERSION}",
+            ],
             capture_output=True,
             text=True,
             timeout=300,
