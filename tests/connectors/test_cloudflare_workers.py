@@ -9,15 +9,31 @@ front of the live queue, a stopped one, a fake and a black hole. The scripts are
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import shutil
+import subprocess
+import tarfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from harness import Server, create_room, join, scrape, start_server, unique_id, wait_for_state, wait_until
+from harness import (
+    Server,
+    create_room,
+    join,
+    scrape,
+    start_server,
+    stores_under_test,
+    unique_id,
+    wait_for_state,
+    wait_until,
+)
 
 from queue_manager.web import asset
 from tests.connectors.workerd_runtime import BlackHole, FakeQueue, Origin, Workerd, WorkerSpec, dead_url
@@ -51,13 +67,15 @@ class Rig:
                 pass
 
 
-@pytest.fixture(scope="module")
-def rig() -> Iterator[Rig]:
+@pytest.fixture(scope="module", params=stores_under_test())
+def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
+    """Everything, once per store under test (QM_TEST_STORES): the queue's door check runs on each."""
+    store = request.param
     r = Rig()
     try:
-        r.qm = start_server({"PUBLIC_API_KEY": KEY})
+        r.qm = start_server({"PUBLIC_API_KEY": KEY}, store=store)
         r.stack.append(r.qm)
-        r.limited = start_server({"PUBLIC_API_KEY": KEY, "CHECK_LIMIT_PER_MIN": "1"})
+        r.limited = start_server({"PUBLIC_API_KEY": KEY, "CHECK_LIMIT_PER_MIN": "1"}, store=store)
         r.stack.append(r.limited)
         r.origin = Origin()
         r.fake = FakeQueue()
@@ -122,6 +140,57 @@ def assert_counted(rig: Rig, worker: str, reason: str) -> None:
 def test_served_scripts_are_the_build(rig: Rig) -> None:
     assert b"__QM_CONNECTOR_VERSION__" not in rig.gate_js and b"1.2.0" in rig.gate_js
     assert b"__QM_OFFLINE_HTML__" not in rig.failover_js
+
+
+def _node() -> str:
+    node = shutil.which("node")
+    if node is None:
+        if os.environ.get("CI"):
+            pytest.fail("node is required in CI to run the Workers' pre-deploy checks (apt-get install nodejs)")
+        pytest.skip("no node: apt-get install nodejs")
+    return node
+
+
+@pytest.mark.parametrize(("name", "top"), [("cloudflare", "qm-edge-gate"), ("cloudflare-failover", "qm-failover")])
+def test_downloads_are_wrangler_projects_with_a_pre_deploy_check(rig: Rig, name: str, top: str, tmp_path: Path) -> None:
+    manifest = httpx.get(rig.qm.base_url + "/connectors/manifest.json").json()
+    entry = next(c for c in manifest["connectors"] if c["name"] == name)
+    assert entry["version"] == "1.2.0"
+    tgz = httpx.get(entry["downloads"]["archive"]["latest"]).content
+    with tarfile.open(fileobj=io.BytesIO(tgz)) as tar:
+        names = sorted(tar.getnames())
+        assert names == [
+            f"{top}/{f}" for f in ("README.md", "package.json", "scripts/check.mjs", "src/worker.js", "wrangler.toml")
+        ]
+        tar.extractall(tmp_path, filter="data")
+    project = tmp_path / top
+    package = json.loads((project / "package.json").read_text())
+    assert (
+        package["scripts"]["predeploy"] == "node scripts/check.mjs"
+        and package["scripts"]["deploy"] == "wrangler deploy"
+    )
+    toml = (project / "wrangler.toml").read_text()
+    assert 'main = "src/worker.js"' in toml
+    assert (project / "src" / "worker.js").read_bytes() == (rig.gate_js if name == "cloudflare" else rig.failover_js)
+    node = _node()
+    check = subprocess.run([node, "scripts/check.mjs"], cwd=project, capture_output=True, text=True, timeout=60)
+    if name == "cloudflare-failover":
+        assert check.returncode == 0, check.stderr
+        assert "offline page inlined" in check.stdout
+        return
+    assert '# binding = "QM_ANALYTICS"' in toml  # the Analytics Engine block ships commented
+    assert check.returncode == 1 and "QM_URL is not set" in check.stderr and "QM_ROOM is not set" in check.stderr
+    (project / "wrangler.toml").write_text(
+        toml.replace("https://QUEUE-HOST.example", "http://queue.example.com").replace("YOUR-ROOM-ID", "shop")
+    )
+    check = subprocess.run([node, "scripts/check.mjs"], cwd=project, capture_output=True, text=True, timeout=60)
+    assert check.returncode == 1 and "QM_URL must be https" in check.stderr
+    (project / "wrangler.toml").write_text(
+        toml.replace("QUEUE-HOST.example", "queue.example.com").replace("YOUR-ROOM-ID", "shop")
+    )
+    check = subprocess.run([node, "scripts/check.mjs"], cwd=project, capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stderr
+    assert "QM_KEY" in check.stdout  # it says what it could not check
 
 
 def test_waiting_visitor_is_sent_to_the_waiting_room(rig: Rig) -> None:

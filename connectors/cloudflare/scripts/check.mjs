@@ -42,4 +42,4 @@ if (problems.length) {
   console.error("not deploying: fix the above first");
   process.exit(1);
 }
-console.log("ok: after deploying, verify with  curl -sI https://YOUR-SITE/ | grep -i -e location -e x-qm-failover");
+console.log("ok: after deploying, verify with  curl -sI https://YOUR-SITE/ -H 'Accept: text/html' | grep -i -e '^location' -e x-qm-failover");
