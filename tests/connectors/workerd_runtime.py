@@ -53,24 +53,26 @@ def workerd_binary() -> Path:
         npm = shutil.which("npm")
         if npm is None:
             _unavailable("npm is not installed (apt-get install npm)")
-        home.mkdir(parents=True, exist_ok=True)
+        CACHE.mkdir(parents=True, exist_ok=True)
+        # into a folder of its own, renamed into place when complete: a parallel run never sees half an install
+        staging = Path(tempfile.mkdtemp(prefix=f"workerd-{WORKERD_VERSION}.", dir=CACHE))
+        package = f"workerd@{WORKERD_VERSION}"
         done = subprocess.run(
-            [
-                npm,
-                "install",
-                "--no-save",
-                "--no-audit",
-                "--no-fund",
-                "--prefix",
-                str(home),
-                f"workerd@{WORKERD_VERSION}",
-            ],
+            [npm, "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(staging), package],
             capture_output=True,
             text=True,
             timeout=300,
         )
-        if done.returncode != 0 or not binary.exists():
+        staged = staging / binary.relative_to(home)
+        if done.returncode != 0 or not staged.exists():
+            shutil.rmtree(staging, ignore_errors=True)
             _unavailable(f"npm install workerd@{WORKERD_VERSION} failed: {done.stderr[-800:]}")
+        try:
+            staging.rename(home)
+        except OSError:  # another run finished first
+            shutil.rmtree(staging, ignore_errors=True)
+        if not binary.exists():
+            _unavailable(f"workerd@{WORKERD_VERSION} installed but {binary} is missing")
         return binary
 
 
