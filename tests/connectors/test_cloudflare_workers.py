@@ -39,6 +39,7 @@ from queue_manager.web import asset
 from tests.connectors.workerd_runtime import BlackHole, FakeQueue, Origin, Workerd, WorkerSpec, dead_url
 
 KEY = "qm-test-public-key-" + "7" * 24
+EDGE_SECRET = "edge-secret-" + "c0ffee42" * 3
 UA = "Mozilla/5.0 (X11; Linux x86_64) qm-connector-test"
 PAGE = {"Accept": "text/html,application/xhtml+xml", "User-Agent": UA}
 NAV = {**PAGE, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
@@ -47,6 +48,7 @@ NAV = {**PAGE, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
 class Rig:
     qm: Server
     limited: Server
+    edge: Server
     origin: Origin
     fake: FakeQueue
     fake_fo: FakeQueue
@@ -77,6 +79,8 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
         r.stack.append(r.qm)
         r.limited = start_server({"PUBLIC_API_KEY": KEY, "CHECK_LIMIT_PER_MIN": "1"}, store=store)
         r.stack.append(r.limited)
+        r.edge = start_server({"PUBLIC_API_KEY": KEY, "EDGE_SECRET": EDGE_SECRET}, store=store)
+        r.stack.append(r.edge)
         r.origin = Origin()
         r.fake = FakeQueue()
         r.fake_fo = FakeQueue()
@@ -102,6 +106,8 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             gate_spec("gate-limited", QM_URL=r.limited.base_url),
             gate_spec("gate-noconfig", QM_URL=""),
             gate_spec("gate-nokey", QM_URL=r.qm.base_url, QM_KEY=""),
+            gate_spec("gate-edge", QM_URL=r.edge.base_url, QM_EDGE_SECRET=EDGE_SECRET),
+            gate_spec("gate-edge-missing", QM_URL=r.edge.base_url),
             WorkerSpec("fo-live", r.failover_js, {"ORIGIN_URL": r.qm.base_url}),
             WorkerSpec("fo-down", r.failover_js, {"ORIGIN_URL": dead_url()}),
             WorkerSpec("fo-fake", r.failover_js, {"ORIGIN_URL": r.fake_fo.url}),
@@ -113,6 +119,8 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             create_room(admin, r.room, targetUrl=r.workerd.url("gate-live") + "/", ratePerMinute=0)
         with r.limited.admin() as admin:
             create_room(admin, r.room, targetUrl=r.workerd.url("gate-limited") + "/", ratePerMinute=0)
+        with r.edge.admin(headers={"X-QM-Edge": EDGE_SECRET}) as admin:
+            create_room(admin, r.room, targetUrl=r.workerd.url("gate-edge") + "/", ratePerMinute=0)
         yield r
     finally:
         r.close()
@@ -318,6 +326,16 @@ def test_unconfigured_forwards_unmarked(rig: Rig) -> None:
     get(rig, "gate-nokey", "/again", headers=NAV)
     log = rig.workerd.log
     assert log.count("QM_URL or QM_ROOM is not set") == 1 and log.count("QM_KEY secret is not set") == 1
+
+
+def test_edge_secret_is_sent_when_the_queue_enforces_it(rig: Rig) -> None:
+    r = get(rig, "gate-edge", "/vip", headers=NAV)
+    assert r.status_code == 302 and urlsplit(r.headers["location"]).path == f"/w/{rig.room}"
+    assert "x-qm-failover" not in r.headers
+    # without QM_EDGE_SECRET the queue refuses the check (403 edge_required): a marked fail-open
+    r = get(rig, "gate-edge-missing", "/vip", headers=NAV)
+    assert r.status_code == 200 and r.headers["x-qm-failover"] == "http-403"
+    assert_counted(rig, "gate-edge-missing", "http-403")
 
 
 # ------------------------------------------------------------------ the failover Worker
