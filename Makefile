@@ -40,6 +40,7 @@ export TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/qm_conformance_
 test: $(DEVSTAMP)
 	bash scripts/services.sh
 	bash scripts/browser.sh
+	bash scripts/node.sh
 	$(BIN)/ruff check queue_manager tests bench
 	$(BIN)/ruff format --check queue_manager tests bench
 	$(BIN)/mypy

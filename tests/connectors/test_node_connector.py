@@ -114,6 +114,9 @@ for (const site of sites) {
 
 
 def _cache_root() -> Path:
+    """Where the connector tests keep what they install (``QM_CONNECTORS_CACHE``, as the Workers' tests)."""
+    if os.environ.get("QM_CONNECTORS_CACHE"):
+        return Path(os.environ["QM_CONNECTORS_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "qm-connectors"
 

@@ -1,0 +1,391 @@
+"""The two Cloudflare Workers on Cloudflare's own runtime (workerd), loaded from what the server serves.
+
+One workerd process runs every case's worker on a socket of its own: the edge gate in front of a real
+local origin, asking a live Queue Manager, a rate-limited one (CHECK_LIMIT_PER_MIN=1), one that is not
+running, one that never answers, and a fake that answers what the test says; the failover Worker in
+front of the live queue, a stopped one, a fake and a black hole. The scripts are the served
+``/connectors/<name>/latest.js``, so the build (version and offline page filled in) is what runs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from harness import (
+    Server,
+    create_room,
+    join,
+    scrape,
+    start_server,
+    stores_under_test,
+    unique_id,
+    wait_for_state,
+    wait_until,
+)
+
+from queue_manager.web import asset
+from tests.connectors.workerd_runtime import BlackHole, FakeQueue, Origin, Workerd, WorkerSpec, dead_url
+
+KEY = "qm-test-public-key-" + "7" * 24
+EDGE_SECRET = "edge-secret-" + "c0ffee42" * 3
+UA = "Mozilla/5.0 (X11; Linux x86_64) qm-connector-test"
+PAGE = {"Accept": "text/html,application/xhtml+xml", "User-Agent": UA}
+NAV = {**PAGE, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+
+
+class Rig:
+    qm: Server
+    limited: Server
+    edge: Server
+    origin: Origin
+    fake: FakeQueue
+    fake_fo: FakeQueue
+    hole: BlackHole
+    workerd: Workerd
+    gate_js: bytes
+    failover_js: bytes
+    room: str
+
+    def __init__(self) -> None:
+        self.stack: list[Any] = []
+
+    def close(self) -> None:
+        for thing in reversed(self.stack):
+            try:
+                thing.stop() if hasattr(thing, "stop") else thing.close()
+            except Exception:
+                pass
+
+
+@pytest.fixture(scope="module", params=stores_under_test())
+def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
+    """Everything, once per store under test (QM_TEST_STORES): the queue's door check runs on each."""
+    store = request.param
+    r = Rig()
+    try:
+        r.qm = start_server({"PUBLIC_API_KEY": KEY}, store=store)
+        r.stack.append(r.qm)
+        r.limited = start_server({"PUBLIC_API_KEY": KEY, "CHECK_LIMIT_PER_MIN": "1"}, store=store)
+        r.stack.append(r.limited)
+        r.edge = start_server({"PUBLIC_API_KEY": KEY, "EDGE_SECRET": EDGE_SECRET}, store=store)
+        r.stack.append(r.edge)
+        r.origin = Origin()
+        r.fake = FakeQueue()
+        r.fake_fo = FakeQueue()
+        r.hole = BlackHole()
+        r.stack += [r.origin, r.fake, r.fake_fo, r.hole]
+        gate = httpx.get(r.qm.base_url + "/connectors/cloudflare/latest.js")
+        failover = httpx.get(r.qm.base_url + "/connectors/cloudflare-failover/latest.js")
+        assert gate.status_code == 200 and failover.status_code == 200
+        r.gate_js, r.failover_js = gate.content, failover.content
+        r.room = unique_id("edge")
+        base = {"QM_ROOM": r.room, "QM_KEY": KEY, "ORIGIN_URL": r.origin.url}
+
+        def gate_spec(name: str, analytics: bool = True, **vars: str) -> WorkerSpec:
+            merged = {**base, **vars}
+            return WorkerSpec(name, r.gate_js, {k: v for k, v in merged.items() if v}, analytics)
+
+        specs = [
+            gate_spec("gate-live", QM_URL=r.qm.base_url),
+            gate_spec("gate-down", QM_URL=dead_url()),
+            gate_spec("gate-down-bare", analytics=False, QM_URL=dead_url()),
+            gate_spec("gate-hole", QM_URL=r.hole.url),
+            gate_spec("gate-fake", QM_URL=r.fake.url),
+            gate_spec("gate-limited", QM_URL=r.limited.base_url),
+            gate_spec("gate-noconfig", QM_URL=""),
+            gate_spec("gate-nokey", QM_URL=r.qm.base_url, QM_KEY=""),
+            gate_spec("gate-edge", QM_URL=r.edge.base_url, QM_EDGE_SECRET=EDGE_SECRET),
+            gate_spec("gate-edge-missing", QM_URL=r.edge.base_url),
+            WorkerSpec("fo-live", r.failover_js, {"ORIGIN_URL": r.qm.base_url}),
+            WorkerSpec("fo-down", r.failover_js, {"ORIGIN_URL": dead_url()}),
+            WorkerSpec("fo-fake", r.failover_js, {"ORIGIN_URL": r.fake_fo.url}),
+            WorkerSpec("fo-hole", r.failover_js, {"ORIGIN_URL": r.hole.url, "QM_TIMEOUT_MS": "1500"}),
+        ]
+        r.workerd = Workerd(specs)
+        r.stack.append(r.workerd)
+        with r.qm.admin() as admin:
+            create_room(admin, r.room, targetUrl=r.workerd.url("gate-live") + "/", ratePerMinute=0)
+        with r.limited.admin() as admin:
+            create_room(admin, r.room, targetUrl=r.workerd.url("gate-limited") + "/", ratePerMinute=0)
+        with r.edge.admin(headers={"X-QM-Edge": EDGE_SECRET}) as admin:
+            create_room(admin, r.room, targetUrl=r.workerd.url("gate-edge") + "/", ratePerMinute=0)
+        yield r
+    finally:
+        r.close()
+
+
+def get(rig: Rig, worker: str, path: str = "/", **kwargs: Any) -> httpx.Response:
+    kwargs.setdefault("headers", PAGE)
+    kwargs.setdefault("timeout", 10)
+    return httpx.get(rig.workerd.url(worker) + path, **kwargs)
+
+
+def points(rig: Rig, worker: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = httpx.get(rig.workerd.url(worker) + "/__test/points").json()
+    return out
+
+
+def assert_counted(rig: Rig, worker: str, reason: str) -> None:
+    point = {"blobs": [rig.room, reason], "doubles": [1], "indexes": [rig.room]}
+    assert point in points(rig, worker), points(rig, worker)
+
+
+# ------------------------------------------------------------------ the edge gate
+
+
+def test_served_scripts_are_the_build(rig: Rig) -> None:
+    assert b"__QM_CONNECTOR_VERSION__" not in rig.gate_js and b"1.2.0" in rig.gate_js
+    assert b"__QM_OFFLINE_HTML__" not in rig.failover_js
+
+
+def _node() -> str:
+    node = shutil.which("node")
+    if node is None:
+        if os.environ.get("CI"):
+            pytest.fail("node is required in CI to run the Workers' pre-deploy checks (apt-get install nodejs)")
+        pytest.skip("no node: apt-get install nodejs")
+    return node
+
+
+@pytest.mark.parametrize(("name", "top"), [("cloudflare", "qm-edge-gate"), ("cloudflare-failover", "qm-failover")])
+def test_downloads_are_wrangler_projects_with_a_pre_deploy_check(rig: Rig, name: str, top: str, tmp_path: Path) -> None:
+    manifest = httpx.get(rig.qm.base_url + "/connectors/manifest.json").json()
+    entry = next(c for c in manifest["connectors"] if c["name"] == name)
+    assert entry["version"] == "1.2.0"
+    tgz = httpx.get(entry["downloads"]["archive"]["latest"]).content
+    with tarfile.open(fileobj=io.BytesIO(tgz)) as tar:
+        names = sorted(tar.getnames())
+        assert names == [
+            f"{top}/{f}" for f in ("README.md", "package.json", "scripts/check.mjs", "src/worker.js", "wrangler.toml")
+        ]
+        tar.extractall(tmp_path, filter="data")
+    project = tmp_path / top
+    package = json.loads((project / "package.json").read_text())
+    assert (
+        package["scripts"]["predeploy"] == "node scripts/check.mjs"
+        and package["scripts"]["deploy"] == "wrangler deploy"
+    )
+    toml = (project / "wrangler.toml").read_text()
+    assert 'main = "src/worker.js"' in toml
+    assert (project / "src" / "worker.js").read_bytes() == (rig.gate_js if name == "cloudflare" else rig.failover_js)
+    node = _node()
+    check = subprocess.run([node, "scripts/check.mjs"], cwd=project, capture_output=True, text=True, timeout=60)
+    if name == "cloudflare-failover":
+        assert check.returncode == 0, check.stderr
+        assert "offline page inlined" in check.stdout
+        return
+    assert '# binding = "QM_ANALYTICS"' in toml  # the Analytics Engine block ships commented
+    assert check.returncode == 1 and "QM_URL is not set" in check.stderr and "QM_ROOM is not set" in check.stderr
+    (project / "wrangler.toml").write_text(
+        toml.replace("https://QUEUE-HOST.example", "http://queue.example.com").replace("YOUR-ROOM-ID", "shop")
+    )
+    check = subprocess.run([node, "scripts/check.mjs"], cwd=project, capture_output=True, text=True, timeout=60)
+    assert check.returncode == 1 and "QM_URL must be https" in check.stderr
+    (project / "wrangler.toml").write_text(
+        toml.replace("QUEUE-HOST.example", "queue.example.com").replace("YOUR-ROOM-ID", "shop")
+    )
+    check = subprocess.run([node, "scripts/check.mjs"], cwd=project, capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stderr
+    assert "QM_KEY" in check.stdout  # it says what it could not check
+
+
+def test_waiting_visitor_is_sent_to_the_waiting_room(rig: Rig) -> None:
+    r = get(rig, "gate-live", "/checkout?size=9", headers=NAV)
+    assert r.status_code == 302, r.text
+    assert "x-qm-failover" not in r.headers
+    to = urlsplit(r.headers["location"])
+    assert f"{to.scheme}://{to.netloc}" == rig.qm.base_url and to.path == f"/w/{rig.room}"
+    assert parse_qs(to.query)["qm_return"] == [rig.workerd.url("gate-live") + "/checkout?size=9"]
+    assert not any(p == "/checkout?size=9" for _m, p, _h in rig.origin.requests)
+    # a fetch() is not shown to a person: JSON 503 marked X-QM-Queued, never a redirect
+    api = get(rig, "gate-live", "/api/cart", headers={"Accept": "application/json", "Sec-Fetch-Mode": "cors"})
+    assert api.status_code == 503 and api.headers["x-qm-queued"] == "1"
+    assert api.json()["code"] == "queued" and api.json()["roomId"] == rig.room
+    assert points(rig, "gate-live") == []
+
+
+def test_static_subresource_skips_the_check(rig: Rig) -> None:
+    r = get(rig, "gate-live", "/assets/app.css", headers={"Sec-Fetch-Dest": "style", "User-Agent": UA})
+    assert r.status_code == 200 and "origin served /assets/app.css" in r.text
+    assert "x-qm-failover" not in r.headers
+    # the same file asked for as a page, or a path the app may route elsewhere, is checked
+    assert get(rig, "gate-live", "/assets/app.css", headers=NAV).status_code == 302
+    assert get(rig, "gate-live", "/api/stock;.js", headers=NAV).status_code == 302
+    assert get(rig, "gate-live", "/data.json", headers=NAV).status_code == 302
+
+
+def test_admitted_after_the_outflow_opens(rig: Rig) -> None:
+    with rig.qm.client(headers={"User-Agent": UA}) as visitor, rig.qm.admin() as admin:
+        page = rig.workerd.url("gate-live") + "/checkout"
+        joined = join(visitor, rig.room, returnUrl=page)
+        assert joined.status_code == 200, joined.text
+        token = joined.json()["token"]
+        admin.post(f"/api/admin/rooms/{rig.room}/rate", json={"ratePerMinute": 600}).raise_for_status()
+        try:
+            admitted = wait_for_state(visitor, rig.room, token, ("passed",), timeout=15)
+        finally:
+            admin.post(f"/api/admin/rooms/{rig.room}/rate", json={"ratePerMinute": 0}).raise_for_status()
+    back = admitted["redirectUrl"]
+    assert "qm_token=" in back and back.startswith(page)
+    with httpx.Client(headers=NAV, timeout=10) as browser:
+        first = browser.get(back)
+        # the pass is kept in a cookie and taken out of the address bar, before the origin sees it
+        assert first.status_code == 302 and first.headers["location"] == page
+        names = {line.split("=", 1)[0] for line in first.headers.get_list("set-cookie")}
+        assert {f"qm_{rig.room}", f"qm_dk_{rig.room}"} <= names
+        landed = browser.get(page)
+        assert landed.status_code == 200 and "origin served /checkout" in landed.text
+        assert "x-qm-failover" not in landed.headers
+        again = browser.get(rig.workerd.url("gate-live") + "/cart")  # the door key keeps the visitor in
+        assert again.status_code == 200 and "origin served /cart" in again.text
+    seen = [h for _m, p, h in rig.origin.requests if p == "/checkout"]
+    assert seen and "qm_token" not in json.dumps(seen)
+    assert points(rig, "gate-live") == []
+
+
+def test_queue_not_running_fails_open_unreachable(rig: Rig) -> None:
+    r = get(rig, "gate-down", "/shoes", headers=NAV)
+    assert r.status_code == 200 and "origin served /shoes" in r.text
+    assert r.headers["x-qm-failover"] == "unreachable"
+    assert_counted(rig, "gate-down", "unreachable")
+
+
+def test_without_analytics_engine_it_still_works(rig: Rig) -> None:
+    r = get(rig, "gate-down-bare", "/shoes", headers=NAV)
+    assert r.status_code == 200 and r.headers["x-qm-failover"] == "unreachable"
+    assert points(rig, "gate-down-bare") == []
+
+
+def test_black_holed_queue_fails_open_timeout(rig: Rig) -> None:
+    """Waits out the Worker's 2 s check timeout (a constant of the shipped script, not a setting)."""
+    started = time.monotonic()
+    r = get(rig, "gate-hole", "/slow", headers=NAV)
+    took = time.monotonic() - started
+    assert r.status_code == 200 and r.headers["x-qm-failover"] == "timeout"
+    assert took >= 1.8, took  # it waited for its timeout, not an error
+    assert_counted(rig, "gate-hole", "timeout")
+
+
+def test_error_status_fails_open_http_status(rig: Rig) -> None:
+    rig.fake.status, rig.fake.body = 500, b'{"error":"boom"}'
+    r = get(rig, "gate-fake", "/p", headers=NAV)
+    assert r.status_code == 200 and r.headers["x-qm-failover"] == "http-500"
+    assert_counted(rig, "gate-fake", "http-500")
+    path, headers = rig.fake.requests[-1]
+    query = parse_qs(urlsplit(path).query)
+    # the key travels as Bearer, never in the URL; the visitor is named
+    assert headers["authorization"] == f"Bearer {KEY}" and KEY not in path
+    assert query["roomId"] == [rig.room] and query["ip"] == ["127.0.0.1"] and query["agent"] == [UA]
+    assert headers["x-qm-connector"] == "cloudflare/1.2.0"
+
+
+def test_unusable_200_fails_open_invalid_response(rig: Rig) -> None:
+    for body in (b'{"hello": "world"}', b"<html>not json</html>", b'{"admit": false}'):
+        rig.fake.status, rig.fake.body = 200, body
+        r = get(rig, "gate-fake", "/q", headers=NAV)
+        assert r.status_code == 200 and r.headers["x-qm-failover"] == "invalid-response", body
+    assert_counted(rig, "gate-fake", "invalid-response")
+
+
+def _rate_limited(srv: Server) -> float:
+    """Door checks the server answered 429 (qm_rate_limited_checks_*)."""
+    return sum(v for n, _labels, v in scrape(srv) if n.startswith("qm_rate_limited_checks"))
+
+
+def test_rate_limited_check_sends_to_the_waiting_room_unmarked(rig: Rig) -> None:
+    headers = {**NAV, "CF-Connecting-IP": "198.51.100.77"}
+    before = _rate_limited(rig.limited)
+    for _ in range(3):  # the first spends the visitor's one check a minute, the rest are 429
+        r = get(rig, "gate-limited", "/drop", headers=headers)
+        assert r.status_code == 302 and "x-qm-failover" not in r.headers
+        assert urlsplit(r.headers["location"]).path == f"/w/{rig.room}"
+    assert _rate_limited(rig.limited) >= before + 2
+    assert points(rig, "gate-limited") == []
+    log = wait_until(lambda: rig.workerd.log if "429" in rig.workerd.log else None, timeout=3, what="the 429 log line")
+    assert log.count("the queue answered 429") == 1  # once per isolate, not once per request
+
+
+def test_unconfigured_forwards_unmarked(rig: Rig) -> None:
+    for worker in ("gate-noconfig", "gate-nokey"):
+        r = get(rig, worker, "/home", headers=NAV)
+        assert r.status_code == 200 and "origin served /home" in r.text, worker
+        assert "x-qm-failover" not in r.headers
+        assert points(rig, worker) == []
+    get(rig, "gate-nokey", "/again", headers=NAV)
+    log = rig.workerd.log
+    assert log.count("QM_URL or QM_ROOM is not set") == 1 and log.count("QM_KEY secret is not set") == 1
+
+
+def test_edge_secret_is_sent_when_the_queue_enforces_it(rig: Rig) -> None:
+    r = get(rig, "gate-edge", "/vip", headers=NAV)
+    assert r.status_code == 302 and urlsplit(r.headers["location"]).path == f"/w/{rig.room}"
+    assert "x-qm-failover" not in r.headers
+    # without QM_EDGE_SECRET the queue refuses the check (403 edge_required): a marked fail-open
+    r = get(rig, "gate-edge-missing", "/vip", headers=NAV)
+    assert r.status_code == 200 and r.headers["x-qm-failover"] == "http-403"
+    assert_counted(rig, "gate-edge-missing", "http-403")
+
+
+# ------------------------------------------------------------------ the failover Worker
+
+
+def test_failover_passes_a_live_queue_through(rig: Rig) -> None:
+    r = get(rig, "fo-live", "/healthz", headers=NAV)
+    assert r.status_code == 200 and "x-qm-failover" not in r.headers
+    assert get(rig, "fo-live", "/offline.html", headers=NAV).content == asset.offline_page()
+
+
+def _assert_offline(r: httpx.Response, reason: str) -> None:
+    assert r.status_code == 503
+    assert r.headers["x-qm-failover"] == reason
+    assert r.headers["retry-after"].isdigit()
+    assert r.headers["cache-control"] == "no-store"
+    assert r.headers["x-robots-tag"] == "noindex"
+    assert r.headers["content-type"] == "text/html; charset=utf-8"
+    assert r.content == asset.offline_page()  # the shipped page, byte for byte
+    assert b"noindex" in r.content
+
+
+def test_failover_serves_the_offline_page_when_the_queue_is_down(rig: Rig) -> None:
+    _assert_offline(get(rig, "fo-down", "/sale", headers=NAV), "unreachable")
+    _assert_offline(get(rig, "fo-down", "/sale", headers={"Accept": "text/html"}), "unreachable")
+    # not a document: no HTML, still a 503
+    img = get(rig, "fo-down", "/favicon.ico", headers={"Sec-Fetch-Dest": "image", "Accept": "image/*"})
+    assert img.status_code == 503 and b"<html" not in img.content.lower()
+    assert img.headers["x-qm-failover"] == "unreachable" and "html" not in img.headers["content-type"]
+
+
+def test_failover_acts_on_a_503_only_without_x_qm_queued(rig: Rig) -> None:
+    rig.fake_fo.status, rig.fake_fo.headers, rig.fake_fo.body = 503, {}, b'{"error":"shed"}'
+    _assert_offline(get(rig, "fo-fake", "/", headers=NAV), "http-503")
+    rig.fake_fo.headers = {"X-QM-Queued": "1"}
+    r = get(rig, "fo-fake", "/", headers=NAV)
+    assert r.status_code == 503 and r.content == b'{"error":"shed"}' and "x-qm-failover" not in r.headers
+    rig.fake_fo.headers = {}
+    for status in (502, 504, 500, 404):
+        rig.fake_fo.status = status
+        r = get(rig, "fo-fake", "/", headers=NAV)
+        assert r.status_code == status and r.content == b'{"error":"shed"}' and "x-qm-failover" not in r.headers
+    rig.fake_fo.status = 503
+    api = get(rig, "fo-fake", "/api/status", headers={"Accept": "application/json", "Sec-Fetch-Mode": "cors"})
+    assert api.status_code == 503 and b"<html" not in api.content.lower()
+
+
+def test_failover_timeout(rig: Rig) -> None:
+    """Waits out QM_TIMEOUT_MS, shortened to 1.5 s for this worker (35 s by default)."""
+    started = time.monotonic()
+    r = get(rig, "fo-hole", "/", headers=NAV)
+    assert time.monotonic() - started >= 1.3  # it waited for its timeout, not an error
+    _assert_offline(r, "timeout")
