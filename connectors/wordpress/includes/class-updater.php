@@ -12,8 +12,9 @@ if ( ! defined( 'ABSPATH' ) ) {
 }
 
 /**
- * The update_plugins_{host} filter (the Update URI header's host), "View details", and the SHA-256
- * check of the downloaded zip.
+ * The update_plugins_{host} filter (the Update URI header's host), the same answer put into the
+ * update_plugins transient when WordPress.org could not be asked (WordPress skips the Update URI
+ * filters then), "View details", and the SHA-256 check of the downloaded zip.
  */
 class QM_Updater {
 
@@ -23,8 +24,38 @@ class QM_Updater {
 	/** Hooks the update check, the details box and the download check. */
 	public static function register() {
 		add_filter( 'update_plugins_' . QM_UPDATE_HOST, array( __CLASS__, 'update' ), 10, 3 );
+		add_filter( 'pre_set_site_transient_update_plugins', array( __CLASS__, 'inject' ) );
 		add_filter( 'plugins_api', array( __CLASS__, 'details' ), 10, 3 );
 		add_filter( 'upgrader_pre_download', array( __CLASS__, 'download' ), 10, 2 );
+		add_filter( 'http_request_host_is_external', array( __CLASS__, 'queue_host_is_external' ), 10, 2 );
+		add_filter( 'http_allowed_safe_ports', array( __CLASS__, 'queue_port' ), 10, 2 );
+	}
+
+	/**
+	 * WordPress downloads packages with "safe" requests, which refuse a private address or a port other
+	 * than 80, 443 and 8080. The queue the site owner configured is allowed, that host and port only.
+	 *
+	 * @param bool   $external What another filter said.
+	 * @param string $host     The host asked for.
+	 */
+	public static function queue_host_is_external( $external, $host ) {
+		$queue = wp_parse_url( QM_Settings::queue_url() );
+		return $external || ( is_array( $queue ) && isset( $queue['host'] ) && strtolower( (string) $host ) === strtolower( $queue['host'] ) );
+	}
+
+	/**
+	 * See queue_host_is_external().
+	 *
+	 * @param int[]  $ports The ports allowed.
+	 * @param string $host  The host asked for.
+	 * @return int[]
+	 */
+	public static function queue_port( $ports, $host ) {
+		$queue = wp_parse_url( QM_Settings::queue_url() );
+		if ( is_array( $ports ) && is_array( $queue ) && isset( $queue['host'], $queue['port'] ) && strtolower( (string) $host ) === strtolower( $queue['host'] ) ) {
+			$ports[] = (int) $queue['port'];
+		}
+		return $ports;
 	}
 
 	/** The feed's URL ('' when no queue is configured). */
@@ -74,9 +105,15 @@ class QM_Updater {
 			return $update;
 		}
 		$feed = self::feed( true );
-		if ( ! $feed ) {
-			return $update;
-		}
+		return $feed ? self::offer( $feed ) : $update;
+	}
+
+	/**
+	 * What WordPress's update check needs from the feed.
+	 *
+	 * @param array $feed The feed.
+	 */
+	private static function offer( $feed ) {
 		return array(
 			'slug'         => self::SLUG,
 			'version'      => (string) $feed['version'],
@@ -87,6 +124,40 @@ class QM_Updater {
 			'requires_php' => (string) ( $feed['requires_php'] ?? '' ),
 			'icons'        => array(),
 		);
+	}
+
+	/**
+	 * pre_set_site_transient_update_plugins: a site that cannot reach WordPress.org (WordPress then stops
+	 * before the Update URI filters) still hears of this plugin's update, when the transient is saved.
+	 *
+	 * @param mixed $transient The update_plugins transient being saved.
+	 * @return mixed
+	 */
+	public static function inject( $transient ) {
+		if ( ! is_object( $transient ) || isset( $transient->response[ QM_PLUGIN_BASENAME ] ) || isset( $transient->no_update[ QM_PLUGIN_BASENAME ] ) ) {
+			return $transient;
+		}
+		$feed = self::feed();
+		if ( ! $feed ) {
+			return $transient;
+		}
+		$installed = get_file_data( QM_PLUGIN_FILE, array( 'Version' => 'Version' ) )['Version'];
+		$offer     = (object) self::offer( $feed );
+		$offer->id          = 'https://' . QM_UPDATE_HOST . '/connectors/wordpress/update.json';
+		$offer->plugin      = QM_PLUGIN_BASENAME;
+		$offer->new_version = $offer->version;
+		if ( ! isset( $transient->response ) || ! is_array( $transient->response ) ) {
+			$transient->response = array();
+		}
+		if ( ! isset( $transient->no_update ) || ! is_array( $transient->no_update ) ) {
+			$transient->no_update = array();
+		}
+		if ( version_compare( $offer->new_version, $installed, '>' ) ) {
+			$transient->response[ QM_PLUGIN_BASENAME ] = $offer;
+		} else {
+			$transient->no_update[ QM_PLUGIN_BASENAME ] = $offer;
+		}
+		return $transient;
 	}
 
 	/**
