@@ -100,7 +100,9 @@ class Site:
             "$_SERVER['REQUEST_URI'] = '/';\n"
             f"require {php_str(str(self.root / 'wp-load.php'))};\n" + code
         )
-        done = subprocess.run(["php", "-d", "display_errors=stderr"], input=script, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            ["php", "-d", "display_errors=stderr"], input=script, capture_output=True, text=True, timeout=timeout
+        )
         assert done.returncode == 0, f"php failed ({done.returncode}): {done.stderr}\n{done.stdout}"
         return done.stdout
 
@@ -111,13 +113,15 @@ class Site:
             f"update_option('qm_public_api_key', {php_str(key)});"
         )
 
-    def get(self, path: str, cookies: dict[str, str] | None = None, **kwargs: object) -> httpx.Response:
+    def get(
+        self, path: str, cookies: dict[str, str] | None = None, headers: dict[str, str] | None = None
+    ) -> httpx.Response:
         """One page view by a browser with no cookie jar but ``cookies``; redirects are not followed."""
-        headers = {"User-Agent": UA, **dict(kwargs.pop("headers", {}) or {})}  # type: ignore[call-overload]
+        sent = {"User-Agent": UA, **(headers or {})}
         if cookies:
-            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
+            sent["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
         url = path if path.startswith("http") else self.url + path
-        return httpx.get(url, headers=headers, follow_redirects=False, timeout=20.0, **kwargs)  # type: ignore[arg-type]
+        return httpx.get(url, headers=sent, follow_redirects=False, timeout=20.0)
 
 
 ROUTER = """<?php
@@ -132,15 +136,18 @@ require __DIR__ . '/index.php';
 """
 
 THEME_CSS = "/*\nTheme Name: QM Test\nVersion: 1.0\n*/\n"
-THEME_INDEX = "<?php\n?><!doctype html><html><head><?php wp_head(); ?></head><body><h1>QM test page</h1><?php wp_footer(); ?></body></html>\n"
+THEME_INDEX = (
+    "<!doctype html><html><head><?php wp_head(); ?></head>"
+    "<body><h1>QM test page</h1><?php wp_footer(); ?></body></html>\n"
+)
 
 
 def wp_config(db: str, url: str) -> str:
     salts = "".join(
         f"define('{name}', {php_str(secrets.token_hex(32))});\n"
         for name in (
-            "AUTH_KEY SECURE_AUTH_KEY LOGGED_IN_KEY NONCE_KEY AUTH_SALT SECURE_AUTH_SALT LOGGED_IN_SALT NONCE_SALT".split()
-        )
+            "AUTH_KEY SECURE_AUTH_KEY LOGGED_IN_KEY NONCE_KEY AUTH_SALT SECURE_AUTH_SALT LOGGED_IN_SALT NONCE_SALT"
+        ).split()
     )
     return (
         "<?php\n"
@@ -217,15 +224,15 @@ def site(queue: Server) -> Iterator[Site]:
             "echo is_wp_error($r) ? $r->get_error_message() : 'active';\n"
         )
         assert out.strip() == "active", out
-        log = open(tmp / "php-server.log", "wb")  # noqa: SIM115 - closed with the process
-        s.proc = subprocess.Popen(
-            ["php", "-S", f"127.0.0.1:{s.port}", "-t", str(s.root), str(s.root / "router.php")],
-            cwd=s.root,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PHP_CLI_SERVER_WORKERS": "4"},
-        )
+        with open(tmp / "php-server.log", "wb") as log:  # the child keeps its own descriptor
+            s.proc = subprocess.Popen(
+                ["php", "-S", f"127.0.0.1:{s.port}", "-t", str(s.root), str(s.root / "router.php")],
+                cwd=s.root,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PHP_CLI_SERVER_WORKERS": "4"},
+            )
 
         def up() -> bool:
             with contextlib.suppress(httpx.HTTPError):
@@ -262,7 +269,9 @@ def waiting_room_of(response: httpx.Response, queue: Server, room: str) -> str:
     loc = urlsplit(response.headers["location"])
     assert f"{loc.scheme}://{loc.netloc}" == queue.base_url and loc.path == f"/w/{room}", response.headers["location"]
     assert "x-qm-failover" not in response.headers
-    assert "no-store" in response.headers.get("cache-control", "") or "no-cache" in response.headers.get("cache-control", "")
+    assert "no-store" in response.headers.get("cache-control", "") or "no-cache" in response.headers.get(
+        "cache-control", ""
+    )
     return parse_qs(loc.query)["qm_return"][0]
 
 
@@ -403,7 +412,9 @@ def _update_check(site: Site, *, wordpress_org_answers: bool) -> dict[str, objec
     return result
 
 
-def test_wordpress_update_check_finds_the_servers_newer_plugin_and_installs_it(queue: Server, site: Site, room: str) -> None:
+def test_wordpress_update_check_finds_the_servers_newer_plugin_and_installs_it(
+    queue: Server, site: Site, room: str
+) -> None:
     feed = httpx.get(f"{queue.base_url}/connectors/wordpress/update.json", timeout=10.0).json()
     assert feed["version"] == "1.2.0"
     main = site.root / "wp-content" / "plugins" / "queue-manager" / "queue-manager.php"
@@ -449,9 +460,9 @@ def test_wordpress_update_check_finds_the_servers_newer_plugin_and_installs_it(q
         assert "Version:           1.2.0" in main.read_text()
         body = httpx.get(feed["package"], timeout=10.0).content
         assert hashlib.sha256(body).hexdigest() == feed["sha256"]
-        assert (site.root / "wp-content" / "plugins" / "queue-manager" / "includes" / "class-gate.php").read_bytes() == (
-            zipfile.ZipFile(io.BytesIO(body)).read("queue-manager/includes/class-gate.php")
-        )
+        assert (
+            site.root / "wp-content" / "plugins" / "queue-manager" / "includes" / "class-gate.php"
+        ).read_bytes() == (zipfile.ZipFile(io.BytesIO(body)).read("queue-manager/includes/class-gate.php"))
         active = site.php(
             f"require_once ABSPATH . 'wp-admin/includes/plugin.php'; echo is_plugin_active('{PLUGIN}') ? 'yes' : 'no';"
         )
