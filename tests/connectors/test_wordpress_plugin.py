@@ -35,6 +35,7 @@ WORDPRESS = Path("/usr/share/wordpress")
 PACKAGES = ("wordpress", "php-cli", "php-mysql", "php-curl")
 PUBLIC_KEY = "pk-" + secrets.token_urlsafe(24)
 UA = "Mozilla/5.0 (wordpress-plugin-test)"
+ADMIN_PASSWORD = secrets.token_urlsafe(18)
 PLUGIN = "queue-manager/queue-manager.php"
 MYSQL = ["mysql", "-uroot", "-h127.0.0.1", "--protocol=TCP"]
 
@@ -209,7 +210,7 @@ def site(queue: Server) -> Iterator[Site]:
         (mu / "no-mail.php").write_text("<?php\nadd_filter('pre_wp_mail', '__return_true');\n")  # no sendmail here
         s.php(
             "require_once ABSPATH . 'wp-admin/includes/upgrade.php';\n"
-            "wp_install('QM test', 'admin', 'admin@example.com', false, '', wp_generate_password());\n"
+            f"wp_install('QM test', 'admin', 'admin@example.com', false, '', {php_str(ADMIN_PASSWORD)});\n"
             "switch_theme('qm-test');\n"
             "update_option('permalink_structure', '/%postname%/');\n"
             "flush_rewrite_rules(true);\n",
@@ -325,6 +326,52 @@ def test_admin_login_rest_and_static_files_are_never_gated(queue: Server, site: 
         assert "x-qm-failover" not in r.headers
     # and the pages still are: the room is there
     waiting_room_of(site.get("/"), queue, room)
+
+
+def test_signed_in_editors_are_not_gated_and_the_settings_page_verifies_the_key(
+    queue: Server, site: Site, room: str
+) -> None:
+    with httpx.Client(base_url=site.url, headers={"User-Agent": UA}, timeout=20.0) as admin:
+        admin.cookies.set("wordpress_test_cookie", "WP Cookie check")
+        r = admin.post(
+            "/wp-login.php",
+            data={"log": "admin", "pwd": ADMIN_PASSWORD, "testcookie": "1", "redirect_to": site.url + "/wp-admin/"},
+        )
+        assert r.status_code == 302 and "/wp-admin/" in r.headers["location"], (r.status_code, r.text[:300])
+        page = admin.get("/sample-page/")  # the site's own editor is not sent to the line
+        assert page.status_code == 200 and "QM test page" in page.text
+        assert "x-qm-failover" not in page.headers
+        settings = admin.get("/wp-admin/options-general.php?page=queue-manager")
+        assert settings.status_code == 200
+        for name in ("qm_queue_url", "qm_room_id", "qm_public_api_key"):
+            assert f'name="{name}"' in settings.text
+        assert queue.base_url in settings.text and PUBLIC_KEY not in settings.text  # the key is never shown back
+        nonce = settings.text.split('name="_wpnonce" value="', 2)[2].split('"', 1)[0]  # the Verify form's
+        r = admin.post("/wp-admin/admin-post.php", data={"action": "qm_verify", "_wpnonce": nonce})
+        assert r.status_code == 302, (r.status_code, r.text[:300])
+        shown = admin.get("/wp-admin/options-general.php?page=queue-manager")
+        assert "The queue accepts the key" in shown.text, shown.text[-3000:]
+    # the same page for a visitor without the sign-in is gated
+    waiting_room_of(site.get("/sample-page/"), queue, room)
+
+
+def test_settings_are_sanitized(site: Site) -> None:
+    site.configure("", "", "")
+    out = site.php(
+        "echo json_encode(array(\n"
+        "  QM_Settings::sanitize_url(' https://Queue.Example.com/base/?x=1#y '),\n"
+        "  QM_Settings::sanitize_url('javascript:alert(1)'),\n"
+        "  QM_Settings::sanitize_room('shop-1_a'),\n"
+        "  QM_Settings::sanitize_room('shop one'),\n"
+        "  QM_Settings::sanitize_key('pk-abc'),\n"
+        "  QM_Settings::sanitize_key('pk abc'),\n"
+        "));\n",
+        before="",
+    )
+    url, bad_url, room, bad_room, key, bad_key = json.loads(out)
+    assert url == "https://queue.example.com/base"
+    assert bad_url == bad_room == bad_key == ""  # refused: the stored value (none here) is kept
+    assert room == "shop-1_a" and key == "pk-abc"
 
 
 def test_unconfigured_plugin_does_nothing(site: Site, queue: Server) -> None:

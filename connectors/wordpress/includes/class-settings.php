@@ -62,10 +62,10 @@ class QM_Settings {
 		}
 		$parts = wp_parse_url( $value );
 		if ( ! is_array( $parts ) || empty( $parts['host'] ) || ! in_array( strtolower( $parts['scheme'] ?? '' ), array( 'http', 'https' ), true ) ) {
-			add_settings_error( self::OPTION_URL, 'qm_bad_url', __( 'The queue URL must be an absolute http(s) address.', 'queue-manager' ) );
+			self::refuse( self::OPTION_URL, 'qm_bad_url', __( 'The queue URL must be an absolute http(s) address.', 'queue-manager' ) );
 			return self::queue_url();
 		}
-		$url = strtolower( $parts['scheme'] ) . '://' . $parts['host'] . ( isset( $parts['port'] ) ? ':' . (int) $parts['port'] : '' ) . ( $parts['path'] ?? '' );
+		$url = strtolower( $parts['scheme'] ) . '://' . strtolower( $parts['host'] ) . ( isset( $parts['port'] ) ? ':' . (int) $parts['port'] : '' ) . ( $parts['path'] ?? '' );
 		return rtrim( esc_url_raw( $url, array( 'http', 'https' ) ), '/' );
 	}
 
@@ -77,7 +77,7 @@ class QM_Settings {
 	public static function sanitize_room( $value ) {
 		$value = trim( (string) $value );
 		if ( '' !== $value && ! preg_match( '/^[A-Za-z0-9_-]{1,64}$/', $value ) ) {
-			add_settings_error( self::OPTION_ROOM, 'qm_bad_room', __( 'A room id is letters, digits, "-" and "_".', 'queue-manager' ) );
+			self::refuse( self::OPTION_ROOM, 'qm_bad_room', __( 'A room id is letters, digits, "-" and "_".', 'queue-manager' ) );
 			return self::room_id();
 		}
 		return $value;
@@ -94,10 +94,23 @@ class QM_Settings {
 			return self::api_key();
 		}
 		if ( ! preg_match( '/^[\x21-\x7e]{1,256}$/', $value ) ) {
-			add_settings_error( self::OPTION_KEY, 'qm_bad_key', __( 'The Public API key has a character a key never has.', 'queue-manager' ) );
+			self::refuse( self::OPTION_KEY, 'qm_bad_key', __( 'The Public API key has a character a key never has.', 'queue-manager' ) );
 			return self::api_key();
 		}
 		return $value;
+	}
+
+	/**
+	 * Tells the settings page why a value was not saved (add_settings_error, when the admin has it).
+	 *
+	 * @param string $setting The option.
+	 * @param string $code    A code.
+	 * @param string $message What the page shows.
+	 */
+	private static function refuse( $setting, $code, $message ) {
+		if ( function_exists( 'add_settings_error' ) ) {
+			add_settings_error( $setting, $code, $message );
+		}
 	}
 
 	/** Settings -> Queue Manager. */
