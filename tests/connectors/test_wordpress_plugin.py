@@ -531,3 +531,15 @@ def test_wordpress_update_check_finds_the_servers_newer_plugin_and_installs_it(
         assert found["response"] is None and isinstance(found["no_update"], dict), found
     finally:
         main.write_text(main.read_text().replace("Version:           1.1.0", "Version:           1.2.0"))
+
+
+def test_uninstall_removes_the_options(queue: Server, site: Site, room: str) -> None:
+    out = site.php(
+        "require_once ABSPATH . 'wp-admin/includes/plugin.php';\n"
+        f"uninstall_plugin('{PLUGIN}');\n"
+        "echo json_encode(array(get_option('qm_queue_url', null), get_option('qm_room_id', null), "
+        "get_option('qm_public_api_key', null)));\n"
+    )
+    assert json.loads(out) == [None, None, None]
+    r = site.get("/sample-page/")  # and an unconfigured plugin does nothing
+    assert r.status_code == 200 and "x-qm-failover" not in r.headers
