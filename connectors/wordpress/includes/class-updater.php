@@ -65,7 +65,7 @@ class QM_Updater {
 	}
 
 	/**
-	 * The feed, fetched at most every ten minutes (false when it could not be read).
+	 * The feed, fetched at most every ten minutes, a failure included (false when it could not be read).
 	 *
 	 * @param bool $fresh Skip the cached copy.
 	 * @return array|false
@@ -77,14 +77,12 @@ class QM_Updater {
 		}
 		$cached = $fresh ? false : get_site_transient( self::TRANSIENT );
 		if ( is_array( $cached ) && ( $cached['_from'] ?? '' ) === $url ) {
-			return $cached;
+			return empty( $cached['_failed'] ) ? $cached : false; // a feed that failed is not asked again for 10 min
 		}
-		$response = wp_remote_get( $url, array( 'timeout' => 10, 'headers' => array( 'Accept' => 'application/json' ) ) );
-		if ( is_wp_error( $response ) || 200 !== (int) wp_remote_retrieve_response_code( $response ) ) {
-			return false;
-		}
-		$feed = json_decode( wp_remote_retrieve_body( $response ), true );
+		$response = wp_remote_get( $url, array( 'timeout' => 5, 'headers' => array( 'Accept' => 'application/json' ) ) );
+		$feed     = is_wp_error( $response ) || 200 !== (int) wp_remote_retrieve_response_code( $response ) ? null : json_decode( wp_remote_retrieve_body( $response ), true );
 		if ( ! is_array( $feed ) || empty( $feed['version'] ) || empty( $feed['package'] ) || ( $feed['slug'] ?? '' ) !== self::SLUG ) {
+			set_site_transient( self::TRANSIENT, array( '_from' => $url, '_failed' => true ), 10 * MINUTE_IN_SECONDS );
 			return false;
 		}
 		$feed['_from'] = $url;
