@@ -8,11 +8,18 @@ and size of each artefact.
 ``GET /connectors/<name>/<name>-<version>.js|.tgz|.zip``: the same bytes under a name that never changes
 (immutable); another version's name is 404.
 ``GET /connectors/<name>/README.md``: the connector's README.
+``GET /connectors/wordpress/update.json``: the WordPress plugin's update feed (what its update check
+reads: the version, the versioned zip's absolute URL and SHA-256, the requirements, the readme's
+sections for "View details"), read from the built zip itself.
 """
 
 from __future__ import annotations
 
 import hashlib
+import html
+import io
+import re
+import zipfile
 from functools import cache
 from typing import Any
 
@@ -88,6 +95,96 @@ def _payload(name: str, filename: str) -> static.Payload:
         return static.Payload.of(built.readme, "text/markdown; charset=utf-8")
     art = next(a for a in (built.script, built.archive) if a is not None and a.filename == filename)
     return static.Payload.of(art.body, art.content_type, compress=filename.endswith(".js"))
+
+
+_HEADER = re.compile(rb"^[ \t/*#@]*([A-Za-z][A-Za-z ]+?):[ \t]*(\S.*?)[ \t]*$", re.M)
+_SECTION = re.compile(r"^==[ \t]*([^=\n]+?)[ \t]*==[ \t]*$", re.M)
+
+
+def _headers(text: bytes) -> dict[str, str]:
+    """``Name: value`` lines (a plugin header block, a readme.txt head): the first of each name."""
+    out: dict[str, str] = {}
+    for name, value in _HEADER.findall(text):
+        out.setdefault(name.decode("utf-8", "replace").strip().lower(), value.decode("utf-8", "replace"))
+    return out
+
+
+def _sections(readme: str) -> dict[str, str]:
+    """readme.txt's ``== Name ==`` sections as the plain HTML "View details" shows (escaped, one <p> per
+    paragraph, ``= x =`` lines as <h4>, ``*`` lines as a list)."""
+    parts = _SECTION.split(readme)
+    out: dict[str, str] = {}
+    for title, body in zip(parts[1::2], parts[2::2], strict=True):
+        blocks = []
+        for para in re.split(r"\n\s*\n", body.strip()):
+            lines = [line.strip() for line in para.splitlines() if line.strip()]
+            if not lines:
+                continue
+            if all(line.startswith(("* ", "= ")) for line in lines):
+                items = []
+                for line in lines:
+                    if line.startswith("= "):
+                        blocks.append(f"<h4>{html.escape(line.strip('= '))}</h4>")
+                    else:
+                        items.append(f"<li>{html.escape(line[2:])}</li>")
+                if items:
+                    blocks.append("<ul>" + "".join(items) + "</ul>")
+            else:
+                blocks.append("<p>" + html.escape(" ".join(lines)) + "</p>")
+        out[title.strip().lower().replace(" ", "_")] = "\n".join(blocks)
+    return out
+
+
+@cache
+def _wordpress_facts(sha256: str) -> dict[str, Any]:
+    """What the feed says of the plugin, read from the zip served (keyed by its SHA-256)."""
+    built = connectors.build("wordpress")
+    assert built is not None and built.archive.sha256 == sha256
+    top = built.connector.top
+    with zipfile.ZipFile(io.BytesIO(built.archive.body)) as zf:
+        names = set(zf.namelist())
+        main = zf.read(f"{top}/{built.connector.main}")
+        readme = zf.read(f"{top}/readme.txt") if f"{top}/readme.txt" in names else b""
+    plugin, head = _headers(main.split(b"*/", 1)[0]), _headers(readme.split(b"==", 2)[-1].split(b"\n==", 1)[0])
+    return {
+        "name": plugin.get("plugin name", built.connector.title),
+        "version": plugin.get("version", built.version),
+        "requires": plugin.get("requires at least") or head.get("requires at least", ""),
+        "requires_php": plugin.get("requires php") or head.get("requires php", ""),
+        "tested": head.get("tested up to", ""),
+        "sections": _sections(readme.decode("utf-8", "replace")),
+    }
+
+
+def wordpress_feed(ctx: Context, req: Request) -> dict[str, Any] | None:
+    """The WordPress plugin's update feed (None when this checkout ships no plugin)."""
+    built = connectors.build("wordpress")
+    if built is None:
+        return None
+    base = ctx.identity.public_base(req)
+    here = f"{base}/connectors/wordpress"
+    facts = _wordpress_facts(built.archive.sha256)
+    return {
+        "name": facts["name"],
+        "slug": built.connector.top,
+        "version": facts["version"],
+        "package": f"{here}/{built.archive.filename}",
+        "sha256": built.archive.sha256,
+        "bytes": len(built.archive.body),
+        "requires": facts["requires"],
+        "tested": facts["tested"],
+        "requires_php": facts["requires_php"],
+        "homepage": f"{here}/README.md",
+        "sections": facts["sections"],
+    }
+
+
+async def wordpress_update(ctx: Context, req: Request, send: Send) -> None:
+    """``GET /connectors/wordpress/update.json`` (no-store, like every JSON answer: it changes with the server)."""
+    feed = wordpress_feed(ctx, req)
+    if feed is None:
+        raise HttpError(404, "not_found", "This server ships no WordPress plugin.")
+    await send_json(send, 200, feed, [CORS], head=req.method == "HEAD")
 
 
 async def manifest_json(ctx: Context, req: Request, send: Send) -> None:

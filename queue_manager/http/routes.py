@@ -52,6 +52,7 @@ TABLE: tuple[Route, ...] = (
     v("DELETE", "/api/notify", notify.cancel, "Forget this ticket's turn e-mail address."),
     v("GET", "/qm.js", visitor.qm_js, "The snippet a site includes beside its pages."),
     v("GET", "/connectors/manifest.json", connectors.manifest_json, "Every connector: version, downloads, SHA-256."),
+    v("GET", "/connectors/wordpress/update.json", connectors.wordpress_update, "The WordPress plugin's update feed."),
     v("GET", "/connectors/{file...}", connectors.download, "A connector's download, README or manifest entry."),
     v("GET", "/healthz", health.healthz, "Liveness and readiness of this instance."),
     v("GET", "/api/version", health.version, "Version and health of this instance."),
