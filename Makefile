@@ -44,7 +44,7 @@ test: $(DEVSTAMP)
 	$(BIN)/ruff check queue_manager tests bench
 	$(BIN)/ruff format --check queue_manager tests bench
 	$(BIN)/mypy
-	QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n $(PYTEST_WORKERS) --durations=15 tests
+	QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 tests
 
 ## The black-box HTTP suite alone, every server on STORE=valkey + SIDESTORE=pg (Redis 7 + PostgreSQL 15 here).
 test-conformance-valkey: $(DEVSTAMP)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts what the test suites need when it is not already running.
-# PostgreSQL and Redis (our Valkey-compatible server) are used by the Valkey/PostgreSQL suites.
+# PostgreSQL and Redis (our Valkey-compatible server) are used by the Valkey/PostgreSQL suites;
+# MariaDB by the WordPress plugin's tests (tests/connectors).
 set -u
 if command -v pg_isready >/dev/null 2>&1 && ! pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
   if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
@@ -10,6 +11,16 @@ fi
 if command -v redis-cli >/dev/null 2>&1 && ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
   if command -v redis-server >/dev/null 2>&1; then
     redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no || echo "services: could not start Redis" >&2
+  fi
+fi
+if command -v mysqladmin >/dev/null 2>&1 && ! mysqladmin -uroot -h127.0.0.1 --protocol=TCP ping >/dev/null 2>&1; then
+  if command -v mysqld_safe >/dev/null 2>&1; then
+    service mariadb start >/dev/null 2>&1 || (mysqld_safe --bind-address=127.0.0.1 >/dev/null 2>&1 &)
+    for _ in $(seq 1 30); do
+      mysqladmin -uroot -h127.0.0.1 --protocol=TCP ping >/dev/null 2>&1 && break
+      sleep 1
+    done
+    mysqladmin -uroot -h127.0.0.1 --protocol=TCP ping >/dev/null 2>&1 || echo "services: could not start MariaDB" >&2
   fi
 fi
 # the database the HTTP suites use on STORE=valkey (its name must end in _test)

@@ -38,6 +38,9 @@ from harness import (
 from queue_manager.web import asset
 from tests.connectors.workerd_runtime import BlackHole, FakeQueue, Origin, Workerd, WorkerSpec, dead_url
 
+# one worker takes this module (make test: --dist loadgroup): one workerd process
+pytestmark = pytest.mark.xdist_group("workerd")
+
 KEY = "qm-test-public-key-" + "7" * 24
 EDGE_SECRET = "edge-secret-" + "c0ffee42" * 3
 UA = "Mozilla/5.0 (X11; Linux x86_64) qm-connector-test"

@@ -48,6 +48,9 @@ from harness import (
     wait_until,
 )
 
+# one worker takes this module (make test: --dist loadgroup): one npm install and one node process
+pytestmark = pytest.mark.xdist_group("node-connector")
+
 NODE = shutil.which("node") or "/usr/bin/node"
 NPM = shutil.which("npm") or "/usr/bin/npm"
 EXPRESS = "express@4"

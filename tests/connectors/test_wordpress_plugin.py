@@ -32,6 +32,9 @@ import httpx
 import pytest
 from harness import Server, create_room, free_port, metric, start_server, wait_until
 
+# one worker takes this module (make test: --dist loadgroup): one WordPress install (about 8 s)
+pytestmark = pytest.mark.xdist_group("wordpress")
+
 WORDPRESS = Path("/usr/share/wordpress")
 PACKAGES = ("wordpress", "php-cli", "php-mysql", "php-curl")
 PUBLIC_KEY = "pk-" + secrets.token_urlsafe(24)
