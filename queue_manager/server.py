@@ -31,6 +31,7 @@ from queue_manager.jobs.turn_mail import TurnMail
 from queue_manager.journal.database import describe
 from queue_manager.store.base import Store, StoreUnavailable
 from queue_manager.store.mailbook import AddressBook, MemoryAddressBook
+from queue_manager.web import connectors
 
 if TYPE_CHECKING:
     from queue_manager.fleet.backend import Backend
@@ -181,6 +182,7 @@ class Server:
         else:
             await ctx.store.start()
         await self._start_history()
+        await self._build_connectors()
         self.ticker.start()
         if self.timeline is not None:
             self.timeline.start()
@@ -191,6 +193,14 @@ class Server:
         ctx.ready = True
         previous = await self._begin_run()
         await self._audit_line("server.start", previous | {"store": ctx.store.kind})
+
+    async def _build_connectors(self) -> None:
+        """Build the connectors' downloads now (off the event loop), so a broken source is reported at start
+        and the first download is served from memory; a failure is printed, never a refusal to start."""
+        try:
+            await asyncio.to_thread(connectors.built)
+        except Exception as exc:
+            print(f"queue-manager: the connectors could not be built: {describe(exc)}", file=sys.stderr, flush=True)
 
     async def _start_history(self) -> None:
         """Read the hourly history once before serving: PostgreSQL answering that it cannot be read refuses
