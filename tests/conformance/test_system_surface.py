@@ -95,6 +95,8 @@ def test_pop_maintenance_holds_the_door_and_the_outflow_and_keeps_places(
         # the pass already handed out is not spent at the door
         held = _check(v1, rid, t1["token"])
         assert held["admit"] is False and held["reason"] == "paused", held
+        waiting_page = status(v1, rid)  # and the waiting page does not send the visitor to a door that holds
+        assert waiting_page["state"] == "passed" and waiting_page["redirectUrl"] is None, waiting_page
         # the outflow promotes nobody, even with a rate set; the line keeps answering, calm and paused
         assert admin.post(f"/api/admin/rooms/{rid}/rate", json={"ratePerMinute": 600}).status_code == 200
         end = time.monotonic() + 2.5
@@ -107,6 +109,7 @@ def test_pop_maintenance_holds_the_door_and_the_outflow_and_keeps_places(
         assert _check(v2, rid, t2["token"])["reason"] == "paused"
         # off: the held pass goes through, and the line moves on in its order
         _pop(admin, False)
+        assert status(v1, rid)["redirectUrl"], "the pass is usable again"
         assert _check(v1, rid, t1["token"])["admit"] is True
         wait_for_state(v2, rid, None, ("passed",), timeout=10)
         assert status(v3, rid)["state"] in ("waiting", "passed")
