@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("queue_manager.fleet")
 
 HINT = "popmaint"
+READ_TIMEOUT_SEC = 0.5  # the tick's re-read gives up after this (the flag stays as last read)
 
 
 class PopMaintenance:
@@ -92,8 +94,8 @@ class PopMaintenance:
         """Re-read the fleet's flag and obey it; False when Valkey holds none or cannot be read."""
         if self.redis is None:
             return True
-        try:
-            raw = await self.redis.get(self.key)
+        try:  # bounded: the tick waits for this, and a Valkey that does not answer must not hold it up
+            raw = await asyncio.wait_for(self.redis.get(self.key), READ_TIMEOUT_SEC)
         except Exception as exc:
             log.debug("pop maintenance: reading the flag failed: %s", exc)
             return False
