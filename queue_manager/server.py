@@ -107,6 +107,20 @@ class Server:
                 retain_days=settings.history_retain_days,
                 leads=lambda: lease.leader,
             )
+            from queue_manager.fleet.pop_maintenance import PopMaintenance
+
+            # admission maintenance: the fleet's flag in Valkey, announced by a hint, re-read every tick
+            ctx.pop = PopMaintenance(
+                store,
+                redis=self.backend.store.redis,
+                prefix=settings.valkey_prefix,
+                hints=self.backend.hints,
+                database=self.database,
+                instance_id=settings.instance_id,
+            )
+            broadcaster = ctx.broadcaster
+            # POST /internal/api/notify on another instance: wake this one's live streams of that room
+            self.backend.hints.on("wake", lambda hint: broadcaster.notify({str(hint.get("room"))}))
             from queue_manager.access.authfail import SharedAuthFailures
 
             ctx.access.failures = SharedAuthFailures(  # the fleet's wrong-key budget; this process's if Valkey is down
@@ -179,6 +193,7 @@ class Server:
             except ConfigRefusal as refusal:
                 print(f"queue-manager: refusing to start: {refusal.message}", file=sys.stderr, flush=True)
                 raise
+            await ctx.pop.load()
         else:
             await ctx.store.start()
         await self._start_history()
@@ -361,6 +376,7 @@ class Server:
             next_at += 1.0
             await asyncio.sleep(max(0.0, next_at - loop.time()))
             try:
+                await ctx.pop.refresh()  # admission maintenance set on another instance (its hint may be lost)
                 await ctx.store.tick()
                 now_ms = self.clock.wall_ms()
                 sampled = await ctx.series.feed(ctx.store, now_ms)

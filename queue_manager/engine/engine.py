@@ -48,6 +48,13 @@ class Engine:
         self.generations: dict[str, int] = {}
         self.archives: dict[str, deque[Archive]] = {}
         self.events: list[Event] = []
+        self.held = False  # admission maintenance: every room holds its line (see Room.held)
+
+    def set_held(self, held: bool) -> None:
+        """Admission maintenance on or off for every room, those made later included."""
+        self.held = held
+        for room in self.rooms.values():
+            room.held = held
 
     def drain_events(self) -> list[Event]:
         """Every event since the last drain, in the order they happened (rooms share this list)."""
@@ -82,6 +89,7 @@ class Engine:
             gen = self.generations.get(room_id, 0) + 1
             self.generations[room_id] = gen
             room = Room(cfg, gen, self.clock, self.events, rng=self.rng)
+            room.held = self.held
             self.rooms[room_id] = room
             room.emit("room.create", fields=changed, config=cfg.to_public())
             return room, True, changed
@@ -130,6 +138,7 @@ class Engine:
     def tick(self) -> int:
         promoted = 0
         for room in list(self.rooms.values()):
+            room.held = self.held  # a room restored from a snapshot learns it here at the latest
             promoted += room.tick()
         return promoted
 

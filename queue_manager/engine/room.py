@@ -106,6 +106,9 @@ class Room:
         self.gen = gen
         self.clock = clock
         self.rng = rng
+        #: admission maintenance (the fleet's pop-maintenance flag): an active room reads as paused, and a
+        #: pass already handed out is not turned into an admission at the door
+        self.held = False
         self.next_n = 1
         self.tickets: dict[int, Ticket] = {}
         self.line = Line()
@@ -152,6 +155,8 @@ class Room:
         opens = self.cfg.opens_at_ms
         if opens is not None and (self.clock.wall_ms() if now_ms is None else now_ms) < opens:
             return "scheduled"
+        if self.held:
+            return "paused"
         return self.cfg.state
 
     def _absent(self, seen: int, now: int) -> bool:
@@ -771,6 +776,8 @@ class Room:
             return CheckResult(False, reason=reason, ticket=t, rule=rule_id)
         # t.state == "passed"
         self.see(t)
+        if self.held:  # admission maintenance: the pass waits, unspent, until it is over
+            return CheckResult(False, reason="paused", ticket=t, rule=rule_id)
         if not t.slot:
             free = self._free_slots(now, older_than=t.n)
             if free is not None and free <= 0:

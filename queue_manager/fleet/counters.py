@@ -71,6 +71,11 @@ class FleetCounters:
         await self.redis.zadd(self.index, {self.instance_id: now + self.expire_ms})
         await self.redis.zremrangebyscore(self.index, "-inf", now)
 
+    async def live_instances(self) -> list[str]:
+        """Every instance listed live in the index now (this one included once it has written)."""
+        listed = await self.redis.zrangebyscore(self.index, self.clock.wall_ms(), "+inf")
+        return sorted(w.decode() if isinstance(w, bytes) else str(w) for w in listed)
+
     async def read_others(self) -> dict[str, Counters]:
         """Every other live instance's counters, as Valkey holds them now: the index names them (no SCAN of
         the keyspace), one MGET reads them."""

@@ -10,8 +10,9 @@ A message is JSON: ``{"k": kind, "from": instance id, ...data}``. Kinds: ``acces
 monitor links), ``rooms`` (``created``, ``deleted``, ``changed``: room ids), ``authlock`` (``ip``,
 ``minute``: the address has spent the fleet's ADMIN_AUTH_FAIL_PER_MIN allowance and is locked out
 until that wall-clock minute ends; an instance that misses it learns the lockout from its own count
-of the address's next wrong credential, see access/authfail.py), ``resync`` (local only: re-read
-everything).
+of the address's next wrong credential, see access/authfail.py), ``popmaint`` (``enabled``:
+admission maintenance, fleet/pop_maintenance.py), ``wake`` (``room``: wake that room's live streams,
+``POST /internal/api/notify``), ``resync`` (local only: re-read everything).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Hints:
         self.subscribed = False
         self.published = 0
         self.received = 0
+        self.dropped = 0  # not published (Valkey failed), or received but unreadable
         self._handlers: dict[str, list[Handler]] = {}
         self.job = Job("qm-hints", self._listen_forever)
 
@@ -63,6 +65,7 @@ class Hints:
             await self.redis.publish(self.channel, orjson.dumps({"k": kind, "from": self.instance_id, **data}))
             self.published += 1
         except Exception as exc:
+            self.dropped += 1
             log.warning("hint %s not published (%s); other instances catch up within RESYNC_MS", kind, exc)
 
     def start(self) -> None:
@@ -102,8 +105,12 @@ class Hints:
                 try:
                     data = orjson.loads(message["data"])
                 except orjson.JSONDecodeError:
+                    self.dropped += 1
                     continue
-                if not isinstance(data, dict) or data.get("from") == self.instance_id:
+                if not isinstance(data, dict):
+                    self.dropped += 1
+                    continue
+                if data.get("from") == self.instance_id:
                     continue  # our own change is already in our copy
                 self.received += 1
                 self._dispatch(str(data.get("k")), data)
@@ -117,4 +124,5 @@ class Hints:
             "subscribed": self.subscribed,
             "published": self.published,
             "received": self.received,
+            "dropped": self.dropped,
         }

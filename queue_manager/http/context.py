@@ -17,6 +17,7 @@ from queue_manager.clock import SystemClock
 from queue_manager.config import Settings
 from queue_manager.engine.room import Presented
 from queue_manager.engine.view import VisitorView
+from queue_manager.fleet.pop_maintenance import PopMaintenance
 from queue_manager.http.edge import EdgeGate
 from queue_manager.http.identity import IdentityResolver
 from queue_manager.http.proxywatch import ProxyWatch
@@ -112,6 +113,7 @@ class Context:
     addresses: AddressBook | None = None  # turn-e-mail sign-ups (memory or Valkey, never PostgreSQL)
     turn_mail: TurnMailView | None = None  # the job that sends them
     history: HourlyHistory = field(init=False)  # the reports' hourly rows (this process's, or PostgreSQL's)
+    pop: PopMaintenance = field(init=False)  # admission maintenance (this process's, or the fleet's on Valkey)
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
     version: str = __version__
 
@@ -140,6 +142,7 @@ class Context:
             "notify": Budget(settings.notify_limit_per_min, keys, clock),
         }
         store.on_change(ctx.broadcaster.notify)
+        ctx.pop = PopMaintenance(store)
         ctx.history = HourlyHistory(
             MemoryWarehouse(),
             MemoryRefusals(),

@@ -24,9 +24,11 @@ from queue_manager.http.wire import NO_PARAMS, VERSION_ALIAS, VERSIONED_PREFIX, 
 VisitorHandler = Callable[[Context, Request, Send], Awaitable[None]]
 AdminHandler = Callable[[Call], Awaitable[None]]
 
-#: Paths the admin API owns: a caller is signed in before anything else is said, a 404 included.
+#: Paths the admin API owns: a caller is signed in before anything else is said, a 404 included. The
+#: system surface (``http/system.py``) is admin too: ``/api/system/…``, ``/internal/…`` and the stats refresh.
 ADMIN_PREFIX = "/api/admin/"
-ADMIN_PATHS = frozenset({"/metrics"})
+ADMIN_PREFIXES = (ADMIN_PREFIX, "/api/system/", "/internal/")
+ADMIN_PATHS = frozenset({"/metrics", "/api/stats/refresh"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +80,7 @@ def admin(
 
 def admin_area(path: str) -> bool:
     """Does this path belong to the admin API (sign-in first, even for a 404)?"""
-    return path.startswith(ADMIN_PREFIX) or path in ADMIN_PATHS
+    return path.startswith(ADMIN_PREFIXES) or path in ADMIN_PATHS
 
 
 @dataclass(slots=True)

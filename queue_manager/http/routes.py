@@ -19,6 +19,7 @@ from queue_manager.http import (
     pages_console,
     pages_docs,
     pages_visitor,
+    system,
     visitor,
     waiting,
 )
@@ -38,6 +39,7 @@ async def _asset(ctx: Context, req: Request, send: Send) -> None:
 
 
 ROOM = "/api/admin/rooms/{room}"
+POP = "/api/system/maintenance/pop"
 LINK = "/api/admin/monitor-links"
 
 TABLE: tuple[Route, ...] = (
@@ -112,6 +114,14 @@ TABLE: tuple[Route, ...] = (
     a("POST", LINK + "/revoke-all", ("write",), admin_team.links_revoke_all, "Revoke every monitor link."),
     a("POST", LINK + "/{link}/reveal", ("write",), admin_team.link_reveal, "Show a live link's URL again."),
     a("DELETE", LINK + "/{link}", ("write",), admin_team.link_revoke, "Revoke one monitor link."),
+    # -- the system surface (the owner role only; /api/... is also /api/v1/...)
+    a("GET", POP, ("owner",), system.pop_get, "Whether admission maintenance is on."),
+    a("POST", POP, ("owner",), system.pop_set, "Turn admission maintenance on or off, fleet-wide."),
+    a("GET", "/api/system/shared-state", ("owner",), system.shared_state, "Whether this instance shares state."),
+    a("POST", "/api/stats/refresh", ("owner",), system.stats_refresh, "Recount the rooms; fold the open hour."),
+    a("POST", "/internal/api/notify", ("owner",), system.notify, "Wake a room's live streams, fleet-wide."),
+    a("GET", "/internal/api/shared-state/stats", ("owner",), system.transport_stats, "The fleet transport."),
+    a("GET", "/internal/api/inter-instance/stats", ("owner",), system.transport_stats, "The fleet transport."),
 )
 
 ROUTER = Router(TABLE)

@@ -55,7 +55,9 @@ def with_token(url: str, token: str) -> str:
 
 def render_view(ctx: Context, view: VisitorView, token: str | None) -> dict[str, Any]:
     redirect = None
-    if view.state in ("passed", "admitted") and token is not None:
+    if view.state == "passed" and ctx.pop.enabled:
+        pass  # admission maintenance: the door would hold this pass, so the page is not sent to it yet
+    elif view.state in ("passed", "admitted") and token is not None:
         redirect = with_token(view.return_url or view.target_url, token)
     elif view.state == "bypass":
         redirect = view.return_url or view.target_url

@@ -41,7 +41,15 @@ class Store(Protocol):
     # then run one to its end in place (http/eager.py) instead of scheduling a task for it
     immediate: bool
 
+    @property
+    def held(self) -> bool:
+        """Admission maintenance is on (``set_held``)."""
+
     async def start(self) -> None: ...
+
+    def set_held(self, held: bool) -> None:
+        """Admission maintenance on or off: while on, no room promotes anybody and the door admits
+        nobody new (an active room reads as paused; a pass already handed out waits, unspent)."""
 
     async def close(self) -> None: ...
 

@@ -188,6 +188,14 @@ class MemoryStore:
 
     # time -------------------------------------------------------------------
 
+    @property
+    def held(self) -> bool:
+        return self.engine.held
+
+    def set_held(self, held: bool) -> None:
+        """Admission maintenance: no promotion and no new admission in any room while on."""
+        self.engine.set_held(held)
+
     async def tick(self) -> set[str]:
         self.engine.tick()
         events = self.engine.drain_events()

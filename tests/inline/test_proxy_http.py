@@ -630,3 +630,19 @@ def test_shutdown_drain_ms_bounds_a_proxied_response_that_never_ends(make_server
         assert "error" in result or result.get("status", 0) >= 500, result
     finally:
         peer.release(key)
+
+
+def test_admission_maintenance_holds_a_pass_at_the_inline_gate_until_it_ends(qm: Server, peer: Peer) -> None:
+    room_id, host = inline_room(qm, peer.url, host=_host())
+    pop = "/api/v1/system/maintenance/pop"
+    with visitor(qm, host) as c, qm.admin() as admin:
+        assert admitted(c, room_id)["state"] == "passed"
+        assert admin.post(pop, json={"enabled": True}).status_code == 200
+        try:
+            held = c.get("/api/echo", headers={"Accept": "application/json", "Sec-Fetch-Mode": "cors"})
+            assert held.status_code == 503 and held.headers["x-qm-queued"], held.text
+            assert held.json()["code"] == "queued" and held.json()["reason"] == "paused", held.text
+        finally:
+            assert admin.post(pop, json={"enabled": False}).status_code == 200
+        r = c.get("/api/echo")
+        assert r.status_code == 200 and r.headers["x-app"] == "peer", r.text

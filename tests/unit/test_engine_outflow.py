@@ -163,3 +163,14 @@ def test_bypass_room_has_no_line_and_admits_everyone(make_room, visitor, run):
     assert run(60) == 0
     assert a.check().admit and b.check().admit
     assert a.check().state == "bypass"
+
+
+def test_admission_maintenance_holds_the_outflow_and_keeps_places(make_room, fill, run, engine):
+    room = make_room(ratePerMinute=6000, **QUIET)
+    fill(room, 50)
+    engine.set_held(True)
+    assert room.effective_state() == "paused"
+    assert run(5) == 0 and len(room.line) == 50 and not room.passes
+    engine.set_held(False)
+    assert room.effective_state() == "active"
+    assert run(1) > 0

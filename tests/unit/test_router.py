@@ -93,3 +93,15 @@ def test_the_table_describes_every_route_fully() -> None:
     # the admin API never grants by omission: every admin route but sign-out names its grants
     ungranted = {(r.method, r.pattern) for r in TABLE if r.admin is not None and not r.grants}
     assert ungranted == {("DELETE", "/api/admin/session")}
+
+
+def test_the_system_surface_is_admin_and_needs_the_owner_grant() -> None:
+    """Only an owner (or ADMIN_KEY) holds ``owner``; every system route asks for it, versioned or not."""
+    system = [r for r in TABLE if r.pattern.startswith(("/api/system/", "/internal/", "/api/stats/"))]
+    assert len(system) == 7
+    for route in system:
+        assert route.admin is not None and route.grants == ("owner",), route
+        assert admin_area(route.pattern), route
+    assert admin_area("/internal/api/unknown") and admin_area("/api/stats/refresh")
+    assert next(r for r in system if r.pattern == "/api/stats/refresh").aliases == ("/api/v1/stats/refresh",)
+    assert {r.aliases for r in system if r.pattern.startswith("/internal/")} == {()}

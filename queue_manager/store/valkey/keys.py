@@ -224,3 +224,7 @@ def journal_ahead_key(prefix: str) -> str:
     """room -> "gen:seq:jgen:jseq": rooms found ahead of their events journal, kept until the prefix is
     flushed or the room is deleted and created again (fleet/journal_marks.py)."""
     return f"{prefix}journal:ahead"
+
+
+def pop_maintenance_key(prefix: str) -> str:
+    return f"{prefix}popmaint"

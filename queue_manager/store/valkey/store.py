@@ -146,6 +146,7 @@ class ValkeyStore:
         self.rng = rng
         self.sweep_max = sweep_max  # deadlines one call may process (more: the store calls again)
         self.promote_max = promote_max  # promotions one tick call may make (more: called again)
+        self.held = False  # admission maintenance: every script is told (the header's HOLD)
         self.config_fresh_sec = config_fresh_sec
         self._scripts: dict[str, Script] = load_all()
         self._listeners: list[ChangeListener] = []
@@ -228,7 +229,12 @@ class ValkeyStore:
             *draw,
             *refs,
             str(self.promote_max),
+            "1" if self.held else "0",
         ]
+
+    def set_held(self, held: bool) -> None:
+        """Admission maintenance: no promotion and no new admission in any room while on."""
+        self.held = held
 
     def _room_keys(self, room_id: str) -> list[bytes]:
         keys = self._keys.get(room_id)

@@ -76,6 +76,9 @@ if t.s == 'waiting' then
 end
 -- t.s == 'passed'
 t.sn = now
+if HOLD then  -- admission maintenance: the pass waits, unspent, until it is over
+  return done({k = 'ok', admit = false, reason = 'paused', t = T_raw[t.n]})
+end
 if not t.sl then
   local free = free_slots(now, t.n)
   if free ~= nil and free <= 0 then

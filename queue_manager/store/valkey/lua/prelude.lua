@@ -10,7 +10,7 @@
 --   5 ARCHIVE_TICKETS  6 sweep budget  7 draw version  8 draw order (JSON)  9 draw Refs (JSON)
 --   10 the Ref window's "generation:first number"  11 Ref window (the Refs of the next numbers,
 --      concatenated: each REF_WIDTH characters, no separator; one is cut out, nothing decoded)
---   12 the tick's promotion budget
+--   12 the tick's promotion budget  13 admission maintenance ('1': every room holds its line)
 --
 -- Records (JSON, absent field = None / False / 0 as in the Python dataclasses):
 --   ticket   {n, id (ident), fp, f2, ck (hex), j (joined wall), sn (seen mono), ru (return url),
@@ -41,7 +41,8 @@ local REFS_GEN, REFS_BASE = string.match(ARGV[10], '^(%d+):(%d+)$')
 REFS_GEN, REFS_BASE = tonumber(REFS_GEN), tonumber(REFS_BASE)
 local REFS_WINDOW = ARGV[11]
 local PROMOTE_MAX = tonumber(ARGV[12])
-local A = 12
+local HOLD = ARGV[13] == '1'
+local A = 13
 
 local NULL = cjson.null
 
@@ -188,6 +189,9 @@ local function effective_state(wall)
   local opens = S.c_opens
   if opens ~= nil and wall < opens then
     return 'scheduled'
+  end
+  if HOLD then
+    return 'paused'
   end
   return S.c_state
 end

@@ -1,0 +1,158 @@
+"""The system surface: admission ("pop") maintenance, the shared-state summary, the stats refresh and the
+fleet's internal routes. Every route needs the owner role (the ``owner`` grant: an owner operator or
+ADMIN_KEY); the writes are audited. Paths, bodies and ``message`` strings follow the adopted page of
+system routes (``docs/OPERATIONS.md``, "The system surface"): tooling greps for the strings, so they
+never change.
+
+* ``GET/POST /api/v1/system/maintenance/pop``: admission maintenance (``fleet/pop_maintenance.py``).
+* ``GET /api/v1/system/shared-state``: does this instance share its state with live peers?
+* ``POST /api/v1/stats/refresh``: recount every room and fold the open hour of the reports now.
+* ``POST /internal/api/notify``: wake this instance's live streams of a room, and the fleet's.
+* ``GET /internal/api/shared-state/stats`` (alias ``/internal/api/inter-instance/stats``): the transport.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from queue_manager.http.call import Call
+from queue_manager.http.wire import HttpError, send_json
+
+POP_ON = "Pop maintenance mode ENABLED. All POP operations will return empty arrays."
+POP_OFF = "Pop maintenance mode is OFF. Normal operation."
+ENABLED_REQUIRED = "enabled (boolean) is required"
+QUEUE_REQUIRED = "queue (string) is required"
+TRANSPORT = "valkey-pubsub"
+MAX_QUEUE = 200
+
+
+def _pop_body(enabled: bool) -> dict[str, Any]:
+    return {"popMaintenanceMode": enabled, "message": POP_ON if enabled else POP_OFF}
+
+
+async def _body(call: Call, refusal: str) -> dict[str, Any]:
+    """The JSON object sent; an empty, unreadable or non-object body is the route's own 400."""
+    raw = await call.req.body()
+    try:
+        data = orjson.loads(raw) if raw.strip() else None
+    except orjson.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        raise HttpError(400, "bad_request", refusal)
+    return data
+
+
+async def pop_get(call: Call) -> None:
+    """GET /api/v1/system/maintenance/pop: this instance's flag (on Valkey, the fleet's as last read)."""
+    await send_json(call.send, 200, _pop_body(call.ctx.pop.enabled))
+
+
+async def pop_set(call: Call) -> None:
+    """POST /api/v1/system/maintenance/pop {"enabled": bool}: admission maintenance on or off, fleet-wide."""
+    enabled = (await _body(call, ENABLED_REQUIRED)).get("enabled")
+    if not isinstance(enabled, bool):
+        raise HttpError(400, "bad_request", ENABLED_REQUIRED, field="enabled")
+    await call.ctx.pop.set(enabled)
+    await call.audit("system.pop_maintenance", enabled=enabled, shared=call.ctx.pop.shared)
+    await send_json(call.send, 200, _pop_body(enabled))
+
+
+def _journal_maintenance(call: Call) -> bool:
+    """Journal maintenance (the disk spool), as this process holds it; always false with STORE=memory."""
+    backend = call.ctx.backend
+    return backend is not None and backend.journal.maintenance_spool.enabled
+
+
+async def _peers(call: Call) -> tuple[list[str] | None, str | None]:
+    """The other live instances (the fleet counters' index), or None and why they are not known."""
+    backend = call.ctx.backend
+    if backend is None:
+        return None, "store_memory"
+    try:
+        live = await backend.counters.live_instances()
+    except Exception:
+        return None, "valkey_unreachable"
+    return [w for w in live if w != call.ctx.settings.instance_id], None
+
+
+async def shared_state(call: Call) -> None:
+    """GET /api/v1/system/shared-state: enabled only with STORE=valkey and at least one live peer."""
+    peers, reason = await _peers(call)
+    if peers is not None and not peers:
+        reason = "no_peers"
+    out: dict[str, Any] = {"enabled": reason is None}
+    if reason is not None:
+        out["reason"] = reason
+    out["maintenance_mode"] = _journal_maintenance(call)
+    out["pop_maintenance_mode"] = call.ctx.pop.enabled
+    await send_json(call.send, 200, out)
+
+
+async def stats_refresh(call: Call) -> None:
+    """POST /api/v1/stats/refresh: recount every room now and fold the reading into the open hour."""
+    await call.req.body()
+    ctx = call.ctx
+    rooms = await ctx.store.list_rooms()
+    now_ms = ctx.clock.wall_ms()
+    ctx.history.offer(rooms, {}, now_ms)
+    rows = await ctx.history.fold_open_hour()
+    folded = bool(ctx.history.leads())
+    await call.audit("system.stats_refresh", rooms=len(rooms), folded=folded)
+    await send_json(
+        call.send,
+        200,
+        {
+            "engine": ctx.store.kind,
+            "segPartitions": len(rooms),
+            "rooms": len(rooms),
+            "waiting": sum(int(r.get("waiting") or 0) for r in rooms),
+            "folded": folded,
+            "historyRows": len(rows),
+            "rows": rows,
+            "at": now_ms,
+        },
+    )
+
+
+async def notify(call: Call) -> None:
+    """POST /internal/api/notify {"queue": roomId, "partition"?}: wake the room's live streams, fleet-wide."""
+    room_id = (await _body(call, QUEUE_REQUIRED)).get("queue")
+    if not isinstance(room_id, str) or not room_id.strip() or len(room_id) > MAX_QUEUE:
+        raise HttpError(400, "bad_request", QUEUE_REQUIRED, field="queue")
+    call.ctx.broadcaster.notify({room_id})
+    backend = call.ctx.backend
+    if backend is not None:
+        await backend.hints.publish("wake", room=room_id)
+    await call.audit("system.notify", target=room_id, room_id=room_id)
+    await send_json(call.send, 200, {"status": "ok"})
+
+
+async def transport_stats(call: Call) -> None:
+    """GET /internal/api/shared-state/stats (and /internal/api/inter-instance/stats): the fleet transport."""
+    ctx = call.ctx
+    flags = {"maintenance_mode": _journal_maintenance(call), "pop_maintenance_mode": ctx.pop.enabled}
+    peers, reason = await _peers(call)
+    backend = ctx.backend
+    if backend is None or peers is None:
+        await send_json(
+            call.send, 200, {"enabled": False, "reason": reason, "server_id": ctx.settings.instance_id, **flags}
+        )
+        return
+    hints = backend.hints
+    out: dict[str, Any] = {
+        "server_id": ctx.settings.instance_id,
+        "transport": TRANSPORT,
+        "peer_count": len(peers),
+        "peers": [{"server_id": p, "connected": True} for p in peers],
+        "servers_alive": len(peers),
+        "messages_sent": hints.published,
+        "messages_received": hints.received,
+        "messages_dropped": hints.dropped,
+        "enabled": bool(peers),
+        "running": hints.subscribed,
+    }
+    if not peers:
+        out["reason"] = "no_peers"
+    await send_json(call.send, 200, out | flags)
