@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 
@@ -44,3 +44,14 @@ async def stop_all(*jobs: Job) -> None:
     """Stop several jobs, in the order given."""
     for job in jobs:
         await job.stop()
+
+
+async def cancel_all(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Cancel every task of a set a job spawned beside itself, and wait until each has ended (whatever it
+    raised on the way out)."""
+    pending = list(tasks)
+    for task in pending:
+        task.cancel()
+    for task in pending:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

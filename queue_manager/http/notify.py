@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from queue_manager.engine.room import Presented
-from queue_manager.http import cookies
+from queue_manager.http import cookies, ratelimit
 from queue_manager.http.context import Context
 from queue_manager.http.language import pick_language
 from queue_manager.http.visitor import room_param
@@ -82,12 +82,7 @@ def _book(ctx: Context) -> AddressBook:
 def _limit(ctx: Context, req: Request) -> list[tuple[bytes, bytes]]:
     allowed, headers = ctx.budgets["notify"].take(ctx.identity.resolve(req).ip)
     if not allowed:
-        raise HttpError(
-            429,
-            "rate_limited",
-            "Too many requests from your address; slow down.",
-            headers=[(k.decode(), v.decode()) for k, v in headers],
-        )
+        raise ratelimit.refused(headers)
     return headers
 
 

@@ -10,6 +10,7 @@ import math
 from collections import OrderedDict
 
 from queue_manager.clock import Clock
+from queue_manager.http.wire import HttpError
 
 
 class Budget:
@@ -51,3 +52,13 @@ class Budget:
 
     def __len__(self) -> int:
         return len(self._buckets)
+
+
+def refused(headers: list[tuple[bytes, bytes]]) -> HttpError:
+    """The 429 a spent budget answers, with the budget's X-RateLimit-* headers and Retry-After."""
+    return HttpError(
+        429,
+        "rate_limited",
+        "Too many requests from your address; slow down.",
+        headers=[(k.decode(), v.decode()) for k, v in headers],
+    )

@@ -16,7 +16,7 @@ from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.engine.origins import origin_of
 from queue_manager.engine.policy import RoomPolicy
 from queue_manager.engine.view import VisitorView
-from queue_manager.http import backend_down, cookies, waiting
+from queue_manager.http import backend_down, cookies, ratelimit, waiting
 from queue_manager.http.context import Context
 from queue_manager.http.door import door_check
 from queue_manager.http.identity import FORWARDED_HEADERS as FORWARDED
@@ -100,12 +100,7 @@ def _limit(ctx: Context, name: str, ident: Identity) -> list[tuple[bytes, bytes]
     if not allowed:
         if name == "check":
             ctx.counters.rate_limited_checks += 1
-        raise HttpError(
-            429,
-            "rate_limited",
-            "Too many requests from your address; slow down.",
-            headers=[(k.decode(), v.decode()) for k, v in headers],
-        )
+        raise ratelimit.refused(headers)
     return headers
 
 

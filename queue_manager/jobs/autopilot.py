@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from queue_manager.background import Job
+from queue_manager.background import Job, cancel_all
 from queue_manager.jobs import activation, alerting, autotune
 from queue_manager.jobs.conditions import Frame, StorageReport, evaluate, valkey_unreachable
 from queue_manager.jobs.shared import Shared
@@ -72,11 +72,7 @@ class Autopilot:
 
     async def stop(self) -> None:
         await self.job.stop()
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_all(self._tasks)
         await self.webhook.close()
         await self.targets.close()
 

@@ -28,13 +28,12 @@ Nothing here writes an address anywhere but the SMTP conversation: log lines nam
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from email.message import EmailMessage
 from typing import TYPE_CHECKING, Any
 
-from queue_manager.background import Job
+from queue_manager.background import Job, cancel_all
 from queue_manager.engine.errors import EngineError
 from queue_manager.http.context import Context
 from queue_manager.jobs import smtp, turn_letter
@@ -85,11 +84,7 @@ class TurnMail:
     async def stop(self) -> None:
         """The scan ends; a send still being tried is abandoned (its turn was claimed: never sent twice)."""
         await self.job.stop()
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_all(self._tasks)
 
     @property
     def leader(self) -> bool:
