@@ -55,9 +55,9 @@ def with_token(url: str, token: str) -> str:
 
 def render_view(ctx: Context, view: VisitorView, token: str | None) -> dict[str, Any]:
     redirect = None
-    if view.state == "passed" and ctx.pop.enabled:
-        pass  # admission maintenance: the door would hold this pass, so the page is not sent to it yet
-    elif view.state in ("passed", "admitted") and token is not None:
+    # admission maintenance: the door would hold a pass, so the page is not sent to it yet
+    held = view.state == "passed" and ctx.pop.enabled
+    if view.state in ("passed", "admitted") and token is not None and not held:
         redirect = with_token(view.return_url or view.target_url, token)
     elif view.state == "bypass":
         redirect = view.return_url or view.target_url

@@ -21,6 +21,7 @@ import asyncpg
 import pytest
 
 from queue_manager.journal import PgJournal
+from queue_manager.journal.database import Database
 
 PG_URL = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/qm_test")
 _state: dict[str, Any] = {}
@@ -89,6 +90,17 @@ async def schema() -> AsyncIterator[str]:
             await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
         finally:
             await conn.close()
+
+
+@pytest.fixture
+async def db(schema: str) -> AsyncIterator[Database]:
+    """The one Database (pool) a server would build, on this test's schema."""
+    database = Database(PG_URL, schema)
+    await database.open()
+    try:
+        yield database
+    finally:
+        await database.close()
 
 
 @pytest.fixture

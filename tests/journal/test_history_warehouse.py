@@ -4,7 +4,6 @@ mid-hour, the boot's read, retention."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,20 +11,9 @@ import pytest
 from queue_manager.fleet.warehouse import PgWarehouse, WarehouseRefused
 from queue_manager.journal.database import Database
 from queue_manager.ops.history import HOUR, HourlyHistory, HourRow, MemoryRefusals
-from tests.journal.conftest import PG_URL
 
 H = 1_800_000 * 1000 // 3600 * 3600
 T0 = H * 1000
-
-
-@pytest.fixture
-async def db(schema: str) -> AsyncIterator[Database]:
-    database = Database(PG_URL, schema)
-    await database.open()
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 def summary(joins: int, passes: int = 0) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -11,19 +10,8 @@ from queue_manager.clock import FakeClock
 from queue_manager.journal.database import Database
 from queue_manager.journal.timeline import BLOCK_NOTE, KEEP_SEC, READ_BACKOFF_SEC, TimelineNotes
 from queue_manager.store.base import StoreUnavailable
-from tests.journal.conftest import PG_URL
 
 T = FakeClock().wall_ms() // 1000
-
-
-@pytest.fixture
-async def db(schema: str) -> AsyncIterator[Database]:
-    database = Database(PG_URL, schema)
-    await database.open()
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 async def rows(pg: Any, schema: str) -> list[tuple[str, int, str, str, int]]:
