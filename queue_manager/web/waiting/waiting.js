@@ -92,6 +92,15 @@
   }
 
   function api(path) { return apiBase + path; }
+  // One request to this server's visitor API: same-origin credentials, never cached, JSON answers.
+  function call(method, path, body) {
+    var init = { method: method, credentials: 'same-origin', cache: 'no-store', headers: { 'Accept': 'application/json' } };
+    if (body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    return fetch(api(path), init);
+  }
 
   function num(n) {
     try { return Number(n).toLocaleString(lang); } catch (e) { return String(n); }
@@ -359,13 +368,7 @@
     var body = { roomId: roomId };
     var ret = returnUrl();
     if (ret) body.returnUrl = ret;
-    fetch(api('/api/join'), {
-      method: 'POST',
-      credentials: 'same-origin',
-      cache: 'no-store',
-      headers: { 'Content-Type': 'application/json', 'Accept': 'application/json' },
-      body: JSON.stringify(body)
-    }).then(function (res) {
+    call('POST', '/api/join', body).then(function (res) {
       return readJson(res).then(function (data) {
         joining = false;
         handleJoin(res, data);
@@ -508,11 +511,7 @@
 
   // Resolves with {ok, retryMs}; never rejects.
   function fetchStatus() {
-    return fetch(api('/api/status?' + query()), {
-      credentials: 'same-origin',
-      cache: 'no-store',
-      headers: { 'Accept': 'application/json' }
-    }).then(function (res) {
+    return call('GET', '/api/status?' + query()).then(function (res) {
       return readJson(res).then(function (data) {
         if (finished) return { ok: true };
         var code = data && typeof data.code === 'string' ? data.code : '';
@@ -561,11 +560,7 @@
   }
 
   function readMail() {
-    fetch(api('/api/notify?' + query()), {
-      credentials: 'same-origin',
-      cache: 'no-store',
-      headers: { 'Accept': 'application/json' }
-    }).then(function (res) {
+    call('GET', '/api/notify?' + query()).then(function (res) {
       return readJson(res).then(function (data) {
         if (res.status === 404) { mailOn = false; show('mail', false); return; }
         if (res.ok && data && data.signedUp === true) mailSaved(data);
@@ -596,13 +591,7 @@
     setMailStatus('mailSaving', null, '');
     var body = { roomId: roomId, email: value, lang: lang };
     if (token) body.token = token;
-    fetch(api('/api/notify'), {
-      method: 'POST',
-      credentials: 'same-origin',
-      cache: 'no-store',
-      headers: { 'Content-Type': 'application/json', 'Accept': 'application/json' },
-      body: JSON.stringify(body)
-    }).then(function (res) {
+    call('POST', '/api/notify', body).then(function (res) {
       return readJson(res).then(function (data) {
         mailDone();
         var code = data && typeof data.code === 'string' ? data.code : '';
@@ -631,12 +620,7 @@
   function cancelMail() {
     if (mailBusy) return;
     mailBusy = true;
-    fetch(api('/api/notify?' + query()), {
-      method: 'DELETE',
-      credentials: 'same-origin',
-      cache: 'no-store',
-      headers: { 'Accept': 'application/json' }
-    }).then(function (res) {
+    call('DELETE', '/api/notify?' + query()).then(function (res) {
       mailBusy = false;
       if (res.ok) {
         show('mail-cancel', false);
