@@ -125,6 +125,7 @@ def render(
     sse_subscribers: int,
     shutting_down: bool,
     instance: str | None,
+    spool: tuple[int, int, bool] = (0, 0, False),
 ) -> bytes:
     labels = ["instance"] if instance else []
     inst = [instance] if instance else []
@@ -185,6 +186,9 @@ def render(
         gauge("qm_uptime_seconds", "Seconds since this process started", uptime),
         gauge("qm_process_start_time_seconds", "Start time of this process (Unix seconds)", start_time),
         gauge("qm_shutting_down", "1 while a stop is in progress", 1.0 if shutting_down else 0.0),
+        gauge("qm_file_buffer_pending", "Events in this instance's active disk spool file", spool[0]),
+        gauge("qm_file_buffer_failed", "Events in finished spool files waiting to drain", spool[1]),
+        gauge("qm_maintenance_mode_enabled", "1 while journal maintenance mode is on", 1.0 if spool[2] else 0.0),
         counter("qm_storage_write_errors", "Journal commits that failed", counters.storage_write_errors),
         counter(
             "qm_unknown_room_checks", "Door checks naming a room that does not exist", counters.unknown_room_checks

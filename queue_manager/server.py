@@ -118,6 +118,10 @@ class Server:
                 database=self.database,
                 instance_id=settings.instance_id,
             )
+            from queue_manager.fleet.journal_maintenance import JournalMaintenance
+
+            # journal maintenance: this instance's spool, the flag mirrored in PostgreSQL and announced by a hint
+            ctx.maintenance = JournalMaintenance(self.backend.journal, hints=self.backend.hints)
             broadcaster = ctx.broadcaster
             # POST /internal/api/notify on another instance: wake this one's live streams of that room
             self.backend.hints.on("wake", lambda hint: broadcaster.notify({str(hint.get("room"))}))

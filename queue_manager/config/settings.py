@@ -122,7 +122,10 @@ class Settings:
         "or _). Set PG_SCHEMA to e.g. qm, or unset it.",
     )
     spool_dir: str | None = optional_text(
-        "SPOOL_DIR", "Where journal maintenance mode appends events; None: the journal's own default."
+        "SPOOL_DIR", "Where the journal's disk spool appends events; None: the journal's own default."
+    )
+    spool_on_failure: bool = flag(
+        "SPOOL_ON_FAILURE", False, "A journal commit that fails transiently goes to the disk spool instead of a 503."
     )
     pg_ca_file: str | None = path(
         "PG_CA_FILE",

@@ -95,7 +95,11 @@ class Backend:
         # composition root) opens it before start() and closes it after stop()
         self.database = database
         self.journal = PgJournal(
-            self.database, instance_id=settings.instance_id, spool_dir=spool, max_batch=settings.journal_max_batch
+            self.database,
+            instance_id=settings.instance_id,
+            spool_dir=spool,
+            max_batch=settings.journal_max_batch,
+            spool_on_failure=settings.spool_on_failure,
         )
         self.store = ValkeyStore(
             with_timeouts(settings.valkey_url), settings.valkey_prefix, self.clock, journal=_RoomWatch(self)
@@ -182,6 +186,8 @@ class Backend:
                 log.warning("room configs: %s", _first_words(exc))
             with contextlib.suppress(Exception):  # Valkey unreachable: nobody reads us as ok meanwhile
                 await self.storage.report()
+            # journal maintenance set on another instance whose announcement this one missed
+            await self.journal.refresh_maintenance()
             if self.lease.leader:
                 try:
                     await self.checkpoint_round()

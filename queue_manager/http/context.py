@@ -17,6 +17,7 @@ from queue_manager.clock import SystemClock
 from queue_manager.config import Settings
 from queue_manager.engine.room import Presented
 from queue_manager.engine.view import VisitorView
+from queue_manager.fleet.journal_maintenance import JournalMaintenance
 from queue_manager.fleet.pop_maintenance import PopMaintenance
 from queue_manager.http.edge import EdgeGate
 from queue_manager.http.identity import IdentityResolver
@@ -114,6 +115,8 @@ class Context:
     turn_mail: TurnMailView | None = None  # the job that sends them
     history: HourlyHistory = field(init=False)  # the reports' hourly rows (this process's, or PostgreSQL's)
     pop: PopMaintenance = field(init=False)  # admission maintenance (this process's, or the fleet's on Valkey)
+    #: journal maintenance: the disk spool (STORE=valkey), or a flag alone (STORE=memory)
+    maintenance: JournalMaintenance = field(default_factory=JournalMaintenance)
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
     version: str = __version__
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import resource
 from pathlib import Path
@@ -318,6 +319,7 @@ async def metrics(ctx: Context, req: Request, send: Send) -> None:
         sse_subscribers=ctx.broadcaster.streams,
         shutting_down=ctx.shutting_down,
         instance=ctx.settings.instance_id if ctx.settings.store == "valkey" else None,
+        spool=await asyncio.to_thread(ctx.maintenance.gauges),
     )
     await send_response(
         send,

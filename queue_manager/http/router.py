@@ -25,10 +25,11 @@ VisitorHandler = Callable[[Context, Request, Send], Awaitable[None]]
 AdminHandler = Callable[[Call], Awaitable[None]]
 
 #: Paths the admin API owns: a caller is signed in before anything else is said, a 404 included. The
-#: system surface (``http/system.py``) is admin too: ``/api/system/…``, ``/internal/…`` and the stats refresh.
+#: system surface (``http/system.py``) is admin too: ``/api/system/…``, ``/internal/…``, the stats refresh and
+#: the spool's status.
 ADMIN_PREFIX = "/api/admin/"
 ADMIN_PREFIXES = (ADMIN_PREFIX, "/api/system/", "/internal/")
-ADMIN_PATHS = frozenset({"/metrics", "/api/stats/refresh"})
+ADMIN_PATHS = frozenset({"/metrics", "/api/stats/refresh", "/api/status/buffers"})
 
 
 @dataclass(frozen=True, slots=True)

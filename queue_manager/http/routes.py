@@ -39,7 +39,8 @@ async def _asset(ctx: Context, req: Request, send: Send) -> None:
 
 
 ROOM = "/api/admin/rooms/{room}"
-POP = "/api/system/maintenance/pop"
+MAINT = "/api/system/maintenance"
+POP = f"{MAINT}/pop"
 LINK = "/api/admin/monitor-links"
 
 TABLE: tuple[Route, ...] = (
@@ -115,6 +116,9 @@ TABLE: tuple[Route, ...] = (
     a("POST", LINK + "/{link}/reveal", ("write",), admin_team.link_reveal, "Show a live link's URL again."),
     a("DELETE", LINK + "/{link}", ("write",), admin_team.link_revoke, "Revoke one monitor link."),
     # -- the system surface (the owner role only; /api/... is also /api/v1/...)
+    a("GET", MAINT, ("owner",), system.maintenance_get, "Journal maintenance: both flags and the disk spool."),
+    a("POST", MAINT, ("owner",), system.maintenance_set, "Turn journal maintenance on or off, fleet-wide."),
+    a("GET", "/api/status/buffers", ("owner",), system.buffers, "This instance's disk spool in full."),
     a("GET", POP, ("owner",), system.pop_get, "Whether admission maintenance is on."),
     a("POST", POP, ("owner",), system.pop_set, "Turn admission maintenance on or off, fleet-wide."),
     a("GET", "/api/system/shared-state", ("owner",), system.shared_state, "Whether this instance shares state."),

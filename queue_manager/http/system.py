@@ -4,6 +4,8 @@ ADMIN_KEY); the writes are audited. Paths, bodies and ``message`` strings follow
 system routes (``docs/OPERATIONS.md``, "The system surface"): tooling greps for the strings, so they
 never change.
 
+* ``GET/POST /api/v1/system/maintenance``: journal maintenance, the disk spool (``fleet/journal_maintenance.py``).
+* ``GET /api/v1/status/buffers``: this instance's disk spool in full.
 * ``GET/POST /api/v1/system/maintenance/pop``: admission maintenance (``fleet/pop_maintenance.py``).
 * ``GET /api/v1/system/shared-state``: does this instance share its state with live peers?
 * ``POST /api/v1/stats/refresh``: recount every room and fold the open hour of the reports now.
@@ -13,13 +15,20 @@ never change.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 import orjson
 
 from queue_manager.http.call import Call
 from queue_manager.http.wire import HttpError, send_json
+from queue_manager.store.base import StoreUnavailable
 
+log = logging.getLogger("queue_manager.http")
+
+MAINTENANCE_ON = "Maintenance mode ENABLED. All PUSHes routing to file buffer."
+MAINTENANCE_OFF = "Maintenance mode DISABLED. Background processor will drain buffer to DB."
 POP_ON = "Pop maintenance mode ENABLED. All POP operations will return empty arrays."
 POP_OFF = "Pop maintenance mode is OFF. Normal operation."
 ENABLED_REQUIRED = "enabled (boolean) is required"
@@ -44,6 +53,74 @@ async def _body(call: Call, refusal: str) -> dict[str, Any]:
     return data
 
 
+async def _audit_switch(call: Call, action: str, **detail: Any) -> bool:
+    """Audit a maintenance switch. The switch has taken effect whatever happens here: when PostgreSQL cannot
+    take the audit row (it is what the maintenance is for), the row goes to the server log as an ``audit``
+    line instead and the answer says ``audited: false``."""
+    try:
+        await call.audit(action, **detail)
+    except StoreUnavailable as err:
+        row = {"action": action, "actor": call.who.who, "ip": call.ident.ip, **detail}
+        log.warning("audit (not stored: %s): %s", err, orjson.dumps(row).decode())
+        return False
+    return True
+
+
+async def maintenance_get(call: Call) -> None:
+    """GET /api/v1/system/maintenance: both flags, journal maintenance re-read from ``system_state``; never 500."""
+    maint = call.ctx.maintenance
+    try:
+        status = await maint.status()
+    except Exception as err:  # the spool directory unreadable: the flag as this process holds it
+        log.warning("maintenance status: %s", err)
+        status = {
+            "maintenanceMode": maint.enabled,
+            "bufferedMessages": 0,
+            "bufferHealthy": False,
+            "bufferStats": {
+                "pendingCount": 0,
+                "failedCount": 0,
+                "dbHealthy": False,
+                "failedFiles": {"count": 0, "totalBytes": 0, "totalMB": 0.0, "failoverCount": 0, "qos0Count": 0},
+            },
+        }
+    body = {"maintenanceMode": status["maintenanceMode"], "popMaintenanceMode": call.ctx.pop.enabled}
+    await send_json(call.send, 200, body | status)
+
+
+async def maintenance_set(call: Call) -> None:
+    """POST /api/v1/system/maintenance {"enabled": bool}: journal maintenance on or off, fleet-wide."""
+    enabled = (await _body(call, ENABLED_REQUIRED)).get("enabled")
+    if not isinstance(enabled, bool):
+        raise HttpError(400, "bad_request", ENABLED_REQUIRED, field="enabled")
+    maint = call.ctx.maintenance
+    mirrored = await maint.set(enabled)
+    audited = await _audit_switch(call, "system.maintenance", enabled=enabled, mirrored=mirrored)
+    try:
+        status = await maint.status()
+        buffered, healthy = status["bufferedMessages"], status["bufferHealthy"]
+    except Exception as err:
+        log.warning("maintenance status: %s", err)
+        buffered, healthy = 0, False
+    await send_json(
+        call.send,
+        200,
+        {
+            "maintenanceMode": enabled,
+            "bufferedMessages": buffered,
+            "bufferHealthy": healthy,
+            "message": MAINTENANCE_ON if enabled else MAINTENANCE_OFF,
+        }
+        | ({} if audited else {"audited": False}),
+    )
+
+
+async def buffers(call: Call) -> None:
+    """GET /api/v1/status/buffers: this instance's disk spool (``docs/OPERATIONS.md``, the system surface)."""
+    body = await asyncio.to_thread(call.ctx.maintenance.buffers)
+    await send_json(call.send, 200, {"instance": call.ctx.settings.instance_id, "store": call.ctx.store.kind} | body)
+
+
 async def pop_get(call: Call) -> None:
     """GET /api/v1/system/maintenance/pop: this instance's flag (on Valkey, the fleet's as last read)."""
     await send_json(call.send, 200, _pop_body(call.ctx.pop.enabled))
@@ -55,14 +132,8 @@ async def pop_set(call: Call) -> None:
     if not isinstance(enabled, bool):
         raise HttpError(400, "bad_request", ENABLED_REQUIRED, field="enabled")
     await call.ctx.pop.set(enabled)
-    await call.audit("system.pop_maintenance", enabled=enabled, shared=call.ctx.pop.shared)
-    await send_json(call.send, 200, _pop_body(enabled))
-
-
-def _journal_maintenance(call: Call) -> bool:
-    """Journal maintenance (the disk spool), as this process holds it; always false with STORE=memory."""
-    backend = call.ctx.backend
-    return backend is not None and backend.journal.maintenance_spool.enabled
+    audited = await _audit_switch(call, "system.pop_maintenance", enabled=enabled, shared=call.ctx.pop.shared)
+    await send_json(call.send, 200, _pop_body(enabled) | ({} if audited else {"audited": False}))
 
 
 async def _peers(call: Call) -> tuple[list[str] | None, str | None]:
@@ -85,7 +156,7 @@ async def shared_state(call: Call) -> None:
     out: dict[str, Any] = {"enabled": reason is None}
     if reason is not None:
         out["reason"] = reason
-    out["maintenance_mode"] = _journal_maintenance(call)
+    out["maintenance_mode"] = call.ctx.maintenance.enabled
     out["pop_maintenance_mode"] = call.ctx.pop.enabled
     await send_json(call.send, 200, out)
 
@@ -132,7 +203,7 @@ async def notify(call: Call) -> None:
 async def transport_stats(call: Call) -> None:
     """GET /internal/api/shared-state/stats (and /internal/api/inter-instance/stats): the fleet transport."""
     ctx = call.ctx
-    flags = {"maintenance_mode": _journal_maintenance(call), "pop_maintenance_mode": ctx.pop.enabled}
+    flags = {"maintenance_mode": call.ctx.maintenance.enabled, "pop_maintenance_mode": ctx.pop.enabled}
     peers, reason = await _peers(call)
     backend = ctx.backend
     if backend is None or peers is None:

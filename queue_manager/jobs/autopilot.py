@@ -162,6 +162,9 @@ class Autopilot:
             watch = backend.storage
             doc["ok"] = not watch.failing() and backend.journal.storage_ok(now, 3 * self.every_ms)
             doc["paging"] = watch.paging(now)
+            spool = backend.journal.maintenance_spool
+            doc["spooling"] = spool.spooling
+            doc["quarantined"] = len(await asyncio.to_thread(spool.spool.quarantined))
         await self.shared.report("alerts:storage", self.instance, doc)
 
     def _storage_reports(self, reports: dict[str, dict[str, Any]]) -> list[StorageReport]:
@@ -170,7 +173,16 @@ class Autopilot:
         out = []
         for instance, doc in reports.items():
             with contextlib.suppress(KeyError, TypeError, ValueError):
-                out.append(StorageReport(instance, int(doc["at"]), bool(doc["ok"]), bool(doc["paging"])))
+                out.append(
+                    StorageReport(
+                        instance,
+                        int(doc["at"]),
+                        bool(doc["ok"]),
+                        bool(doc["paging"]),
+                        int(doc.get("quarantined") or 0),
+                        bool(doc.get("spooling")),
+                    )
+                )
         return out
 
     def _origins_failing_here(self, now: int) -> list[str]:

@@ -41,6 +41,8 @@ class StorageReport:
     at: int  # wall ms of the report
     ok: bool  # its journal reads healthy
     paging: bool  # two of its alert frames within 3 x ALERT_EVERY_MS saw new failures
+    quarantined: int = 0  # spool files it moved to failed/ (PostgreSQL refused them, or they do not parse)
+    spooling: bool = False  # its journal writes to the disk spool (maintenance, or SPOOL_ON_FAILURE)
 
 
 @dataclass(slots=True)
@@ -105,19 +107,26 @@ def _room_conditions(room: Mapping[str, Any], frame: Frame) -> Iterable[Conditio
 def _storage_condition(frame: Frame) -> Condition | None:
     fresh = [r for r in frame.storage if frame.now - r.at < frame.storage_window_ms]
     paging = sorted(r.instance for r in fresh if r.paging)
+    quarantined = sorted(r.instance for r in fresh if r.quarantined)
     was_open = "storage_failing|" in frame.open_keys
-    # resolves only once every instance reports healthy
+    # resolves only once every instance reports healthy and nothing quarantined
     unhealthy = sorted(r.instance for r in fresh if not r.ok)
     names = paging or (unhealthy if was_open else [])
-    if not names:
+    if not names and not quarantined:
         return None
     # the error's text can name a host or a path: it stays in /api/admin/health, never in the page
-    return Condition(
-        "storage_failing",
-        None,
-        "critical",
-        f"storage failing on {', '.join(names)}: events journal commits to PostgreSQL fail, joins answer 503",
-    )
+    parts = []
+    if names:
+        spooled = all(r.spooling for r in fresh if r.instance in names)
+        outcome = "joins are spooled to disk" if spooled else "joins answer 503"
+        parts.append(f"storage failing on {', '.join(names)}: events journal commits to PostgreSQL fail, {outcome}")
+    if quarantined:
+        files = sum(r.quarantined for r in fresh)
+        parts.append(
+            f"{files} spool file{'s' if files != 1 else ''} quarantined in failed/ on {', '.join(quarantined)}: "
+            "PostgreSQL refused their events (GET /api/v1/status/buffers)"
+        )
+    return Condition("storage_failing", None, "critical", "; ".join(parts))
 
 
 def valkey_unreachable(instance: str, down_ms: int) -> Condition:

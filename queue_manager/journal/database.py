@@ -22,6 +22,7 @@ reads it. A certificate that does not verify is ``is_tls_verify_failure`` (the b
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -60,6 +61,33 @@ def is_tls_verify_failure(err: BaseException) -> bool:
             return False
         if isinstance(cur, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(cur):
             return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+#: SQLSTATE classes and codes of a fault that passes by itself: a connection lost or refused (08), too
+#: little memory, disk or connections (53), an operator's shutdown or restart (57P), a statement cancelled
+#: by its timeout (57014), a serialization failure or deadlock (40001, 40P01), a lock not available
+#: (55P03), an I/O error (58030)
+_TRANSIENT_CLASSES = ("08", "53", "57P")
+_TRANSIENT_CODES = frozenset({"57014", "40001", "40P01", "55P03", "58030"})
+
+
+def is_transient(err: BaseException) -> bool:
+    """Whether ``err`` (or what caused it) is a fault of the link or the server that passes by itself
+    (PostgreSQL down, restarting, unreachable, overloaded, a timeout), rather than something the same
+    statement would meet again (a permission, a missing table, a value PostgreSQL refuses)."""
+    cur: BaseException | None = err
+    for _ in range(8):
+        if cur is None:
+            return False
+        if isinstance(cur, (OSError, TimeoutError, asyncpg.InterfaceError)):
+            return True
+        state = getattr(cur, "sqlstate", None)
+        if isinstance(state, str) and (state.startswith(_TRANSIENT_CLASSES) or state in _TRANSIENT_CODES):
+            return True
+        if isinstance(cur, asyncpg.PostgresError):
+            return False
         cur = cur.__cause__ or cur.__context__
     return False
 
@@ -124,10 +152,14 @@ class Database:
         )
 
     async def close(self) -> None:
-        """Close the pool; closing a closed database does nothing."""
+        """Close the pool; closing a closed database does nothing. A connection that does not close within
+        the timeout (its server went away mid-conversation) is terminated."""
         pool, self._pool = self._pool, None
         if pool is not None:
-            await pool.close()
+            try:
+                await asyncio.wait_for(pool.close(), self.timeout)
+            except (TimeoutError, OSError, asyncpg.InterfaceError):
+                pool.terminate()
 
     @contextlib.asynccontextmanager
     async def acquire(self) -> AsyncIterator[Any]:

@@ -10,7 +10,8 @@ part                   does
 ``reader``             reading back (``reader.py``): a room generation's events, rooms, heads,
                        checkpoints
 ``checkpoints``        the checkpoint policy (``checkpoints.py``): which rooms get a new checkpoint
-``maintenance_spool``  maintenance mode (``maintenance.py``) on the disk spool (``spool.py``)
+``maintenance_spool``  the disk spool (``spool.py``) in use (``maintenance.py``): maintenance mode,
+                       spooling on failure, the drain back
 ``status``, ``probe``  what the writes tell about PostgreSQL, and the probe (``health.py``)
 =====================  =============================================================================
 
@@ -41,11 +42,11 @@ from queue_manager.clock import Clock, SystemClock
 from queue_manager.journal.checkpoints import CHECKPOINT_EVERY, SNAPSHOTS_KEPT, Checkpoints
 from queue_manager.journal.database import Database, default_instance_id, describe, is_tls_verify_failure
 from queue_manager.journal.health import JournalHealth, Probe
-from queue_manager.journal.maintenance import MAINTENANCE_KEY, POP_MAINTENANCE_KEY, MaintenanceSpool
+from queue_manager.journal.maintenance import MAINTENANCE_KEY, POP_MAINTENANCE_KEY, ConflictHandler, MaintenanceSpool
 from queue_manager.journal.reader import JournalReader
 from queue_manager.journal.rows import Row, event_row, insert_args
 from queue_manager.journal.spool import Spool
-from queue_manager.journal.writer import BACKLOG_MAX, ConflictHandler, GroupWriter
+from queue_manager.journal.writer import BACKLOG_MAX, GroupWriter
 from queue_manager.store.base import StoreUnavailable
 
 __all__ = [
@@ -80,6 +81,7 @@ class PgJournal:
         clock: Clock | None = None,
         auto_drain: bool = True,
         keep_failed: bool = True,
+        spool_on_failure: bool = False,
     ) -> None:
         if isinstance(database, Database):
             if schema is not None and schema != database.schema:
@@ -111,6 +113,8 @@ class PgJournal:
             clock=self.clock,
             timeout_sec=timeout_sec,
             auto_drain=auto_drain,
+            spool_on_failure=spool_on_failure,
+            probe=self.probe,
         )
         self.writer = GroupWriter(
             db,
@@ -225,10 +229,11 @@ class PgJournal:
     @on_conflict.setter
     def on_conflict(self, handler: ConflictHandler | None) -> None:
         self.writer.on_conflict = handler
+        self.maintenance_spool.on_conflict = handler
 
     @property
     def conflicts(self) -> int:
-        return self.writer.conflicts
+        return self.writer.conflicts + self.maintenance_spool.conflicts
 
     @property
     def transactions(self) -> int:
@@ -294,6 +299,7 @@ class PgJournal:
             "lastOkAt": self.status.last_ok_at,
             "dbHealthy": self.status.db_healthy,
             "maintenance": self.maintenance_spool.enabled,
+            "spooling": self.maintenance_spool.spooling,
             "transactions": self.writer.transactions,
             "failedBatches": self.writer.failed_batches,
             "queued": self.writer.queued,

@@ -81,6 +81,29 @@ SELECT (SELECT count(*) FROM ev) AS inserted, (SELECT count(*) FROM rm) AS rooms
 """
 
 
+def taken_sql(s: str) -> str:
+    """Which of the given rows the journal holds for a *different* event at the same (room, gen, seq)
+    (parameters: ``taken_args``): such an event was not journaled. An identical row is a re-send."""
+    return f"""SELECT u.room, u.gen, u.seq
+        FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::text[])
+             AS u(room, gen, seq, type, ts, data, instance)
+        JOIN {s}.events e ON e.room = u.room AND e.gen = u.gen AND e.seq = u.seq
+        WHERE e.type <> u.type OR e.ts <> u.ts OR e.instance <> u.instance OR e.data <> u.data::jsonb"""
+
+
+def taken_args(rows: list[Row]) -> list[Any]:
+    """The 7 array parameters of ``taken_sql`` for ``rows``."""
+    return [
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+        [r[2] for r in rows],
+        [r[3] for r in rows],
+        [r[5] for r in rows],
+        [r[6] for r in rows],
+        [r[7] for r in rows],
+    ]
+
+
 def insert_args(rows: list[Row]) -> list[Any]:
     """The 14 array parameters of the insert statement for ``rows``."""
     columns: list[list[Any]] = [list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in range(9)]

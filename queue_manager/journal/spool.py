@@ -14,7 +14,9 @@ nobody holds it, i.e. its writer died, and never drains a file somebody else is 
 
 A torn last line (a crash mid-append: the batch was never acknowledged) is ignored. A line that does
 not parse *before* the last one cannot come from a crash (every line was fsynced before the next was
-written); the file is left in place, counted as failed, and reported.
+written). Such a file, or one PostgreSQL refuses for good, is *quarantined*: moved into the
+``failed/`` directory beside the spool, with a ``<name>.why`` note saying what went wrong. It stays
+there until an operator moves it back (it then drains, deduplicated as ever) or deletes it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ except ImportError:  # pragma: no cover
 PREFIX = "qm-spool-"
 OPEN = ".open"
 FINAL = ".buf"
+QUARANTINE = "failed"  # the subdirectory of files that cannot be drained
 _SAFE = re.compile(r"[^A-Za-z0-9_.]+")
 
 
@@ -90,7 +93,8 @@ class Spool:
         self._counter = 0
         self.active_events = 0
         self.appended_events = 0
-        self.failed_files: dict[str, str] = {}  # name -> why the last drain of it failed
+        self.failed_files: dict[str, str] = {}  # name -> why the last drain of it failed (it is retried)
+        self.write_failed: str | None = None  # why the newest append failed; None once one lands
         self._counts: dict[tuple[str, int], int] = {}  # (name, size) -> events, for stats()
 
     # ------------------------------------------------------------------------------ writing
@@ -118,12 +122,14 @@ class Spool:
                 f.write(line)
                 f.flush()
                 os.fsync(f.fileno())
-            except OSError:
+            except OSError as err:
                 # nothing after a failed append may follow garbage: cut back to what is on disk
                 with contextlib.suppress(OSError):
                     f.truncate(self._good)
                     f.seek(self._good)
+                self.write_failed = f"{type(err).__name__}: {err}"
                 raise
+            self.write_failed = None
             self._good += len(line)
             self.active_events += len(events)
             self.appended_events += len(events)
@@ -218,6 +224,34 @@ class Spool:
                 raise SpoolCorrupt(f"{path.name}: line {i + 1} carries no event list")
             yield events
 
+    @property
+    def quarantine_dir(self) -> Path:
+        return self.dir / QUARANTINE
+
+    def quarantine(self, path: Path, why: str) -> Path:
+        """Move a file that cannot be drained into ``failed/``, with a note saying why."""
+        target_dir = self.quarantine_dir
+        target_dir.mkdir(parents=True, exist_ok=True)
+        target = target_dir / path.name
+        note = target_dir / f"{path.name}.why"
+        note.write_text(why.rstrip() + "\n", encoding="utf-8")
+        os.replace(path, target)
+        self.failed_files.pop(path.name, None)
+        _fsync_dir(target_dir)
+        _fsync_dir(self.dir)
+        return target
+
+    def quarantined(self) -> list[SpoolFile]:
+        """The files in ``failed/``, oldest first."""
+        out: list[SpoolFile] = []
+        target_dir = self.quarantine_dir
+        if not target_dir.is_dir():
+            return out
+        for path in sorted(target_dir.glob(f"{PREFIX}*{FINAL}")):
+            with contextlib.suppress(FileNotFoundError):
+                out.append(SpoolFile(path, path.stat().st_size, self.count(path)))
+        return out
+
     def remove(self, path: Path) -> None:
         path.unlink(missing_ok=True)
         self.failed_files.pop(path.name, None)
@@ -245,8 +279,6 @@ class Spool:
         for path in self.finalized():
             with contextlib.suppress(FileNotFoundError):
                 out.append(SpoolFile(path, path.stat().st_size, self.count(path)))
-        names = {f.path.name for f in out}
-        self._counts = {k: v for k, v in self._counts.items() if k[0] in names}
         return out
 
     def stats(self, db_healthy: bool) -> dict[str, Any]:
@@ -266,6 +298,26 @@ class Spool:
                 "failoverCount": len(files),
                 "qos0Count": 0,
             },
+        }
+
+    def quarantine_stats(self) -> dict[str, Any]:
+        """The quarantine: ``count``, ``totalBytes``, ``events`` and each file's ``name``, ``bytes``,
+        ``events`` and ``why``."""
+        files = self.quarantined()
+        listed = []
+        for f in files:
+            try:
+                why = (f.path.parent / f"{f.path.name}.why").read_text(encoding="utf-8").strip()
+            except OSError:
+                why = ""
+            listed.append({"name": f.path.name, "bytes": f.size, "events": f.events, "why": why})
+        names = {f.path.name for f in files} | {f.path.name for f in self.files()}
+        self._counts = {k: v for k, v in self._counts.items() if k[0] in names}
+        return {
+            "count": len(files),
+            "totalBytes": sum(f.size for f in files),
+            "events": sum(f.events for f in files),
+            "files": listed,
         }
 
     @property

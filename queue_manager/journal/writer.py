@@ -9,8 +9,9 @@ counts one ``write_errors``), the error and its time are kept for health, the co
 and the writer goes on with the next batch. While a batch is in flight new callers queue up, so the
 batch size follows the load by itself.
 
-In maintenance mode (``maintenance.py``) the same writer appends each batch to the disk spool
-instead. The events of a failed batch are written again ahead of the next one (the backlog), so a
+While the journal spools (``maintenance.py``: maintenance mode, or failover after a transient failure
+with SPOOL_ON_FAILURE) the same writer appends each batch to the disk spool instead. The events of a
+failed batch are written again ahead of the next one (the backlog), so a
 failed commit leaves no permanent seq gap.
 
 An event whose (room, gen, seq) the journal already holds for a *different* event is not journaled:
@@ -29,25 +30,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from queue_manager.background import Job
 from queue_manager.clock import Clock
 from queue_manager.engine.events import Event
-from queue_manager.journal.database import Database, describe
+from queue_manager.journal.database import Database, describe, is_transient
 from queue_manager.journal.health import JournalHealth
-from queue_manager.journal.maintenance import MaintenanceSpool
-from queue_manager.journal.rows import Row, event_row, insert_args, insert_sql, row_dict
+from queue_manager.journal.maintenance import ConflictHandler, MaintenanceSpool
+from queue_manager.journal.rows import Row, event_row, insert_args, insert_sql, row_dict, taken_args, taken_sql
 from queue_manager.journal.spool import SpoolFailed
 from queue_manager.store.base import StoreUnavailable
 
 log = logging.getLogger("queue_manager.journal")
 
 BACKLOG_MAX = 100_000  # events of failed batches kept for a later batch (beyond: the oldest are dropped)
-
-ConflictHandler = Callable[[set[tuple[str, int]]], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -178,36 +176,49 @@ class GroupWriter:
         async with self.maintenance.switch:
             if self.backlog:
                 await self._write_backlog()
-            if self.maintenance.enabled:
-                records = [row_dict(r) for r in rows]
-                try:
-                    await asyncio.to_thread(self.maintenance.spool.append, records, self.clock.wall_ms())
-                except OSError as err:
-                    raise SpoolFailed(f"maintenance spool write failed: {describe(err)}") from err
-                self.spooled_batches += 1
+            if self.maintenance.spooling:
+                await self._spool(rows)
             else:
-                inserted = await self._insert(rows)
-                if inserted < len(rows):  # a seq already taken by another event: a rolled-back room
-                    taken = await self._taken(rows)
-                    if taken:
-                        await self._refuse_taken(batch, taken)
-                self.transactions += 1
-                self.events_committed += len(rows)
-                self.batch_events[len(rows)] += 1
-                self.batch_callers[len(batch)] += 1
-                self.health.landed()
+                try:
+                    inserted = await self._insert(rows)
+                except Exception as err:
+                    if not (self.maintenance.spool_on_failure and is_transient(err)):
+                        raise
+                    # SPOOL_ON_FAILURE: this batch and every later one go to the disk spool, in order,
+                    # until PostgreSQL answers again; the callers are acknowledged once it is on disk
+                    self.health.failed(err, commit=False)
+                    self.maintenance.begin_failover(err)
+                    await self._spool(rows)
+                else:
+                    if inserted < len(rows):  # a seq already taken by another event: a rolled-back room
+                        taken = await self._taken(rows)
+                        if taken:
+                            await self._refuse_taken(batch, taken)
+                    self.transactions += 1
+                    self.events_committed += len(rows)
+                    self.batch_events[len(rows)] += 1
+                    self.batch_callers[len(batch)] += 1
+                    self.health.landed()
         for item in batch:
             if not item.future.done():
                 item.future.set_result(None)
+
+    async def _spool(self, rows: list[Row]) -> None:
+        """Append ``rows`` to the disk spool as one batch (fsynced); SpoolFailed when they are not on disk."""
+        records = [row_dict(r) for r in rows]
+        try:
+            await asyncio.to_thread(self.maintenance.spool.append, records, self.clock.wall_ms())
+        except OSError as err:
+            raise SpoolFailed(f"spool write failed: {describe(err)}") from err
+        self.spooled_batches += 1
 
     async def _write_backlog(self) -> None:
         """Write the failed batches' events again, in a statement of their own: when that fails too
         they wait for the next batch, and the batch itself still goes through."""
         rows = self.backlog
         try:
-            if self.maintenance.enabled:
-                records = [row_dict(r) for r in rows]
-                await asyncio.to_thread(self.maintenance.spool.append, records, self.clock.wall_ms())
+            if self.maintenance.spooling:
+                await self._spool(rows)
             else:
                 await self._insert(rows)
         except Exception as err:
@@ -245,21 +256,7 @@ class GroupWriter:
         """The rows whose (room, gen, seq) the journal already holds for a *different* event. Such an
         event was not journaled: the room's Valkey state was rolled back behind the journal (or a
         change from before a rebuild landed after it). Identical rows are a harmless re-send."""
-        found = await self.conn.fetch(
-            f"""SELECT u.room, u.gen, u.seq
-                FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::text[])
-                     AS u(room, gen, seq, type, ts, data, instance)
-                JOIN {self._s}.events e ON e.room = u.room AND e.gen = u.gen AND e.seq = u.seq
-                WHERE e.type <> u.type OR e.ts <> u.ts OR e.instance <> u.instance OR e.data <> u.data::jsonb""",
-            [r[0] for r in rows],
-            [r[1] for r in rows],
-            [r[2] for r in rows],
-            [r[3] for r in rows],
-            [r[5] for r in rows],
-            [r[6] for r in rows],
-            [r[7] for r in rows],
-            timeout=self.timeout,
-        )
+        found = await self.conn.fetch(taken_sql(self._s), *taken_args(rows), timeout=self.timeout)
         return {(r["room"], int(r["gen"]), int(r["seq"])) for r in found}
 
     async def _refuse_taken(self, batch: list[_Pending], taken: set[tuple[str, int, int]]) -> None:

@@ -159,7 +159,7 @@ async def test_a_journal_that_starts_with_leftover_files_drains_them_by_itself(s
         await j.close()
 
 
-async def test_a_corrupt_file_is_kept_and_reported(journal, pg, schema, tmp_path):
+async def test_a_corrupt_file_is_quarantined_and_reported(journal, pg, schema, tmp_path):
     await journal.set_maintenance(True)
     await journal.commit([ev(1)])
     await journal.commit([ev(2)])
@@ -168,9 +168,38 @@ async def test_a_corrupt_file_is_kept_and_reported(journal, pg, schema, tmp_path
     lines = path.read_bytes().split(b"\n")
     path.write_bytes(b"\n".join([b"garbage", *lines[1:]]))
     assert await journal.drain() == 0
+    assert not path.exists() and (path.parent / "failed" / path.name).exists()
+    why = (path.parent / "failed" / f"{path.name}.why").read_text()
+    assert "cannot be read" in why and "line 1" in why
     status = await journal.maintenance_status()
-    assert status["bufferHealthy"] is False and status["bufferStats"]["failedFiles"]["count"] == 1
+    assert status["bufferHealthy"] is False and status["bufferStats"]["failedFiles"]["count"] == 0
+    buffers = journal.maintenance_spool.buffers()
+    assert buffers["quarantine"]["count"] == 1 and buffers["quarantine"]["files"][0]["name"] == path.name
+    assert buffers["healthy"] is False
     assert await count(pg, schema) == 0
+
+
+async def test_a_file_postgres_refuses_for_good_is_quarantined_and_the_next_drains(journal, pg, schema):
+    await journal.set_maintenance(True)
+    await journal.commit([ev(1)])
+    await journal.commit([Event("join", "r", 1, 1_767_225_600_002, {"n": 2, "ident": "x", "note": "\u0000"}, seq=2)])
+    await journal.set_maintenance(False)
+    await journal.set_maintenance(True)
+    await journal.commit([ev(1, room="other")])
+    await journal.set_maintenance(False)
+    poisoned, _good = journal.spool.finalized()
+    assert await journal.drain() == 1  # the good file; the poisoned one is moved aside
+    assert [p.name for p in (poisoned.parent / "failed").glob("*.buf")] == [poisoned.name]
+    assert "PostgreSQL refuses its events" in (poisoned.parent / "failed" / f"{poisoned.name}.why").read_text()
+    assert journal.db_healthy  # the probe proved PostgreSQL takes rows: the file was at fault
+    assert [e.seq for e in await journal.read_events("other", 1)] == [1]
+    # an operator mends the file and moves it back: it drains, deduplicated as ever
+    quarantined = poisoned.parent / "failed" / poisoned.name
+    poisoned.write_bytes(quarantined.read_bytes().replace(b"\\u0000", b"nul"))
+    quarantined.unlink()
+    assert await journal.drain() == 2
+    assert [e.seq for e in await journal.read_events("r", 1)] == [1, 2]
+    assert journal.maintenance_spool.buffers()["quarantine"]["count"] == 0
 
 
 async def test_a_spool_that_cannot_write_fails_the_commit(journal, tmp_path):

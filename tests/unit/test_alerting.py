@@ -103,6 +103,22 @@ def test_storage_pages_on_any_instance_and_resolves_when_all_are_healthy() -> No
     assert evaluate(stale) == []
 
 
+def test_storage_pages_for_a_quarantined_spool_file_and_says_when_joins_are_spooled() -> None:
+    spooled = StorageReport("i:a", 1_000, False, True, spooling=True)
+    (cond,) = evaluate(Frame(1_000, [], storage=[spooled]))
+    assert cond.message == (
+        "storage failing on i:a: events journal commits to PostgreSQL fail, joins are spooled to disk"
+    )
+    poisoned = StorageReport("i:b", 1_000, True, False, quarantined=2)
+    (cond,) = evaluate(Frame(1_000, [], storage=[poisoned]))
+    assert cond.event == "storage_failing" and cond.severity == "critical"
+    assert cond.message == (
+        "2 spool files quarantined in failed/ on i:b: PostgreSQL refused their events (GET /api/v1/status/buffers)"
+    )
+    emptied = StorageReport("i:b", 1_000, True, False)
+    assert evaluate(Frame(1_000, [], storage=[emptied], open_keys={"storage_failing|"})) == []
+
+
 def test_a_failing_site_is_target_failing() -> None:
     (cond,) = evaluate(Frame(0, [room()], sites_failing={"shop": "HEAD https://shop.example → 503"}))
     assert cond.event == "target_failing" and cond.severity == "critical"
