@@ -1,5 +1,6 @@
-"""The system surface over HTTP: admission ("pop") maintenance, shared state, the stats refresh, the
-fleet's /internal routes, and the owner role every one of them needs.
+"""The system surface over HTTP: journal maintenance and the spool's status, admission ("pop")
+maintenance, shared state, the stats refresh, the fleet's /internal routes, and the owner role every
+one of them needs. (What the spool does against a PostgreSQL that stops: ``test_journal_spool.py``.)
 
 Black-box: real server processes, every assertion on an HTTP answer. Both stores; the fleet tests (two
 instances sharing one Valkey prefix) on STORE=valkey only. The module's server is shared: a test that
@@ -14,10 +15,24 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import Server, create_room, join, status, unique_id, wait_for_state, wait_until
+from harness import (
+    Server,
+    create_room,
+    iter_sse,
+    join,
+    metric,
+    status,
+    unique_id,
+    wait_for_state,
+    wait_until,
+)
 
 ServerFactory = Callable[..., Server]
 
+MAINT = "/api/v1/system/maintenance"
+BUFFERS = "/api/v1/status/buffers"
+MAINT_ON = "Maintenance mode ENABLED. All PUSHes routing to file buffer."
+MAINT_OFF = "Maintenance mode DISABLED. Background processor will drain buffer to DB."
 POP = "/api/v1/system/maintenance/pop"
 POP_ON = "Pop maintenance mode ENABLED. All POP operations will return empty arrays."
 POP_OFF = "Pop maintenance mode is OFF. Normal operation."
@@ -25,6 +40,9 @@ ENABLED_REQUIRED = "enabled (boolean) is required"
 PAGE = "https://shop.example/drop/sneaker-42?size=9"
 
 ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
+    ("GET", MAINT, None),
+    ("POST", MAINT, {"enabled": False}),
+    ("GET", BUFFERS, None),
     ("GET", POP, None),
     ("POST", POP, {"enabled": False}),
     ("GET", "/api/v1/system/shared-state", None),
@@ -55,6 +73,86 @@ def pop_off_after(admin: httpx.Client) -> Iterator[None]:
         yield
     finally:
         _pop(admin, False)
+
+
+def _maint(admin: httpx.Client, enabled: bool) -> dict[str, Any]:
+    r = admin.post(MAINT, json={"enabled": enabled})
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def _drained(admin: httpx.Client) -> dict[str, Any] | None:
+    b: dict[str, Any] = admin.get(BUFFERS).json()
+    return b if b["files"] == 0 and b["failover"] == {"pending": 0, "failed": 0} and not b["spooling"] else None
+
+
+@pytest.fixture
+def maint_off_after(admin: httpx.Client) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        _maint(admin, False)
+
+
+# ---------------------------------------------------------------------- journal maintenance
+
+
+def test_journal_maintenance_answers_the_page_bodies_and_messages(
+    server: Server, admin: httpx.Client, store: str, maint_off_after: None
+) -> None:
+    quiet = {
+        "maintenanceMode": False,
+        "popMaintenanceMode": False,
+        "bufferedMessages": 0,
+        "bufferHealthy": True,
+        "bufferStats": {
+            "pendingCount": 0,
+            "failedCount": 0,
+            "dbHealthy": True,
+            "failedFiles": {"count": 0, "totalBytes": 0, "totalMB": 0.0, "failoverCount": 0, "qos0Count": 0},
+        },
+    }
+    assert admin.get(MAINT).json() == quiet
+    for bad in ({}, {"enabled": "yes"}, {"enabled": 1}, {"enabled": None}):
+        r = admin.post(MAINT, json=bad)
+        assert r.status_code == 400, (bad, r.text)
+        assert r.json() == {"error": ENABLED_REQUIRED, "code": "bad_request", "field": "enabled"}, r.text
+    for raw in (b"", b"not json", b"[true]"):
+        r = admin.post(MAINT, content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.json()["error"] == ENABLED_REQUIRED, (raw, r.text)
+    on = _maint(admin, True)
+    assert on == {"maintenanceMode": True, "bufferedMessages": 0, "bufferHealthy": True, "message": MAINT_ON}, on
+    assert admin.get("/api/system/maintenance").json()["maintenanceMode"] is True  # unversioned too
+    assert admin.get("/api/v1/system/shared-state").json()["maintenance_mode"] is True
+    assert metric(server, "qm_maintenance_mode_enabled") == 1
+    rid = create_room(admin, ratePerMinute=0)["id"]  # a room change and joins, while it is on
+    with server.client() as v1, server.client() as v2:
+        assert join(v1, rid).status_code == 200
+        assert join(v2, rid).status_code == 200
+        assert status(v2, rid)["position"] == 2
+    got = admin.get(MAINT).json()
+    buffers = admin.get(BUFFERS).json()
+    assert buffers["maintenanceMode"] is True and buffers["qos0"] == {"pending": 0, "failed": 0}, buffers
+    if store == "valkey":  # the room's creation and both joins wait in this instance's spool file
+        assert got["bufferedMessages"] >= 3 and got["bufferStats"]["pendingCount"] >= 3, got
+        assert buffers["spooling"] is True and buffers["spoolingReason"] == "maintenance", buffers
+        assert buffers["failover"]["pending"] >= 3 and buffers["store"] == "valkey", buffers
+        assert (metric(server, "qm_file_buffer_pending") or 0) >= 3
+    else:  # no journal: the flag is kept and reported, nothing is buffered
+        assert got == quiet | {"maintenanceMode": True}, got
+        assert buffers["spooling"] is False and buffers["failover"] == {"pending": 0, "failed": 0}, buffers
+        assert buffers["store"] == "memory" and metric(server, "qm_file_buffer_pending") == 0
+    off = _maint(admin, False)
+    assert off["maintenanceMode"] is False and off["message"] == MAINT_OFF, off
+    drained = wait_until(lambda: _drained(admin), timeout=30, what="the spool drained")
+    if store == "valkey":
+        assert drained["drained"]["events"] >= 3 and drained["drained"]["conflicts"] == 0, drained
+    assert admin.get(MAINT).json() == quiet
+    assert metric(server, "qm_maintenance_mode_enabled") == 0 and metric(server, "qm_file_buffer_failed") == 0
+    rows = admin.get("/api/admin/audit").json()["audit"]
+    flips = [r["detail"]["enabled"] for r in rows if r["action"] == "system.maintenance"]
+    assert flips[:2] == [False, True], flips
 
 
 # ---------------------------------------------------------------------- admission maintenance
@@ -271,3 +369,42 @@ def test_two_instances_see_each_other_and_notify_reaches_the_other(pair: tuple[S
             timeout=10,
             what="b receiving the wake",
         )
+
+
+@pytest.mark.stores("valkey")
+def test_two_instances_obey_journal_maintenance_set_on_one(pair: tuple[Server, Server]) -> None:
+    a, b = pair
+    with a.admin() as admin_a, b.admin() as admin_b, b.client() as v:
+        rid = create_room(admin_a, ratePerMinute=0)["id"]
+        try:
+            _maint(admin_a, True)
+            # b obeys at once (announced), and spools its own joins in its own SPOOL_DIR
+            wait_until(lambda: admin_b.get(BUFFERS).json()["spoolingReason"] == "maintenance", what="b spooling")
+            assert admin_b.get(MAINT).json()["maintenanceMode"] is True
+            assert join(v, rid).status_code == 200
+            mine = admin_b.get(BUFFERS).json()
+            assert mine["failover"]["pending"] >= 1 and mine["instance"] != admin_a.get(BUFFERS).json()["instance"]
+        finally:
+            _maint(admin_b, False)  # off from the other one
+        wait_until(lambda: not admin_a.get(MAINT).json()["maintenanceMode"], timeout=10, what="a obeying")
+        for admin in (admin_a, admin_b):
+            wait_until(lambda admin=admin: _drained(admin), timeout=30, what="both spools drained")
+        assert status(v, rid)["position"] == 1
+
+
+@pytest.mark.stores("valkey")
+def test_notify_on_one_instance_frames_the_other_instances_streams_at_once(pair: tuple[Server, Server]) -> None:
+    a, b = pair
+    with a.admin() as admin_a, b.client() as v:
+        rid = create_room(admin_a, ratePerMinute=0)["id"]
+        token = join(v, rid).json()["token"]
+        wait_until(lambda: admin_a.get("/internal/api/shared-state/stats").json().get("peer_count") == 1, timeout=15)
+        with v.stream("GET", "/events", params={"roomId": rid, "token": token}) as stream:
+            frames = iter_sse(stream)
+            first = next(frames)
+            assert first["event"] == "message" and '"position":1' in first["data"], first
+            r = admin_a.post("/internal/api/notify", json={"queue": rid})
+            assert r.status_code == 200
+            # nothing changed in the room: the next frame is the wake's, long before a ping (every 15 s)
+            woken = next(frames)
+            assert woken.get("event") == "message" and '"position":1' in woken["data"], woken

@@ -97,11 +97,12 @@ def test_the_table_describes_every_route_fully() -> None:
 
 def test_the_system_surface_is_admin_and_needs_the_owner_grant() -> None:
     """Only an owner (or ADMIN_KEY) holds ``owner``; every system route asks for it, versioned or not."""
-    system = [r for r in TABLE if r.pattern.startswith(("/api/system/", "/internal/", "/api/stats/"))]
-    assert len(system) == 7
+    system = [r for r in TABLE if r.pattern.startswith(("/api/system/", "/internal/", "/api/stats/", "/api/status/"))]
+    assert len(system) == 10
     for route in system:
         assert route.admin is not None and route.grants == ("owner",), route
         assert admin_area(route.pattern), route
     assert admin_area("/internal/api/unknown") and admin_area("/api/stats/refresh")
+    assert admin_area("/api/status/buffers")
     assert next(r for r in system if r.pattern == "/api/stats/refresh").aliases == ("/api/v1/stats/refresh",)
     assert {r.aliases for r in system if r.pattern.startswith("/internal/")} == {()}
