@@ -81,13 +81,16 @@ class Server:
         if self.backend is not None and self.database is not None:  # access records shared by the fleet
             from queue_manager.access.shared import SharedAccessStore
 
-            ctx.access.store = SharedAccessStore(
+            shared_access = SharedAccessStore(
                 self.database,
                 self.backend.store.redis,
                 settings.valkey_prefix,
                 hints=self.backend.hints,
                 resync_ms=settings.resync_ms,
             )
+            # audit rows follow the journal into the disk spool while it spools
+            shared_access.spool_audit = self.backend.journal.maintenance_spool.take_audit
+            ctx.access.store = shared_access
             from queue_manager.journal.timeline import TimelineNotes as PgTimeline
 
             # the chart's marks: written to PostgreSQL about a second after each, read back by every instance

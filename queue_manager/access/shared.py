@@ -21,6 +21,8 @@ import asyncio
 import copy
 import json
 import time
+import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -29,6 +31,7 @@ from redis.asyncio import Redis
 from queue_manager.access.records import AuditRow, MonitorLink, OperatorRecord
 from queue_manager.fleet.hints import Hints
 from queue_manager.journal.database import Database
+from queue_manager.journal.rows import audit_args, audit_insert_sql
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey.keys import session_revoked_key, stream_ticket_key
 
@@ -76,6 +79,8 @@ class SharedAccessStore:
         self._version = 0  # bumped by every hint: a read that a hint overtook is read again
         self._read_version = -1
         self._lock = asyncio.Lock()
+        #: the journal's disk spool for audit rows (``MaintenanceSpool.take_audit``): True when it took the row
+        self.spool_audit: Callable[[dict[str, Any], BaseException | None], Awaitable[bool]] | None = None
         self.reads = 0  # full reads of the copy (for tests and health)
         if hints is not None:
             hints.on("access", self.invalidate)
@@ -247,27 +252,38 @@ class SharedAccessStore:
     # audit ----------------------------------------------------------------------------------
 
     async def append_audit(self, row: AuditRow) -> None:
-        await self._execute(
-            "INSERT INTO {s}.audit (at, actor_id, actor_name, action, target, room, ok, ip, detail, instance) "
-            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10)",
-            _ts(row.ts),
-            row.actor_id,
-            row.actor,
-            row.action,
-            row.target,
-            row.room_id,
-            row.ok,
-            row.ip,
-            json.dumps({**row.detail, **({"role": row.role} if row.role else {})}),
-            self.instance_id,
-        )
+        """One audit row in PostgreSQL; while the journal spools (or, with SPOOL_ON_FAILURE, when the
+        insert fails transiently) in the disk spool instead, drained with the journal's events."""
+        detail = {**row.detail, **({"role": row.role} if row.role else {})}
+        record = {
+            "ts": row.ts,
+            "actorId": row.actor_id,
+            "actor": row.actor,
+            "action": row.action,
+            "target": row.target,
+            "roomId": row.room_id,
+            "ok": row.ok,
+            "ip": row.ip,
+            "detail": detail,
+            "instance": self.instance_id,
+            "uid": uuid.uuid4().hex,
+        }
+        spool = self.spool_audit
+        if spool is not None and await spool(record, None):
+            return
+        try:
+            await self._execute(audit_insert_sql("{s}"), *audit_args(record))
+        except StoreUnavailable as exc:
+            if spool is not None and await spool(record, exc):
+                return
+            raise
 
     async def list_audit(self, room_id: str | None, limit: int) -> list[AuditRow]:
         if room_id is None:
-            rows = await self._fetch("SELECT * FROM {s}.audit ORDER BY id DESC LIMIT $1", limit)
+            rows = await self._fetch("SELECT * FROM {s}.audit ORDER BY at DESC, id DESC LIMIT $1", limit)
         else:
             rows = await self._fetch(
-                "SELECT * FROM {s}.audit WHERE room = $1 ORDER BY id DESC LIMIT $2", room_id, limit
+                "SELECT * FROM {s}.audit WHERE room = $1 ORDER BY at DESC, id DESC LIMIT $2", room_id, limit
             )
         out = []
         for r in rows:

@@ -49,7 +49,16 @@ from queue_manager.background import Job
 from queue_manager.clock import Clock
 from queue_manager.journal.database import Database, describe, is_transient
 from queue_manager.journal.health import JournalHealth
-from queue_manager.journal.rows import Row, event_row, insert_args, insert_sql, taken_args, taken_sql
+from queue_manager.journal.rows import (
+    Row,
+    audit_args,
+    audit_insert_sql,
+    event_row,
+    insert_args,
+    insert_sql,
+    taken_args,
+    taken_sql,
+)
 from queue_manager.journal.spool import Spool, SpoolCorrupt
 from queue_manager.store.base import StoreUnavailable
 
@@ -220,6 +229,19 @@ class MaintenanceSpool:
             log.warning("events journal: PostgreSQL failed (%s); spooling to disk until it answers", describe(err))
         self._drain_wake.set()  # the drainer probes, and ends the failover when PostgreSQL answers
 
+    async def take_audit(self, record: dict[str, Any], failure: BaseException | None) -> bool:
+        """Spool an audit row instead of PostgreSQL (fsynced before this returns): while the journal spools,
+        or, with SPOOL_ON_FAILURE, when its insert failed transiently (that begins a failover). False: the
+        row is not taken, and goes (or went) to PostgreSQL as usual."""
+        if not self.spooling and (failure is None or not (self.spool_on_failure and is_transient(failure))):
+            return False
+        async with self.switch:
+            if not self.spooling:
+                assert failure is not None
+                self.begin_failover(failure)
+            await asyncio.to_thread(self.spool.append, [], self.clock.wall_ms(), [record])
+        return True
+
     async def _end_failover(self) -> None:
         async with self.switch:
             self.failover = False
@@ -249,8 +271,9 @@ class MaintenanceSpool:
             if not mine:
                 return 0
             try:
-                batches = await asyncio.to_thread(lambda: list(self.spool.batches(path)))
-                rows = [event_row(e, self.instance_id) for batch in batches for e in batch]
+                lines = await asyncio.to_thread(lambda: list(self.spool.lines(path)))
+                rows = [event_row(e, self.instance_id) for events, _ in lines for e in events]
+                audit = [audit_args(record) for _, records in lines for record in records]
             except (SpoolCorrupt, OSError, KeyError, TypeError, ValueError) as err:
                 await self._quarantine(path, f"the file cannot be read: {describe(err)}")
                 return 0
@@ -266,6 +289,8 @@ class MaintenanceSpool:
                         inserted += new
                         if new < len(chunk):
                             await self._check_taken(conn, chunk)
+                    if audit:
+                        await conn.executemany(audit_insert_sql(self._s), audit, timeout=self.timeout)
             except Exception as err:
                 if not is_transient(err) and await self._database_answers():
                     await self._quarantine(path, f"PostgreSQL refuses its events: {describe(err)}")

@@ -208,6 +208,15 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "ALTER TABLE {s}.history_hourly ADD COLUMN IF NOT EXISTS state jsonb NOT NULL DEFAULT '{{}}'::jsonb",
         ],
     ),
+    (
+        7,
+        "audit.uid",
+        [
+            # a row that went through the disk spool carries its own id, so a second drain adds nothing
+            "ALTER TABLE {s}.audit ADD COLUMN IF NOT EXISTS uid text",
+            "CREATE UNIQUE INDEX IF NOT EXISTS audit_uid ON {s}.audit (uid)",
+        ],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -126,3 +126,27 @@ def insert_args(rows: list[Row]) -> list[Any]:
         configs,
         [r[3] == "room.delete" for r in rooms],
     ]
+
+
+def audit_insert_sql(s: str) -> str:
+    """One audit row (parameters: ``audit_args``); a row whose ``uid`` is there already is not added again."""
+    return f"""INSERT INTO {s}.audit (at, actor_id, actor_name, action, target, room, ok, ip, detail, instance, uid)
+        VALUES (to_timestamp($1::double precision / 1000), $2, $3, $4, $5, $6, $7, $8, $9::text::jsonb, $10, $11)
+        ON CONFLICT (uid) DO NOTHING"""
+
+
+def audit_args(record: Mapping[str, Any]) -> list[Any]:
+    """The parameters of ``audit_insert_sql`` for an audit record as the spool keeps it."""
+    return [
+        int(record["ts"]),
+        record.get("actorId"),
+        str(record["actor"]),
+        str(record["action"]),
+        record.get("target"),
+        record.get("roomId"),
+        bool(record.get("ok", True)),
+        record.get("ip"),
+        orjson.dumps(record.get("detail") or {}).decode(),
+        record.get("instance"),
+        record.get("uid"),
+    ]

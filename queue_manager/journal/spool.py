@@ -110,9 +110,13 @@ class Spool:
         _fsync_dir(self.dir)
         self._file, self._path, self._good, self.active_events = f, path, 0, 0
 
-    def append(self, events: list[dict[str, Any]], wall_ms: int) -> None:
-        """Append one batch as one line and fsync it. Raises OSError when it is not on disk."""
-        line = orjson.dumps({"v": 1, "events": events}) + b"\n"
+    def append(self, events: list[dict[str, Any]], wall_ms: int, audit: list[dict[str, Any]] | None = None) -> None:
+        """Append one batch (journal events, and audit rows) as one line and fsync it. Raises OSError when
+        it is not on disk."""
+        record: dict[str, Any] = {"v": 1, "events": events}
+        if audit:
+            record["audit"] = audit
+        line = orjson.dumps(record) + b"\n"
         with self._mutex:
             if self._file is None:
                 self._open(wall_ms)
@@ -131,8 +135,8 @@ class Spool:
                 raise
             self.write_failed = None
             self._good += len(line)
-            self.active_events += len(events)
-            self.appended_events += len(events)
+            self.active_events += len(events) + len(audit or ())
+            self.appended_events += len(events) + len(audit or ())
 
     def finalize(self) -> Path | None:
         """Close the active file and make it drainable (``.buf``). Returns its new path, if any."""
@@ -207,8 +211,8 @@ class Spool:
             os.close(fd)
 
     @staticmethod
-    def batches(path: Path) -> Iterator[list[dict[str, Any]]]:
-        """The batches of a spool file in order; a torn last line is skipped."""
+    def lines(path: Path) -> Iterator[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+        """Each line of a spool file in order, as (journal events, audit rows); a torn last line is skipped."""
         data = path.read_bytes()
         lines = data.split(b"\n")
         complete, tail = lines[:-1], lines[-1]  # ``tail`` is b"" when the file ends with a newline
@@ -216,13 +220,40 @@ class Spool:
             try:
                 record = orjson.loads(raw)
                 events = record["events"]
-            except (orjson.JSONDecodeError, KeyError, TypeError) as err:
+                audit = record.get("audit", [])
+            except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
                 if i == len(complete) - 1 and not tail:
                     return  # the last line: a torn append, never acknowledged
                 raise SpoolCorrupt(f"{path.name}: line {i + 1} does not parse ({err})") from err
-            if not isinstance(events, list):
+            if not isinstance(events, list) or not isinstance(audit, list):
                 raise SpoolCorrupt(f"{path.name}: line {i + 1} carries no event list")
+            yield events, audit
+
+    @staticmethod
+    def batches(path: Path) -> Iterator[list[dict[str, Any]]]:
+        """The journal batches of a spool file in order; a torn last line is skipped."""
+        for events, _ in Spool.lines(path):
             yield events
+
+    def remove(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
+        self.failed_files.pop(path.name, None)
+        _fsync_dir(self.dir)
+
+    def count(self, path: Path) -> int:
+        """Records (events and audit rows) in a finished file (cached by name and size)."""
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        key = (path.name, size)
+        if key not in self._counts:
+            total = 0
+            with contextlib.suppress(SpoolCorrupt, OSError):
+                for events, audit in self.lines(path):
+                    total += len(events) + len(audit)
+            self._counts[key] = total
+        return self._counts[key]
 
     @property
     def quarantine_dir(self) -> Path:
@@ -251,26 +282,6 @@ class Spool:
             with contextlib.suppress(FileNotFoundError):
                 out.append(SpoolFile(path, path.stat().st_size, self.count(path)))
         return out
-
-    def remove(self, path: Path) -> None:
-        path.unlink(missing_ok=True)
-        self.failed_files.pop(path.name, None)
-        _fsync_dir(self.dir)
-
-    def count(self, path: Path) -> int:
-        """Events in a finalized file (cached by name and size)."""
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            return 0
-        key = (path.name, size)
-        if key not in self._counts:
-            total = 0
-            with contextlib.suppress(SpoolCorrupt, OSError):
-                for batch in self.batches(path):
-                    total += len(batch)
-            self._counts[key] = total
-        return self._counts[key]
 
     # ------------------------------------------------------------------------------ reporting
 

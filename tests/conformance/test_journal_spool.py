@@ -136,6 +136,8 @@ def test_a_thousand_joins_with_postgres_stopped_land_once_and_rebuild_the_same(u
             assert admin.get(MAINT).json()["maintenanceMode"] is True
             up.halt()  # the planned work: PostgreSQL is down from here
             tokens = _joins(srv, room, 1000)
+            rate = admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 0})  # audited, spooled too
+            assert rate.status_code == 200, rate.text
             buffers = _buffers(admin)
             assert buffers["spooling"] is True and buffers["spoolingReason"] == "maintenance", buffers
             assert buffers["failover"]["pending"] >= 1000 and buffers["dbHealthy"] is True, buffers
@@ -149,6 +151,8 @@ def test_a_thousand_joins_with_postgres_stopped_land_once_and_rebuild_the_same(u
             _maint(admin, False)
             wait_until(lambda: _drained(admin), timeout=60, what="the spool drained into PostgreSQL")
             assert _journaled(up, schema, room) == (1000, 1000)
+            audited = up.psql(f"SELECT count(*) FROM \"{schema}\".audit WHERE action = 'room.rate' AND room = '{room}'")
+            assert audited == "1"  # the audit row of the change made while PostgreSQL was stopped
             drained = _buffers(admin)["drained"]
             assert drained["events"] >= 1000 and drained["conflicts"] == 0 and drained["duplicates"] == 0, drained
         # Valkey loses the room: it is rebuilt from the journal alone, every place the same

@@ -122,7 +122,8 @@ def test_journal_maintenance_answers_the_page_bodies_and_messages(
         r = admin.post(MAINT, content=raw, headers={"content-type": "application/json"})
         assert r.status_code == 400 and r.json()["error"] == ENABLED_REQUIRED, (raw, r.text)
     on = _maint(admin, True)
-    assert on == {"maintenanceMode": True, "bufferedMessages": 0, "bufferHealthy": True, "message": MAINT_ON}, on
+    spooled = 1 if store == "valkey" else 0  # the switch's own audit row waits in the spool with the journal
+    assert on == {"maintenanceMode": True, "bufferedMessages": spooled, "bufferHealthy": True, "message": MAINT_ON}
     assert admin.get("/api/system/maintenance").json()["maintenanceMode"] is True  # unversioned too
     assert admin.get("/api/v1/system/shared-state").json()["maintenance_mode"] is True
     assert metric(server, "qm_maintenance_mode_enabled") == 1

@@ -100,6 +100,34 @@ async def test_the_drain_is_oldest_first_and_deduplicated(journal, pg, schema):
     assert await count(pg, schema) == 5
 
 
+async def test_audit_rows_spooled_beside_the_events_land_once_even_drained_twice(journal, pg, schema):
+    spool = journal.maintenance_spool
+    record = {
+        "ts": 1_767_225_600_000,
+        "actor": "ops",
+        "action": "room.rate",
+        "roomId": "r",
+        "uid": "u-1",
+        "detail": {"ratePerMinute": 5},
+        "instance": "test-1",
+        "ok": True,
+    }
+    assert await spool.take_audit(record, None) is False  # not spooling: PostgreSQL takes it as usual
+    await journal.set_maintenance(True)
+    await journal.commit([ev(1)])
+    assert await spool.take_audit(record, None) is True
+    await journal.set_maintenance(False)
+    [path] = journal.spool.finalized()
+    copy = path.read_bytes()
+    assert journal.maintenance_stats()["failedCount"] == 2  # the event and the audit row
+    assert await journal.drain() == 1
+    path.write_bytes(copy)  # drained a second time
+    await journal.drain()
+    rows = await pg.fetch(f'SELECT action, room, detail::text FROM "{schema}".audit')
+    assert [(r["action"], r["room"]) for r in rows] == [("room.rate", "r")]
+    assert await count(pg, schema) == 1
+
+
 async def test_a_room_change_committed_before_the_drain_is_not_overwritten_by_it(journal):
     await journal.set_maintenance(True)
     await journal.commit([ev(1, "room.create", room="shop", config=CFG, fields=[])])
