@@ -9,16 +9,14 @@ directory. ``tls_cluster.missing()`` says why such a cluster cannot be made here
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 
 from harness import free_port
-from tls_cluster import PG_BIN, _as_postgres
+from tls_cluster import PG_BIN, _as_postgres, socket_psql, stop_hard
 
 
 class PgCluster:
@@ -81,24 +79,9 @@ class PgCluster:
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         """One statement over the cluster's Unix socket; its rows, unaligned."""
-        done = subprocess.run(
-            [
-                *("psql", "-h", str(self.sockets), "-p", str(self.port), "-U", "postgres", "-d", database),
-                *("-v", "ON_ERROR_STOP=1", "-AtXqc", sql),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        return done.stdout.strip()
+        return socket_psql(self.sockets, self.port, sql, database)
 
     def destroy(self) -> None:
         if self._made:
-            with contextlib.suppress(Exception):
-                self._ctl("-m", "immediate", "-w", "stop")
-            pid_file = self.data / "postmaster.pid"
-            if pid_file.exists():
-                with contextlib.suppress(Exception):
-                    os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+            stop_hard(self.data)
         shutil.rmtree(self.workdir, ignore_errors=True)

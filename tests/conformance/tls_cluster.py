@@ -202,29 +202,39 @@ class TlsCluster:
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         """One statement over the cluster's Unix socket; its rows, unaligned."""
-        done = subprocess.run(
-            [
-                *("psql", "-h", str(self.sockets), "-p", str(self.port), "-U", "postgres", "-d", database),
-                *("-v", "ON_ERROR_STOP=1", "-AtXqc", sql),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        return done.stdout.strip()
+        return socket_psql(self.sockets, self.port, sql, database)
 
     def stop(self) -> None:
         if self._started:
-            with contextlib.suppress(Exception):
-                subprocess.run(
-                    _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"]),
-                    capture_output=True,
-                    timeout=30,
-                    check=False,
-                )
-            pid_file = self.data / "postmaster.pid"
-            if pid_file.exists():  # pg_ctl could not stop it: the postmaster by its own pid
-                with contextlib.suppress(Exception):
-                    os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+            stop_hard(self.data)
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def socket_psql(sockets: Path, port: int, sql: str, database: str = "postgres") -> str:
+    """One statement to a throwaway cluster over its Unix socket; its rows, unaligned."""
+    done = subprocess.run(
+        [
+            *("psql", "-h", str(sockets), "-p", str(port), "-U", "postgres", "-d", database),
+            *("-v", "ON_ERROR_STOP=1", "-AtXqc", sql),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return done.stdout.strip()
+
+
+def stop_hard(data: Path) -> None:
+    """Stop a throwaway cluster at once (``pg_ctl stop -m immediate``, then its postmaster's pid)."""
+    with contextlib.suppress(Exception):
+        subprocess.run(
+            _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    pid_file = data / "postmaster.pid"
+    if pid_file.exists():  # pg_ctl could not stop it: the postmaster by its own pid
+        with contextlib.suppress(Exception):
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
