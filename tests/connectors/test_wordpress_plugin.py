@@ -74,8 +74,8 @@ def ensure_wordpress() -> None:
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         _unavailable(f"missing {', '.join(_missing())} and not root with apt-get")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    cmd = ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "--no-install-recommends", *PACKAGES]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
     if done.returncode != 0 or _missing():
         _unavailable(f"apt-get install {' '.join(PACKAGES)} failed: {done.stderr[-2000:]}")
     if shutil.which("mysql") is None:
