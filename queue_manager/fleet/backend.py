@@ -276,11 +276,27 @@ class Backend:
             room: (positions[room][0], positions[room][1]) if room in positions else None for room in ahead
         }
         rebuilt = []
+        held: dict[str, int] | None = None  # read once, when a room needs a rebuild
         for room_id, (gen, seq) in sorted(heads.items()):
             if room_id in ahead:  # never replace Valkey's newer state with the older journal's
                 continue
             why = live[room_id].behind(gen, seq)
             if why is None:
+                continue
+            if held is None:
+                held = await self.storage.spool_held()
+            if held:
+                # spooled events are not in the journal yet: a rebuild now would drop them. The room stays
+                # fenced (503, never no_room) until every spool has drained, then it is rebuilt in full.
+                if self.unrebuildable.get(room_id) != "spool_pending":
+                    log.warning(
+                        "rebuild of %s (%s) waits: the spools of %s hold events the journal has not yet",
+                        room_id,
+                        why,
+                        ", ".join(sorted(held)),
+                    )
+                self.unrebuildable[room_id] = "spool_pending"
+                await self.store.fence(room_id)
                 continue
             self.recovering.add(room_id)
             try:

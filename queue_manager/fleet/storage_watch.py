@@ -12,6 +12,11 @@ reported to the fleet as ok (a hash ``<prefix>storage:ok``, instance → wall ms
 reads healthy (``PgJournal.storage_ok``) and is not failing. A report counts for 3 × ALERT_EVERY_MS
 (3 × RESYNC_MS when that is longer, so a report is never older than its window between two).
 
+With the same report each instance says how many events its disk spool holds that PostgreSQL has not
+yet (``<prefix>spool:held``, instance → ``<wall ms>:<events>``; quarantined files are not counted).
+``spool_held`` reads the fleet's: the reconciler rebuilds no room from the journal while any instance
+holds spooled events, since the journal lacks them.
+
 Readiness goes out (``out_of_rotation``) only on a hard failure of *this* instance: no commit or
 probe has landed since the newest failure, the last two frames in a row each saw a new failure,
 and another instance reported its storage ok within that window. It comes back at the first
@@ -33,7 +38,7 @@ from queue_manager.background import Job
 from queue_manager.clock import Clock
 from queue_manager.journal.pg import PgJournal
 from queue_manager.store.base import StoreUnavailable
-from queue_manager.store.valkey.keys import storage_ok_key
+from queue_manager.store.valkey.keys import spool_held_key, storage_ok_key
 
 log = logging.getLogger("queue_manager.storage")
 
@@ -52,6 +57,7 @@ class StorageWatch:
         self.journal = journal
         self.redis = redis
         self.key = storage_ok_key(prefix)
+        self.held_key = spool_held_key(prefix)
         self.instance_id = instance_id
         self.every_ms = max(1, alert_every_ms)
         self.report_every_ms = max(0, report_every_ms)
@@ -125,12 +131,40 @@ class StorageWatch:
         self.others_ok = others
 
     async def report(self) -> None:
-        """Tell the fleet whether this instance's storage is ok (called every RESYNC_MS)."""
+        """Tell the fleet whether this instance's storage is ok, and what its spool holds (called every
+        RESYNC_MS)."""
         now = self.clock.wall_ms()
         if not self.failing() and self.journal.storage_ok(now, 3 * self.every_ms):
             await self.redis.hset(self.key, self.instance_id, str(now))
         else:
             await self.redis.hdel(self.key, self.instance_id)
+        held = await self.spooled()
+        if held:
+            await self.redis.hset(self.held_key, self.instance_id, f"{now}:{held}")
+        else:
+            await self.redis.hdel(self.held_key, self.instance_id)
+
+    async def spooled(self) -> int:
+        """Events this instance's spool holds that PostgreSQL has not (the active file and finished files)."""
+        stats = await asyncio.to_thread(self.journal.maintenance_spool.stats)
+        return int(stats["pendingCount"]) + int(stats["failedCount"])
+
+    async def spool_held(self) -> dict[str, int]:
+        """Instance -> spooled events, for every instance that reported some within its window (this
+        one as it is now)."""
+        now = self.clock.wall_ms()
+        out: dict[str, int] = {}
+        for raw_id, raw in (await self.redis.hgetall(self.held_key)).items():
+            who = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            text = raw.decode() if isinstance(raw, bytes) else str(raw)
+            at, _, count = text.partition(":")
+            with contextlib.suppress(ValueError):
+                if who != self.instance_id and now - int(at) < self.window_ms and int(count) > 0:
+                    out[who] = int(count)
+        own = await self.spooled()
+        if own:
+            out[self.instance_id] = own
+        return out
 
     def start(self) -> None:
         self.job.start()
@@ -139,6 +173,8 @@ class StorageWatch:
         await self.job.stop()
         with contextlib.suppress(Exception):
             await self.redis.hdel(self.key, self.instance_id)
+        # the spool's files stay on this instance's disk: a stop with events in them keeps the fleet's
+        # rebuilds waiting only as long as the report is fresh, then drains at this instance's next start
 
     async def _run(self) -> None:
         while True:

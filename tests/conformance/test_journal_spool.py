@@ -168,6 +168,39 @@ def test_a_thousand_joins_with_postgres_stopped_land_once_and_rebuild_the_same(u
         srv.stop()
 
 
+def test_a_room_lost_from_valkey_while_events_are_spooled_waits_for_the_drain(up: PgCluster, spool_dir: Path) -> None:
+    srv = start_server(_env(up, spool_dir))
+    try:
+        with srv.admin() as admin:
+            room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None, presenceSec=None)["id"]
+            early = _joins(srv, room, 3)  # in the journal
+            _maint(admin, True)
+            late = _joins(srv, room, 4)  # in the spool only
+            before = _positions(srv, room, early + late)
+            _flush_valkey(srv)  # PostgreSQL is up, but its journal lacks the spooled joins
+
+            def waiting() -> dict[str, Any] | None:
+                health = admin.get("/api/admin/health").json()
+                held: dict[str, Any] = health["backend"]["recovery"]["unrebuildable"]
+                return held if held.get(room) == "spool_pending" else None
+
+            wait_until(waiting, timeout=30, what="the rebuild held back while the spool holds events")
+            with srv.client() as c:
+                r = c.get("/api/status", params={"roomId": room, "token": late[-1]})
+            assert r.status_code == 503 and r.json()["code"] == "storage_unavailable", r.text
+            _maint(admin, False)
+
+            def rebuilt() -> list[int] | None:
+                with srv.client() as c:
+                    r = c.get("/api/status", params={"roomId": room, "token": late[-1]})
+                return _positions(srv, room, early + late) if r.status_code == 200 else None
+
+            assert wait_until(rebuilt, timeout=60, what="the room rebuilt once the spool drained") == before
+            assert _journaled(up, srv.env["PG_SCHEMA"], room) == (7, 7)
+    finally:
+        srv.stop()
+
+
 # ---------------------------------------------------------------------- a drain twice, an outage mid-drain
 
 

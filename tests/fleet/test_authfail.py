@@ -18,8 +18,9 @@ from queue_manager.clock import FakeClock
 from queue_manager.fleet.hints import Hints
 from queue_manager.store.valkey.breaker import Breaker
 from queue_manager.store.valkey.keys import auth_fail_key
+from tests.fleet.conftest import URL
 from tests.fleet.test_hints import _until
-from tests.fleet.test_leader import URL, _cleanup, client, prefix  # noqa: F401 (fixtures)
+from tests.fleet.test_leader import _cleanup
 
 START = 1_767_225_600_000  # a whole minute: FakeClock's wall clock starts here
 MINUTE = START // 60_000
@@ -33,7 +34,7 @@ def _instance(
 
 
 @pytest.fixture
-async def hints(client: Redis, prefix: str) -> AsyncIterator[tuple[Hints, Hints]]:  # noqa: F811
+async def hints(client: Redis, prefix: str) -> AsyncIterator[tuple[Hints, Hints]]:
     """Two instances' hint channels on the same Valkey, both subscribed."""
     a, b = Hints(client, prefix, "a"), Hints(client, prefix, "b")
     a.start()
@@ -81,8 +82,8 @@ async def unreachable() -> AsyncIterator[Redis]:
 
 
 async def test_two_instances_spend_one_budget_per_address_and_the_hint_locks_both(
-    client: Redis,  # noqa: F811
-    prefix: str,  # noqa: F811
+    client: Redis,
+    prefix: str,
     hints: tuple[Hints, Hints],
 ) -> None:
     clock = FakeClock(wall_ms=START + 15_000)
@@ -115,8 +116,8 @@ async def test_two_instances_spend_one_budget_per_address_and_the_hint_locks_bot
 
 
 async def test_with_the_hint_lost_the_other_instance_locks_on_its_first_wrong_try(
-    client: Redis,  # noqa: F811
-    prefix: str,  # noqa: F811
+    client: Redis,
+    prefix: str,
 ) -> None:
     clock = FakeClock(wall_ms=START + 15_000)
     a, b = _instance(client, prefix, clock), _instance(client, prefix, clock)  # no hints between them
@@ -135,8 +136,8 @@ async def test_with_the_hint_lost_the_other_instance_locks_on_its_first_wrong_tr
 
 
 async def test_a_lockout_learnt_from_the_count_is_hinted_on(
-    client: Redis,  # noqa: F811
-    prefix: str,  # noqa: F811
+    client: Redis,
+    prefix: str,
     hints: tuple[Hints, Hints],
 ) -> None:
     """A (no hint sent: its link was down) locks the address out; B learns it from the count and tells C."""
@@ -154,7 +155,7 @@ async def test_a_lockout_learnt_from_the_count_is_hinted_on(
         await _cleanup(client, prefix)
 
 
-async def test_locked_sends_nothing_to_valkey_and_a_wrong_key_one_transaction(prefix: str) -> None:  # noqa: F811
+async def test_locked_sends_nothing_to_valkey_and_a_wrong_key_one_transaction(prefix: str) -> None:
     sent = Sent()
     pool = ConnectionPool.from_url(URL, connection_class=sent.connection_class(), socket_connect_timeout=2)
     redis = Redis(connection_pool=pool)

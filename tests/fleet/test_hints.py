@@ -9,7 +9,6 @@ from typing import Any
 from redis.asyncio import Redis
 
 from queue_manager.fleet.hints import Hints
-from tests.fleet.test_leader import client, prefix  # noqa: F401 (fixtures)
 
 
 async def _until(check: Any, what: str) -> None:
@@ -20,7 +19,7 @@ async def _until(check: Any, what: str) -> None:
     raise AssertionError(f"never: {what}")
 
 
-async def test_a_hint_reaches_the_other_instance_not_its_sender(client: Redis, prefix: str) -> None:  # noqa: F811
+async def test_a_hint_reaches_the_other_instance_not_its_sender(client: Redis, prefix: str) -> None:
     a, b = Hints(client, prefix, "a"), Hints(client, prefix, "b")
     got_a: list[dict[str, Any]] = []
     got_b: list[dict[str, Any]] = []
@@ -45,7 +44,7 @@ async def test_a_hint_reaches_the_other_instance_not_its_sender(client: Redis, p
         await b.stop()
 
 
-async def test_switched_off_hints_neither_publish_nor_subscribe(client: Redis, prefix: str) -> None:  # noqa: F811
+async def test_switched_off_hints_neither_publish_nor_subscribe(client: Redis, prefix: str) -> None:
     off, on = Hints(client, prefix, "off", enabled=False), Hints(client, prefix, "on")
     seen: list[dict[str, Any]] = []
     off.on("access", seen.append)

@@ -11,11 +11,11 @@ from queue_manager.clock import FakeClock
 from queue_manager.store.mailbook import Entry, Place
 from queue_manager.store.valkey import keys
 from queue_manager.store.valkey.mailbook import ValkeyAddressBook
-from tests.fleet.test_leader import _cleanup, client, prefix  # noqa: F401 (fixtures)
+from tests.fleet.test_leader import _cleanup
 
 
 @pytest.fixture(autouse=True)
-async def _clean(client: Redis, prefix: str) -> AsyncIterator[None]:  # noqa: F811
+async def _clean(client: Redis, prefix: str) -> AsyncIterator[None]:
     yield
     await _cleanup(client, prefix)
 
@@ -24,7 +24,7 @@ def entry(n: int, address: str = "v@example.com") -> Entry:
     return Entry(Place("shop", 3, n), address, "th", "https://q.example/w/shop", 1_767_225_600_000)
 
 
-async def test_two_instances_claim_one_entry_once(client: Redis, prefix: str) -> None:  # noqa: F811
+async def test_two_instances_claim_one_entry_once(client: Redis, prefix: str) -> None:
     clock = FakeClock()
     a, b = ValkeyAddressBook(client, prefix, clock), ValkeyAddressBook(client, prefix, clock)
     await a.put(entry(1), 60_000)
@@ -47,7 +47,7 @@ async def test_two_instances_claim_one_entry_once(client: Redis, prefix: str) ->
     assert await a.counts() == (1, 0)
 
 
-async def test_a_new_address_replaces_the_old_and_unclaims(client: Redis, prefix: str) -> None:  # noqa: F811
+async def test_a_new_address_replaces_the_old_and_unclaims(client: Redis, prefix: str) -> None:
     book = ValkeyAddressBook(client, prefix, FakeClock())
     await book.put(entry(1, "old@example.com"), 60_000)
     assert await book.claim(Place("shop", 3, 1))
@@ -57,7 +57,7 @@ async def test_a_new_address_replaces_the_old_and_unclaims(client: Redis, prefix
     assert [e.address for e in await book.entries()] == ["new@example.com"]
 
 
-async def test_lapse_sets_the_ttl_once_and_the_index_forgets_expired_keys(client: Redis, prefix: str) -> None:  # noqa: F811
+async def test_lapse_sets_the_ttl_once_and_the_index_forgets_expired_keys(client: Redis, prefix: str) -> None:
     book = ValkeyAddressBook(client, prefix, FakeClock())
     place = Place("shop", 3, 7)
     await book.put(entry(7), 3_600_000)
@@ -73,7 +73,7 @@ async def test_lapse_sets_the_ttl_once_and_the_index_forgets_expired_keys(client
     assert await book.counts() == (0, 0)
 
 
-async def test_remove_says_whether_there_was_one(client: Redis, prefix: str) -> None:  # noqa: F811
+async def test_remove_says_whether_there_was_one(client: Redis, prefix: str) -> None:
     book = ValkeyAddressBook(client, prefix, FakeClock())
     await book.put(entry(1), 60_000)
     assert await book.remove(Place("shop", 3, 1)) is True

@@ -10,16 +10,16 @@ from redis.asyncio import Redis
 from queue_manager.fleet.leader import LeaderLease
 from queue_manager.jobs.shared import ValkeyShared
 from queue_manager.store.valkey import keys
-from tests.fleet.test_leader import _cleanup, client, prefix  # noqa: F401 (fixtures)
+from tests.fleet.test_leader import _cleanup
 
 
 @pytest.fixture(autouse=True)
-async def _clean(client: Redis, prefix: str) -> AsyncIterator[None]:  # noqa: F811
+async def _clean(client: Redis, prefix: str) -> AsyncIterator[None]:
     yield
     await _cleanup(client, prefix)
 
 
-async def test_only_the_current_leader_saves_and_a_deposed_one_is_refused(client: Redis, prefix: str) -> None:  # noqa: F811
+async def test_only_the_current_leader_saves_and_a_deposed_one_is_refused(client: Redis, prefix: str) -> None:
     a, b = LeaderLease(client, prefix, "a", 60_000), LeaderLease(client, prefix, "b", 60_000)
     assert await a.try_acquire() and not await b.try_acquire()
     shared_a, shared_b = ValkeyShared(client, prefix, a), ValkeyShared(client, prefix, b)
@@ -34,7 +34,7 @@ async def test_only_the_current_leader_saves_and_a_deposed_one_is_refused(client
     assert await shared_a.load("alerts:state") == {"open": {"y": 2}}
 
 
-async def test_a_reset_epoch_cannot_roll_the_state_back(client: Redis, prefix: str) -> None:  # noqa: F811
+async def test_a_reset_epoch_cannot_roll_the_state_back(client: Redis, prefix: str) -> None:
     a = LeaderLease(client, prefix, "a", 60_000)
     await client.set(keys.leader_epoch_key(prefix), 41)
     assert await a.try_acquire() and a.epoch == 42
@@ -53,7 +53,7 @@ async def test_a_reset_epoch_cannot_roll_the_state_back(client: Redis, prefix: s
     assert await shared_b.save("alerts:state", {"open": {}})
 
 
-async def test_reports_are_one_field_each_and_removable(client: Redis, prefix: str) -> None:  # noqa: F811
+async def test_reports_are_one_field_each_and_removable(client: Redis, prefix: str) -> None:
     shared = ValkeyShared(client, prefix, LeaderLease(client, prefix, "a", 60_000))
     await shared.report("alerts:storage", "i:a", {"ok": True})
     await shared.report("alerts:storage", "i:b", {"ok": False})

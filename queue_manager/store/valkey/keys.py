@@ -145,6 +145,11 @@ def storage_ok_key(prefix: str) -> str:
     return f"{prefix}storage:ok"
 
 
+def spool_held_key(prefix: str) -> str:
+    """Hash: instance -> "<wall ms>:<events>" its disk spool holds that PostgreSQL has not (yet)."""
+    return f"{prefix}spool:held"
+
+
 def alerts_state_key(prefix: str) -> str:
     return f"{prefix}alerts:state"
 
