@@ -151,4 +151,5 @@ def main(argv: list[str] | None = None) -> None:
     try:
         server.run(sockets=sockets)
     except KeyboardInterrupt:  # Ctrl-C: uvicorn has already stopped gracefully and re-raises the signal
-        print("Queue Manager stopped.", file=sys.stderr, flush=True)
+        if role is None:  # a worker's supervisor says it once for all
+            print("Queue Manager stopped.", file=sys.stderr, flush=True)

@@ -13,7 +13,8 @@ connection to whichever worker accepts it first. The supervisor serves nothing i
   to 30 s while it keeps dying young (a worker that ran 30 s or more starts the next pause at 1 s);
 * SIGTERM or SIGINT stops every worker with SIGTERM (each runs the usual graceful stop,
   SHUTDOWN_GRACE_MS then SHUTDOWN_DRAIN_MS); one still running past its drain bound plus
-  :data:`STOP_SLACK_SEC` is killed. A clean stop exits 0.
+  :data:`STOP_SLACK_SEC` is killed. A clean stop exits 0. A worker that exits 0 on its own was asked
+  to stop (``POST /api/admin/shutdown``): that stops them all the same way.
 
 Each worker asks the kernel to send it SIGTERM if the supervisor dies (Linux ``PR_SET_PDEATHSIG``),
 so a supervisor killed with SIGKILL leaves no worker holding the port.
@@ -232,6 +233,10 @@ class _Supervisor:
             now = time.monotonic()
             for worker, code, pid in self.exited():
                 if self.signals:
+                    break
+                if code == 0:  # it stopped on its own, cleanly: POST /api/admin/shutdown stops the server
+                    _log(f"worker {worker.index} ({worker.instance_id}, pid {pid}) stopped cleanly; stopping them all")
+                    self.signals.append(signal.SIGTERM)
                     break
                 if now - worker.started_at >= HEALTHY_RUN_SEC:
                     worker.backoff_sec = BACKOFF_START_SEC

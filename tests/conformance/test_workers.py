@@ -5,7 +5,8 @@
   /internal/api/shared-state/stats), health counts them as two instances, and a join taken by one is
   visible from the other;
 * a worker killed with SIGKILL is logged on stderr and restarted (a new process serves under the
-  same id); SIGTERM to the parent stops every worker and exits 0;
+  same id); SIGTERM to the parent stops every worker and exits 0, and so does
+  ``POST /api/admin/shutdown`` to any one worker;
 * with STORE=memory, WORKERS=2 (or ``qm --workers 2``) refuses to start (exit 2, one line), and
   WORKERS=auto is read as the number of cores.
 
@@ -156,6 +157,25 @@ def test_two_workers_share_one_port_and_the_store_and_a_dead_one_comes_back() ->
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
         assert "Traceback" not in srv.stderr, srv.stderr
+    finally:
+        srv.stop()
+
+
+@pytest.mark.stores("valkey")
+def test_the_shutdown_route_on_one_worker_stops_them_all() -> None:
+    srv = start_server({"WORKERS": "2"}, timeout=START_TIMEOUT)
+    try:
+        workers = children(srv)
+        assert len(workers) == 2, workers
+        with srv.admin() as admin:
+            r = admin.post("/api/admin/shutdown")
+            assert r.status_code == 200, r.text
+        assert srv.wait(40) == 0, srv.stderr
+        assert "stopped cleanly; stopping them all" in srv.stderr, srv.stderr
+        assert "restarting" not in srv.stderr, srv.stderr
+        for pid in workers:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
     finally:
         srv.stop()
 
