@@ -1011,6 +1011,17 @@ def table(results: dict[str, Any]) -> str:
         for name, r in f.get("ratios", {}).items():
             lines.append(f"fleet {name}: {r['overall']}x (per round {r['rounds']}, median {r['median']})")
         lines.append(f"fleet joins per transaction: {f.get('joinsPerTransaction')}")
+    if "workers" in results:
+        w = results["workers"]
+        for name in ("join_one", "join_two", "check_one", "check_two"):
+            if name in w:
+                r = w[name]
+                lines.append(
+                    f"workers {name}: {r['rps']:,.0f} req/s (rounds {', '.join(f'{x:.0f}' for x in r['rounds'])}), "
+                    f"server CPU {r['serverUsPerRequest']} us/req on {r['serverCores']} cores, non-2xx {r['non2xx']}"
+                )
+        for name, value in w.get("ratios", {}).items():
+            lines.append(f"workers {name}: {value}")
     if "join" in results.get("http", {}):
         j = results["http"]["join"]
         lines.append(f"join: line length {j['lineBefore']:,} -> {j['lineAfter']:,}")
@@ -1088,6 +1099,10 @@ def main() -> None:
             from fleet import phase_fleet
 
             phase_fleet(results)
+        if "workers" in PHASES:
+            from workers import phase_workers
+
+            phase_workers(results)
         if "memory" in PHASES:
             phase_memory(results)
         if "profile" in PHASES:

@@ -1,11 +1,20 @@
-"""`qm` / `python -m queue_manager`: read the environment, refuse or warn, serve."""
+"""`qm` / `python -m queue_manager`: read the environment, refuse or warn, serve.
+
+With WORKERS=1 (the default) this process serves. With WORKERS=N it is the supervisor of N worker
+processes (queue_manager/workers.py), each of which is this same command run with the hidden
+``--worker-index``/``--listen-fd``/``--ready-fd``/``--parent-pid`` options: it serves on the inherited
+socket and tells the supervisor it is ready instead of printing the listening lines.
+"""
 
 from __future__ import annotations
 
+import argparse
 import gc
+import os
 import socket
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NoReturn
 
 import uvicorn
 
@@ -13,34 +22,31 @@ from queue_manager import __version__
 from queue_manager.config import ConfigRefusal, Settings, load_settings
 from queue_manager.inline.fastpath import InlineProtocol
 from queue_manager.server import Server
+from queue_manager.workers import WorkerRole, die_with_parent, supervise
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, app: Server, settings: Settings) -> None:
+    def __init__(self, config: uvicorn.Config, app: Server, settings: Settings, role: WorkerRole | None) -> None:
         super().__init__(config)
         self.qm_app = app
         self.qm_settings = settings
+        self.qm_role = role
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.should_exit:
             return
         gc.freeze()  # what start-up built lives for the whole run: keep it out of every collection
+        if self.qm_role is not None:  # a worker: the supervisor prints the lines once all are ready
+            os.write(self.qm_role.ready_fd, b"ready\n")
+            os.close(self.qm_role.ready_fd)
+            return
         port = self.qm_settings.port
         for server in getattr(self, "servers", []):
             for sock in server.sockets:
                 port = sock.getsockname()[1]
                 break
-        host = self.qm_settings.host
-        shown = f"[{host}]" if ":" in host else host
-        s = self.qm_settings
-        print(f"Queue Manager {__version__} listening on http://{shown}:{port} (STORE={s.store})", flush=True)
-        key_hint = "the default key qm-dev-admin-key" if s.admin_key_is_default else "your ADMIN_KEY"
-        print(
-            f"  console:   http://{shown}:{port}/ (sign in with {key_hint}); guides at http://{shown}:{port}/docs\n"
-            f"  admin API: curl -H 'Authorization: Bearer <ADMIN_KEY>' http://{shown}:{port}/api/admin/rooms",
-            flush=True,
-        )
+        announce(self.qm_settings, port)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.qm_app.begin_stop()
@@ -51,22 +57,66 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
+def announce(s: Settings, port: int) -> None:
+    """The lines that say the server is up: the one with ``listening`` and the URL, then the hints."""
+    host = s.host
+    shown = f"[{host}]" if ":" in host else host
+    workers = f", WORKERS={s.workers}" if s.workers > 1 else ""
+    print(f"Queue Manager {__version__} listening on http://{shown}:{port} (STORE={s.store}{workers})", flush=True)
+    key_hint = "the default key qm-dev-admin-key" if s.admin_key_is_default else "your ADMIN_KEY"
+    print(
+        f"  console:   http://{shown}:{port}/ (sign in with {key_hint}); guides at http://{shown}:{port}/docs\n"
+        f"  admin API: curl -H 'Authorization: Bearer <ADMIN_KEY>' http://{shown}:{port}/api/admin/rooms",
+        flush=True,
+    )
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="qm",
+        description="Run Queue Manager. Every setting comes from the environment (docs/configuration.md).",
+    )
+    parser.add_argument(
+        "--workers",
+        metavar="N",
+        help="server processes on the one port, a number or auto (one per core); overrides WORKERS",
+    )
+    # set by the supervisor on the command line of each worker it starts
+    for option in ("--worker-index", "--listen-fd", "--ready-fd", "--parent-pid"):
+        parser.add_argument(option, type=int, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def _refuse(refusal: ConfigRefusal) -> NoReturn:
+    print(f"queue-manager: refusing to start: {refusal.message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> None:
+    args = _arguments(argv)
+    role: WorkerRole | None = None
+    if args.worker_index is not None:
+        role = WorkerRole(args.worker_index, args.listen_fd, args.ready_fd, args.parent_pid)
+        die_with_parent(role.parent_pid)
+    environ: Mapping[str, str] = os.environ
+    if args.workers is not None:
+        environ = {**os.environ, "WORKERS": args.workers}
     try:
-        settings = load_settings()
+        settings = load_settings(environ)
     except ConfigRefusal as refusal:
-        print(f"queue-manager: refusing to start: {refusal.message}", file=sys.stderr, flush=True)
-        sys.exit(2)
-    for warning in settings.warnings:
-        print(f"WARNING {warning.variable}: {warning.message}", file=sys.stderr, flush=True)
+        _refuse(refusal)
+    if role is None:  # a worker's warnings were printed by its supervisor
+        for warning in settings.warnings:
+            print(f"WARNING {warning.variable}: {warning.message}", file=sys.stderr, flush=True)
+    if role is None and settings.workers > 1:
+        sys.exit(supervise(settings, settings.workers, lambda port: announce(settings, port)))
     # Large lines are hundreds of thousands of long-lived objects: collect the young generation less often,
     # so full collections (which walk every ticket) are rare pauses rather than frequent ones.
     gc.set_threshold(50_000, 50, 100)
     try:
         app = Server(settings)
     except ConfigRefusal as refusal:
-        print(f"queue-manager: refusing to start: {refusal.message}", file=sys.stderr, flush=True)
-        sys.exit(2)
+        _refuse(refusal)
     kwargs: dict[str, Any] = {}
     try:
         import uvloop  # noqa: F401
@@ -94,10 +144,12 @@ def main(argv: list[str] | None = None) -> None:
         ),
         **kwargs,
     )
-    server = _Server(config, app, settings)
+    server = _Server(config, app, settings, role)
     app.ctx.request_stop = lambda: setattr(server, "should_exit", True)
     app.inline.connection_count = lambda: len(server.server_state.connections)
+    sockets = None if role is None else [socket.socket(fileno=role.listen_fd)]
     try:
-        server.run()
+        server.run(sockets=sockets)
     except KeyboardInterrupt:  # Ctrl-C: uvicorn has already stopped gracefully and re-raises the signal
-        print("Queue Manager stopped.", file=sys.stderr, flush=True)
+        if role is None:  # a worker's supervisor says it once for all
+            print("Queue Manager stopped.", file=sys.stderr, flush=True)

@@ -17,7 +17,8 @@ carry credentials (VALKEY_URL, DATABASE_URL, ALERT_WEBHOOK_URL) are never copied
 refusal, a warning or a hardening line.
 
 An empty string counts as unset for every variable. Apart from the DOCS_DIR and PG_CA_FILE
-checks and the random default QM_INSTANCE_ID, ``load_settings`` is a pure function of its mapping.
+checks, the random default QM_INSTANCE_ID and WORKERS=auto (the cores this process may use),
+``load_settings`` is a pure function of its mapping.
 
 The package:
 
@@ -53,6 +54,7 @@ from queue_manager.config.settings import (
     DEFAULT_SHUTDOWN_DRAIN_MS,
     ENV_VARS,
     INLINE_SHUTDOWN_DRAIN_FLOOR_MS,
+    MAX_WORKERS,
     MIN_EDGE_SECRET_LEN,
     MIN_SECRET_LEN,
     ProtectionMode,
@@ -73,6 +75,7 @@ __all__ = [
     "HARDENING_SECRET_DEFAULT",
     "HARDENING_SECRET_SHORT",
     "INLINE_SHUTDOWN_DRAIN_FLOOR_MS",
+    "MAX_WORKERS",
     "MIN_EDGE_SECRET_LEN",
     "MIN_SECRET_LEN",
     "ConfigRefusal",

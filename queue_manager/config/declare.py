@@ -45,6 +45,7 @@ __all__ = [
     "optional_integer",
     "optional_text",
     "path",
+    "process_count",
     "secret_list",
     "settings_class",
     "smtp_server",
@@ -293,6 +294,38 @@ class Integer(Declaration[int]):
 
     def documented_defaults(self) -> tuple[str, ...]:
         return () if isinstance(self.default, Derived) else (f"`{self.default}`",)
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system tells it), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - no sched_getaffinity (macOS, Windows)
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessCount(Declaration[int]):
+    """A number of processes: a whole number from 1 to ``maximum``, or ``auto`` for one per core
+    (:func:`cores`). Anything else warns, and the default is in effect."""
+
+    default: int
+    maximum: int
+
+    def read(self, r: Reader, earlier: Mapping[str, Any]) -> int:
+        value = r.raw(self.env)
+        if value is None:
+            return self.default
+        if value.strip().lower() == "auto":
+            return min(cores(), self.maximum)
+        number = _whole_number(r, self.env, str(self.default), "processes, or auto", 1, self.maximum)
+        return self.default if number is None else number
+
+    def unset(self, earlier: Mapping[str, Any]) -> int:
+        return self.default
+
+    def documented_defaults(self) -> tuple[str, ...]:
+        return (f"`{self.default}`",)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -671,6 +704,12 @@ def optional_integer(
     )
 
 
+def process_count(env: str, default: int, doc: str, /, *, maximum: int) -> int:
+    """A number of processes from 1 to ``maximum``, or ``auto`` (one per core); anything else warns,
+    and the default is in effect."""
+    return _declare(ProcessCount(env=env, doc=doc, default=default, maximum=maximum))
+
+
 def flag(env: str, default: bool, doc: str, /) -> bool:
     """Yes/no: 1/0, true/false, yes/no, on/off in any case; anything else warns, and the default is in effect."""
     return _declare(Flag(env=env, doc=doc, default=default))
@@ -728,6 +767,7 @@ def secret_list(env: str, doc: str, /, *, min_length: int, too_short: str, empty
         path,
         integer,
         optional_integer,
+        process_count,
         flag,
         choice,
         networks,

@@ -60,6 +60,27 @@ def valkey_needs_pg_sidestore(s: Settings, r: Reader) -> None:
         )
 
 
+def workers_need_valkey(s: Settings, r: Reader) -> None:
+    if s.workers > 1 and s.store != "valkey":
+        raw = (r.raw("WORKERS") or "").strip()
+        shown = f"{raw} ({s.workers} cores)" if raw.lower() == "auto" else str(s.workers)
+        raise ConfigRefusal(
+            "WORKERS",
+            f"WORKERS={shown} needs STORE=valkey: with STORE={s.store} each worker process would keep a queue "
+            "of its own. Set STORE=valkey (with VALKEY_URL and DATABASE_URL), or WORKERS=1.",
+        )
+
+
+def worker_ids_fit(s: Settings, r: Reader) -> None:
+    longest = f"{s.instance_id}-w{s.workers}"
+    if s.workers > 1 and len(longest) > 63:
+        raise ConfigRefusal(
+            "QM_INSTANCE_ID",
+            f"QM_INSTANCE_ID is too long for WORKERS={s.workers}: worker {s.workers} would be named {longest!r}, "
+            "longer than 63 characters. Shorten QM_INSTANCE_ID.",
+        )
+
+
 def production_needs_valkey_and_pg(s: Settings, r: Reader) -> None:
     if s.is_production and not (s.store == "valkey" and s.sidestore == "pg"):
         raise ConfigRefusal(
@@ -316,6 +337,8 @@ RULES: tuple[Rule, ...] = (
     Rule("database_url", pg_needs_database_url),
     Rule("database_url", unused_valkey_url),
     Rule("database_url", unused_database_url),
+    Rule("workers", workers_need_valkey),
+    Rule("workers", worker_ids_fit),
     Rule("trust_proxy", edge_secret_overrides_proxy_trust),
     Rule("trust_proxy", proxy_hops_need_proxy_ips),
     Rule("trust_proxy", proxy_ips_need_proxy_hops),

@@ -32,6 +32,7 @@ from queue_manager.config.declare import (
     optional_integer,
     optional_text,
     path,
+    process_count,
     secret_list,
     settings_class,
     smtp_server,
@@ -46,6 +47,7 @@ __all__ = [
     "DEFAULT_SHUTDOWN_DRAIN_MS",
     "ENV_VARS",
     "INLINE_SHUTDOWN_DRAIN_FLOOR_MS",
+    "MAX_WORKERS",
     "MIN_EDGE_SECRET_LEN",
     "MIN_SECRET_LEN",
     "ProtectionMode",
@@ -65,6 +67,9 @@ MIN_EDGE_SECRET_LEN = 16
 #: SHUTDOWN_DRAIN_MS when unset: plain install / with at least one inline room.
 DEFAULT_SHUTDOWN_DRAIN_MS = 2000
 INLINE_SHUTDOWN_DRAIN_FLOOR_MS = 15000
+
+#: The most server processes WORKERS may start.
+MAX_WORKERS = 256
 
 _PER_MIN = "requests a minute (0 = off)"
 
@@ -145,6 +150,12 @@ class Settings:
     )
     #: QM_INSTANCE_ID unset: the id is new on each boot, so no run before this one had it.
     instance_id_per_boot: bool
+    workers: int = process_count(
+        "WORKERS",
+        1,
+        "Server processes on the one port (auto: one per core); more than 1 needs STORE=valkey.",
+        maximum=MAX_WORKERS,
+    )
 
     # -- trust and access -------------------------------------------------------------------
     trust_proxy_ips: tuple[IPNetwork, ...] = networks(

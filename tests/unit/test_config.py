@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import os
 import re
 from pathlib import Path
 
@@ -238,6 +239,38 @@ def test_malformed_instance_id_refuses(bad: str) -> None:
 @pytest.mark.parametrize("good", ["a", "web-1", "i:0a1b2c3d", "pod.eu_west:7", "A" * 63])
 def test_well_formed_instance_id_is_kept(good: str) -> None:
     assert load(QM_INSTANCE_ID=good).instance_id == good
+
+
+def test_workers_default_to_one_process() -> None:
+    assert load().workers == 1
+    assert load(**VALKEY, WORKERS="4").workers == 4
+
+
+def test_workers_auto_is_the_cores_this_process_may_use() -> None:
+    assert load(**VALKEY, WORKERS="auto").workers == min(256, len(os.sched_getaffinity(0)))
+    assert load(**VALKEY, WORKERS=" AUTO ").workers == min(256, len(os.sched_getaffinity(0)))
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "two", "1.5", "257"])
+def test_unusable_workers_warns_and_runs_one(bad: str) -> None:
+    s = load(**VALKEY, WORKERS=bad)
+    assert s.workers == 1
+    w = only_warning(s, "WORKERS")
+    assert "In effect: WORKERS=1." in w.message
+
+
+def test_more_than_one_worker_on_the_memory_store_refuses() -> None:
+    err = refusal(WORKERS="2")
+    assert err.variable == "WORKERS"
+    assert err.message.startswith("WORKERS=2 needs STORE=valkey")
+    assert load(WORKERS="1").workers == 1
+
+
+def test_an_instance_id_too_long_for_its_worker_ids_refuses() -> None:
+    assert load(**VALKEY, WORKERS="9", QM_INSTANCE_ID="a" * 60).workers == 9  # a-...-w9 is 63
+    err = refusal(**VALKEY, WORKERS="10", QM_INSTANCE_ID="a" * 60)
+    assert err.variable == "QM_INSTANCE_ID"
+    assert "WORKERS=10" in err.message
 
 
 def test_missing_pg_ca_file_refuses(tmp_path: Path) -> None:
