@@ -1,0 +1,110 @@
+"""ValkeyStore on a Valkey cluster (``TEST_VALKEY_CLUSTER_URL``; skipped without one): rooms spread
+over the masters, each room's scripts run on the master of its slot, and the scripts survive a
+master that forgot them (NOSCRIPT)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from queue_manager.clock import FakeClock
+from queue_manager.engine.model import ClientId
+from queue_manager.engine.room import Presented
+from queue_manager.store.valkey.client import cluster_url, is_cluster
+from queue_manager.store.valkey.keys import ROOM_KEYS, fleet_prefix, room_key, script_keys
+
+from .conftest import TARGET, RecordingJournal, make_valkey
+
+ROOMS = [f"room-{i}" for i in range(12)]
+QUIET = {"presenceSec": 3600, "sessionTtlSec": 3600, "passedTtlSec": 3600}
+
+
+def visitor(i: int) -> ClientId:
+    return ClientId(ident=f"10.1.0.{i}", fp=f"fp-{i}".encode(), cookie=f"ck-{i}".encode())
+
+
+def test_cluster_urls() -> None:
+    assert cluster_url("redis+cluster://h:7000") == "redis://h:7000"
+    assert cluster_url("valkeys+cluster://u:p@h:7000/0?socket_timeout=5") == "rediss://u:p@h:7000/0?socket_timeout=5"
+    assert cluster_url("redis://h:6379/1") is None
+    assert fleet_prefix("qm:", False) == "qm:" and fleet_prefix("qm:", True) == "qm:{~fleet}"
+
+
+def test_every_script_key_of_a_room_is_in_its_slot() -> None:
+    from redis.crc import key_slot
+
+    for room in ROOMS:
+        keys = script_keys("qm:", room)
+        assert len(keys) == len(ROOM_KEYS)
+        assert {key_slot(k.encode()) for k in keys} == {key_slot(room.encode())}
+
+
+async def test_rooms_spread_over_the_masters_and_each_runs_there(cluster: tuple[Redis, str]) -> None:
+    client, prefix = cluster
+    assert is_cluster(client)
+    nodes = cast(RedisCluster, client)
+    clock = FakeClock()
+    journal = RecordingJournal()
+    store = await make_valkey(client, prefix, clock, journal)
+    try:
+        for room in ROOMS:
+            await store.upsert_room({"id": room, "targetUrl": TARGET, "ratePerMinute": 60, **QUIET})
+        masters: dict[str, str] = {}
+        for room in ROOMS:
+            node = nodes.get_node_from_key(room_key(prefix, room, "st"))
+            masters[room] = node.name
+            # the room's state is on that master itself (asked directly, not through the cluster client)
+            direct = Redis(host=node.host, port=node.port)
+            try:
+                assert await direct.exists(room_key(prefix, room, "st"), room_key(prefix, room, "cfg")) == 2
+            finally:
+                await direct.aclose()
+        assert len(set(masters.values())) >= 2, masters
+        assert len(set(masters.values())) == len(nodes.get_primaries())  # 12 rooms reach all 3 masters
+
+        for room in ROOMS:
+            for i in range(5):
+                view = await store.join(room, visitor(i), None, None)
+                assert view.state == "waiting" and view.ticket == i + 1
+        status = await store.status("room-3", visitor(2), Presented(gen=1, n=3))
+        assert (status.ticket, status.position) == (3, 3)
+        for _ in range(3):
+            clock.advance(1)
+            ticked = await store.tick()
+            assert set(ROOMS) <= ticked
+        for room in ROOMS:
+            stats = await store.get_room(room)
+            assert stats["passesTotal"] == 3 and stats["waiting"] == 2, (room, stats)
+        listed = [r["id"] for r in await store.list_rooms()]
+        assert listed == ROOMS  # creation order, across masters
+
+        await store.delete_room("room-5")
+        assert "room-5" not in [r["id"] for r in await store.list_rooms()]
+        types = [e.type for e in journal.events]
+        assert types.count("room.create") == len(ROOMS) and types.count("room.delete") == 1
+    finally:
+        await store.close()
+
+
+async def test_scripts_are_loaded_again_on_a_master_that_forgot_them(cluster: tuple[Redis, str]) -> None:
+    client, prefix = cluster
+    nodes = cast(RedisCluster, client)
+    clock = FakeClock()
+    store = await make_valkey(client, prefix, clock)
+    try:
+        for room in ROOMS[:6]:
+            await store.upsert_room({"id": room, "targetUrl": TARGET, "ratePerMinute": 60, **QUIET})
+            await store.join(room, visitor(1), None, None)
+        await nodes.script_flush()  # on every master
+        assert await nodes.script_exists(store._scripts["tick"].sha) == [False]
+        clock.advance(1)
+        assert set(ROOMS[:6]) <= await store.tick()  # a pipeline over every master: NOSCRIPT, loaded, again
+        await nodes.script_flush()  # on every master
+        view = await store.join("room-0", visitor(2), None, None)
+        assert view.ticket == 2
+        stats: dict[str, Any] = await store.get_room("room-4")
+        assert stats["passesTotal"] == 1
+    finally:
+        await store.close()
