@@ -125,6 +125,13 @@ def is_cluster(client: object) -> bool:
     return isinstance(client, RedisCluster)
 
 
+async def ready(client: Redis) -> None:
+    """Learn a cluster client's slot map now, if it has not yet (a no-op otherwise): its pub/sub picks a
+    node from that map without asking for it first."""
+    if isinstance(client, RedisCluster):
+        await client.initialize()
+
+
 def open_client(url: str) -> Redis:
     """A client for ``url`` (``decode_responses=False``); closing it closes its pool.
 

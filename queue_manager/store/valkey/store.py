@@ -237,12 +237,18 @@ class ValkeyStore:
         """Admission maintenance: no promotion and no new admission in any room while on."""
         self.held = held
 
+    def _slot_id(self, room_id: str) -> str:
+        """The id a room's keys are named by: ``room_id``, except the empty id on a cluster (never a room,
+        but asked about): the tag ``{}`` is empty, so its keys would hash apart (a CROSSSLOT refusal); named
+        ``<prefix>{{}}:<name>`` instead (tag ``{``), they share a slot and the scripts answer "no room"."""
+        return "{}" if self.cluster and not room_id else room_id
+
     def _room_keys(self, room_id: str) -> list[bytes]:
         keys = self._keys.get(room_id)
         if keys is None:
             if len(self._keys) >= 10_000:  # room ids come from requests: keep the cache bounded
                 self._keys.clear()
-            keys = self._keys[room_id] = [k.encode() for k in script_keys(self.prefix, room_id)]
+            keys = self._keys[room_id] = [k.encode() for k in script_keys(self.prefix, self._slot_id(room_id))]
         return keys
 
     async def _evalsha(self, script: Script, keys: Sequence[str | bytes], args: Sequence[str]) -> Any:
@@ -492,9 +498,8 @@ class ValkeyStore:
         if self._fresh(room_id) is not None:
             return True
         with translate(room_id, self.breaker):
-            count = await self._redis.exists(
-                room_key(self.prefix, room_id, "st"), room_key(self.prefix, room_id, "fence")
-            )
+            tag = self._slot_id(room_id)
+            count = await self._redis.exists(room_key(self.prefix, tag, "st"), room_key(self.prefix, tag, "fence"))
         return bool(count)
 
     async def room_policy(self, room_id: str) -> RoomPolicy | None:
@@ -600,9 +605,8 @@ class ValkeyStore:
         room exists again (another instance created it meanwhile: its second add may have come first)."""
         with translate(room_id, self.breaker):
             await self._redis.zrem(rooms_key(self.prefix), room_id)
-            live = await self._redis.exists(
-                room_key(self.prefix, room_id, "st"), room_key(self.prefix, room_id, "fence")
-            )
+            tag = self._slot_id(room_id)
+            live = await self._redis.exists(room_key(self.prefix, tag, "st"), room_key(self.prefix, tag, "fence"))
         if live:
             await self._register(room_id)
 
