@@ -51,7 +51,7 @@ in separate calls, as a superset of the live rooms: a room is added before the s
 if the room exists again meanwhile, created by another instance). An id whose room does not exist
 answers ``no_room`` to the tick and the listing, which skip it.
 
-On a Valkey cluster (``VALKEY_CLUSTER=1``) the fleet and access keys below are named
+On a Valkey cluster (a ``redis+cluster://`` VALKEY_URL) the fleet and access keys below are named
 ``<prefix>{~fleet}<name>`` (``fleet_prefix``): one hash tag, so the scripts and transactions that
 touch several of them (the leader lease and its epoch, a turn e-mail and its indexes) stay in one
 slot. ``~`` cannot appear in a room id, so no room shares that tag. A standalone Valkey keeps the
