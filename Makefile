@@ -59,7 +59,7 @@ test-cluster: $(DEVSTAMP)
 	bash scripts/services.sh
 	bash scripts/valkey-cluster.sh start $(CLUSTER_DIR) >/dev/null
 	export TEST_VALKEY_CLUSTER_URL=$$(cat $(CLUSTER_DIR)/url) QM_TEST_STORES=valkey; \
-	  $(PYTEST) -q -n $(PYTEST_WORKERS) tests/store -k cluster \
+	  $(PYTEST) -q -n $(PYTEST_WORKERS) tests/store tests/fleet -k cluster \
 	  && $(PYTEST) -q -n $(PYTEST_WORKERS) tests/conformance; \
 	  status=$$?; bash scripts/valkey-cluster.sh stop $(CLUSTER_DIR); exit $$status
 
