@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import create_room, free_port, join, start_server, valkey_cluster, valkey_services, wait_until
+from harness import create_room, free_port, join, start_server, valkey_services, wait_until
 from receiver import Receiver
 from relay import relayed
 from test_alerts import FIELDS, alert_env
@@ -59,9 +59,7 @@ def test_storage_failing_pages_naming_the_instance_and_resolves(receiver: Receiv
             srv.stop()
 
 
-@pytest.mark.skipif(
-    bool(valkey_cluster()), reason="a relay cannot cut a cluster: its client reaches the nodes directly"
-)
+@pytest.mark.single_valkey("a relay cannot cut a cluster: its client reaches the nodes directly")
 def test_valkey_unreachable_is_sent_by_the_instance_itself_and_resolves(receiver: Receiver) -> None:
     with relayed(valkey_services()["valkey"], 6379) as (relay, url):
         env = {**alert_env(receiver), "VALKEY_URL": url, "VALKEY_ALERT_AFTER_MS": "1500", "QM_INSTANCE_ID": "web-9"}

@@ -18,13 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from harness import create_room, join, start_server, status, valkey_cluster, valkey_services, wait_until
+from harness import create_room, join, start_server, status, valkey_services, wait_until
 from relay import Relay, relayed
 
 pytestmark = pytest.mark.stores("valkey")  # memory keeps nothing across a restart and has no Valkey to cut
-# on a Valkey cluster (TEST_VALKEY_CLUSTER_URL) this module is skipped: it cuts, relays and restores one Valkey server
-if valkey_cluster():
-    pytestmark = [pytestmark, pytest.mark.skip(reason="single Valkey server only")]
+# deselected on a Valkey cluster (TEST_VALKEY_CLUSTER_URL): it cuts, relays and restores one Valkey server
+pytestmark = [pytestmark, pytest.mark.single_valkey("one Valkey server")]
 
 
 def relayed_database() -> contextlib.AbstractContextManager[tuple[Relay, str]]:

@@ -19,12 +19,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import Server, create_room, join, start_server, valkey_cluster, wait_for_state
+from harness import Server, create_room, join, start_server, wait_for_state
 
 pytestmark = pytest.mark.stores("valkey")  # memory keeps nothing across a restart and has no Valkey to cut
-# on a Valkey cluster (TEST_VALKEY_CLUSTER_URL) this module is skipped: it counts one server's commands
-if valkey_cluster():
-    pytestmark = [pytestmark, pytest.mark.skip(reason="single Valkey server only")]
+# deselected on a Valkey cluster (TEST_VALKEY_CLUSTER_URL): it counts one server's commands
+pytestmark = [pytestmark, pytest.mark.single_valkey("one Valkey server")]
 
 CHECKS = 60
 PAGE = "https://shop.example/p/1"
