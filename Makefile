@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 DEVSTAMP:= $(VENV)/.installed-dev
 
-.PHONY: install install-dev run test test-unit test-conformance test-conformance-valkey lint bench clean
+.PHONY: install install-dev run test test-unit test-conformance test-conformance-valkey test-cluster lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -50,6 +50,18 @@ test: $(DEVSTAMP)
 test-conformance-valkey: $(DEVSTAMP)
 	bash scripts/services.sh
 	QM_TEST_STORES=valkey $(PYTEST) -q -n $(PYTEST_WORKERS) tests/conformance
+
+## On a Valkey cluster: starts a throw-away 3-master cluster on loopback (scripts/valkey-cluster.sh), runs the store
+## contract and the cluster tests on it (tests/store) and the black-box HTTP suite with every server on it
+## (VALKEY_URL=redis+cluster://…), then stops it. The modules that cut or count one Valkey server are skipped.
+CLUSTER_DIR ?= $(or $(TMPDIR),/tmp)/qm-valkey-cluster-$(shell echo $$PPID)
+test-cluster: $(DEVSTAMP)
+	bash scripts/services.sh
+	bash scripts/valkey-cluster.sh start $(CLUSTER_DIR) >/dev/null
+	export TEST_VALKEY_CLUSTER_URL=$$(cat $(CLUSTER_DIR)/url) QM_TEST_STORES=valkey; \
+	  $(PYTEST) -q -n $(PYTEST_WORKERS) tests/store tests/fleet -k cluster \
+	  && $(PYTEST) -q -n $(PYTEST_WORKERS) tests/conformance; \
+	  status=$$?; bash scripts/valkey-cluster.sh stop $(CLUSTER_DIR); exit $$status
 
 test-unit: $(DEVSTAMP)
 	$(PYTEST) -q tests/unit

@@ -84,7 +84,7 @@ class Server:
             shared_access = SharedAccessStore(
                 self.database,
                 self.backend.store.redis,
-                settings.valkey_prefix,
+                self.backend.fleet_prefix,
                 hints=self.backend.hints,
                 resync_ms=settings.resync_ms,
             )
@@ -105,7 +105,7 @@ class Server:
             lease = self.backend.lease
             ctx.history = HourlyHistory(
                 PgWarehouse(self.database, self.clock.wall_ms),
-                SharedRefusals(self.backend.store.redis, settings.valkey_prefix),
+                SharedRefusals(self.backend.store.redis, self.backend.fleet_prefix),
                 self.clock.wall_ms,
                 retain_days=settings.history_retain_days,
                 leads=lambda: lease.leader,
@@ -116,7 +116,7 @@ class Server:
             ctx.pop = PopMaintenance(
                 store,
                 redis=self.backend.store.redis,
-                prefix=settings.valkey_prefix,
+                prefix=self.backend.fleet_prefix,
                 hints=self.backend.hints,
                 database=self.database,
                 instance_id=settings.instance_id,
@@ -132,7 +132,7 @@ class Server:
 
             ctx.access.failures = SharedAuthFailures(  # the fleet's wrong-key budget; this process's if Valkey is down
                 self.backend.store.redis,
-                settings.valkey_prefix,
+                self.backend.fleet_prefix,
                 settings.admin_auth_fail_per_min,
                 self.backend.clock,
                 local=ctx.access.failures,
@@ -162,7 +162,7 @@ class Server:
             return MemoryAddressBook(self.clock)
         from queue_manager.store.valkey.mailbook import ValkeyAddressBook
 
-        return ValkeyAddressBook(self.backend.store.redis, self.settings.valkey_prefix, self.clock)
+        return ValkeyAddressBook(self.backend.store.redis, self.backend.fleet_prefix, self.clock)
 
     @property
     def asgi(self) -> InlineFront:

@@ -37,6 +37,7 @@ from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey import ValkeyStore
 from queue_manager.store.valkey.clock import SharedClock
 from queue_manager.store.valkey.heads import LiveHead, live_heads
+from queue_manager.store.valkey.keys import fleet_prefix
 
 log = logging.getLogger("queue_manager.backend")
 
@@ -104,14 +105,14 @@ class Backend:
         self.store = ValkeyStore(
             with_timeouts(settings.valkey_url), settings.valkey_prefix, self.clock, journal=_RoomWatch(self)
         )
-        self.lease = LeaderLease(
-            self.store.redis, settings.valkey_prefix, settings.instance_id, settings.leader_lease_ms
-        )
-        self.hints = Hints(self.store.redis, settings.valkey_prefix, settings.instance_id, enabled=settings.ctl_hints)
+        # the fleet's own keys: one hash tag on a cluster (keys.fleet_prefix), the rooms spread by theirs
+        self.fleet_prefix = fleet_prefix(settings.valkey_prefix, self.store.cluster)
+        self.lease = LeaderLease(self.store.redis, self.fleet_prefix, settings.instance_id, settings.leader_lease_ms)
+        self.hints = Hints(self.store.redis, self.fleet_prefix, settings.instance_id, enabled=settings.ctl_hints)
         self.storage = StorageWatch(
             self.journal,
             self.store.redis,
-            settings.valkey_prefix,
+            self.fleet_prefix,
             settings.instance_id,
             settings.alert_every_ms,
             self.journal.clock,
@@ -120,7 +121,7 @@ class Backend:
         # each instance's counters in Valkey every 5 s: health and the console show the fleet's sum
         self.counters = FleetCounters(
             self.store.redis,
-            settings.valkey_prefix,
+            self.fleet_prefix,
             settings.instance_id,
             self.journal.clock,
             down=lambda: self.store.breaker.down,
@@ -140,7 +141,7 @@ class Backend:
         self._rereads: set[asyncio.Task[None]] = set()
         self.unrebuildable: dict[str, str] = {}  # room -> why its journal could not be replayed (fence kind)
         # rooms whose journal reads behind what it was seen holding: PostgreSQL restored under a newer Valkey
-        self.marks = JournalMarks(self.store.redis, settings.valkey_prefix)
+        self.marks = JournalMarks(self.store.redis, self.fleet_prefix)
         self.ahead: dict[str, Ahead] = {}
         self.live_ahead: dict[str, LiveHead] = {}  # their Valkey state, and their journal, as last read
         self.journal_ahead: dict[str, tuple[int, int] | None] = {}

@@ -27,6 +27,7 @@ import orjson
 from redis.asyncio import Redis
 
 from queue_manager.background import Job
+from queue_manager.store.valkey.client import ready
 from queue_manager.store.valkey.keys import control_channel
 
 log = logging.getLogger("queue_manager.hints")
@@ -92,6 +93,7 @@ class Hints:
             await asyncio.sleep(delay)
 
     async def _listen(self) -> None:
+        await ready(self.redis)  # on a cluster: any node relays every publish, so the channel's is as good
         pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
         try:
             await pubsub.subscribe(self.channel)

@@ -365,7 +365,7 @@ def shared_for(ctx: Context, backend: Backend | None) -> Shared:
 
     if backend is None:
         return MemoryShared()
-    return ValkeyShared(backend.store.redis, ctx.settings.valkey_prefix, backend.lease)
+    return ValkeyShared(backend.store.redis, backend.fleet_prefix, backend.lease)
 
 
 WallClock = Callable[[], int]

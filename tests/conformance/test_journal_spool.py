@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import Server, create_room, free_port, join, start_server, status, wait_until
+from harness import Server, create_room, free_port, join, start_server, status, sync_valkey, wait_until
 from pg_cluster import PgCluster
 from receiver import Receiver
 from test_alerts import alert_env
@@ -114,9 +114,7 @@ def _positions(srv: Server, room: str, tokens: list[str]) -> list[int]:
 
 
 def _flush_valkey(srv: Server) -> None:
-    import redis
-
-    client = redis.Redis.from_url(srv.env["VALKEY_URL"])
+    client = sync_valkey(srv.env["VALKEY_URL"])
     keys = list(client.scan_iter(match=f"{srv.env['VALKEY_PREFIX']}*", count=1000))
     for i in range(0, len(keys), 500):
         client.delete(*keys[i : i + 500])

@@ -16,8 +16,18 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-import redis
-from harness import Server, create_room, free_port, join, metric, status, wait_for_state, wait_until
+from harness import (
+    Server,
+    create_room,
+    fleet_keys,
+    free_port,
+    join,
+    metric,
+    status,
+    sync_valkey,
+    wait_for_state,
+    wait_until,
+)
 from mailsink import MailSink
 
 ServerFactory = Callable[..., Server]
@@ -66,10 +76,10 @@ def kept(client: httpx.Client, room_id: str, token: str | None = None) -> dict[s
     return payload
 
 
-def valkey_client(srv: Server) -> redis.Redis | None:
+def valkey_client(srv: Server) -> Any:
     if srv.env.get("STORE") != "valkey":
         return None
-    return redis.Redis.from_url(srv.env["VALKEY_URL"], decode_responses=True)
+    return sync_valkey(srv.env["VALKEY_URL"], decode_responses=True)
 
 
 def mail_keys(srv: Server) -> list[str]:
@@ -78,7 +88,7 @@ def mail_keys(srv: Server) -> list[str]:
     if client is None:
         return []
     with client:
-        return sorted(client.scan_iter(match=f"{srv.env['VALKEY_PREFIX']}mail:*", count=1000))
+        return sorted(client.scan_iter(match=f"{fleet_keys(srv.env)}mail:*", count=1000))
 
 
 def postgres_dump(srv: Server) -> str:
@@ -151,7 +161,7 @@ def test_one_email_in_the_visitors_language_with_the_link_back(
         r = second.get("/api/check", params={"roomId": rid, "url": PAGE, "qm_token": pass_token})
         assert r.json()["admit"] is True, r.text
         wait_until(lambda: not kept(second, rid, token)["signedUp"], timeout=10, what="the address deleted")
-        key = f"{mailer.env.get('VALKEY_PREFIX')}mail:{rid}:"
+        key = f"{fleet_keys(mailer.env)}mail:{rid}:"
         assert not [k for k in mail_keys(mailer) if k.startswith(key)]
         r = sign_up(second, rid, address, token=token)
         assert r.status_code == 409 and r.json()["code"] == "not_in_line", r.text
@@ -201,7 +211,7 @@ def test_the_address_goes_when_the_line_is_purged_or_the_room_deleted(mailer: Se
         assert mail_admin.post(f"/api/admin/rooms/{purged}/purge").status_code == 200
         assert mail_admin.delete(f"/api/admin/rooms/{deleted}").status_code in (200, 204)
         wait_until(lambda: not kept(a, purged)["signedUp"], timeout=10, what="purged: the address deleted")
-        prefix = mailer.env.get("VALKEY_PREFIX")
+        prefix = fleet_keys(mailer.env)
         wait_until(
             lambda: not [k for k in mail_keys(mailer) if k.startswith(f"{prefix}mail:{deleted}:")],
             timeout=10,
@@ -223,7 +233,7 @@ def test_a_lapsed_pass_keeps_the_address_lapsed_ttl_then_drops_it(
         [mail] = sink.wait_for(address)
         assert "Es su turno" in mail.message["Subject"]
         assert "segundos" in mail.text  # a 10 s window is told in seconds
-        key = f"{mailer.env.get('VALKEY_PREFIX')}mail:{rid}:"
+        key = f"{fleet_keys(mailer.env)}mail:{rid}:"
         client = valkey_client(mailer)
         if client is not None:  # the pass lapses unused: the key now lives LAPSED_TTL_MS (3 s) at most
             with client:

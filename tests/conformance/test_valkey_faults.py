@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from harness import create_room, join, start_server, status, valkey_services, wait_until
+from harness import create_room, join, start_server, status, sync_valkey, valkey_services, wait_until
 from relay import Relay, relayed
 
 pytestmark = pytest.mark.stores("valkey")  # memory keeps nothing across a restart and has no Valkey to cut
@@ -164,8 +164,6 @@ def test_two_instances_round_robin_one_line_one_rate_one_numbering() -> None:
 
 
 def test_valkey_flushed_rooms_are_rebuilt_from_the_journal_with_the_same_positions() -> None:
-    import redis
-
     srv = start_server({"RESYNC_MS": "500"})
     try:
         with srv.admin() as admin:
@@ -183,7 +181,7 @@ def test_valkey_flushed_rooms_are_rebuilt_from_the_journal_with_the_same_positio
                 for token in tokens:
                     before.append(status(c, room, token)["position"])
             # Valkey loses everything under this server's prefix (a flush, or a restore of an empty copy)
-            client = redis.Redis.from_url(srv.env["VALKEY_URL"])
+            client = sync_valkey(srv.env["VALKEY_URL"])
             keys = list(client.scan_iter(match=f"{srv.env['VALKEY_PREFIX']}*", count=1000))
             client.delete(*keys)
             client.close()
@@ -256,11 +254,9 @@ def test_valkey_rolled_back_a_change_on_the_old_state_answers_503_and_the_room_i
     """Valkey restored from an older copy; the first change made on that old state reuses a seq the
     journal already holds: it is refused (503 storage_unavailable, Retry-After, never acknowledged), the
     room is fenced and rebuilt from the journal at once (RESYNC_MS is far away here)."""
-    import redis
-
     srv = start_server({"RESYNC_MS": "600000"})
     try:
-        client = redis.Redis.from_url(srv.env["VALKEY_URL"])
+        client = sync_valkey(srv.env["VALKEY_URL"])
         with srv.admin() as admin:
             room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None, presenceSec=None)["id"]
             early = _joined(srv, room, 5)
@@ -299,11 +295,9 @@ def test_valkey_rolled_back_a_change_on_the_old_state_answers_503_and_the_room_i
 def test_valkey_rolled_back_with_no_traffic_is_found_within_resync_and_rebuilt() -> None:
     """The same restore with nobody changing anything: the periodic check (every RESYNC_MS) sees the
     room's seq behind the journal's, fences it and rebuilds it; every acknowledged join is back in place."""
-    import redis
-
     srv = start_server({"RESYNC_MS": "500"})
     try:
-        client = redis.Redis.from_url(srv.env["VALKEY_URL"])
+        client = sync_valkey(srv.env["VALKEY_URL"])
         with srv.admin() as admin:
             room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None, presenceSec=None)["id"]
             early = _joined(srv, room, 4)
@@ -387,6 +381,7 @@ def relayed_valkey() -> contextlib.AbstractContextManager[tuple[Relay, str]]:
     return relayed(valkey_services()["valkey"], 6379)
 
 
+@pytest.mark.single_valkey("a relay cannot stall a cluster: its client reaches each node")
 def test_valkey_unreachable_answers_503_at_once_instead_of_a_command_timeout_each() -> None:
     """Valkey stops answering (a black-holed link): after the first failure the server answers 503
     storage_unavailable at once, not after a command timeout per request; it recovers by itself."""
@@ -432,6 +427,7 @@ def test_valkey_unreachable_answers_503_at_once_instead_of_a_command_timeout_eac
             srv.stop()
 
 
+@pytest.mark.single_valkey("a relay cannot stall a cluster: its client reaches each node")
 def test_on_backend_down_for_snippet_rooms_open_lets_through_closed_says_wait() -> None:
     """Valkey unreachable: /api/check answers 503 storage_unavailable at once (clients that fail open on
     a 5xx still do) and says what the room's onBackendDown wants: open admits, closed sends to wait."""
@@ -512,8 +508,6 @@ def test_a_journal_failing_on_one_instance_only_takes_that_instance_out_of_rotat
 
 
 def test_the_leader_checkpoints_busy_rooms_so_a_rebuild_replays_a_bounded_tail() -> None:
-    import redis
-
     srv = start_server({"RESYNC_MS": "300", "CHECKPOINT_EVERY_EVENTS": "10", "CHECKPOINT_EVERY_MS": "3600000"})
     try:
         with srv.admin() as admin:
@@ -527,7 +521,7 @@ def test_the_leader_checkpoints_busy_rooms_so_a_rebuild_replays_a_bounded_tail()
             # every 10 events, checked every 300 ms: the newest checkpoint leaves fewer than 10 events after it
             base = wait_until(checkpointed, timeout=30, what="a checkpoint of the busy room")
             before = _positions(srv, room, tokens)
-            client = redis.Redis.from_url(srv.env["VALKEY_URL"])
+            client = sync_valkey(srv.env["VALKEY_URL"])
             keys = list(client.scan_iter(match=f"{srv.env['VALKEY_PREFIX']}*", count=1000))
             client.delete(*keys)
             client.close()
@@ -548,8 +542,6 @@ def test_the_leader_checkpoints_busy_rooms_so_a_rebuild_replays_a_bounded_tail()
 def test_a_room_created_just_before_valkey_lost_it_answers_503_never_no_room_on_any_instance() -> None:
     """RESYNC_MS far beyond the test: the room is known as recovering from its own journaled creation
     (and, on the other instance, from the rooms hint), not from a periodic re-read."""
-    import redis
-
     a, b = _pair({"RESYNC_MS": "600000"}, {"RESYNC_MS": "600000"})
     try:
         with a.admin() as admin:
@@ -557,7 +549,7 @@ def test_a_room_created_just_before_valkey_lost_it_answers_503_never_no_room_on_
         token = _joined(a, room, 1)[0]
         with b.client() as c:
             assert status(c, room, token)["position"] == 1
-        client = redis.Redis.from_url(a.env["VALKEY_URL"])
+        client = sync_valkey(a.env["VALKEY_URL"])
         client.delete(*client.scan_iter(match=f"{a.env['VALKEY_PREFIX']}*", count=1000))
         client.close()
         asks = (("/api/status", {"roomId": room, "token": token}), ("/api/check", {"roomId": room}))
@@ -572,6 +564,7 @@ def test_a_room_created_just_before_valkey_lost_it_answers_503_never_no_room_on_
         a.stop()
 
 
+@pytest.mark.single_valkey("a relay cannot stall a cluster: its client reaches each node")
 def test_during_an_outage_an_instance_answers_per_the_newest_on_backend_down_it_saw() -> None:
     """B saw the room as closed; A switches it to open and B reads the room again (the guide: make the
     change ahead of the outage); when B's Valkey link then fails, B answers per the new value, from its
@@ -608,7 +601,6 @@ def test_a_room_whose_journal_this_build_cannot_read_stays_fenced_and_is_reporte
     import asyncio
 
     import asyncpg
-    import redis
 
     srv = start_server({"RESYNC_MS": "300"})
     try:
@@ -631,7 +623,7 @@ def test_a_room_whose_journal_this_build_cannot_read_stays_fenced_and_is_reporte
                 await conn.close()
 
         asyncio.run(newer_event())
-        client = redis.Redis.from_url(srv.env["VALKEY_URL"])
+        client = sync_valkey(srv.env["VALKEY_URL"])
         client.delete(*client.scan_iter(match=f"{srv.env['VALKEY_PREFIX']}*", count=1000))
         client.close()
         with srv.client() as c:

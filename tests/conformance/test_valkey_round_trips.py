@@ -22,6 +22,8 @@ import pytest
 from harness import Server, create_room, join, start_server, wait_for_state
 
 pytestmark = pytest.mark.stores("valkey")  # memory keeps nothing across a restart and has no Valkey to cut
+# deselected on a Valkey cluster (TEST_VALKEY_CLUSTER_URL): it counts one server's commands
+pytestmark = [pytestmark, pytest.mark.single_valkey("one Valkey server")]
 
 CHECKS = 60
 PAGE = "https://shop.example/p/1"

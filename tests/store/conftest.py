@@ -5,6 +5,10 @@ whole milliseconds). The Valkey one talks to ``TEST_VALKEY_URL`` (default
 ``redis://127.0.0.1:6379/15``; database 0 is refused), under a prefix unique to the test, and
 deletes its keys afterwards. When Valkey cannot be reached the Valkey cases are skipped with one
 warning — unless ``QM_REQUIRE_VALKEY=1`` (or ``CI=true``), which makes them fail instead.
+
+With ``TEST_VALKEY_CLUSTER_URL`` set (``redis+cluster://host:port``, e.g. from
+``scripts/valkey-cluster.sh start DIR``; ``make test-cluster`` sets it) ``stores`` also runs each test
+on a ``cluster``: a ValkeyStore whose client speaks the cluster protocol.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from queue_manager.store.valkey import ValkeyStore
 
 TARGET = "https://shop.example"
 VALKEY_URL = os.environ.get("TEST_VALKEY_URL", "redis://127.0.0.1:6379/15")
+CLUSTER_URL = os.environ.get("TEST_VALKEY_CLUSTER_URL", "")
+STORE_KINDS = ["memory", "valkey", *(["cluster"] if CLUSTER_URL else [])]
 _state: dict[str, Any] = {}
 
 
@@ -192,8 +198,13 @@ async def make_valkey(
 
 
 async def drop_prefix(client: Redis, prefix: str) -> None:
-    keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=1000)]
-    if keys:
+    from queue_manager.store.valkey.client import is_cluster
+
+    keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=1000)]  # every master of a cluster
+    if keys and is_cluster(client):
+        for key in keys:  # one by one: on a cluster they lie in many slots
+            await client.delete(key)
+    elif keys:
         await client.delete(*keys)
 
 
@@ -209,7 +220,44 @@ async def valkey() -> AsyncIterator[tuple[Redis, str]]:
         await client.aclose()
 
 
-@pytest.fixture(params=["memory", "valkey"])
+async def cluster_client() -> Redis:
+    """A cluster client on ``TEST_VALKEY_CLUSTER_URL`` (typed as Redis: the same commands)."""
+    from queue_manager.store.valkey.client import open_client
+
+    client = open_client(CLUSTER_URL)
+    try:
+        await client.ping()
+    except Exception as exc:  # a cluster named and not reachable is a failure, never a skip
+        await client.aclose()
+        pytest.fail(f"the Valkey cluster at {CLUSTER_URL} is unreachable: {exc}")
+    return client
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without a cluster the tests that need one (the ``cluster`` fixture) are deselected, not skipped:
+    the default suite has no cluster, and CI turns every skip into a failure."""
+    if CLUSTER_URL:
+        return
+    here = os.path.dirname(__file__)
+    drop = [i for i in items if "cluster" in getattr(i, "fixturenames", ()) and str(i.path).startswith(here)]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [i for i in items if i not in drop]
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[tuple[Redis, str]]:
+    """A cluster client and a fresh key prefix (deleted afterwards); only with TEST_VALKEY_CLUSTER_URL."""
+    client = await cluster_client()
+    prefix = f"qmtest:{uuid.uuid4().hex[:12]}:"
+    try:
+        yield client, prefix
+    finally:
+        await drop_prefix(client, prefix)
+        await client.aclose()
+
+
+@pytest.fixture(params=STORE_KINDS)
 async def stores(request: pytest.FixtureRequest) -> AsyncIterator[Env]:
     clock = FakeClock()
     if request.param == "memory":
@@ -225,7 +273,7 @@ async def stores(request: pytest.FixtureRequest) -> AsyncIterator[Env]:
         memory.engine.drain_events = recording_drain  # type: ignore[method-assign]
         yield Env("memory", memory, clock, recorder)
         return
-    client = await valkey_client()
+    client = await (cluster_client() if request.param == "cluster" else valkey_client())
     prefix = f"qmtest:{uuid.uuid4().hex[:12]}:"
     journal = RecordingJournal()
     store = await make_valkey(client, prefix, clock, journal)

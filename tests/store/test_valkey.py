@@ -606,3 +606,9 @@ async def test_an_import_replaces_the_room_and_lifts_its_fence(one: Any) -> None
     assert not await store._redis.exists(room_key(store.prefix, "cp", "fence"))
     room = await store.get_room("cp")
     assert room["nextTicket"] == doc["next"] and room["waiting"] == len(doc["line"])
+
+
+async def test_the_registry_is_a_superset_of_the_rooms(valkey: tuple[Redis, str]) -> None:
+    from .test_valkey_cluster import registry_is_a_superset
+
+    await registry_is_a_superset(*valkey)

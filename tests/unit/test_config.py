@@ -23,7 +23,14 @@ from queue_manager.config import (
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 TEST_ONLY_VARS = frozenset(
-    {"QM_SERVER_CMD", "TEST_VALKEY_URL", "TEST_DATABASE_URL", "QM_REQUIRE_VALKEY", "QM_TEST_STORES"}
+    {
+        "QM_SERVER_CMD",
+        "TEST_VALKEY_URL",
+        "TEST_VALKEY_CLUSTER_URL",
+        "TEST_DATABASE_URL",
+        "QM_REQUIRE_VALKEY",
+        "QM_TEST_STORES",
+    }
 )
 
 GOOD_SECRET = "s" * 48

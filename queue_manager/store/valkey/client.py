@@ -10,6 +10,14 @@ and only queues (FIFO, bounded by ``wait_sec``) when the pool is full.
 redis-py's asyncio connection packs each command in Python, re-joining a growing buffer per argument
 (~28 us for a join's 50 arguments); its sync client packs with hiredis' C packer, as ``PackedConnection``
 does here (the same bytes, ~10 us).
+
+A Valkey cluster is named by the scheme: ``redis+cluster://host:port`` (``rediss+cluster://`` with
+TLS; ``valkey+cluster://`` and ``valkeys+cluster://`` are the same), any one node of it. The client is
+then redis-py's ``RedisCluster``: it learns the slot map from that node, sends each command to the
+master of its key's slot (following MOVED and ASK), loads scripts on every master (SCRIPT LOAD goes
+to all of them) and splits a non-transactional pipeline by node. It offers the commands the rest of
+the code calls on a ``Redis``, so it is handed around typed as one; ``is_cluster`` tells them apart
+where they differ (MGET across slots, pub/sub).
 """
 
 from __future__ import annotations
@@ -17,10 +25,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from typing import Any
+from typing import Any, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import hiredis
 from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection, Connection
 from redis.connection import HiredisRespSerializer
 from redis.exceptions import MaxConnectionsError
@@ -95,8 +105,42 @@ class WaitingConnectionPool(ConnectionPool):
                 return
 
 
+CLUSTER_SCHEMES = {
+    "redis+cluster": "redis",
+    "valkey+cluster": "redis",
+    "rediss+cluster": "rediss",
+    "valkeys+cluster": "rediss",
+}
+
+
+def cluster_url(url: str) -> str | None:
+    """The plain ``redis://`` (``rediss://``) URL of a cluster URL's seed node; None: not a cluster URL."""
+    parts = urlsplit(url)
+    plain = CLUSTER_SCHEMES.get(parts.scheme.lower())
+    return None if plain is None else urlunsplit(parts._replace(scheme=plain))
+
+
+def is_cluster(client: object) -> bool:
+    """Whether ``client`` speaks the cluster protocol (``open_client`` of a cluster URL)."""
+    return isinstance(client, RedisCluster)
+
+
+async def ready(client: Redis) -> None:
+    """Learn a cluster client's slot map now, if it has not yet (a no-op otherwise): its pub/sub picks a
+    node from that map without asking for it first."""
+    if isinstance(client, RedisCluster):
+        await client.initialize()
+
+
 def open_client(url: str) -> Redis:
-    """A client for ``url`` (``decode_responses=False``); closing it closes its pool."""
+    """A client for ``url`` (``decode_responses=False``); closing it closes its pool.
+
+    For a cluster URL, a ``RedisCluster`` (typed as ``Redis``: the same commands) with up to
+    ``POOL_CONNECTIONS`` connections per node."""
+    seed = cluster_url(url)
+    if seed is not None:
+        cluster = RedisCluster.from_url(seed, decode_responses=False, max_connections=POOL_CONNECTIONS)
+        return cast(Redis, cluster)
     pool = WaitingConnectionPool.from_url(url, max_connections=POOL_CONNECTIONS, decode_responses=False)
     if pool.connection_class is Connection:  # plain TCP; TLS and unix sockets keep their own class
         pool.connection_class = PackedConnection

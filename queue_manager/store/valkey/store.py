@@ -35,10 +35,10 @@ from queue_manager.engine.view import VisitorView
 from queue_manager.store.base import ChangeListener, Store, StoreUnavailable
 from queue_manager.store.valkey import codec
 from queue_manager.store.valkey.breaker import Breaker
-from queue_manager.store.valkey.client import open_client
+from queue_manager.store.valkey.client import is_cluster, open_client
 from queue_manager.store.valkey.clock import SharedClock
 from queue_manager.store.valkey.errors import RoomFenced, translate
-from queue_manager.store.valkey.keys import DEFAULT_PREFIX, room_key, rooms_key, script_keys
+from queue_manager.store.valkey.keys import DEFAULT_PREFIX, room_key, rooms_key, rooms_seq_key, script_keys
 from queue_manager.store.valkey.lane import ValkeyLane
 from queue_manager.store.valkey.scripts import Script, load_all
 from queue_manager.store.valkey.snapshot import export_document, import_payload
@@ -159,6 +159,7 @@ class ValkeyStore:
         self.events_total = 0
         self.maxmemory_policy: str | None = None
         self.breaker = Breaker()  # the fast answer while Valkey is unreachable
+        self.cluster = is_cluster(self._redis)  # a Valkey cluster: rooms spread over its masters
         self.fenced_seen: dict[str, float] = {}  # room -> time.monotonic() Valkey last answered it fenced
 
     @property
@@ -236,12 +237,18 @@ class ValkeyStore:
         """Admission maintenance: no promotion and no new admission in any room while on."""
         self.held = held
 
+    def _slot_id(self, room_id: str) -> str:
+        """The id a room's keys are named by: ``room_id``, except the empty id on a cluster (never a room,
+        but asked about): the tag ``{}`` is empty, so its keys would hash apart (a CROSSSLOT refusal); named
+        ``<prefix>{{}}:<name>`` instead (tag ``{``), they share a slot and the scripts answer "no room"."""
+        return "{}" if self.cluster and not room_id else room_id
+
     def _room_keys(self, room_id: str) -> list[bytes]:
         keys = self._keys.get(room_id)
         if keys is None:
             if len(self._keys) >= 10_000:  # room ids come from requests: keep the cache bounded
                 self._keys.clear()
-            keys = self._keys[room_id] = [k.encode() for k in script_keys(self.prefix, room_id)]
+            keys = self._keys[room_id] = [k.encode() for k in script_keys(self.prefix, self._slot_id(room_id))]
         return keys
 
     async def _evalsha(self, script: Script, keys: Sequence[str | bytes], args: Sequence[str]) -> Any:
@@ -285,7 +292,8 @@ class ValkeyStore:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for room_id, args in calls:
                     keys = self._room_keys(room_id)
-                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                    # (by name: redis-py's cluster pipeline blocks its evalsha method, not the command)
+                    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
                 raw = await pipe.execute(raise_on_error=False)
         out: list[Reply | Exception] = []
         for (room_id, args), item in zip(calls, raw, strict=True):
@@ -490,9 +498,8 @@ class ValkeyStore:
         if self._fresh(room_id) is not None:
             return True
         with translate(room_id, self.breaker):
-            count = await self._redis.exists(
-                room_key(self.prefix, room_id, "st"), room_key(self.prefix, room_id, "fence")
-            )
+            tag = self._slot_id(room_id)
+            count = await self._redis.exists(room_key(self.prefix, tag, "st"), room_key(self.prefix, tag, "fence"))
         return bool(count)
 
     async def room_policy(self, room_id: str) -> RoomPolicy | None:
@@ -531,9 +538,11 @@ class ValkeyStore:
         cfg, changed = apply_fields(None, body)
         args = [*self._header(await self._now(), "*"), "create", room_id, _json(codec.store_form(cfg))]
         args += [*codec.lua_fields(cfg), "0", "0", "[]"]
+        score = await self._register(room_id)
         reply = await self._eval("upsert", room_id, args)
         if reply["k"] == "conflict":
             raise _Retry
+        await self._register(room_id, score)
         self._absorb(room_id, reply)
         data = {"fields": changed, "config": cfg.to_public()}
         await self._finish([_with_data(e, "room.create", data) for e in self._events(room_id, reply)])
@@ -577,10 +586,35 @@ class ValkeyStore:
         await self._finish([_with_data(e, "room.update", data) for e in events])
         return await self.get_room(room_id), False, changed
 
+    async def _register(self, room_id: str, score: float | None = None) -> float:
+        """Add ``room_id`` to the registry unless it is there (its score: the creation order); called
+        before and after the script that creates or imports the room (no script touches the registry,
+        which lives in another slot on a cluster). Returns the room's score."""
+        key = rooms_key(self.prefix)
+        with translate(room_id, self.breaker):
+            if score is None:
+                held = await self._redis.zscore(key, room_id)
+                if held is not None:
+                    return float(held)
+                score = float(await self._redis.incr(rooms_seq_key(self.prefix)))
+            await self._redis.zadd(key, {room_id: score}, nx=True)
+        return score
+
+    async def _unregister(self, room_id: str) -> None:
+        """Take ``room_id`` out of the registry after the script that deleted it, and put it back if the
+        room exists again (another instance created it meanwhile: its second add may have come first)."""
+        with translate(room_id, self.breaker):
+            await self._redis.zrem(rooms_key(self.prefix), room_id)
+            tag = self._slot_id(room_id)
+            live = await self._redis.exists(room_key(self.prefix, tag, "st"), room_key(self.prefix, tag, "fence"))
+        if live:
+            await self._register(room_id)
+
     async def delete_room(self, room_id: str) -> None:
         reply = await self._eval("delete", room_id, [*self._header(await self._now(), "*"), room_id])
         self._configs.pop(room_id, None)
         self._next_hint.pop(room_id, None)
+        await self._unregister(room_id)
         await self._finish(self._events(room_id, reply))
 
     async def schedule(self, room_id: str, body: Any) -> dict[str, Any]:
@@ -886,7 +920,9 @@ class ValkeyStore:
         """Replace the room's live state with ``snapshot`` atomically (and lift its fence)."""
         now = await self._now()
         room_id, payload = import_payload(snapshot, now[0], now[1])
+        score = await self._register(room_id)
         await self._eval("import", room_id, [*self._header(now, "*"), room_id, _json(payload)])
+        await self._register(room_id, score)
         self._configs.pop(room_id, None)
         self._next_hint.pop(room_id, None)
 

@@ -17,5 +17,4 @@ redis.call('HSET', K.meta, 'a' .. I(slot), I(S.gen))
 for _, name in ipairs(LIVE) do
   redis.call('DEL', K[name])
 end
-redis.call('ZREM', K.rooms, ARGV[A + 1])
 return cjson.encode({k = 'ok', ev = EV, gen = S_raw.gen})

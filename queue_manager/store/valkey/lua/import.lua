@@ -33,8 +33,5 @@ for _, name in ipairs(SETS) do
     chunked('SADD', K[name], p[name], 400)
   end
 end
-if not redis.call('ZSCORE', K.rooms, room_id) then
-  redis.call('ZADD', K.rooms, I(redis.call('INCR', K.rooms_seq)), room_id)
-end
 redis.call('DEL', K.fence)
 return cjson.encode({k = 'ok', cv = cv})

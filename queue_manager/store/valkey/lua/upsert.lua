@@ -32,7 +32,6 @@ if mode == 'create' then
   S.pqver = 0
   set_config(A + 4)
   redis.call('SET', K.cfg, cfg)
-  redis.call('ZADD', K.rooms, I(redis.call('INCR', K.rooms_seq)), room_id)
   emit('room.create', {})
   CFG_OUT = true
   return done({k = 'ok', created = true})
