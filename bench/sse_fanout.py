@@ -35,6 +35,19 @@ def pct(values: list[float], p: float) -> float | None:
     return round(values[k], 2)
 
 
+def rss_kb(pid: int | None) -> int | None:
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 def cpu_ticks(pid: int | None) -> int | None:
     if not pid:
         return None
@@ -128,6 +141,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if len(tokens) < n:
         return {"error": f"only {len(tokens)} of {n} joins succeeded", "joinSeconds": join_s}
 
+    await asyncio.sleep(args.settle)
+    rss0 = rss_kb(args.server_pid)  # the tickets are in; no stream is open yet
     loop = asyncio.get_running_loop()
     opened = [0]
     all_open = asyncio.Event()
@@ -159,6 +174,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         result["streamsOpen"] = opened[0]
         result["openSeconds"] = round(time.monotonic() - t1, 2)
         await asyncio.sleep(args.settle)
+        rss1 = rss_kb(args.server_pid)
+        if rss0 is not None and rss1 is not None:
+            result["rssKb"] = {"before": rss0, "open": rss1}
+            result["rssPerStreamKb"] = round((rss1 - rss0) / max(1, opened[0]), 2)
         cpu0 = cpu_ticks(args.server_pid)
         m0 = time.monotonic()
         w0 = time.time() * 1000.0
@@ -225,6 +244,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "max": max(spreads) if spreads else None,
                 "bursts": len(spreads),
             },
+            "serverCpuSeconds": None if cpu0 is None or cpu1 is None else round((cpu1 - cpu0) / hz, 2),
             "serverCpuPct": (None if cpu0 is None or cpu1 is None else round(100.0 * (cpu1 - cpu0) / hz / elapsed, 1)),
         }
     )
