@@ -101,7 +101,9 @@ def log(msg: str) -> None:
 class Server:
     """A server process pinned to CPU 0; ready once it prints a line with ``listening`` and its URL."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], cpu: str = SERVER_CPU) -> None:
+    def __init__(
+        self, name: str, argv: list[str], env: dict[str, str], cpu: str = SERVER_CPU, cwd: Path = ROOT
+    ) -> None:
         self.name = name
         self.target_pid: int | None = None
         self.log_path = RESULTS / f"server-{name}.log"
@@ -109,7 +111,7 @@ class Server:
         full_env = {**os.environ, **env}
         self.proc = subprocess.Popen(
             ["taskset", "-c", cpu, *argv],
-            cwd=ROOT,
+            cwd=cwd,
             env=full_env,
             stdout=self.log_file,
             stderr=subprocess.STDOUT,
@@ -203,10 +205,13 @@ def children_cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def qm_server(name: str, tree: str = "") -> Server:
+def qm_server(name: str, tree: str = "", extra: dict[str, str] | None = None) -> Server:
     """This checkout's server, or (``tree``) the server of another checkout, with this venv."""
-    env = {**SERVER_ENV, "PYTHONPATH": tree} if tree else SERVER_ENV
-    return Server(name, [PY, "-m", "queue_manager"], env)
+    env = {**SERVER_ENV, **(extra or {})}
+    if not tree:
+        return Server(name, [PY, "-m", "queue_manager"], env)
+    # `python -m` puts the working directory first on sys.path: the other checkout's server runs from it
+    return Server(name, [PY, "-m", "queue_manager"], {**env, "PYTHONPATH": tree}, cwd=Path(tree))
 
 
 def wrk(
@@ -636,7 +641,8 @@ def phase_sse_scale(results: dict[str, Any]) -> None:
         row: dict[str, Any] = {}
         for name, tree in trees:
             log(f"ssescale: {name}, {n} streams")
-            server = qm_server(f"ssescale-{name}-{n}", tree)
+            # past MAX_CONNECTIONS (10,000 by default) a stream would be refused: no ceiling here
+            server = qm_server(f"ssescale-{name}-{n}", tree, {"MAX_CONNECTIONS": "0"})
             try:
                 r = _sse_scale_run(server, n)
             finally:
@@ -644,8 +650,8 @@ def phase_sse_scale(results: dict[str, Any]) -> None:
             row[name] = r
             log(
                 f"ssescale: {name} {r.get('streamsOpen')}/{n} open, {r.get('framesPerSec')} frames/s, "
-                f"{r.get('serverUsPerFrame')} us/frame, delay p50 {r.get('delayMs', {}).get('p50')} "
-                f"p99 {r.get('delayMs', {}).get('p99')} ms, {r.get('rssPerStreamKb')} KB/stream"
+                f"{r.get('serverUsPerFrame')} us/frame, tick delay p50 {r.get('tickDelayMs', {}).get('p50')} "
+                f"p99 {r.get('tickDelayMs', {}).get('p99')} ms, {r.get('rssPerStreamKb')} KB/stream"
             )
             time.sleep(1.0)
         if "baseline" in row:
@@ -1070,11 +1076,12 @@ def targets(results: dict[str, Any]) -> dict[str, Any]:
                 "value": s["serverUsPerFrame"],
                 "pass": s["serverUsPerFrame"] <= SSE_US_PER_FRAME_TARGET,
             }
-            p99 = s.get("delayMs", {}).get("p99")
+            p99 = s.get("tickDelayMs", {}).get("p99")
+            fed = s.get("framesPerSec", 0) >= 0.98 * s.get("streamsRequested", 0)  # a round longer than 1 s lags
             out[f"sse_delay_{n}"] = {
-                "target": f"frame delay p99 <= {SSE_DELAY_P99_NOTE_MS} ms at {n} streams",
+                "target": f"each tick feeds every stream, p99 <= {SSE_DELAY_P99_NOTE_MS} ms after it ({n} streams)",
                 "value": p99,
-                "pass": p99 is not None and p99 <= SSE_DELAY_P99_NOTE_MS and s.get("framesPerStreamMin", 0) > 0,
+                "pass": p99 is not None and p99 <= SSE_DELAY_P99_NOTE_MS and fed,
             }
         if "rssPerStreamKb" in s:
             out[f"sse_rss_{n}"] = {
@@ -1129,8 +1136,10 @@ def table(results: dict[str, Any]) -> str:
                 s = row[name]
                 lines.append(
                     f"sse at {n} ({name}): {s.get('streamsOpen')} open, {s.get('framesPerSec')} frames/s, "
-                    f"server CPU {s.get('serverUsPerFrame')} us/frame, delay p50 {s.get('delayMs', {}).get('p50')} ms "
-                    f"p99 {s.get('delayMs', {}).get('p99')} ms, RSS {s.get('rssPerStreamKb')} KB/stream"
+                    f"server CPU {s.get('serverUsPerFrame')} us/frame "
+                    f"(user, system {s.get('serverUserSystemSeconds')} s), "
+                    f"frame after its tick p50 {s.get('tickDelayMs', {}).get('p50')} ms "
+                    f"p99 {s.get('tickDelayMs', {}).get('p99')} ms, RSS {s.get('rssPerStreamKb')} KB/stream"
                 )
         if "cpuRatioToBaseline" in row or "rssRatioToBaseline" in row:
             lines.append(

@@ -17,6 +17,7 @@ from queue_manager.http.wire import Receive, Send
 SEND_TIMEOUT = 10.0
 PING_EVERY = 15.0
 PING_CHECK = 5.0
+FAN_OUT_SLICE = 200  # frames written before a fan-out round lets other work in (~5 ms at most)
 
 
 class Stream:
@@ -98,9 +99,12 @@ class Broadcaster:
             while feed.dirty and not self.closing.is_set():
                 feed.dirty = False
                 now = loop.time()
-                for s in list(feed.streams):
+                for i, s in enumerate(list(feed.streams), 1):
                     self.wake(s, now)
-                await asyncio.sleep(0)  # let the pending frames and the rest of the server run between rounds
+                    if not i % FAN_OUT_SLICE:
+                        await asyncio.sleep(0)  # the rest of the server runs between slices of a round
+                        now = loop.time()
+                await asyncio.sleep(0)
         finally:
             feed.running = False
 

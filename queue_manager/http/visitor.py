@@ -254,8 +254,10 @@ async def events(ctx: Context, req: Request, send: Send) -> None:
     b.per_ip[ident.ip] = b.per_ip.get(ident.ip, 0) + 1
     try:
         first = b"data: " + orjson.dumps(render_view(ctx, view, token)) + b"\n\n"
+        del view, headers  # an open stream keeps only what its frames need
         async with asyncio.timeout(SEND_TIMEOUT):
             await send({"type": "http.response.body", "body": first, "more_body": True})
+        del first
         if not b.closing.is_set():
             b.add(stream, deadline)
             await hold_stream(receive, stream)
