@@ -10,6 +10,9 @@ Phases (BENCH_ONLY=comma,list picks some; BENCH_DURATION / BENCH_WARMUP shorten 
            tag's Origin header), /api/status (waiting visitor), /api/join (new visitors)
   sse      N /events streams (bench/sse_fanout.py): frames/s and frame delay
   outflow  a room at 6,000/min with 8,000 waiting: passesTotal over exactly 60 s (monotonic)
+  ssescale (opt-in) /events at scale: a fresh server per size (BENCH_SSE_SCALE, default 10000,19000 streams),
+           server CPU us per frame, frame delay p50/p99, RSS per open stream; with BENCH_BASELINE, the other
+           checkout's server runs each size too, interleaved, and the ratios are reported
   memory   a fresh server, 100,000 waiting tickets in one room: VmRSS before and after; and the engine's
            own Python heap for the same line (bench/engine_heap.py, tracemalloc, in a process of its own)
 
@@ -53,6 +56,10 @@ DURATION = int(os.environ.get("BENCH_DURATION", "10"))
 WARMUP = int(os.environ.get("BENCH_WARMUP", "2"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 SSE_STREAMS = int(os.environ.get("BENCH_SSE_STREAMS", "2000"))
+# the file-descriptor limit is often 20,000 per process: 19,000 streams leave room for the rest
+SSE_SCALE = [int(n) for n in os.environ.get("BENCH_SSE_SCALE", "10000,19000").split(",") if n.strip()]
+SSE_US_PER_FRAME_TARGET = 25.0
+SSE_KB_PER_STREAM_TARGET = 16.0
 OUTFLOW_WINDOW = float(os.environ.get("BENCH_OUTFLOW_SECONDS", "60"))
 OUTFLOW_RATE = 6000
 OUTFLOW_SEED = 8000
@@ -94,7 +101,9 @@ def log(msg: str) -> None:
 class Server:
     """A server process pinned to CPU 0; ready once it prints a line with ``listening`` and its URL."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], cpu: str = SERVER_CPU) -> None:
+    def __init__(
+        self, name: str, argv: list[str], env: dict[str, str], cpu: str = SERVER_CPU, cwd: Path = ROOT
+    ) -> None:
         self.name = name
         self.target_pid: int | None = None
         self.log_path = RESULTS / f"server-{name}.log"
@@ -102,7 +111,7 @@ class Server:
         full_env = {**os.environ, **env}
         self.proc = subprocess.Popen(
             ["taskset", "-c", cpu, *argv],
-            cwd=ROOT,
+            cwd=cwd,
             env=full_env,
             stdout=self.log_file,
             stderr=subprocess.STDOUT,
@@ -196,10 +205,13 @@ def children_cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def qm_server(name: str, tree: str = "") -> Server:
+def qm_server(name: str, tree: str = "", extra: dict[str, str] | None = None) -> Server:
     """This checkout's server, or (``tree``) the server of another checkout, with this venv."""
-    env = {**SERVER_ENV, "PYTHONPATH": tree} if tree else SERVER_ENV
-    return Server(name, [PY, "-m", "queue_manager"], env)
+    env = {**SERVER_ENV, **(extra or {})}
+    if not tree:
+        return Server(name, [PY, "-m", "queue_manager"], env)
+    # `python -m` puts the working directory first on sys.path: the other checkout's server runs from it
+    return Server(name, [PY, "-m", "queue_manager"], {**env, "PYTHONPATH": tree}, cwd=Path(tree))
 
 
 def wrk(
@@ -578,6 +590,80 @@ def phase_sse(results: dict[str, Any], server: Server) -> None:
     time.sleep(1.0)  # let the server finish closing the streams
 
 
+def _sse_scale_run(server: Server, streams: int) -> dict[str, Any]:
+    """One sse_fanout run against a fresh server holding nothing but the room ``line`` (60/min)."""
+    run(_sse_room(server))
+    cmd = [
+        "taskset",
+        "-c",
+        CLIENT_CPU,
+        PY,
+        str(BENCH / "sse_fanout.py"),
+        "--base",
+        server.url,
+        "--room",
+        "line",
+        "--streams",
+        str(streams),
+        "--measure",
+        str(DURATION),
+        "--settle",
+        "3",
+        "--open-timeout",
+        "120",
+        "--server-pid",
+        str(server.pid),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    (RESULTS / f"ssescale-{server.name}.txt").write_text(" ".join(cmd) + "\n\n" + proc.stdout + proc.stderr)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"sse_fanout failed:\n{proc.stdout}\n{proc.stderr}")
+    out: dict[str, Any] = orjson.loads(lines[-1])
+    if out.get("serverCpuSeconds") is not None and out.get("framesInWindow"):
+        out["serverUsPerFrame"] = round(out["serverCpuSeconds"] / out["framesInWindow"] * 1e6, 1)
+    return out
+
+
+async def _sse_room(server: Server) -> None:
+    conn = await Conn(server.host, server.port).open()
+    try:
+        await admin(conn, "POST", "/api/admin/rooms", room_body("line", 60))
+    finally:
+        await conn.close()
+
+
+def phase_sse_scale(results: dict[str, Any]) -> None:
+    """Fresh servers, one per size (and per checkout with BENCH_BASELINE, interleaved): CPU per frame, delay, RSS."""
+    trees = [("this", "")] + ([("baseline", BASELINE)] if BASELINE else [])
+    out: dict[str, Any] = {}
+    for n in SSE_SCALE:
+        row: dict[str, Any] = {}
+        for name, tree in trees:
+            log(f"ssescale: {name}, {n} streams")
+            # past MAX_CONNECTIONS (10,000 by default) a stream would be refused: no ceiling here
+            server = qm_server(f"ssescale-{name}-{n}", tree, {"MAX_CONNECTIONS": "0"})
+            try:
+                r = _sse_scale_run(server, n)
+            finally:
+                server.stop()
+            row[name] = r
+            log(
+                f"ssescale: {name} {r.get('streamsOpen')}/{n} open, {r.get('framesPerSec')} frames/s, "
+                f"{r.get('serverUsPerFrame')} us/frame, tick delay p50 {r.get('tickDelayMs', {}).get('p50')} "
+                f"p99 {r.get('tickDelayMs', {}).get('p99')} ms, {r.get('rssPerStreamKb')} KB/stream"
+            )
+            time.sleep(1.0)
+        if "baseline" in row:
+            a, b = row["this"], row["baseline"]
+            if a.get("serverUsPerFrame") and b.get("serverUsPerFrame"):
+                row["cpuRatioToBaseline"] = round(a["serverUsPerFrame"] / b["serverUsPerFrame"], 3)
+            if a.get("rssPerStreamKb") and b.get("rssPerStreamKb"):
+                row["rssRatioToBaseline"] = round(a["rssPerStreamKb"] / b["rssPerStreamKb"], 3)
+        out[str(n)] = row
+    results["sseScale"] = out
+
+
 def phase_outflow(results: dict[str, Any], server: Server) -> None:
     log(f"outflow: room at {OUTFLOW_RATE}/min, {OUTFLOW_SEED} waiting, window {OUTFLOW_WINDOW:.0f} s")
     results["outflow"] = run(_outflow(server))
@@ -907,7 +993,9 @@ def machine() -> dict[str, Any]:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    wrk_v = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.splitlines()
+    wrk_v = (  # the ssescale phase runs without wrk
+        subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.splitlines() if shutil.which("wrk") else []
+    )
     versions = {}
     for pkg in ("uvicorn", "uvloop", "httptools", "orjson"):
         try:
@@ -980,6 +1068,27 @@ def targets(results: dict[str, Any]) -> dict[str, Any]:
             "value": s["framesPerSec"],
             "pass": ok,
         }
+    for n, row in results.get("sseScale", {}).items():
+        s = row.get("this", {})
+        if "serverUsPerFrame" in s:
+            out[f"sse_cpu_{n}"] = {
+                "target": f"server CPU <= {SSE_US_PER_FRAME_TARGET} us per /events frame at {n} streams",
+                "value": s["serverUsPerFrame"],
+                "pass": s["serverUsPerFrame"] <= SSE_US_PER_FRAME_TARGET,
+            }
+            p99 = s.get("tickDelayMs", {}).get("p99")
+            fed = s.get("framesPerSec", 0) >= 0.98 * s.get("streamsRequested", 0)  # a round longer than 1 s lags
+            out[f"sse_delay_{n}"] = {
+                "target": f"each tick feeds every stream, p99 <= {SSE_DELAY_P99_NOTE_MS} ms after it ({n} streams)",
+                "value": p99,
+                "pass": p99 is not None and p99 <= SSE_DELAY_P99_NOTE_MS and fed,
+            }
+        if "rssPerStreamKb" in s:
+            out[f"sse_rss_{n}"] = {
+                "target": f"RSS <= {SSE_KB_PER_STREAM_TARGET} KB per open stream at {n} streams",
+                "value": s["rssPerStreamKb"],
+                "pass": s["rssPerStreamKb"] <= SSE_KB_PER_STREAM_TARGET,
+            }
     return out
 
 
@@ -1032,6 +1141,22 @@ def table(results: dict[str, Any]) -> str:
             f"{s.get('framesPerSec')} frames/s, delay p50 {s.get('delayMs', {}).get('p50')} ms, "
             f"p99 {s.get('delayMs', {}).get('p99')} ms, server CPU {s.get('serverCpuPct')} %"
         )
+    for n, row in results.get("sseScale", {}).items():
+        for name in ("this", "baseline"):
+            if name in row:
+                s = row[name]
+                lines.append(
+                    f"sse at {n} ({name}): {s.get('streamsOpen')} open, {s.get('framesPerSec')} frames/s, "
+                    f"server CPU {s.get('serverUsPerFrame')} us/frame "
+                    f"(user, system {s.get('serverUserSystemSeconds')} s), "
+                    f"frame after its tick p50 {s.get('tickDelayMs', {}).get('p50')} ms "
+                    f"p99 {s.get('tickDelayMs', {}).get('p99')} ms, RSS {s.get('rssPerStreamKb')} KB/stream"
+                )
+        if "cpuRatioToBaseline" in row or "rssRatioToBaseline" in row:
+            lines.append(
+                f"sse at {n}: CPU per frame x{row.get('cpuRatioToBaseline')} of the baseline, "
+                f"RSS per stream x{row.get('rssRatioToBaseline')}"
+            )
     if "outflow" in results:
         o = results["outflow"]
         lines.append(
@@ -1107,6 +1232,8 @@ def main() -> None:
             phase_memory(results)
         if "profile" in PHASES:
             phase_profile(results)
+        if "ssescale" in PHASES:
+            phase_sse_scale(results)
         if "sseprofile" in PHASES:
             phase_sse_profile(results)
     finally:

@@ -5,11 +5,14 @@
 Each stream gets its own waiting ticket (joined first, over a few keep-alive connections), then
 opens ``GET /events?roomId=…&token=…`` on its own socket (raw asyncio, chunked decoding by hand).
 Once every stream has its first frame, a measurement window of ``--measure`` seconds counts the
-``data:`` frames received and, for each, the delay between the frame's ``now`` (server wall clock,
+``data:`` frames the server composed in it (by their ``now``; the client keeps reading ``--grace``
+seconds longer for the last ones) and, for each, the delay between the frame's ``now`` (server wall clock,
 ms, set when the frame is composed) and its receipt (this process's wall clock: same machine, same
 clock). Frames are grouped into tick bursts (a gap of more than 250 ms in ``now`` starts a new one);
 ``fanout`` is receipt minus the first ``now`` of the burst, i.e. how long after the tick started
-composing this stream's frame arrived. Prints one JSON object. Loopback only; bounded in time.
+composing this stream's frame arrived; ``tickDelay`` is receipt minus the tick the frame belongs to
+(see below). With ``--server-pid``: the server's CPU time (user, system) over the window and its VmRSS
+before and after the streams open. Prints one JSON object. Loopback only; bounded in time.
 """
 
 from __future__ import annotations
@@ -35,13 +38,32 @@ def pct(values: list[float], p: float) -> float | None:
     return round(values[k], 2)
 
 
+def rss_kb(pid: int | None) -> int | None:
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 def cpu_ticks(pid: int | None) -> int | None:
+    split = cpu_split(pid)
+    return None if split is None else split[0] + split[1]
+
+
+def cpu_split(pid: int | None) -> tuple[int, int] | None:
+    """(utime, stime) in clock ticks."""
     if not pid:
         return None
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])  # utime + stime
+        return int(fields[11]), int(fields[12])
     except OSError:
         return None
 
@@ -128,6 +150,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if len(tokens) < n:
         return {"error": f"only {len(tokens)} of {n} joins succeeded", "joinSeconds": join_s}
 
+    await asyncio.sleep(args.settle)
+    rss0 = rss_kb(args.server_pid)  # the tickets are in; no stream is open yet
     loop = asyncio.get_running_loop()
     opened = [0]
     all_open = asyncio.Event()
@@ -159,6 +183,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         result["streamsOpen"] = opened[0]
         result["openSeconds"] = round(time.monotonic() - t1, 2)
         await asyncio.sleep(args.settle)
+        rss1 = rss_kb(args.server_pid)
+        if rss0 is not None and rss1 is not None:
+            result["rssKb"] = {"before": rss0, "open": rss1}
+            result["rssPerStreamKb"] = round((rss1 - rss0) / max(1, opened[0]), 2)
+        split0 = cpu_split(args.server_pid)
         cpu0 = cpu_ticks(args.server_pid)
         m0 = time.monotonic()
         w0 = time.time() * 1000.0
@@ -166,7 +195,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         elapsed = time.monotonic() - m0
         w1 = w0 + elapsed * 1000.0
         cpu1 = cpu_ticks(args.server_pid)
+        split1 = cpu_split(args.server_pid)
         still_open = sum(1 for st in streams if not st.closed)
+        await asyncio.sleep(args.grace)  # frames composed in the window but still on their way
     finally:
         for st in streams:
             if st.transport is not None:
@@ -177,7 +208,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     for st in streams:
         status, frames = st.frames()
         statuses.add(status)
-        mine = [f for f in frames if w0 <= f[0] <= w1]
+        # the frames the server composed in the window (its clock, ``now``): the ones its CPU time paid for,
+        # even those a busy client read late; frames from before the window that arrive in it do not count
+        mine = [f for f in frames if w0 <= f[1] <= w1]
         per_stream.append(len(mine))
         sink.extend(mine)
     result["statuses"] = sorted(statuses)
@@ -201,6 +234,17 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         fanout.append(r - burst_first)
     if prev is not None:
         spreads.append(prev - burst_first)
+    # the room ticks once a second at a steady phase: the phase is where the frames' server clocks (mod 1 s)
+    # start after their widest gap; a frame's tick is the last tick instant at or before its ``now``, and its
+    # tick delay is its receipt minus that instant (a round longer than 1 s shows as frames/s below streams)
+    tick_delays: list[float] = []
+    if sink:
+        marks = sorted({now % 1000 for _, now in sink})
+        gaps = [
+            ((marks[(i + 1) % len(marks)] - m) % 1000 or 1000, marks[(i + 1) % len(marks)]) for i, m in enumerate(marks)
+        ]
+        phase = max(gaps)[1]
+        tick_delays = [r - (now - (now - phase) % 1000) for r, now in sink]
     hz = os.sysconf("SC_CLK_TCK")
     result.update(
         {
@@ -215,6 +259,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "p99": pct(delays, 99),
                 "max": round(max(delays), 2) if delays else None,
             },
+            "tickDelayMs": {
+                "p50": pct(tick_delays, 50),
+                "p99": pct(tick_delays, 99),
+                "max": round(max(tick_delays), 2) if tick_delays else None,
+            },
             "fanoutMs": {
                 "p50": pct(fanout, 50),
                 "p99": pct(fanout, 99),
@@ -225,6 +274,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "max": max(spreads) if spreads else None,
                 "bursts": len(spreads),
             },
+            "serverUserSystemSeconds": (
+                None if split0 is None or split1 is None else [(split1[i] - split0[i]) / hz for i in (0, 1)]
+            ),
+            "serverCpuSeconds": None if cpu0 is None or cpu1 is None else round((cpu1 - cpu0) / hz, 2),
             "serverCpuPct": (None if cpu0 is None or cpu1 is None else round(100.0 * (cpu1 - cpu0) / hz / elapsed, 1)),
         }
     )
@@ -238,6 +291,7 @@ def main() -> None:
     ap.add_argument("--streams", type=int, default=2000)
     ap.add_argument("--measure", type=float, default=10.0)
     ap.add_argument("--settle", type=float, default=1.5)
+    ap.add_argument("--grace", type=float, default=2.0)
     ap.add_argument("--open-timeout", type=float, default=60.0)
     ap.add_argument("--connect-concurrency", type=int, default=200)
     ap.add_argument("--server-pid", type=int, default=0)
@@ -245,7 +299,7 @@ def main() -> None:
     host, _ = split_url(args.base)
     if not (host.startswith("127.") or host in ("localhost", "::1")):
         sys.exit("sse_fanout: loopback addresses only")
-    total_limit = args.open_timeout + args.settle + args.measure + 60
+    total_limit = args.open_timeout + 2 * args.settle + args.measure + args.grace + 240  # joins included
     result = run(asyncio.wait_for(main_async(args), total_limit))
     print(orjson.dumps(result).decode(), flush=True)
 

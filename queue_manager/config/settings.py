@@ -272,9 +272,7 @@ class Settings:
         unit="failures a minute (0 = off)",
     )
     sse_per_ip: int = integer("SSE_PER_IP", 20, "Open event streams per address.", unit="streams (0 = off)")
-    sse_max_total: int = integer(
-        "SSE_MAX_TOTAL", 20000, "Open event streams in this process.", unit="streams (0 = off)"
-    )
+    sse_max_total: int = integer("SSE_MAX_TOTAL", 8000, "Open event streams in this process.", unit="streams (0 = off)")
     rate_limit_max_keys: int = integer(
         "RATE_LIMIT_MAX_KEYS", 200000, "Addresses each rate-limit map holds.", unit="addresses (0 = off)"
     )

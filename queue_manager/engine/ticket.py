@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from queue_manager.engine.states import TicketState
 
 _REF_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32: no I, L, O, U
+_REF_PAIRS = tuple(a + b for a in _REF_ALPHABET for b in _REF_ALPHABET)  # 10 bits -> two characters
 
 
 def make_ref(room_id: str, gen: int, n: int) -> str:
     """The short code a visitor reads out: a 30-bit digest naming ticket and room generation."""
     digest = hashlib.blake2b(f"{room_id}\x00{gen}\x00{n}".encode(), digest_size=4).digest()
     value = int.from_bytes(digest, "big") >> 2
-    return "".join(_REF_ALPHABET[(value >> shift) & 31] for shift in (25, 20, 15, 10, 5, 0))
+    return _REF_PAIRS[value >> 20] + _REF_PAIRS[(value >> 10) & 1023] + _REF_PAIRS[value & 1023]
 
 
 @dataclass(slots=True)

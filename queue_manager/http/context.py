@@ -29,6 +29,7 @@ from queue_manager.ops.history import HourlyHistory, MemoryRefusals, MemoryWareh
 from queue_manager.ops.series import SeriesRecorder
 from queue_manager.store.base import Store
 from queue_manager.store.mailbook import AddressBook
+from queue_manager.store.memory import MemoryStore
 from queue_manager.tokens import TokenError, TokenSigner
 
 if TYPE_CHECKING:
@@ -145,6 +146,7 @@ class Context:
             "notify": Budget(settings.notify_limit_per_min, keys, clock),
         }
         store.on_change(ctx.broadcaster.notify)
+        ctx.broadcaster.inline_steps = isinstance(store, MemoryStore)  # its calls never suspend
         ctx.pop = PopMaintenance(store)
         ctx.history = HourlyHistory(
             MemoryWarehouse(),

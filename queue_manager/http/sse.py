@@ -7,45 +7,222 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from queue_manager.access.principal import Principal
 from queue_manager.http.wire import Receive, Send
 
 SEND_TIMEOUT = 10.0
 PING_EVERY = 15.0
+PING_CHECK = 5.0
+FAN_OUT_SLICE = 200  # frames written before a fan-out round lets other work in (~5 ms at most)
+
+
+class Stream:
+    """One open visitor stream: what the room's fan-out needs to send it a frame, and how it ends.
+
+    ``step`` composes and sends the next frame (returning False ends the stream). The stream's own
+    request task only waits for ``http.disconnect``; it is woken (cancelled, with ``ending`` set) when
+    the server ends the stream first.
+    """
+
+    __slots__ = ("again", "ending", "last_sent", "pending", "pending_since", "room_id", "send", "step", "task", "timer")
+
+    def __init__(
+        self, room_id: str, send: Send, step: Callable[[], Coroutine[Any, Any, bool]], task: asyncio.Task[Any]
+    ) -> None:
+        self.room_id = room_id
+        self.send = send
+        self.step = step
+        self.task = task
+        self.ending = False
+        self.pending: asyncio.Task[None] | None = None  # a frame whose store read or write had to wait
+        self.pending_since = 0.0
+        self.again = False  # woken while a frame was pending: one more frame when it is done
+        self.last_sent = 0.0
+        self.timer: asyncio.TimerHandle | None = None  # the refresh deadline
+
+    def end(self) -> None:
+        if not self.ending:
+            self.ending = True
+            self.task.cancel()
+
+
+class _Feed:
+    """The streams of one room. A wake schedules one fan-out round; wakes during a round add one more."""
+
+    __slots__ = ("dirty", "running", "streams")
+
+    def __init__(self) -> None:
+        self.streams: dict[Stream, None] = {}
+        self.dirty = False
+        self.running = False
 
 
 class Broadcaster:
+    """Every live stream of this process, by room. A room's change costs one fan-out task, not one per stream:
+    the round composes and writes each stream's frame in turn, and only a frame that must wait (a store
+    round-trip, a full socket buffer) continues in a task of its own."""
+
     def __init__(self) -> None:
-        self._rooms: dict[str, set[asyncio.Event]] = {}
+        self._rooms: dict[str, _Feed] = {}
         self.streams = 0
         self.per_ip: dict[str, int] = {}
         self.closing = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._pinger: asyncio.Task[None] | None = None
+        # the store answers without suspending (the memory store): a frame runs inside the fan-out, and
+        # only one that must wait (a full socket buffer) goes on in a task. Otherwise every frame is a task:
+        # a store round-trip may hold timeouts bound to the task it started in.
+        self.inline_steps = False
 
     def notify(self, room_ids: set[str]) -> None:
         for room_id in room_ids:
-            for ev in self._rooms.get(room_id, ()):
-                ev.set()
+            feed = self._rooms.get(room_id)
+            if feed is None:
+                continue
+            feed.dirty = True
+            if not feed.running:
+                feed.running = True
+                self._spawn(self._fan_out(feed))
 
-    def subscribe(self, room_id: str) -> asyncio.Event:
-        ev = asyncio.Event()
-        self._rooms.setdefault(room_id, set()).add(ev)
-        return ev
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    def unsubscribe(self, room_id: str, ev: asyncio.Event) -> None:
-        subs = self._rooms.get(room_id)
-        if subs is not None:
-            subs.discard(ev)
-            if not subs:
-                del self._rooms[room_id]
+    async def _fan_out(self, feed: _Feed) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while feed.dirty and not self.closing.is_set():
+                feed.dirty = False
+                now = loop.time()
+                for i, s in enumerate(list(feed.streams), 1):
+                    self.wake(s, now)
+                    if not i % FAN_OUT_SLICE:
+                        await asyncio.sleep(0)  # the rest of the server runs between slices of a round
+                        now = loop.time()
+                await asyncio.sleep(0)
+        finally:
+            feed.running = False
+
+    def wake(self, s: Stream, now: float) -> None:
+        """Send ``s`` its next frame now, or once the frame still on its way is out."""
+        if s.ending:
+            return
+        if s.pending is not None:
+            if now - s.pending_since > SEND_TIMEOUT:
+                s.end()  # a frame stuck this long: the client does not read
+            else:
+                s.again = True
+            return
+        s.last_sent = now
+        s.pending_since = now
+        if not self.inline_steps:
+            s.pending = asyncio.get_running_loop().create_task(self._step_task(s))
+            return
+        coro = s.step()
+        try:
+            waiting = coro.send(None)  # the frame runs here, at once, unless it has to wait
+        except StopIteration as done:
+            if not done.value:
+                s.end()
+            return
+        except BaseException:
+            s.end()
+            return
+        s.pending = asyncio.get_running_loop().create_task(self._finish(s, coro, waiting))
+
+    async def _step_task(self, s: Stream) -> None:
+        try:
+            ok = await s.step()
+        except Exception:
+            ok = False
+        finally:
+            s.pending = None
+        self._after(s, ok)
+
+    def _after(self, s: Stream, ok: bool) -> None:
+        if not ok:
+            s.end()
+        elif s.again:
+            s.again = False
+            self.wake(s, asyncio.get_running_loop().time())
+
+    async def _finish(self, s: Stream, coro: Coroutine[Any, Any, bool], waiting: Any) -> None:
+        """Carry on a frame that had to wait: await what it awaits, then resume it, until it returns."""
+        ok = False
+        try:
+            while True:
+                if waiting is None:
+                    await asyncio.sleep(0)
+                else:
+                    with contextlib.suppress(Exception):
+                        await waiting  # its outcome reaches the frame when the frame resumes
+                try:
+                    waiting = coro.send(None)
+                except StopIteration as done:
+                    ok = bool(done.value)
+                    break
+        except BaseException:
+            coro.close()
+            ok = False
+        finally:
+            s.pending = None
+        self._after(s, ok)
+
+    def add(self, s: Stream, deadline: float | None) -> None:
+        feed = self._rooms.get(s.room_id)
+        if feed is None:
+            feed = self._rooms[s.room_id] = _Feed()
+        feed.streams[s] = None
+        loop = asyncio.get_running_loop()
+        s.last_sent = loop.time()
+        if deadline is not None:
+            s.timer = loop.call_at(deadline, self._due, s)
+        if self._pinger is None or self._pinger.done():
+            self._pinger = loop.create_task(self._ping())
+
+    def _due(self, s: Stream) -> None:
+        s.timer = None
+        self.wake(s, asyncio.get_running_loop().time())  # the step sees the deadline and sends refresh
+
+    def remove(self, s: Stream) -> None:
+        if s.timer is not None:
+            s.timer.cancel()
+            s.timer = None
+        feed = self._rooms.get(s.room_id)
+        if feed is not None:
+            feed.streams.pop(s, None)
+            if not feed.streams:
+                del self._rooms[s.room_id]
+
+    async def _ping(self) -> None:
+        """A comment line on every stream that had no frame for PING_EVERY seconds (checked every PING_CHECK)."""
+        loop = asyncio.get_running_loop()
+        while self._rooms and not self.closing.is_set():
+            await asyncio.sleep(PING_CHECK)
+            now = loop.time()
+            for feed in list(self._rooms.values()):
+                for s in list(feed.streams):
+                    if now - s.last_sent >= PING_EVERY and s.pending is None and not s.ending:
+                        s.last_sent = now
+                        self._spawn(self._send_ping(s))
+
+    async def _send_ping(self, s: Stream) -> None:
+        try:
+            async with asyncio.timeout(SEND_TIMEOUT):
+                await s.send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
+        except (TimeoutError, OSError):
+            s.end()
 
     def close_all(self) -> None:
         self.closing.set()
-        for subs in self._rooms.values():
-            for ev in subs:
-                ev.set()
+        for feed in self._rooms.values():
+            for s in feed.streams:
+                s.end()
 
 
 async def watch_disconnect(receive: Receive, gone: asyncio.Event, wake: asyncio.Event | None = None) -> None:
@@ -58,50 +235,18 @@ async def watch_disconnect(receive: Receive, gone: asyncio.Event, wake: asyncio.
             return
 
 
-async def send_frame(send: Send, frame: bytes) -> None:
-    async with asyncio.timeout(SEND_TIMEOUT):  # no task per send: the frame is written at once
-        await send({"type": "http.response.body", "body": frame, "more_body": True})
-
-
-async def run_stream(
-    send: Send,
-    receive: Receive,
-    wake: asyncio.Event,
-    broadcaster: Broadcaster,
-    next_frame: Callable[[], Awaitable[bytes | None]],
-    deadline: float | None,
-    loop_time: Callable[[], float],
-) -> None:
-    """Send ``next_frame()`` on every wake until the client goes, the deadline passes or the process stops.
-
-    ``next_frame`` returning None ends the stream (after it sent whatever it wanted, e.g. ``refresh``).
-    """
-    gone = asyncio.Event()
-    watcher = asyncio.create_task(watch_disconnect(receive, gone, wake))
+async def hold_stream(receive: Receive, s: Stream) -> None:
+    """The request task of a stream: wait for the client to go, or for the server to end the stream."""
     try:
-        while not gone.is_set() and not broadcaster.closing.is_set():
-            wake.clear()
-            frame = await next_frame()
-            if frame is None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
                 return
-            if frame:
-                await send_frame(send, frame)
-            timeout = PING_EVERY
-            if deadline is not None:
-                timeout = max(0.0, min(timeout, deadline - loop_time()))
-            try:
-                async with asyncio.timeout(timeout):  # one event: woken by the room, a disconnect or a stop
-                    await wake.wait()
-            except TimeoutError:
-                if deadline is not None and loop_time() >= deadline:
-                    continue  # next_frame sees the deadline and sends refresh
-                await send_frame(send, b": ping\n\n")
-    except (TimeoutError, OSError):
-        return
-    finally:
-        watcher.cancel()
-        with contextlib.suppress(BaseException):
-            await watcher
+    except asyncio.CancelledError:
+        task = s.task
+        if not s.ending or task.cancelling() > 1:
+            raise  # cancelled by someone else too (the server stopping): not ours to swallow
+        task.uncancel()
 
 
 @dataclass(eq=False)

@@ -21,7 +21,7 @@ from queue_manager.http.context import Context
 from queue_manager.http.door import door_check
 from queue_manager.http.identity import FORWARDED_HEADERS as FORWARDED
 from queue_manager.http.identity import Identity, valid_ip
-from queue_manager.http.sse import run_stream
+from queue_manager.http.sse import SEND_TIMEOUT, Stream, hold_stream
 from queue_manager.http.wire import (
     JSON_TYPE,
     NO_STORE,
@@ -229,31 +229,43 @@ async def events(ctx: Context, req: Request, send: Send) -> None:
         *ticket_cookies(ctx, room_id, token, None, ctx.identity.secure(ident)),
     ]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-    first = [render_view(ctx, view, token)]
     loop = asyncio.get_running_loop()
     deadline = None if due_ms is None else loop.time() + (due_ms - ctx.clock.wall_ms()) / 1000.0
+    status = ctx.store.status
 
-    async def next_frame() -> bytes | None:
-        if first:
-            payload = first.pop()
-        else:
-            if deadline is not None and loop.time() >= deadline:
-                await send({"type": "http.response.body", "body": b"event: refresh\ndata: {}\n\n", "more_body": True})
-                return None
-            try:
-                current = await ctx.store.status(room_id, client, presented)
-            except HttpError:
-                return None
-            payload = render_view(ctx, current, token if current.state != "expired" else None)
-        return b"data: " + orjson.dumps(payload) + b"\n\n"
+    async def step() -> bool:
+        """The next frame (the body /api/status would answer now), or ``refresh`` at the deadline (ends)."""
+        if deadline is not None and loop.time() >= deadline:
+            await send({"type": "http.response.body", "body": _REFRESH, "more_body": True})
+            return False
+        try:
+            current = await status(room_id, client, presented)
+        except HttpError:
+            return False
+        payload = render_view(ctx, current, token if current.state != "expired" else None)
+        frame = b"data: " + orjson.dumps(payload) + b"\n\n"
+        await send({"type": "http.response.body", "body": frame, "more_body": True})
+        return True
 
-    wake = b.subscribe(room_id)
+    task = asyncio.current_task()
+    assert task is not None
+    stream = Stream(room_id, send, step, task)
     b.streams += 1
     b.per_ip[ident.ip] = b.per_ip.get(ident.ip, 0) + 1
     try:
-        await run_stream(send, receive, wake, b, next_frame, deadline, loop.time)
+        first = b"data: " + orjson.dumps(render_view(ctx, view, token)) + b"\n\n"
+        del view, headers  # an open stream keeps only what its frames need
+        async with asyncio.timeout(SEND_TIMEOUT):
+            await send({"type": "http.response.body", "body": first, "more_body": True})
+        del first
+        if not b.closing.is_set():
+            b.add(stream, deadline)
+            await hold_stream(receive, stream)
+    except (TimeoutError, OSError):
+        pass
     finally:
-        b.unsubscribe(room_id, wake)
+        stream.ending = True  # from here on nothing cancels this task
+        b.remove(stream)
         b.streams -= 1
         left = b.per_ip.get(ident.ip, 1) - 1
         if left:
@@ -264,6 +276,9 @@ async def events(ctx: Context, req: Request, send: Send) -> None:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except (OSError, RuntimeError):
             pass
+
+
+_REFRESH = b"event: refresh\ndata: {}\n\n"
 
 
 def _vouching_header(ctx: Context, req: Request) -> str | None:

@@ -108,7 +108,7 @@ def test_defaults() -> None:
     assert s.notify_limit_per_min == 10
     assert s.admin_auth_fail_per_min == 20
     assert s.sse_per_ip == 20
-    assert s.sse_max_total == 20000
+    assert s.sse_max_total == 8000
     assert s.rate_limit_max_keys == 200000
     assert s.max_connections == 10000
     assert s.connection_reserve == 64
