@@ -298,12 +298,14 @@ class MaintenanceSpool:
                 self.spool.failed_files[path.name] = describe(err)
                 self.health.failed(err, commit=False)
                 raise StoreUnavailable(f"draining the spool failed: {describe(err)}") from err
+            # counted before the file goes: a reader (GET /api/v1/status/buffers, from a thread) that sees
+            # the file gone sees its events drained
+            self.health.landed()
+            self.drained_events += sent
+            self.drained_files += 1
+            self.duplicates += sent - inserted
+            self.last_drain = {"file": path.name, "events": sent, "inserted": inserted, "at": self.clock.wall_ms()}
             await asyncio.to_thread(self.spool.remove, path)
-        self.health.landed()
-        self.drained_events += sent
-        self.drained_files += 1
-        self.duplicates += sent - inserted
-        self.last_drain = {"file": path.name, "events": sent, "inserted": inserted, "at": self.clock.wall_ms()}
         log.info("events journal: drained %s (%d events, %d new)", path.name, sent, inserted)
         return sent
 

@@ -39,13 +39,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On a Valkey cluster the tests marked ``single_valkey`` (they cut, relay or count one Valkey server)
-    are deselected: not skipped, since CI turns every skip into a failure."""
+    and the memory-only ones (the cluster run is a Valkey run) are deselected: not skipped, since CI turns
+    every skip into a failure."""
     if not valkey_cluster():
         return
-    drop = [i for i in items if i.get_closest_marker("single_valkey") is not None]
+
+    def off_cluster(item: pytest.Item) -> bool:
+        stores = item.get_closest_marker("stores")
+        return item.get_closest_marker("single_valkey") is not None or (
+            stores is not None and "valkey" not in stores.args
+        )
+
+    drop = [i for i in items if off_cluster(i)]
     if drop:
         config.hook.pytest_deselected(items=drop)
-        items[:] = [i for i in items if i.get_closest_marker("single_valkey") is None]
+        items[:] = [i for i in items if not off_cluster(i)]
 
 
 @pytest.fixture(autouse=True)

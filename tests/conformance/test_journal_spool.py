@@ -85,6 +85,7 @@ def _buffers(admin: httpx.Client) -> dict[str, Any]:
 
 def _drained(admin: httpx.Client) -> dict[str, Any] | None:
     b = _buffers(admin)
+    assert b["quarantine"]["count"] == 0, b  # a drain that quarantined its file is no drain
     return b if b["files"] == 0 and b["failover"] == {"pending": 0, "failed": 0} and not b["spooling"] else None
 
 

@@ -84,6 +84,7 @@ def _maint(admin: httpx.Client, enabled: bool) -> dict[str, Any]:
 
 def _drained(admin: httpx.Client) -> dict[str, Any] | None:
     b: dict[str, Any] = admin.get(BUFFERS).json()
+    assert b["quarantine"]["count"] == 0, b  # a drain that quarantined its file is no drain
     return b if b["files"] == 0 and b["failover"] == {"pending": 0, "failed": 0} and not b["spooling"] else None
 
 
