@@ -1228,6 +1228,10 @@ def main() -> None:
             from workers import phase_workers
 
             phase_workers(results)
+        if "cluster" in PHASES:
+            from cluster import phase_cluster
+
+            phase_cluster(results)
         if "memory" in PHASES:
             phase_memory(results)
         if "profile" in PHASES:

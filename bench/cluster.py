@@ -1,0 +1,138 @@
+"""BENCH_ONLY=cluster: one Valkey against a 3-master Valkey cluster, on valkey+pg, on the same machine.
+
+Two servers, each on a key prefix and PostgreSQL schema of its own, pinned like every phase's server:
+
+  single   VALKEY_URL = BENCH_VALKEY_URL (one Redis, the fast lane)
+  cluster  VALKEY_URL = redis+cluster://… (three masters started here by scripts/valkey-cluster.sh on
+           free loopback ports from 7200, stopped after)
+
+Per round, in turn: joins into one room on single / cluster, then an admitted visitor's /api/check on
+single / cluster. Server CPU is read from /proc; the Redis processes' CPU is summed over the one Redis
+(its pid from INFO) or over the three masters, so ``valkeyUsPerRequest`` says what a request costs
+Valkey. One room is one hash slot: on the cluster its joins all go to one master, so this compares
+what the cluster client and one master cost per request, not what more masters buy (that is more
+rooms, see "Scale on paper" in docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from fleet import VALKEY_URL, _cleanup, _guard, _valkey_env
+from workers import _measured
+
+import bench
+from bench import DURATION, ROUNDS, TARGET, WARMUP, Server, log, proc_cpu_seconds, run, wrk
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _redis_pids(url: str, cluster_dir: str | None) -> list[int]:
+    import redis
+
+    if cluster_dir is None:
+        client = redis.Redis.from_url(url)
+        try:
+            return [int(client.info("server")["process_id"])]
+        finally:
+            client.close()
+    pids = []
+    for pid_file in Path(cluster_dir).glob("*.pid"):
+        try:
+            pids.append(int(pid_file.read_text().split()[0]))
+        except (OSError, ValueError):
+            pass
+    return pids
+
+
+def phase_cluster(results: dict[str, Any]) -> None:
+    _guard()
+    run_tag = uuid.uuid4().hex[:8]
+    tags = [f"{run_tag}s", f"{run_tag}c"]
+    spool = tempfile.mkdtemp(prefix="qm-bench-spool-")
+    cluster_dir = tempfile.mkdtemp(prefix="qm-bench-cluster-")
+    script = str(ROOT / "scripts" / "valkey-cluster.sh")
+    started = subprocess.run(
+        ["bash", script, "start", cluster_dir],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CLUSTER_BASE_PORT": "7200"},
+        check=True,
+    )
+    cluster_url = started.stdout.strip().splitlines()[-1]
+    servers: dict[str, Server] = {}
+    try:
+        argv = [bench.PY, "-m", "queue_manager"]
+        servers["single"] = Server("cluster-single", argv, _valkey_env(tags[0], spool + "/s"))
+        servers["cluster"] = Server("cluster-cluster", argv, _valkey_env(tags[1], spool + "/c", VALKEY_URL=cluster_url))
+        redis_pids = {"single": _redis_pids(VALKEY_URL, None), "cluster": _redis_pids(cluster_url, cluster_dir)}
+        setups = {name: run(bench._http_setup(servers[name], seed=0)) for name in servers}
+        origin = {"QM_ORIGIN": TARGET}
+        join_env = {"QM_ROOM": "line"}
+        runs = [
+            ("join_single", "single", "/api/join", "join.lua", join_env),
+            ("join_cluster", "cluster", "/api/join", "join.lua", join_env),
+            ("check_single", "single", setups["single"]["checkPath"], "get.lua", origin),
+            ("check_cluster", "cluster", setups["cluster"]["checkPath"], "get.lua", origin),
+        ]
+        if WARMUP > 0:
+            for name, srv, path, lua, env in runs:
+                wrk(f"cluster-{name}-warmup", servers[srv].url + path, lua, env, WARMUP, record=False, gate=False)
+        per_round = max(1, DURATION // ROUNDS)
+        rounds: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in runs}
+        for i in range(ROUNDS):
+            for name, srv, path, lua, env in runs:
+                pids = redis_pids[srv]
+                v0 = sum(proc_cpu_seconds(p) for p in pids)
+                r = _measured(f"cluster-{name}-r{i + 1}", servers[srv], path, lua, env, per_round)
+                r["valkeyCpuSeconds"] = round(sum(proc_cpu_seconds(p) for p in pids) - v0, 3)
+                rounds[name].append(r)
+            log("cluster round " + str(i + 1) + ": " + ", ".join(f"{n} {rounds[n][-1]['rps']:.0f}" for n in rounds))
+        out: dict[str, Any] = {}
+        for name, rs in rounds.items():
+            requests = sum(r["requests"] for r in rs)
+            seconds = sum(r["seconds"] for r in rs)
+            cpu = sum(r["serverCpuSeconds"] for r in rs)
+            vcpu = sum(r["valkeyCpuSeconds"] for r in rs)
+            out[name] = {
+                "rps": round(requests / seconds, 1) if seconds else 0.0,
+                "rounds": [r["rps"] for r in rs],
+                "non2xx": sum(r["non2xx"] for r in rs),
+                "socketErrors": sum(r["socketErrors"] for r in rs),
+                "p99MsMedian": round(statistics.median(r["p99Ms"] for r in rs), 2),
+                "serverUsPerRequest": round(cpu * 1e6 / requests, 1) if requests else None,
+                "valkeyUsPerRequest": round(vcpu * 1e6 / requests, 1) if requests else None,
+            }
+
+        def ratio(a: str, b: str, key: str) -> float | None:
+            x, y = out[a][key], out[b][key]
+            return round(x / y, 3) if x and y else None
+
+        out["ratios"] = {
+            "join_rps_cluster_vs_single": ratio("join_cluster", "join_single", "rps"),
+            "check_rps_cluster_vs_single": ratio("check_cluster", "check_single", "rps"),
+            "join_server_cpu_cluster_vs_single": ratio("join_cluster", "join_single", "serverUsPerRequest"),
+            "check_server_cpu_cluster_vs_single": ratio("check_cluster", "check_single", "serverUsPerRequest"),
+        }
+        results["cluster"] = out
+        for name in rounds:
+            o = out[name]
+            log(
+                f"cluster {name}: {o['rps']:.0f} req/s (rounds {o['rounds']}), server {o['serverUsPerRequest']} us, "
+                f"valkey {o['valkeyUsPerRequest']} us per request, non-2xx {o['non2xx']}"
+            )
+        for name, value in out["ratios"].items():
+            log(f"cluster ratio {name}: {value}")
+    finally:
+        for s in servers.values():
+            s.stop()
+        _cleanup(tags[:1])
+        subprocess.run(["bash", script, "stop", cluster_dir], capture_output=True)
+        time.sleep(0.2)
