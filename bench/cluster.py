@@ -17,7 +17,6 @@ rooms, see "Scale on paper" in docs/benchmarks.md).
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet import VALKEY_URL, _cleanup, _guard, _valkey_env
-from workers import _measured
+from workers import _measured, ratio_of, summarize
 
 import bench
 from bench import DURATION, ROUNDS, TARGET, WARMUP, Server, log, proc_cpu_seconds, run, wrk
@@ -95,25 +94,10 @@ def phase_cluster(results: dict[str, Any]) -> None:
                 r["valkeyCpuSeconds"] = round(sum(proc_cpu_seconds(p) for p in pids) - v0, 3)
                 rounds[name].append(r)
             log("cluster round " + str(i + 1) + ": " + ", ".join(f"{n} {rounds[n][-1]['rps']:.0f}" for n in rounds))
-        out: dict[str, Any] = {}
-        for name, rs in rounds.items():
-            requests = sum(r["requests"] for r in rs)
-            seconds = sum(r["seconds"] for r in rs)
-            cpu = sum(r["serverCpuSeconds"] for r in rs)
-            vcpu = sum(r["valkeyCpuSeconds"] for r in rs)
-            out[name] = {
-                "rps": round(requests / seconds, 1) if seconds else 0.0,
-                "rounds": [r["rps"] for r in rs],
-                "non2xx": sum(r["non2xx"] for r in rs),
-                "socketErrors": sum(r["socketErrors"] for r in rs),
-                "p99MsMedian": round(statistics.median(r["p99Ms"] for r in rs), 2),
-                "serverUsPerRequest": round(cpu * 1e6 / requests, 1) if requests else None,
-                "valkeyUsPerRequest": round(vcpu * 1e6 / requests, 1) if requests else None,
-            }
+        out: dict[str, Any] = {name: summarize(rs) for name, rs in rounds.items()}
 
         def ratio(a: str, b: str, key: str) -> float | None:
-            x, y = out[a][key], out[b][key]
-            return round(x / y, 3) if x and y else None
+            return ratio_of(out, a, b, key)
 
         out["ratios"] = {
             "join_rps_cluster_vs_single": ratio("join_cluster", "join_single", "rps"),

@@ -62,6 +62,32 @@ def _measured(name: str, server: Server, path: str, script: str, env: dict[str, 
     }
 
 
+def summarize(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One route's rounds added up: req/s over all of them, each round's, errors, the median p99, and the
+    server's (and, when measured, Valkey's) CPU per request."""
+    requests = sum(r["requests"] for r in rs)
+    seconds = sum(r["seconds"] for r in rs)
+    cpu = sum(r["serverCpuSeconds"] for r in rs)
+    out: dict[str, Any] = {
+        "rps": round(requests / seconds, 1) if seconds else 0.0,
+        "rounds": [r["rps"] for r in rs],
+        "non2xx": sum(r["non2xx"] for r in rs),
+        "socketErrors": sum(r["socketErrors"] for r in rs),
+        "p99MsMedian": round(statistics.median(r["p99Ms"] for r in rs), 2),
+        "serverCores": round(cpu / seconds, 2) if seconds else None,
+        "serverUsPerRequest": round(cpu * 1e6 / requests, 1) if requests else None,
+    }
+    if all("valkeyCpuSeconds" in r for r in rs):
+        vcpu = sum(r["valkeyCpuSeconds"] for r in rs)
+        out["valkeyUsPerRequest"] = round(vcpu * 1e6 / requests, 1) if requests else None
+    return out
+
+
+def ratio_of(out: dict[str, Any], a: str, b: str, key: str) -> float | None:
+    x, y = out[a][key], out[b][key]
+    return round(x / y, 3) if x and y else None
+
+
 def phase_workers(results: dict[str, Any]) -> None:
     _guard()
     run_tag = uuid.uuid4().hex[:8]
@@ -90,24 +116,10 @@ def phase_workers(results: dict[str, Any]) -> None:
             for name, srv, path, script, env in runs:
                 rounds[name].append(_measured(f"workers-{name}-r{i + 1}", servers[srv], path, script, env, per_round))
             log("workers round " + str(i + 1) + ": " + ", ".join(f"{n} {rounds[n][-1]['rps']:.0f}" for n in rounds))
-        out: dict[str, Any] = {}
-        for name, rs in rounds.items():
-            requests = sum(r["requests"] for r in rs)
-            seconds = sum(r["seconds"] for r in rs)
-            cpu = sum(r["serverCpuSeconds"] for r in rs)
-            out[name] = {
-                "rps": round(requests / seconds, 1) if seconds else 0.0,
-                "rounds": [r["rps"] for r in rs],
-                "non2xx": sum(r["non2xx"] for r in rs),
-                "socketErrors": sum(r["socketErrors"] for r in rs),
-                "p99MsMedian": round(statistics.median(r["p99Ms"] for r in rs), 2),
-                "serverCores": round(cpu / seconds, 2) if seconds else None,
-                "serverUsPerRequest": round(cpu * 1e6 / requests, 1) if requests else None,
-            }
+        out: dict[str, Any] = {name: summarize(rs) for name, rs in rounds.items()}
 
         def ratio(a: str, b: str, key: str) -> float | None:
-            x, y = out[a][key], out[b][key]
-            return round(x / y, 3) if x and y else None
+            return ratio_of(out, a, b, key)
 
         out["ratios"] = {
             "join_rps_two_vs_one": ratio("join_two", "join_one", "rps"),

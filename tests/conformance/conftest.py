@@ -14,7 +14,16 @@ from collections.abc import Callable, Iterator, Mapping
 
 import httpx
 import pytest
-from harness import START_TIMEOUT_SEC, Server, start_server, stores_under_test, use_store, valkey_cluster
+from harness import (
+    START_TIMEOUT_SEC,
+    Server,
+    free_port,
+    start_server,
+    stores_under_test,
+    use_store,
+    valkey_cluster,
+)
+from receiver import Receiver
 
 ServerFactory = Callable[..., Server]
 
@@ -35,6 +44,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         kinds = [pytest.param(k, marks=pytest.mark.skip(reason=reason)) for k in marker.args]
     # session scope: pytest orders a worker's tests store by store, so shared servers are started once each
     metafunc.parametrize("store", kinds, scope="session")
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver process (``receiver.py``) that records every page sent to it."""
+    r = Receiver(free_port())
+    r.start()
+    try:
+        yield r
+    finally:
+        r.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -10,26 +10,16 @@ target probe may page ``target_failing`` beside it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from harness import Server, create_room, free_port, join, spawn_server, wait_until
+from harness import Server, create_room, join, spawn_server, wait_until
 from receiver import Receiver
 
 ServerFactory = Callable[..., Server]
 
 FIELDS = {"source", "event", "status", "severity", "roomId", "message", "ts", "since", "text"}
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver(free_port())
-    r.start()
-    try:
-        yield r
-    finally:
-        r.close()
 
 
 def alert_env(receiver: Receiver | None, **extra: str) -> dict[str, str]:

@@ -7,26 +7,15 @@ and restores, and a real receiver process.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import create_room, free_port, join, start_server, valkey_services, wait_until
+from harness import create_room, join, start_server, valkey_services, wait_until
 from receiver import Receiver
 from relay import relayed
 from test_alerts import FIELDS, alert_env
 
 pytestmark = pytest.mark.stores("valkey")
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver(free_port())
-    r.start()
-    try:
-        yield r
-    finally:
-        r.close()
 
 
 def fleet_pages(receiver: Receiver, event: str) -> list[dict[str, Any]]:
