@@ -17,6 +17,7 @@ rooms, see "Scale on paper" in docs/benchmarks.md).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -119,4 +120,5 @@ def phase_cluster(results: dict[str, Any]) -> None:
             s.stop()
         _cleanup(tags[:1])
         subprocess.run(["bash", script, "stop", cluster_dir], capture_output=True)
+        shutil.rmtree(spool, ignore_errors=True)
         time.sleep(0.2)

@@ -20,6 +20,7 @@ its PostgreSQL commit. Redis db, key prefix and schema are the bench's own and a
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -292,4 +293,5 @@ def phase_fleet(results: dict[str, Any]) -> None:
         for s in servers.values():
             s.stop()
         _cleanup(tags)
+        shutil.rmtree(spool, ignore_errors=True)
         time.sleep(0.2)

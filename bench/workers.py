@@ -15,6 +15,7 @@ as for the fleet phase) and are deleted after.
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import tempfile
 import time
@@ -140,4 +141,5 @@ def phase_workers(results: dict[str, Any]) -> None:
         for s in servers.values():
             s.stop()
         _cleanup(tags)
+        shutil.rmtree(spool, ignore_errors=True)
         time.sleep(0.2)
