@@ -555,31 +555,26 @@ async def _http_verify(server: Server, setup: dict[str, Any]) -> dict[str, Any]:
         await conn.close()
 
 
-def phase_sse(results: dict[str, Any], server: Server) -> None:
-    log(f"sse: {SSE_STREAMS} streams")
+def _fanout(server: Server, streams: int, out_file: str, timeout: float, *extra: str) -> dict[str, Any]:
+    """One ``sse_fanout.py`` run on the client CPU against ``server``'s room ``line``; its last JSON line."""
     cmd = [
-        "taskset",
-        "-c",
-        CLIENT_CPU,
-        PY,
-        str(BENCH / "sse_fanout.py"),
-        "--base",
-        server.url,
-        "--room",
-        "line",
-        "--streams",
-        str(SSE_STREAMS),
-        "--measure",
-        str(DURATION),
-        "--server-pid",
-        str(server.pid),
+        *("taskset", "-c", CLIENT_CPU, PY, str(BENCH / "sse_fanout.py")),
+        *("--base", server.url, "--room", "line", "--streams", str(streams), "--measure", str(DURATION)),
+        *extra,
+        *("--server-pid", str(server.pid)),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    (RESULTS / "sse.txt").write_text(" ".join(cmd) + "\n\n" + proc.stdout + proc.stderr)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    (RESULTS / out_file).write_text(" ".join(cmd) + "\n\n" + proc.stdout + proc.stderr)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"sse_fanout failed:\n{proc.stdout}\n{proc.stderr}")
-    sse = orjson.loads(lines[-1])
+    out: dict[str, Any] = orjson.loads(lines[-1])
+    return out
+
+
+def phase_sse(results: dict[str, Any], server: Server) -> None:
+    log(f"sse: {SSE_STREAMS} streams")
+    sse = _fanout(server, SSE_STREAMS, "sse.txt", 240)
     if sse.get("serverCpuPct") and sse.get("framesPerSec"):
         sse["serverUsPerFrame"] = round(sse["serverCpuPct"] / 100.0 / sse["framesPerSec"] * 1e6, 1)
     results["sse"] = sse
@@ -593,33 +588,8 @@ def phase_sse(results: dict[str, Any], server: Server) -> None:
 def _sse_scale_run(server: Server, streams: int) -> dict[str, Any]:
     """One sse_fanout run against a fresh server holding nothing but the room ``line`` (60/min)."""
     run(_sse_room(server))
-    cmd = [
-        "taskset",
-        "-c",
-        CLIENT_CPU,
-        PY,
-        str(BENCH / "sse_fanout.py"),
-        "--base",
-        server.url,
-        "--room",
-        "line",
-        "--streams",
-        str(streams),
-        "--measure",
-        str(DURATION),
-        "--settle",
-        "3",
-        "--open-timeout",
-        "120",
-        "--server-pid",
-        str(server.pid),
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    (RESULTS / f"ssescale-{server.name}.txt").write_text(" ".join(cmd) + "\n\n" + proc.stdout + proc.stderr)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"sse_fanout failed:\n{proc.stdout}\n{proc.stderr}")
-    out: dict[str, Any] = orjson.loads(lines[-1])
+    extra = ("--settle", "3", "--open-timeout", "120")
+    out = _fanout(server, streams, f"ssescale-{server.name}.txt", 600, *extra)
     if out.get("serverCpuSeconds") is not None and out.get("framesInWindow"):
         out["serverUsPerFrame"] = round(out["serverCpuSeconds"] / out["framesInWindow"] * 1e6, 1)
     return out

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from fleet import VALKEY_URL, _cleanup, _guard, _valkey_env
-from workers import _measured, ratio_of, summarize
+from workers import measure_rounds, ratio_of, summarize
 
 import bench
-from bench import DURATION, ROUNDS, TARGET, WARMUP, Server, log, proc_cpu_seconds, run, wrk
+from bench import TARGET, Server, log, run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,19 +82,7 @@ def phase_cluster(results: dict[str, Any]) -> None:
             ("check_single", "single", setups["single"]["checkPath"], "get.lua", origin),
             ("check_cluster", "cluster", setups["cluster"]["checkPath"], "get.lua", origin),
         ]
-        if WARMUP > 0:
-            for name, srv, path, lua, env in runs:
-                wrk(f"cluster-{name}-warmup", servers[srv].url + path, lua, env, WARMUP, record=False, gate=False)
-        per_round = max(1, DURATION // ROUNDS)
-        rounds: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in runs}
-        for i in range(ROUNDS):
-            for name, srv, path, lua, env in runs:
-                pids = redis_pids[srv]
-                v0 = sum(proc_cpu_seconds(p) for p in pids)
-                r = _measured(f"cluster-{name}-r{i + 1}", servers[srv], path, lua, env, per_round)
-                r["valkeyCpuSeconds"] = round(sum(proc_cpu_seconds(p) for p in pids) - v0, 3)
-                rounds[name].append(r)
-            log("cluster round " + str(i + 1) + ": " + ", ".join(f"{n} {rounds[n][-1]['rps']:.0f}" for n in rounds))
+        rounds = measure_rounds("cluster", servers, runs, cpu_of=redis_pids)
         out: dict[str, Any] = {name: summarize(rs) for name, rs in rounds.items()}
 
         def ratio(a: str, b: str, key: str) -> float | None:

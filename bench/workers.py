@@ -63,6 +63,34 @@ def _measured(name: str, server: Server, path: str, script: str, env: dict[str, 
     }
 
 
+Run = tuple[str, str, str, str, dict[str, str]]  # (name, server, path, wrk script, its environment)
+
+
+def measure_rounds(
+    phase: str,
+    servers: dict[str, Server],
+    runs: list[Run],
+    cpu_of: dict[str, list[int]] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Warm each run up, then ROUNDS rounds of every run in turn (DURATION split between them). With
+    ``cpu_of`` (server name -> pids of its Valkey processes) each run also records ``valkeyCpuSeconds``."""
+    if WARMUP > 0:
+        for name, srv, path, script, env in runs:
+            wrk(f"{phase}-{name}-warmup", servers[srv].url + path, script, env, WARMUP, record=False, gate=False)
+    per_round = max(1, DURATION // ROUNDS)
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in runs}
+    for i in range(ROUNDS):
+        for name, srv, path, script, env in runs:
+            pids = (cpu_of or {}).get(srv, [])
+            v0 = sum(proc_cpu_seconds(p) for p in pids)
+            r = _measured(f"{phase}-{name}-r{i + 1}", servers[srv], path, script, env, per_round)
+            if cpu_of is not None:
+                r["valkeyCpuSeconds"] = round(sum(proc_cpu_seconds(p) for p in pids) - v0, 3)
+            rounds[name].append(r)
+        log(f"{phase} round {i + 1}: " + ", ".join(f"{n} {rounds[n][-1]['rps']:.0f}" for n in rounds))
+    return rounds
+
+
 def summarize(rs: list[dict[str, Any]]) -> dict[str, Any]:
     """One route's rounds added up: req/s over all of them, each round's, errors, the median p99, and the
     server's (and, when measured, Valkey's) CPU per request."""
@@ -108,15 +136,7 @@ def phase_workers(results: dict[str, Any]) -> None:
             ("check_one", "one", setups["one"]["checkPath"], "get.lua", origin),
             ("check_two", "two", setups["two"]["checkPath"], "get.lua", origin),
         ]
-        if WARMUP > 0:
-            for name, srv, path, script, env in runs:
-                wrk(f"workers-{name}-warmup", servers[srv].url + path, script, env, WARMUP, record=False, gate=False)
-        per_round = max(1, DURATION // ROUNDS)
-        rounds: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in runs}
-        for i in range(ROUNDS):
-            for name, srv, path, script, env in runs:
-                rounds[name].append(_measured(f"workers-{name}-r{i + 1}", servers[srv], path, script, env, per_round))
-            log("workers round " + str(i + 1) + ": " + ", ".join(f"{n} {rounds[n][-1]['rps']:.0f}" for n in rounds))
+        rounds = measure_rounds("workers", servers, runs)
         out: dict[str, Any] = {name: summarize(rs) for name, rs in rounds.items()}
 
         def ratio(a: str, b: str, key: str) -> float | None:

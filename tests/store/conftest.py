@@ -208,16 +208,21 @@ async def drop_prefix(client: Redis, prefix: str) -> None:
         await client.delete(*keys)
 
 
-@pytest.fixture
-async def valkey() -> AsyncIterator[tuple[Redis, str]]:
-    """A client on the test database and a fresh key prefix (deleted afterwards)."""
-    client = await valkey_client()
+async def _prefixed(client: Redis) -> AsyncIterator[tuple[Redis, str]]:
+    """``client`` with a fresh key prefix; the prefix's keys deleted and the client closed afterwards."""
     prefix = f"qmtest:{uuid.uuid4().hex[:12]}:"
     try:
         yield client, prefix
     finally:
         await drop_prefix(client, prefix)
         await client.aclose()
+
+
+@pytest.fixture
+async def valkey() -> AsyncIterator[tuple[Redis, str]]:
+    """A client on the test database and a fresh key prefix (deleted afterwards)."""
+    async for pair in _prefixed(await valkey_client()):
+        yield pair
 
 
 async def cluster_client() -> Redis:
@@ -248,13 +253,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 async def cluster() -> AsyncIterator[tuple[Redis, str]]:
     """A cluster client and a fresh key prefix (deleted afterwards); only with TEST_VALKEY_CLUSTER_URL."""
-    client = await cluster_client()
-    prefix = f"qmtest:{uuid.uuid4().hex[:12]}:"
-    try:
-        yield client, prefix
-    finally:
-        await drop_prefix(client, prefix)
-        await client.aclose()
+    async for pair in _prefixed(await cluster_client()):
+        yield pair
 
 
 @pytest.fixture(params=STORE_KINDS)
