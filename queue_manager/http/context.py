@@ -15,6 +15,7 @@ from queue_manager.access.records import MemoryAccessStore
 from queue_manager.access.service import Access
 from queue_manager.clock import SystemClock
 from queue_manager.config import Settings
+from queue_manager.engine.model import ClientId
 from queue_manager.engine.room import Presented
 from queue_manager.engine.view import VisitorView
 from queue_manager.fleet.journal_maintenance import JournalMaintenance
@@ -118,6 +119,8 @@ class Context:
     pop: PopMaintenance = field(init=False)  # admission maintenance (this process's, or the fleet's on Valkey)
     #: journal maintenance: the disk spool (STORE=valkey), or a flag alone (STORE=memory)
     maintenance: JournalMaintenance = field(default_factory=JournalMaintenance)
+    #: the store's status read without a coroutine, when it answers in this process (the memory store)
+    status_now: Callable[[str, ClientId, Presented | None], VisitorView] | None = None
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
     version: str = __version__
 
@@ -146,7 +149,9 @@ class Context:
             "notify": Budget(settings.notify_limit_per_min, keys, clock),
         }
         store.on_change(ctx.broadcaster.notify)
-        ctx.broadcaster.inline_steps = isinstance(store, MemoryStore)  # its calls never suspend
+        if isinstance(store, MemoryStore):  # its calls never suspend
+            ctx.broadcaster.inline_steps = True
+            ctx.status_now = store.status_now
         ctx.pop = PopMaintenance(store)
         ctx.history = HourlyHistory(
             MemoryWarehouse(),
