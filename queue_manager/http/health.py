@@ -333,9 +333,10 @@ async def metrics(ctx: Context, req: Request, send: Send) -> None:
     scope = req.query.get("scope", "all")
     if scope not in METRICS_SCOPES:
         raise HttpError(400, "bad_request", "scope is all (every worker, the default) or local (this worker only).")
-    body = await local_exposition(ctx)
     if ctx.peers is not None and scope == "all":
-        body = await peers.merged(ctx.peers, body)
+        body = await peers.merged(ctx.peers, local_exposition(ctx))
+    else:
+        body = await local_exposition(ctx)
     await send_response(
         send,
         200,

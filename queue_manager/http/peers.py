@@ -21,10 +21,8 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.metrics_core import Metric
-
-from queue_manager.metrics_merge import merge, parse
+from queue_manager.metrics import workers_exposition
+from queue_manager.metrics_merge import Family, merge, split
 
 log = logging.getLogger("queue_manager.peers")
 
@@ -78,40 +76,39 @@ async def fetch(path: str, within_sec: float = PEER_TIMEOUT_SEC) -> bytes | None
     except (OSError, TimeoutError, EOFError):
         return None
     head, sep, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status = head.split(b"\r\n", 1)[0].split()
+    lines = head.split(b"\r\n")
+    status = lines[0].split()
     if not sep or len(status) < 2 or status[1] != b"200":
         return None
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length" and value.strip() != str(len(body)).encode():
+            return None  # cut short
     return body
 
 
-async def merged(peers: Peers, own: bytes) -> bytes:
-    """The scrape on the shared port: ``own`` (this worker's exposition) and every sibling's that answers in
-    time, merged (parsed and written off the event loop)."""
+async def merged(peers: Peers, own: Awaitable[bytes]) -> bytes:
+    """The scrape on the shared port: ``own`` (this worker's exposition, rendered while the siblings are
+    asked) and every sibling's that answers in time, merged off the event loop."""
     siblings = peers.siblings()
-    answers = await asyncio.gather(*(fetch(peers.path(k)) for k in siblings))
-    texts = {peers.index: own} | {k: a for k, a in zip(siblings, answers, strict=True) if a is not None}
+    mine, *answers = await asyncio.gather(own, *(fetch(peers.path(k)) for k in siblings))
+    assert mine is not None
+    texts = {peers.index: mine} | {k: a for k, a in zip(siblings, answers, strict=True) if a is not None}
     return await asyncio.to_thread(merged_text, peers, texts)
 
 
 def merged_text(peers: Peers, texts: dict[int, bytes]) -> bytes:
-    """The workers' expositions (worker index → text) as one, in worker order, with ``qm_workers`` and
-    ``qm_workers_scraped`` labelled with the supervisor's QM_INSTANCE_ID. A text that does not parse is
-    left out like a worker that did not answer."""
-    parts: list[list[Metric]] = []
+    """The workers' expositions (worker index → text) as one, in worker order, then ``qm_workers`` and
+    ``qm_workers_scraped`` under the supervisor's QM_INSTANCE_ID. A text that is not an exposition this
+    server wrote is left out like a worker that did not answer."""
+    parts: list[list[Family]] = []
     for k in sorted(texts):
         try:
-            parts.append(parse(texts[k]))
+            parts.append(split(texts[k]))
         except ValueError as exc:
-            log.warning("worker %d: its metrics are not an exposition (%s); left out", k, exc)
-    workers = GaugeMetricFamily("qm_workers", "Worker processes this server runs (WORKERS)", labels=["instance"])
-    workers.add_metric([peers.group], peers.count)
-    scraped = GaugeMetricFamily(
-        "qm_workers_scraped",
-        "Workers whose metrics are in this scrape (the others did not answer in time)",
-        labels=["instance"],
-    )
-    scraped.add_metric([peers.group], len(parts))
-    return merge(parts, [workers, scraped])
+            log.warning("worker %d: its metrics are left out of this scrape: %s", k, exc)
+    parts.append(split(workers_exposition(peers.group, peers.count, len(parts))))
+    return merge(parts)
 
 
 class PeerListener:

@@ -2,8 +2,8 @@
 private sockets (http/peers.py: PeerListener and fetch on real unix sockets in a temporary directory).
 
 Each worker's exposition is rendered by metrics.render, as a worker renders it; the merge must keep
-each family's HELP and TYPE once, carry every worker's samples under its own instance, parse with
-prometheus_client's parser, and give a single part back byte for byte."""
+each family's HELP and TYPE once, carry every worker's samples under its own instance (read back
+with prometheus_client's parser, sample for sample), and give a single part back byte for byte."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from queue_manager.http.peers import PeerListener, Peers, fetch, merged, merged_text
 from queue_manager.metrics import Counters, render
-from queue_manager.metrics_merge import merge, parse
+from queue_manager.metrics_merge import merge, split
 
 
 def _exposition(instance: str, waiting: int = 3, rooms: tuple[str, ...] = ("shop",), **counters: int) -> bytes:
@@ -48,13 +48,13 @@ def _samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float
 
 def test_one_part_comes_back_byte_for_byte() -> None:
     one = _exposition("qm-a-w1", unknown_room_checks=4)
-    assert merge([parse(one)]) == one
+    assert merge([split(one)]) == one
 
 
 def test_every_family_once_with_every_workers_samples() -> None:
     w1 = _exposition("qm-a-w1", waiting=3, unknown_room_checks=4)
     w2 = _exposition("qm-a-w2", waiting=3, rooms=("shop", "blog"), unknown_room_checks=9)
-    out = merge([parse(w1), parse(w2)])
+    out = merge([split(w1), split(w2)])
     for prefix in ("# HELP ", "# TYPE "):
         names = _lines(out, prefix)
         assert len(names) == len(set(names))
@@ -74,10 +74,10 @@ def test_every_family_once_with_every_workers_samples() -> None:
 def test_a_family_only_a_later_part_has_is_kept_and_a_type_clash_is_left_out() -> None:
     first = b'# HELP a_x An x\n# TYPE a_x gauge\na_x{instance="w1"} 1.0\n'
     second = (
-        b'# HELP a_x_total An x, said otherwise\n# TYPE a_x_total counter\na_x_total{instance="w2"} 5.0\n'
+        b'# HELP a_x An x, said otherwise\n# TYPE a_x counter\na_x{instance="w2"} 5.0\n'
         b'# HELP a_y A y\n# TYPE a_y gauge\na_y{instance="w2"} 2.0\n'
     )
-    out = merge([parse(first), parse(second)]).decode()
+    out = merge([split(first), split(second)]).decode()
     assert out == (
         '# HELP a_x An x\n# TYPE a_x gauge\na_x{instance="w1"} 1.0\n'
         '# HELP a_y A y\n# TYPE a_y gauge\na_y{instance="w2"} 2.0\n'
@@ -87,25 +87,37 @@ def test_a_family_only_a_later_part_has_is_kept_and_a_type_clash_is_left_out() -
 def test_a_series_given_twice_is_kept_once() -> None:
     part = b'# HELP a_x An x\n# TYPE a_x gauge\na_x{instance="w1"} 1.0\n'
     again = b'# HELP a_x An x\n# TYPE a_x gauge\na_x{instance="w1"} 7.0\n'
-    assert merge([parse(part), parse(again)]) == part
+    assert merge([split(part), split(again)]) == part
 
 
-def test_parse_refuses_what_is_not_an_exposition() -> None:
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'# HELP a_x An x\n# TYPE a_x gauge\na_x{instance="w1"} 1.0',  # cut short
+        b'a_x{instance="w1"} 1.0\n',  # a sample before any family
+        b'# HELP a_x An x\n# TYPE a_x gauge\nb_y{instance="w1"} 1.0\n',  # a sample of another name
+        b"# HELP \n",
+        b"<html>oops</html>\n",
+    ],
+)
+def test_split_refuses_what_this_server_did_not_write(text: bytes) -> None:
     with pytest.raises(ValueError):
-        parse(b"\xff\xfe not text")
-    with pytest.raises(ValueError):
-        parse(b'a_x{instance="w1" 1.0\n')
+        split(text)
+
+
+def test_nothing_merges_to_nothing() -> None:
+    assert merge([split(b""), []]) == b""
 
 
 PEERS = Peers("/nowhere", 1, 3, "qm-a")
 
 
 def test_merged_text_counts_the_workers_that_answered_under_the_servers_name() -> None:
-    texts = {2: _exposition("qm-a-w2"), 1: _exposition("qm-a-w1"), 3: b"a_x{broken 1\n"}
+    texts = {2: _exposition("qm-a-w2"), 1: _exposition("qm-a-w1"), 3: _exposition("qm-a-w3")[:-40]}
     out = merged_text(PEERS, texts)
     samples = _samples(out)
     assert samples[("qm_workers", (("instance", "qm-a"),))] == 3
-    assert samples[("qm_workers_scraped", (("instance", "qm-a"),))] == 2  # the unparsable one is left out
+    assert samples[("qm_workers_scraped", (("instance", "qm-a"),))] == 2  # the one cut short is left out
     instances = {dict(labels).get("instance") for (_, labels) in samples}
     assert instances == {"qm-a-w1", "qm-a-w2", "qm-a"}
     text = out.decode()
@@ -121,12 +133,12 @@ async def test_a_worker_serves_its_metrics_on_its_socket_and_the_others_are_scra
         await listener.start()
     try:
         assert await fetch(peers[0].path(2)) == _exposition("qm-a-w2")
-        out = await merged(peers[0], _exposition("qm-a-w1"))
+        out = await merged(peers[0], _local(1))
         assert _samples(out)[("qm_workers_scraped", (("instance", "qm-a"),))] == 3
         await listeners[2].stop()
         assert not (tmp_path / "w3.sock").exists()
         assert await fetch(peers[0].path(3)) is None
-        out = await merged(peers[0], _exposition("qm-a-w1"))
+        out = await merged(peers[0], _local(1))
         samples = _samples(out)
         assert samples[("qm_workers_scraped", (("instance", "qm-a"),))] == 2
         assert {dict(labels).get("instance") for (_, labels) in samples} == {"qm-a-w1", "qm-a-w2", "qm-a"}
