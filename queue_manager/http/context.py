@@ -22,6 +22,7 @@ from queue_manager.fleet.journal_maintenance import JournalMaintenance
 from queue_manager.fleet.pop_maintenance import PopMaintenance
 from queue_manager.http.edge import EdgeGate
 from queue_manager.http.identity import IdentityResolver
+from queue_manager.http.peers import Peers
 from queue_manager.http.proxywatch import ProxyWatch
 from queue_manager.http.ratelimit import Budget
 from queue_manager.http.sse import AdminStreams, Broadcaster
@@ -111,6 +112,7 @@ class Context:
     request_stop: Callable[[], None] | None = None
     backend: Backend | None = None  # on STORE=valkey: the lease, the journal, the Valkey state
     inline: InlineStatus | None = None  # the inline proxy in front, when the server runs one
+    peers: Peers | None = None  # WORKERS>1: where this worker's siblings serve their own metrics
     alerts: AlertsView | None = None  # the alert frames and the leader's jobs
     timeline: TimelineView | None = None  # the marks every instance shares (None: this process's only)
     addresses: AddressBook | None = None  # turn-e-mail sign-ups (memory or Valkey, never PostgreSQL)
