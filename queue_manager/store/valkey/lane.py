@@ -104,6 +104,7 @@ class ValkeyLane:
         connect_timeout: float | None = None,
     ) -> None:
         self.host, self.port, self.db = host, port, db
+        self.name = f"{host}:{port}"
         self.username, self.password = username, password
         self.socket_timeout = socket_timeout
         self.connect_timeout = connect_timeout if connect_timeout is not None else socket_timeout
@@ -134,15 +135,21 @@ class ValkeyLane:
         )
 
     async def execute(self, *args: Any) -> Any:
+        return await (await self.submit(*args))
+
+    async def submit(self, *args: Any) -> asyncio.Future[Any]:
+        """Queue the command for writing and hand back the future of its reply.
+
+        An error raised here (``ConnectionError``, ``TimeoutError`` while connecting) means the command
+        was not sent; an error from the future means it may have been."""
         proto = await self._connection()
         try:
-            sent = self._send(proto, args)
+            return self._send(proto, args)
         except rx.ConnectionError:
             # known gone before anything was written (a restart, an idle close): on a new connection.
             # A command that was written and then lost its connection is not sent again: a script
             # may have run, and its reply (the events to journal) is gone with the connection.
-            sent = self._send(await self._connection(), args)
-        return await sent
+            return self._send(await self._connection(), args)
 
     @property
     def connected(self) -> bool:
