@@ -14,7 +14,11 @@ fails every command in flight with ``ConnectionError``; a reply that does not co
 the connection already gone is sent on a new one; a command written before the connection was lost
 fails with ConnectionError and is not sent again (redis-py would retry it, and a room script whose
 reply was lost may have run), and a timeout is not retried either.
-Only plain ``redis://`` URLs get a lane; TLS and unix sockets keep using redis-py for everything.
+``submit`` tells the two apart for a caller that can send a command elsewhere: an error it raises means
+nothing was written; an error from the future it returns means the command may have run.
+
+Only plain ``redis://`` URLs get a lane, and plain ``redis+cluster://`` ones a lane per master
+(``cluster_lane.py``); TLS and unix sockets keep using redis-py for everything.
 """
 
 from __future__ import annotations
