@@ -23,6 +23,7 @@ from redis.crc import key_slot
 from queue_manager.clock import FakeClock
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.room import Presented
+from queue_manager.fleet.backend import with_timeouts
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey import ValkeyStore
 from queue_manager.store.valkey.client import open_client
@@ -245,5 +246,10 @@ async def test_only_a_plain_cluster_url_gets_lanes() -> None:
     store = ValkeyStore("rediss+cluster://127.0.0.1:1")
     try:
         assert store._lane is None  # TLS: everything through redis-py
+    finally:
+        await store.close()
+    store = ValkeyStore(with_timeouts("redis+cluster://127.0.0.1:1"))  # the URL a server opens
+    try:
+        assert isinstance(store._lane, ClusterLanes)
     finally:
         await store.close()
