@@ -130,10 +130,10 @@ class DrawRecord:
     opens_at_ms: int | None
     previous: list[tuple[str, int]] = field(default_factory=list)
     drawn: Drawn | None = None
+    commitment: str = field(init=False)  # sha256(seed), hex: computed once (a status poll shows it)
 
-    @property
-    def commitment(self) -> str:
-        return commitment(self.seed)
+    def __post_init__(self) -> None:
+        self.commitment = commitment(self.seed)
 
     def replaced(self, seed: bytes, now_ms: int, opens_at_ms: int | None) -> DrawRecord:
         """The record a (re)schedule makes: a commitment not yet drawn is listed as replaced; after a
