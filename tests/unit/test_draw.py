@@ -12,6 +12,8 @@ import copy
 import hashlib
 import importlib.util
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -222,3 +224,40 @@ def test_the_checker_refuses_a_draw_not_yet_made_and_an_unsorted_list(tmp_path: 
     doc["handles"] = list(reversed(doc["handles"]))
     done = _run(doc, tmp_path)
     assert done.returncode == 1 and "handles are not sorted and unique" in done.stdout
+
+
+def test_the_javascript_checker_in_the_guide_agrees(tmp_path: Path) -> None:
+    """The WebCrypto snippet of docs/fairness.md, run by node on a true draw and on tampered copies."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    guide = (ROOT / "docs" / "fairness.md").read_text(encoding="utf-8")
+    snippets = re.findall(r"```js\n(.*?)```", guide, re.S)
+    assert len(snippets) == 1
+    script = tmp_path / "check.mjs"
+    script.write_text(
+        snippets[0]
+        + "\nconst docs = JSON.parse(process.argv[2]);\n"
+        + "for (const d of docs) console.log(await verifyDraw(d));\n"
+    )
+    many = _doc(
+        hashlib.sha256(b"a bigger draw").digest(),
+        [f"{i:04x}" for i in range(40)],
+        draw.freeze((f"{i:04x}", f"ip{i % 7}") for i in range(40))[1],
+    )
+    swapped, seed_changed = _doc(), _doc()
+    _swap_two(swapped)
+    _flip_seed(seed_changed)
+    done = subprocess.run(
+        [node, str(script), json.dumps([_doc(), many, swapped, seed_changed])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "OK",
+        "OK",
+        "the order is not qm-draw-v1 of the seed",
+        "sha256(seed) is not the commitment",
+    ]
