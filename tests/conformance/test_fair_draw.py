@@ -160,6 +160,18 @@ def test_a_room_never_scheduled_has_no_draw(server: Server, admin: httpx.Client)
         assert body["drawCommitment"] is None and body["handle"] is None
 
 
+def test_the_draw_route_is_charged_per_address(make_server: Any) -> None:
+    srv = make_server({"WAITING_LIMIT_PER_MIN": "2"})
+    with srv.admin() as admin:
+        room = create_room(admin)["id"]
+        _schedule(admin, room, 600_000)
+    with srv.client() as c:
+        answers = [c.get(f"/api/rooms/{room}/draw") for _ in range(3)]
+    assert [r.status_code for r in answers] == [200, 200, 429]
+    assert answers[1].headers["x-ratelimit-remaining"] == "0"
+    assert answers[2].json()["code"] == "rate_limited" and "retry-after" in answers[2].headers
+
+
 def test_the_waiting_page_has_the_commitments_place(server: Server, admin: httpx.Client) -> None:
     room = create_room(admin)["id"]
     with server.client() as c:
