@@ -324,6 +324,7 @@ def observe(room: Room, people: list[Browser], *, windows: bool = True) -> dict[
     out["prequeue"] = sorted((e.handle, e.ident, e.return_url, e.joined_ms) for e in room.prequeue.values())
     out["pq_per_ident"] = dict(room.pq_per_ident)
     out["drawn"] = dict(room.drawn)
+    out["draw"] = None if room.draw_record is None else room.draw_record.to_doc()  # seed, reschedules, the draw
     out["purged"] = list(room.purged_handles)
     out["finished"] = [(n, asdict(f)) for n, f in room.finished.items()]
     active_bounced = room._active_bounced(room.clock.mono_ms())  # prunes the lazy set first
