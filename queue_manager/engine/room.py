@@ -27,7 +27,6 @@ import heapq
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from queue_manager.clock import Clock
@@ -1057,28 +1056,52 @@ def draw_order(entries: Iterable[PreEntry], seed: bytes) -> list[str]:
 
 
 def visitor_view(room: Room, found: Lookup) -> VisitorView:
-    """The view of ``found`` in a live room, now."""
+    """The view of ``found`` in a live room, now (every stream frame renders one)."""
+    cfg, gen, state = room.cfg, room.gen, room.effective_state()
+    clock = room.clock
+    wall, mono = clock.wall_ms(), clock.mono_ms()
     record = room.draw_record
-    render = partial(
-        render_visitor_view,
-        room.cfg,
-        room.gen,
-        room.effective_state(),
-        room.clock.wall_ms(),
-        room.clock.mono_ms(),
-        reason=found.reason,
-        new=found.new,
-        draw_commitment=record.commitment if record is not None and record.drawn is None else None,
-    )
+    commitment = record.commitment if record is not None and record.drawn is None else None
     if found.pre is not None:
         pre = found.pre
-        return render(
-            handle=pre.handle, pre_count=len(room.prequeue), joined_ms=pre.joined_ms, return_url=pre.return_url
+        return render_visitor_view(
+            cfg,
+            gen,
+            state,
+            wall,
+            mono,
+            reason=found.reason,
+            new=found.new,
+            draw_commitment=commitment,
+            handle=pre.handle,
+            pre_count=len(room.prequeue),
+            joined_ms=pre.joined_ms,
+            return_url=pre.return_url,
         )
     t = found.ticket
     if t is None:
-        return render(n=found.n, finished_joined_ms=None if found.finished is None else found.finished.joined_ms)
-    return render(
+        finished = found.finished
+        return render_visitor_view(
+            cfg,
+            gen,
+            state,
+            wall,
+            mono,
+            reason=found.reason,
+            new=found.new,
+            draw_commitment=commitment,
+            n=found.n,
+            finished_joined_ms=None if finished is None else finished.joined_ms,
+        )
+    return render_visitor_view(
+        cfg,
+        gen,
+        state,
+        wall,
+        mono,
+        reason=found.reason,
+        new=found.new,
+        draw_commitment=commitment,
         n=t.n,
         ticket_state=t.state,
         ticket_reason=t.reason,

@@ -76,7 +76,7 @@ TABLE: tuple[Route, ...] = (
     a("DELETE", "/api/admin/session", (), admin_team.session_close, "Sign the console out."),
     a("GET", "/api/admin/whoami", ("read",), admin_team.whoami, "Who the caller is and what they may do."),
     a("GET", "/api/admin/health", ("read",), admin.admin_health, "This instance's health, in full."),
-    a("GET", "/metrics", ("read",), admin.metrics, "Prometheus metrics of this instance."),
+    a("GET", "/metrics", ("read",), admin.metrics, "Prometheus metrics of this instance (WORKERS>1: of every worker)."),
     a("GET", "/api/admin/security", ("read",), admin.security, "What bot protection has seen."),
     a("GET", "/api/admin/alerts", ("read",), admin_alerts.alerts_get, "What is firing and the last deliveries."),
     a("POST", "/api/admin/alerts", ("write",), admin_alerts.alerts_test, "Send a test alert to the webhook."),

@@ -121,6 +121,10 @@ class MemoryStore:
         return visitor_view(room, found)
 
     async def status(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView:
+        return self.status_now(room_id, client, presented)
+
+    def status_now(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView:
+        """``status`` without a coroutine (this store answers in the process): a live stream's frame."""
         room = self.engine.room(room_id)
         found = room.status(client, presented)
         self._changed()

@@ -39,6 +39,7 @@ from queue_manager.store.valkey import codec
 from queue_manager.store.valkey.breaker import Breaker
 from queue_manager.store.valkey.client import is_cluster, open_client
 from queue_manager.store.valkey.clock import SharedClock
+from queue_manager.store.valkey.cluster_lane import ClusterLanes
 from queue_manager.store.valkey.errors import RoomFenced, translate
 from queue_manager.store.valkey.keys import DEFAULT_PREFIX, room_key, rooms_key, rooms_seq_key, script_keys
 from queue_manager.store.valkey.lane import ValkeyLane
@@ -140,8 +141,11 @@ class ValkeyStore:
         else:
             self._redis = redis
             self._owns_client = False
-        # the per-request commands (room scripts, places_held) on one pipelined connection (lane.py)
-        self._lane = ValkeyLane.for_url(redis) if isinstance(redis, str) else None
+        # the per-request commands (room scripts, places_held) on one pipelined connection (lane.py);
+        # on a cluster, one per master (cluster_lane.py)
+        self._lane: ValkeyLane | ClusterLanes | None = None
+        if isinstance(redis, str):
+            self._lane = ValkeyLane.for_url(redis) or ClusterLanes.for_url(redis, self._redis)
         self.prefix = prefix
         self.clock: Clock = clock if clock is not None else SharedClock()
         self.journal = journal
