@@ -149,6 +149,8 @@ class Context:
             "pages": Budget(settings.waiting_limit_per_min, keys, clock),
             # turn-e-mail sign-ups and cancellations (POST/DELETE /api/notify)
             "notify": Budget(settings.notify_limit_per_min, keys, clock),
+            # GET /api/rooms/<id>/draw (a drop's proof can be large): the size of the waiting page's
+            "draw": Budget(settings.waiting_limit_per_min, keys, clock),
         }
         store.on_change(ctx.broadcaster.notify)
         if isinstance(store, MemoryStore):  # its calls never suspend

@@ -6,9 +6,11 @@ happen. Several memory instances share nothing but SECRET: each is its own queue
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from queue_manager.clock import Clock
+from queue_manager.engine.draw import DrawState
 from queue_manager.engine.engine import Engine
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import ClientId, RoomConfig
@@ -94,6 +96,17 @@ class MemoryStore:
         finally:
             self._changed()
         return room_summary(room)
+
+    async def draw_state(self, room_id: str) -> DrawState:
+        room = self.engine.room(room_id)
+        room.advance()  # a draw that is due happens before it is shown
+        self._changed()
+        record = room.draw_record
+        return DrawState(
+            None if record is None else replace(record, previous=list(record.previous)),
+            room.effective_state() == "scheduled",
+            len(room.prequeue),
+        )
 
     # visitors ---------------------------------------------------------------
 

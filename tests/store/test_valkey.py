@@ -537,7 +537,9 @@ def _python_room() -> tuple[Engine, FakeClock]:
         room.join(client(20 + i), None, None)
     engine.schedule("cp", {"opensAt": None})  # the second pre-queue is drawn
     engine.schedule("cp", {"opensAt": clock.wall_ms() + 5_000})
+    engine.schedule("cp", {"opensAt": clock.wall_ms() + 6_000})  # a commitment replaced before its draw
     room.join(client(30), None, None)
+    assert room.draw_record is not None and len(room.draw_record.previous) == 1
     assert pre and room.prequeue and room.drawn and room.purged_handles and room.finished and room.line
     return engine, clock
 
