@@ -15,16 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from queue_manager.engine.model import RoomConfig
 from queue_manager.engine.states import EffectiveState, TicketState, ViewState
 from queue_manager.engine.ticket import make_ref
-
-#: A visitor's ref as views show it, remembered for as many tickets as a process holds streams for
-#: (every frame of every stream renders one: the digest once per ticket, not once per frame).
-_view_ref = lru_cache(maxsize=1 << 15)(make_ref)
 
 
 @dataclass(slots=True)
@@ -122,7 +117,7 @@ def render_visitor_view(
             view.joined_ms = finished_joined_ms
         return view
     view.ticket = n
-    view.ref = _view_ref(cfg.id, gen, n)
+    view.ref = make_ref(cfg.id, gen, n)
     view.joined_ms = joined_ms
     view.return_url = return_url
     view.reason = ticket_reason if reason is None else reason

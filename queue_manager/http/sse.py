@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queue_manager.access.principal import Principal
-from queue_manager.http.direct import DirectWrite
+from queue_manager.http.direct import write_chunk
 from queue_manager.http.wire import Receive, Send
 
 SEND_TIMEOUT = 10.0
@@ -26,8 +26,8 @@ class Stream:
 
     ``step`` composes and sends the next frame (returning False ends the stream). When the store
     answers in this process, ``compose`` makes the next frame's bytes without a coroutine (None ends
-    the stream) and ``write`` puts them on the connection at once (False: the client's reading is
-    behind, ``send`` waits for it); ``deadline`` (loop time) is when ``step`` sends ``refresh``
+    the stream) and, with ``cycle`` (http/direct.py), they go on the connection at once unless the
+    client's reading is behind (then ``send`` waits for it); ``deadline`` (loop time) is when ``step`` sends ``refresh``
     instead. The stream's own request task only waits for ``http.disconnect``; it is woken
     (cancelled, with ``ending`` set) when the server ends the stream first.
     """
@@ -35,6 +35,7 @@ class Stream:
     __slots__ = (
         "again",
         "compose",
+        "cycle",
         "deadline",
         "ending",
         "last_sent",
@@ -45,7 +46,6 @@ class Stream:
         "step",
         "task",
         "timer",
-        "write",
     )
 
     def __init__(
@@ -56,14 +56,14 @@ class Stream:
         task: asyncio.Task[Any],
         *,
         compose: Callable[[], bytes | None] | None = None,
-        write: DirectWrite | None = None,
+        cycle: Any = None,
         deadline: float | None = None,
     ) -> None:
         self.room_id = room_id
         self.send = send
         self.step = step
         self.compose = compose
-        self.write = write
+        self.cycle = cycle
         self.deadline = deadline
         self.task = task
         self.ending = False
@@ -157,7 +157,7 @@ class Broadcaster:
                 body = None
             if body is None:
                 s.end()
-            elif s.write is None or not s.write(body):
+            elif s.cycle is None or not write_chunk(s.cycle, body):
                 s.pending = asyncio.get_running_loop().create_task(self._send_task(s, body))
             return
         if not self.inline_steps:

@@ -18,7 +18,7 @@ from queue_manager.engine.policy import RoomPolicy
 from queue_manager.engine.view import VisitorView
 from queue_manager.http import backend_down, cookies, ratelimit, waiting
 from queue_manager.http.context import Context
-from queue_manager.http.direct import direct_writer
+from queue_manager.http.direct import chunked_cycle
 from queue_manager.http.door import door_check
 from queue_manager.http.identity import FORWARDED_HEADERS as FORWARDED
 from queue_manager.http.identity import Identity, valid_ip
@@ -245,13 +245,8 @@ async def events(ctx: Context, req: Request, send: Send) -> None:
             current = await status(room_id, client, presented)
         except HttpError:
             return False
-        await send({"type": "http.response.body", "body": frame_of(current), "more_body": True})
+        await send({"type": "http.response.body", "body": _frame(ctx, current, token), "more_body": True})
         return True
-
-    def frame_of(current: VisitorView) -> bytes:
-        return (
-            b"data: " + orjson.dumps(render_view(ctx, current, token if current.state != "expired" else None)) + b"\n\n"
-        )
 
     status_now = ctx.status_now
     compose = None
@@ -260,13 +255,13 @@ async def events(ctx: Context, req: Request, send: Send) -> None:
         def compose() -> bytes | None:
             """``step``'s frame, composed without a coroutine (a store answering in this process)."""
             try:
-                return frame_of(status_now(room_id, client, presented))
+                return _frame(ctx, status_now(room_id, client, presented), token)
             except HttpError:
                 return None
 
     task = asyncio.current_task()
     assert task is not None
-    stream = Stream(room_id, send, step, task, compose=compose, write=direct_writer(send))
+    stream = Stream(room_id, send, step, task, compose=compose, cycle=chunked_cycle(send))
     b.streams += 1
     b.per_ip[ident.ip] = b.per_ip.get(ident.ip, 0) + 1
     try:
@@ -296,6 +291,11 @@ async def events(ctx: Context, req: Request, send: Send) -> None:
 
 
 _REFRESH = b"event: refresh\ndata: {}\n\n"
+
+
+def _frame(ctx: Context, current: VisitorView, token: str | None) -> bytes:
+    """A stream's frame: the body /api/status would answer now (the token shown unless the place expired)."""
+    return b"data: " + orjson.dumps(render_view(ctx, current, token if current.state != "expired" else None)) + b"\n\n"
 
 
 def _vouching_header(ctx: Context, req: Request) -> str | None:

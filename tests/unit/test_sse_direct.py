@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from queue_manager.http.direct import DirectWrite, direct_writer
+from queue_manager.http.direct import chunked_cycle, write_chunk
 from queue_manager.http.sse import Broadcaster, Stream
 
 
@@ -23,8 +23,8 @@ class _Probe:
     """An ASGI app: a chunked response, two frames through the direct writer, then the end through send."""
 
     def __init__(self) -> None:
-        self.writer: DirectWrite | None = None
-        self.before_start: DirectWrite | None = None
+        self.cycle: Any = None
+        self.before_start: Any = None
         self.paused_answer: bool | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -33,15 +33,14 @@ class _Probe:
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
             return
-        self.before_start = direct_writer(send)
+        self.before_start = chunked_cycle(send)
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-        self.writer = direct_writer(send)
-        if scope["method"] == "GET" and self.writer is not None:
-            assert self.writer(b"data: one\n\n")
-            assert self.writer(b"data: two\n\n")
-            cycle = send.__self__
+        self.cycle = cycle = chunked_cycle(send)
+        if scope["method"] == "GET" and cycle is not None:
+            assert write_chunk(cycle, b"data: one\n\n")
+            assert write_chunk(cycle, b"data: two\n\n")
             cycle.flow.write_paused = True  # the client's reading is behind: the writer declines
-            self.paused_answer = self.writer(b"data: never\n\n")
+            self.paused_answer = write_chunk(cycle, b"data: never\n\n")
             cycle.flow.write_paused = False
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -75,30 +74,30 @@ async def _exchange(port: int, method: str) -> bytes:
     return data
 
 
-async def test_uvicorn_chunked_cycle_gets_a_writer_that_writes_the_chunks_send_would(
+async def test_uvicorn_chunked_cycle_takes_the_chunks_send_would_write(
     probe: tuple[_Probe, int],
 ) -> None:
     app, port = probe
     raw = await _exchange(port, "GET")
-    assert app.before_start is None  # no writer before the response has started
-    assert app.writer is not None
+    assert app.before_start is None  # no cycle to write on before the response has started
+    assert app.cycle is not None
     assert app.paused_answer is False
     head, _, body = raw.partition(b"\r\n\r\n")
     assert b"transfer-encoding: chunked" in head.lower()
     assert body == b"b\r\ndata: one\n\n\r\nb\r\ndata: two\n\n\r\n0\r\n\r\n"
 
 
-async def test_a_head_request_gets_no_writer(probe: tuple[_Probe, int]) -> None:
+async def test_a_head_request_is_not_written_directly(probe: tuple[_Probe, int]) -> None:
     app, port = probe
     await _exchange(port, "HEAD")
-    assert app.writer is None
+    assert app.cycle is None
 
 
-async def test_another_send_gets_no_writer() -> None:
+async def test_another_send_is_not_written_directly() -> None:
     async def send(message: Any) -> None:
         return None
 
-    assert direct_writer(send) is None
+    assert chunked_cycle(send) is None
 
 
 class _Task:
@@ -121,14 +120,24 @@ async def test_a_frame_the_connection_declines_goes_through_send_and_a_failed_co
     async def step() -> bool:
         raise AssertionError("the step path is for the refresh deadline only")
 
-    def write(body: bytes) -> bool:
-        if accept[0]:
-            written.append(body)
-        return accept[0]
+    class Flow:
+        @property
+        def write_paused(self) -> bool:
+            return not accept[0]
+
+    class Transport:
+        def write(self, data: bytes) -> None:
+            written.append(data)
+
+    class Cycle:
+        disconnected = False
+        response_complete = False
+        flow = Flow()
+        transport = Transport()
 
     frames = iter([b"data: 1\n\n", b"data: 2\n\n", None])
     task: Any = _Task()
-    s = Stream("r", send, step, task, compose=lambda: next(frames), write=write)
+    s = Stream("r", send, step, task, compose=lambda: next(frames), cycle=Cycle())
     b.add(s, None)
     loop = asyncio.get_running_loop()
     b.wake(s, loop.time())  # declined: sent by a task through send
@@ -137,7 +146,7 @@ async def test_a_frame_the_connection_declines_goes_through_send_and_a_failed_co
     assert sent == [b"data: 1\n\n"] and not written and s.pending is None
     accept[0] = True
     b.wake(s, loop.time())  # taken at once: no task
-    assert s.pending is None and written == [b"data: 2\n\n"]
+    assert s.pending is None and written == [b"9\r\ndata: 2\n\n\r\n"]
     b.wake(s, loop.time())  # the store refused (None): the stream ends
     assert s.ending and task.cancelled
     b.remove(s)
