@@ -700,7 +700,8 @@ def test_edge_passes_are_checked_in_the_connector(rig: Rig) -> None:
 
     # an eject reaches the connector through the revocation list, within its refresh
     ticket = json.loads(base64.urlsafe_b64decode(one.jar[f"qm_{room}"].split(".")[0] + "=="))["n"]
-    with rig.edge.admin() as admin:
+    with rig.edge.admin() as admin:  # no outflow: the ejected visitor stays at the back of the line
+        assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 0}).status_code == 200
         assert admin.post(f"/api/admin/rooms/{room}/eject", json={"ticket": ticket}).status_code == 200
     refused = wait_until(
         lambda: (r := one.get("/one")).status_code == 302 and r, 10, 0.05, "the ejected visitor sent to the line"
