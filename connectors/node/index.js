@@ -226,6 +226,7 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     generation: null, // null: no usable revocation list (not fetched yet, or the room is gone)
     revoked: new Set(),
     timer: null,
+    verified: new Map(), // "<pass> <door key>" -> claims whose signature, room and binding were checked
   };
 
   async function getJson(url) {
@@ -256,6 +257,7 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
           }
         }
         state.keys = keys;
+        state.verified.clear(); // a key no longer published no longer vouches for what it signed
         state.keysUntil = Date.now() + maxAgeMs(headers);
       })
       .catch(() => {})
@@ -292,8 +294,16 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
   function refusal(token, doorKey) {
     if (!state.keys || state.generation === null) return 'not_ready';
     if (Date.now() >= state.keysUntil) loadKeys();
+    if (!doorKey) return 'unbound';
+    const cacheKey = `${token} ${doorKey}`;
+    const known = state.verified.get(cacheKey);
+    if (known !== undefined) {
+      if (known.exp * 1000 <= Date.now()) return 'expired';
+      if (known.gen !== state.generation || state.revoked.has(known.sub)) return 'revoked';
+      return null;
+    }
     const parts = String(token).split('.');
-    if (parts.length !== 3 || !doorKey) return 'malformed';
+    if (parts.length !== 3) return 'malformed';
     let header;
     let claims;
     let sig;
@@ -316,6 +326,9 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     if (!Number.isInteger(claims.exp) || claims.exp * 1000 <= Date.now()) return 'expired';
     if (claims.gen !== state.generation || state.revoked.has(claims.sub)) return 'revoked';
     if (claims.bnd !== bindingOf(doorKey)) return 'unbound';
+    // signature, room and binding hold for the pass's life: later requests check only time and revocation
+    if (state.verified.size >= 10000) state.verified.clear();
+    state.verified.set(cacheKey, claims);
     return null;
   }
 

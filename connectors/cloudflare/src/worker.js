@@ -141,6 +141,7 @@ const passes = {
   revokedAt: 0,
   revokedTried: 0,
   revokedLoading: null,
+  verified: new Map(), // "<pass> <door key>" -> claims whose signature, room and binding were checked
 };
 
 function fromB64url(text) {
@@ -188,6 +189,7 @@ function loadKeys(base) {
       }
       const m = /max-age=(\d+)/i.exec(headers.get("cache-control") || "");
       passes.keys = keys;
+      passes.verified.clear(); // a key no longer published no longer vouches for what it signed
       passes.keysUntil = Date.now() + (m ? Number(m[1]) * 1000 : JWKS_DEFAULT_MAX_AGE_MS);
     } catch (e) {
       // the queue is away: keep the keys already known
@@ -226,42 +228,55 @@ async function passRefusal(env, ctx, base, room, token, doorKey) {
   const source = `${base} ${room}`;
   if (passes.source !== source) {
     Object.assign(passes, { source, keys: null, keysUntil: 0, keysTried: 0, generation: null, revokedAt: 0, revokedTried: 0 });
+    passes.verified.clear();
   }
   const refreshMs = Number(env.QM_REVOKED_REFRESH_MS) > 0 ? Number(env.QM_REVOKED_REFRESH_MS) : REVOKED_REFRESH_MS;
   // the revocation list is never older than refreshMs when a pass is accepted: one fetch per interval per isolate
+  // the revocation list is renewed in the background from half its interval on, and awaited (one fetch
+  // shared by every request of the isolate) once it is a whole interval old
   const now = Date.now();
-  if (now - passes.revokedAt >= refreshMs && now - passes.revokedTried >= Math.min(refreshMs, JWKS_RETRY_MS)) {
-    await loadRevoked(base, room);
-  }
+  const age = now - passes.revokedAt;
+  const retry = passes.revokedLoading !== null || now - passes.revokedTried >= Math.min(refreshMs, JWKS_RETRY_MS);
+  if (age >= refreshMs && retry) await loadRevoked(base, room);
+  else if (age >= refreshMs / 2 && retry) ctx.waitUntil(loadRevoked(base, room));
   if (!passes.keys && now - passes.keysTried >= JWKS_RETRY_MS) await loadKeys(base);
   else if (Date.now() >= passes.keysUntil) ctx.waitUntil(loadKeys(base));
   if (!passes.keys || passes.generation === null || Date.now() - passes.revokedAt >= refreshMs) return "not_ready";
-  const parts = token.split(".");
-  if (parts.length !== 3) return "malformed";
-  let header;
-  let claims;
-  let sig;
-  try {
-    header = JSON.parse(new TextDecoder().decode(fromB64url(parts[0])));
-    claims = JSON.parse(new TextDecoder().decode(fromB64url(parts[1])));
-    sig = fromB64url(parts[2]);
-  } catch (e) {
-    return "malformed";
+  const cacheKey = `${token} ${doorKey}`;
+  let claims = passes.verified.get(cacheKey);
+  if (claims === undefined) {
+    const parts = token.split(".");
+    if (parts.length !== 3) return "malformed";
+    let header;
+    let sig;
+    try {
+      header = JSON.parse(new TextDecoder().decode(fromB64url(parts[0])));
+      claims = JSON.parse(new TextDecoder().decode(fromB64url(parts[1])));
+      sig = fromB64url(parts[2]);
+    } catch (e) {
+      return "malformed";
+    }
+    if (!header || header.alg !== "EdDSA" || typeof header.kid !== "string") return "malformed";
+    const key = passes.keys.get(header.kid);
+    if (!key) {
+      if (Date.now() - passes.keysTried >= JWKS_RETRY_MS) ctx.waitUntil(loadKeys(base));
+      return "unknown_kid";
+    }
+    const signed = new TextEncoder().encode(`${parts[0]}.${parts[1]}`);
+    if (!(await crypto.subtle.verify("Ed25519", key, sig, signed))) return "bad_signature";
+    if (!claims || typeof claims !== "object") return "malformed";
+    if (claims.room !== room) return "wrong_room";
+    if (!Number.isInteger(claims.exp) || claims.exp * 1000 <= Date.now()) return "expired";
+    if (claims.gen !== passes.generation || passes.revoked.has(claims.sub)) return "revoked";
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(doorKey)));
+    if (claims.bnd !== toB64url(digest.subarray(0, 16))) return "unbound";
+    // signature, room and binding hold for the pass's life: later requests check only time and revocation
+    if (passes.verified.size >= 10000) passes.verified.clear();
+    passes.verified.set(cacheKey, claims);
+    return null;
   }
-  if (!header || header.alg !== "EdDSA" || typeof header.kid !== "string") return "malformed";
-  const key = passes.keys.get(header.kid);
-  if (!key) {
-    if (Date.now() - passes.keysTried >= JWKS_RETRY_MS) ctx.waitUntil(loadKeys(base));
-    return "unknown_kid";
-  }
-  const signed = new TextEncoder().encode(`${parts[0]}.${parts[1]}`);
-  if (!(await crypto.subtle.verify("Ed25519", key, sig, signed))) return "bad_signature";
-  if (!claims || typeof claims !== "object") return "malformed";
-  if (claims.room !== room) return "wrong_room";
-  if (!Number.isInteger(claims.exp) || claims.exp * 1000 <= Date.now()) return "expired";
+  if (claims.exp * 1000 <= Date.now()) return "expired";
   if (claims.gen !== passes.generation || passes.revoked.has(claims.sub)) return "revoked";
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(doorKey)));
-  if (claims.bnd !== toB64url(digest.subarray(0, 16))) return "unbound";
   return null;
 }
 
