@@ -207,11 +207,20 @@ def _cookie(jar: dict[str, str], *names: str) -> str:
 
 
 def _measured(name: str, url: str, cookie: str, seconds: int, pids: list[int], record: bool = True) -> dict[str, Any]:
+    """One wrk run; ``pids``: workerd first, then the queue servers. CPU per request of each side."""
     bench.wait_quiet()
-    cpu0, t0 = sum(proc_cpu_seconds(p) for p in pids), time.monotonic()
+    before, t0 = [proc_cpu_seconds(p) for p in pids], time.monotonic()
     r = wrk(name, url, "get.lua", {"QM_COOKIE": cookie}, seconds, connections=CONNS, record=record, gate=False)
-    cores = (sum(proc_cpu_seconds(p) for p in pids) - cpu0) / (time.monotonic() - t0)
-    return {**r, "serverSideCores": round(cores, 3), "rpsPerCore": round(r["rps"] / cores, 1) if cores else None}
+    used = [proc_cpu_seconds(p) - b for p, b in zip(pids, before, strict=True)]
+    cores = sum(used) / (time.monotonic() - t0)
+    n = max(1, r["requests"])
+    return {
+        **r,
+        "serverSideCores": round(cores, 3),
+        "rpsPerCore": round(r["rps"] / cores, 1) if cores else None,
+        "workerdUsPerRequest": round(used[0] * 1e6 / n, 1),
+        "queueUsPerRequest": round(sum(used[1:]) * 1e6 / n, 1),
+    }
 
 
 def phase_edgepass(results: dict[str, Any]) -> None:
@@ -278,6 +287,8 @@ def phase_edgepass(results: dict[str, Any]) -> None:
                 "rpsPerCore": round(statistics.median(r["rpsPerCore"] for r in rs if r["rpsPerCore"]), 1),
                 "serverSideCores": round(statistics.median(r["serverSideCores"] for r in rs), 3),
                 "p99Ms": round(statistics.median(r["latencyMs"]["p99"] for r in rs), 3),
+                "workerdUsPerRequest": round(statistics.median(r["workerdUsPerRequest"] for r in rs), 1),
+                "queueUsPerRequest": round(statistics.median(r["queueUsPerRequest"] for r in rs), 1),
                 "non2xx": sum(r["non2xx"] for r in rs),
                 "socketErrors": sum(r["socketErrors"] for r in rs),
                 "queueRequests": queue[name],
@@ -309,7 +320,9 @@ def phase_edgepass(results: dict[str, Any]) -> None:
             f"{out['local']['queueRequests']}), roundtrip {out['roundtrip']['rps']:.0f} req/s "
             f"({out['roundtrip']['rpsPerCore']:.0f}/core, {out['roundtrip']['queueRequests']}); per core "
             f"{out['localToRoundtripPerCore']}x; gate CPU us/request {out['gateUsPerRequest']} "
-            f"({out['gateCostRatio']}x); {uptime}"
+            f"({out['gateCostRatio']}x); queue CPU us/request "
+            f"{ {n: out[n]['queueUsPerRequest'] for n in runs} }; workerd CPU us/request "
+            f"{ {n: out[n]['workerdUsPerRequest'] for n in runs} }; {uptime}"
         )
     finally:
         if workers is not None:
