@@ -14,6 +14,7 @@ import hashlib
 import orjson
 
 from queue_manager.edgepass import PassError, PassReason
+from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.engine.room import CheckResult, Presented
 from queue_manager.http import cookies
 from queue_manager.http.context import Context
@@ -53,7 +54,10 @@ async def revoked(ctx: Context, req: Request, send: Send) -> None:
     room_id = req.query.get("roomId")
     if not room_id:
         raise HttpError(400, "bad_request", "roomId is required.")
-    room = await ctx.store.get_room(room_id[:200])  # no room: 404 no_room, and a connector trusts no pass
+    if not ROOM_ID_RE.match(room_id) or await ctx.store.room_policy(room_id) is None:
+        # no room: a connector then trusts no pass of it
+        raise HttpError(404, "no_room", f"No room with id {room_id[:80]!r}.", roomId=room_id[:80])
+    room = await ctx.store.get_room(room_id)
     payload = {
         "roomId": room_id,
         "generation": room["generation"],

@@ -157,6 +157,8 @@ def test_an_eject_puts_the_pass_on_the_revocation_list(server: Server) -> None:
         assert after["revoked"] == [claims["sub"]]
         assert c.get("/api/passes/revoked", params={"roomId": "no-such-" + unique_id()}).json()["code"] == "no_room"
         assert c.get("/api/passes/revoked").status_code == 400
+        assert c.get("/api/passes/revoked", params={"roomId": "bad id!"}).json()["code"] == "no_room"
+        assert c.get("/api/v1/passes/revoked", params={"roomId": v.room_id}).json()["revoked"] == [claims["sub"]]
     body = v.check(qm_pass=token).json()
     assert body["admit"] is False and body["reason"] == "ejected"
     assert body["edgePassRefused"] == "revoked"
