@@ -81,6 +81,8 @@ async def refusal(ctx: Context, room_id: str, token: str, door_hash: bytes | Non
         claims = ctx.passes.verify(token, room_id, door_hash=door_hash)
     except PassError as err:
         return err.reason
+    if door_hash is None:  # no door key beside it: the pass is bound to nothing this request holds
+        return "unbound"
     if claims.sub in await ctx.revocations.revoked(room_id):
         return "revoked"
     room = await ctx.store.get_room(room_id)

@@ -136,6 +136,7 @@ def test_the_queue_names_every_pass_it_would_refuse(server: Server) -> None:
     with server.client(headers=headers) as c:
         alone = c.get("/api/check", params={"roomId": v.room_id, "ip": "198.51.100.44", "agent": UA}).json()
     assert alone["admit"] is False and alone["reason"] == "no_ticket" and "edgePass" not in alone
+    assert alone["edgePassRefused"] == "unbound"
 
 
 def test_an_eject_puts_the_pass_on_the_revocation_list(server: Server) -> None:
