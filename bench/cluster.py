@@ -3,14 +3,14 @@
 Two servers, each on a key prefix and PostgreSQL schema of its own, pinned like every phase's server:
 
   single   VALKEY_URL = BENCH_VALKEY_URL (one Redis, the fast lane)
-  cluster  VALKEY_URL = redis+cluster://… (three masters started here by scripts/valkey-cluster.sh on
-           free loopback ports from 7200, stopped after)
+  cluster  VALKEY_URL = redis+cluster://… (a lane per master; three masters started here by
+           scripts/valkey-cluster.sh on free loopback ports from 7200, stopped after)
 
 Per round, in turn: joins into one room on single / cluster, then an admitted visitor's /api/check on
 single / cluster. Server CPU is read from /proc; the Redis processes' CPU is summed over the one Redis
 (its pid from INFO) or over the three masters, so ``valkeyUsPerRequest`` says what a request costs
 Valkey. One room is one hash slot: on the cluster its joins all go to one master, so this compares
-what the cluster client and one master cost per request, not what more masters buy (that is more
+what the cluster's client side and one master cost per request, not what more masters buy (that is more
 rooms, see "Scale on paper" in docs/benchmarks.md).
 """
 

@@ -2,7 +2,8 @@
 
 With WORKERS=1 (the default) this process serves. With WORKERS=N it is the supervisor of N worker
 processes (queue_manager/workers.py), each of which is this same command run with the hidden
-``--worker-index``/``--listen-fd``/``--ready-fd``/``--parent-pid`` options: it serves on the inherited
+``--worker-index``/``--listen-fd``/``--ready-fd``/``--parent-pid``/``--peer-dir``/``--worker-count``
+options: it serves on the inherited
 socket and tells the supervisor it is ready instead of printing the listening lines.
 """
 
@@ -20,9 +21,10 @@ import uvicorn
 
 from queue_manager import __version__
 from queue_manager.config import ConfigRefusal, Settings, load_settings
+from queue_manager.http.peers import Peers
 from queue_manager.inline.fastpath import InlineProtocol
 from queue_manager.server import Server
-from queue_manager.workers import WorkerRole, die_with_parent, supervise
+from queue_manager.workers import WorkerRole, die_with_parent, supervise, worker_instance_id
 
 
 class _Server(uvicorn.Server):
@@ -82,8 +84,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         help="server processes on the one port, a number or auto (one per core); overrides WORKERS",
     )
     # set by the supervisor on the command line of each worker it starts
-    for option in ("--worker-index", "--listen-fd", "--ready-fd", "--parent-pid"):
+    for option in ("--worker-index", "--listen-fd", "--ready-fd", "--parent-pid", "--worker-count"):
         parser.add_argument(option, type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--peer-dir", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -92,11 +95,21 @@ def _refuse(refusal: ConfigRefusal) -> NoReturn:
     sys.exit(2)
 
 
+def _peers(role: WorkerRole | None, settings: Settings) -> Peers | None:
+    """A worker's siblings (WORKERS>1), where they serve their own metrics; None for a single process."""
+    if role is None or role.peer_dir is None or role.count < 2:
+        return None
+    group = settings.instance_id.removesuffix(worker_instance_id("", role.index))
+    return Peers(role.peer_dir, role.index, role.count, group)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _arguments(argv)
     role: WorkerRole | None = None
     if args.worker_index is not None:
-        role = WorkerRole(args.worker_index, args.listen_fd, args.ready_fd, args.parent_pid)
+        role = WorkerRole(
+            args.worker_index, args.listen_fd, args.ready_fd, args.parent_pid, args.peer_dir, args.worker_count or 1
+        )
         die_with_parent(role.parent_pid)
     environ: Mapping[str, str] = os.environ
     if args.workers is not None:
@@ -114,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     # so full collections (which walk every ticket) are rare pauses rather than frequent ones.
     gc.set_threshold(50_000, 50, 100)
     try:
-        app = Server(settings)
+        app = Server(settings, peers=_peers(role, settings))
     except ConfigRefusal as refusal:
         _refuse(refusal)
     kwargs: dict[str, Any] = {}

@@ -216,6 +216,20 @@ def render(
     return generate_latest(_Snapshot(metrics))
 
 
+def workers_exposition(server: str, workers: int, scraped: int) -> bytes:
+    """What a scrape on the shared port of a WORKERS>1 server adds after its workers' own metrics: how many
+    workers the server runs and how many are in this scrape, under the server's own ``instance``."""
+    configured = GaugeMetricFamily("qm_workers", "Worker processes this server runs (WORKERS)", labels=["instance"])
+    configured.add_metric([server], workers)
+    answered = GaugeMetricFamily(
+        "qm_workers_scraped",
+        "Workers whose metrics are in this scrape (the others did not answer within 1 s)",
+        labels=["instance"],
+    )
+    answered.add_metric([server], scraped)
+    return generate_latest(_Snapshot([configured, answered]))
+
+
 def _inline_families(counters: Counters, labels: list[str], inst: list[str]) -> list[Metric]:
     gated = CounterMetricFamily("qm_inline_gated", "Inline requests that went through the gate", labels=labels)
     gated.add_metric(inst, counters.inline_gated)

@@ -21,7 +21,8 @@ from queue_manager.config import ConfigRefusal, Settings
 from queue_manager.http import door, visitor
 from queue_manager.http.app import App
 from queue_manager.http.context import Context
-from queue_manager.http.health import local_counters
+from queue_manager.http.health import local_counters, local_exposition
+from queue_manager.http.peers import PeerListener, Peers
 from queue_manager.http.wire import Receive, Scope, Send
 from queue_manager.inline.component import Inline, QueueSide
 from queue_manager.inline.front import InlineFront
@@ -63,7 +64,14 @@ def create_store(settings: Settings, clock: SystemClock) -> tuple[Store, Backend
 
 
 class Server:
-    def __init__(self, settings: Settings, store: Store | None = None, clock: SystemClock | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store | None = None,
+        clock: SystemClock | None = None,
+        *,
+        peers: Peers | None = None,
+    ) -> None:
         self.clock = clock or SystemClock()
         self.settings = settings
         self.backend: Backend | None = None
@@ -76,6 +84,9 @@ class Server:
             store, self.backend, self.database = create_store(settings, self.clock)
         ctx = self.ctx = Context.build(settings, store, self.clock)
         ctx.backend = self.backend
+        ctx.peers = peers
+        # WORKERS>1: this worker's own metrics, for the sibling that answers a scrape on the shared port
+        self.peer_listener = None if peers is None else PeerListener(peers, lambda: local_exposition(ctx))
         if self.backend is not None:  # what this instance writes for the fleet view
             self.backend.counters.source = lambda: local_counters(ctx)
         if self.backend is not None and self.database is not None:  # access records shared by the fleet
@@ -216,6 +227,8 @@ class Server:
         self.autopilot.start()
         if self.turn_mail is not None:
             self.turn_mail.start()
+        if self.peer_listener is not None:
+            await self.peer_listener.start()
         ctx.ready = True
         previous = await self._begin_run()
         await self._audit_line("server.start", previous | {"store": ctx.store.kind})
@@ -319,6 +332,8 @@ class Server:
 
     async def shutdown(self) -> None:
         self.begin_stop()
+        if self.peer_listener is not None:  # the siblings' scrapes go without this worker from now on
+            await self.peer_listener.stop()
         await self.autopilot.stop()
         if self.turn_mail is not None:
             await self.turn_mail.stop()

@@ -11,6 +11,10 @@ connection to whichever worker accepts it first. The supervisor serves nothing i
 * a worker that exits while the supervisor is not stopping is logged on stderr (one line: the worker,
   its instance id, its pid and how it ended) and started again after a pause that doubles from 1 s
   to 30 s while it keeps dying young (a worker that ran 30 s or more starts the next pause at 1 s);
+* it makes one private directory (mode 0700, under the system's temporary directory) and tells each
+  worker its path and the number of workers (``--peer-dir``, ``--worker-count``): each worker serves
+  its own metrics on a unix socket there, so the one answering ``/metrics`` on the shared port can
+  add its siblings' (``http/peers.py``). The directory is removed when the supervisor ends;
 * SIGTERM or SIGINT stops every worker with SIGTERM (each runs the usual graceful stop,
   SHUTDOWN_GRACE_MS then SHUTDOWN_DRAIN_MS); one still running past its drain bound plus
   :data:`STOP_SLACK_SEC` is killed. A clean stop exits 0. A worker that exits 0 on its own was asked
@@ -26,10 +30,12 @@ import contextlib
 import ctypes
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +50,7 @@ __all__ = [
     "WorkerRole",
     "bind_listener",
     "die_with_parent",
+    "make_peer_dir",
     "supervise",
     "worker_instance_id",
 ]
@@ -56,6 +63,9 @@ HEALTHY_RUN_SEC = 30.0
 STOP_SLACK_SEC = 10.0
 _POLL_SEC = 0.2
 _PR_SET_PDEATHSIG = 1
+#: The longest temporary directory the peer directory goes under: a unix socket's path is at most 107
+#: bytes, and ``<base>/qm-workers-<8 characters>/w<k>.sock`` adds about 30.
+_MAX_PEER_DIR_LEN = 70
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,9 @@ class WorkerRole:
     listen_fd: int
     ready_fd: int
     parent_pid: int
+    #: the private directory the workers serve their own metrics in (``w<index>.sock``), and how many there are
+    peer_dir: str | None = None
+    count: int = 1
 
 
 def worker_instance_id(base: str, index: int) -> str:
@@ -88,6 +101,15 @@ def bind_listener(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def make_peer_dir() -> str:
+    """A new private directory (0700) for the workers' metrics sockets. Under the temporary directory, or
+    /tmp when that path is too long for a unix socket's name. Raises OSError."""
+    base = tempfile.gettempdir()
+    if len(base) > _MAX_PEER_DIR_LEN:
+        base = "/tmp"
+    return tempfile.mkdtemp(prefix="qm-workers-", dir=base)
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -128,9 +150,11 @@ class _Worker:
 
 
 class _Supervisor:
-    def __init__(self, settings: Settings, count: int, listener: socket.socket) -> None:
+    def __init__(self, settings: Settings, count: int, listener: socket.socket, peer_dir: str) -> None:
         self.settings = settings
         self.listener = listener
+        self.peer_dir = peer_dir
+        self.count = count
         self.selector = selectors.DefaultSelector()
         self.signals: list[int] = []
         spool_root = settings.spool_dir or os.path.join("data", "spool")
@@ -162,6 +186,10 @@ class _Supervisor:
             str(write_end),
             "--parent-pid",
             str(os.getpid()),
+            "--peer-dir",
+            self.peer_dir,
+            "--worker-count",
+            str(self.count),
         ]
         try:
             worker.proc = subprocess.Popen(
@@ -285,7 +313,13 @@ def supervise(settings: Settings, count: int, announce: Callable[[int], None]) -
     except OSError as err:
         _log(f"cannot listen on {settings.host}:{settings.port}: {err.strerror or err} ({err})")
         return 1
-    supervisor = _Supervisor(settings, count, listener)
+    try:
+        peer_dir = make_peer_dir()
+    except OSError as err:
+        _log(f"cannot make the workers' private directory: {err.strerror or err} ({err})")
+        listener.close()
+        return 1
+    supervisor = _Supervisor(settings, count, listener, peer_dir)
     previous = {sig: signal.signal(sig, supervisor.on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         code = supervisor.start_all()
@@ -301,3 +335,4 @@ def supervise(settings: Settings, count: int, announce: Callable[[int], None]) -
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         listener.close()
+        shutil.rmtree(peer_dir, ignore_errors=True)

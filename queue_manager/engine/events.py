@@ -12,7 +12,9 @@ from typing import Any
 
 # 2: join carries ``reason``, promote carries ``credit``; new types slot.release and return.update;
 # a bounced claim whose grace ran out is kept (docs/events.md). Events stamped lv 1 still replay.
-EVENT_LOG_VERSION = 2
+# 3: the room change that schedules a drop carries its committed ``seed``, and the draw's order is
+# qm-draw-v1 of it (a draw without a committed seed carries its own). lv 1 and 2 still replay.
+EVENT_LOG_VERSION = 3
 
 # Every type this build writes (and can replay).
 EVENT_TYPES = frozenset(

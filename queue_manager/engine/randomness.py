@@ -1,10 +1,11 @@
-"""Where the engine's randomness comes from: pre-queue handles and the drop's draw.
+"""Where the engine's randomness comes from: pre-queue handles and the drop's committed seed.
 
 A ``RandomSource`` is passed where an engine (or a store) is built; the default is the operating
-system's secure source. A seeded source makes a draw repeatable, so a test can replay one::
+system's secure source. The draw itself is a function of the seed (``engine/draw.py``), so a seeded
+source makes a whole drop repeatable, so a test can replay one::
 
     rng = SeededRandom(7)
-    order = draw_order(entries, rng)   # the same order for every SeededRandom(7)
+    seed = rng.draw_seed()   # the same seed for every SeededRandom(7)
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ import random
 import secrets
 from typing import Protocol
 
-_SYSTEM = secrets.SystemRandom()
+from queue_manager.engine.draw import SEED_BYTES
 
 
 class RandomSource(Protocol):
     def token_hex(self, nbytes: int) -> str:
         """``nbytes`` random bytes as hex (a pre-queue handle)."""
 
-    def shuffle(self, items: list[str]) -> None:
-        """Put ``items`` in a random order, in place (the draw)."""
+    def draw_seed(self) -> bytes:
+        """A drop's secret seed: 32 random bytes, drawn once when the drop is scheduled."""
 
 
 class SystemRandomSource:
@@ -35,8 +36,8 @@ class SystemRandomSource:
     def token_hex(self, nbytes: int) -> str:
         return secrets.token_hex(nbytes)
 
-    def shuffle(self, items: list[str]) -> None:
-        _SYSTEM.shuffle(items)
+    def draw_seed(self) -> bytes:
+        return secrets.token_bytes(SEED_BYTES)
 
     def __copy__(self) -> SystemRandomSource:
         return self
@@ -59,8 +60,8 @@ class SeededRandom:
     def token_hex(self, nbytes: int) -> str:
         return self._rng.randbytes(nbytes).hex()
 
-    def shuffle(self, items: list[str]) -> None:
-        self._rng.shuffle(items)
+    def draw_seed(self) -> bytes:
+        return self._rng.randbytes(SEED_BYTES)
 
 
 SYSTEM_RANDOM: RandomSource = SystemRandomSource()

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from queue_manager.clock import Clock
+from queue_manager.engine.draw import SEED_BYTES
 from queue_manager.engine.events import EVENT_LOG_VERSION, Event
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
@@ -185,6 +186,7 @@ def _fold(events: Iterable[Event], base: Mapping[str, Any] | None) -> tuple[Room
                 if ev.type != "room.create":
                     raise ReplayFenced(room_id, f"journal starts with {ev.type!r}, not room.create", ev.seq)
                 ctx = _Ctx(Room(config_from_public(ev.data["config"]), gen, rclock, sink))
+                _commit(ctx.room, ev.data)
             else:
                 _accrue(ctx.room, rclock.at)
                 handler(ctx, ev.data)
@@ -257,12 +259,28 @@ def _room_create(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     raise _Inconsistent("room.create inside a generation")
 
 
+def _commit(room: Room, data: Mapping[str, Any]) -> None:
+    """A room change that scheduled a drop carries its seed: committed again, at the event's instant."""
+    seed = data.get("seed")
+    if seed is not None:
+        room.commit_draw(_seed(seed))
+
+
+def _seed(value: Any) -> bytes:
+    seed = bytes.fromhex(str(value))
+    if len(seed) != SEED_BYTES:
+        raise _Inconsistent(f"a draw seed of {len(seed)} bytes")
+    return seed
+
+
 def _room_update(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     _room_config(ctx.room, data, pacing=True)
+    _commit(ctx.room, data)
 
 
 def _room_schedule(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     _room_config(ctx.room, data, pacing=False)
+    _commit(ctx.room, data)
 
 
 def _room_delete(ctx: _Ctx, data: Mapping[str, Any]) -> None:
@@ -292,7 +310,8 @@ def _prequeue_draw(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     if len(order) != len(room.prequeue) or set(order) != set(room.prequeue):
         raise _Inconsistent("the drawn order is not the pre-queue")
     first = room.next_n
-    room.apply_draw(order)
+    seed = data.get("seed")
+    room.apply_draw(order, seed=None if seed is None else _seed(seed))
     if [int(n) for n in data["tickets"]] != list(range(first, room.next_n)):
         raise _Inconsistent(f"draw minted {first}..{room.next_n - 1}, the journal says {data['tickets']}")
 

@@ -27,10 +27,11 @@ import heapq
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from queue_manager.clock import Clock
+from queue_manager.engine import draw as draw_rules
+from queue_manager.engine.draw import Drawn, DrawRecord
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import Event
 from queue_manager.engine.line import Line
@@ -89,8 +90,8 @@ class Room:
     apart. A transition decides nothing: the caller has checked that it applies (the ticket is in the
     state the transition names) and picked the instant ``now`` (monotonic ms).
 
-    ``rng`` is where pre-queue handles and the draw's order come from (the system's secure source
-    unless given).
+    ``rng`` is where pre-queue handles and a drop's seed come from (the system's secure source
+    unless given); the draw's order is a function of the seed (``engine/draw.py``).
     """
 
     def __init__(
@@ -125,6 +126,8 @@ class Room:
         self.prequeue: dict[str, PreEntry] = {}
         self.pq_per_ident: dict[str, int] = {}
         self.drawn: dict[str, int] = {}
+        #: the drop's committed seed and, once drawn, the draw (None: never scheduled)
+        self.draw_record: DrawRecord | None = None
         self.credit = 0  # in SLOT units
         self.last_tick = clock.mono_ms()
         self.created_ms = clock.wall_ms()
@@ -269,12 +272,36 @@ class Room:
             return  # a cancelled drop (opensAt null) with people waiting opens now
         self.draw()
 
-    def draw(self) -> None:
-        """Draw the pre-queue into the line now, in an order drawn from ``rng``."""
-        self.apply_draw(draw_order(self.prequeue.values(), self.rng))
+    def draw_seed(self) -> tuple[bytes, bool]:
+        """The seed the next draw uses: the committed one, else (a drop scheduled before seeds were
+        committed) a fresh one, published with the draw. The flag says which: True for a fresh one."""
+        record = self.draw_record
+        if record is not None and record.drawn is None:
+            return record.seed, False
+        return self.rng.draw_seed(), True
 
-    def apply_draw(self, order: list[str]) -> None:
-        """Transition: the pre-queue becomes the FIFO line in ``order`` (drawn once, then recorded)."""
+    def draw(self) -> None:
+        """Draw the pre-queue into the line now, in the order qm-draw-v1 gives for the drop's seed."""
+        seed, fresh = self.draw_seed()
+        self.apply_draw(draw_order(self.prequeue.values(), seed), seed=seed if fresh else None)
+
+    def commit_draw(self, seed: bytes) -> None:
+        """Transition: a drop was scheduled (or moved) for ``cfg.opens_at_ms``: ``seed`` is its secret,
+        its commitment published from now on. Not an event of its own: the room change that scheduled
+        it carries the seed (``seed`` in its data)."""
+        now = self.clock.wall_ms()
+        record = self.draw_record
+        if record is None:
+            self.draw_record = DrawRecord(seed, now, self.cfg.opens_at_ms)
+        else:
+            self.draw_record = record.replaced(seed, now, self.cfg.opens_at_ms)
+
+    def apply_draw(self, order: list[str], *, seed: bytes | None = None) -> None:
+        """Transition: the pre-queue becomes the FIFO line in ``order`` (drawn once, then recorded).
+
+        ``seed``: the draw had no commitment before (see ``draw_seed``): it is recorded with the draw.
+        """
+        handles, groups = draw_rules.freeze((e.handle, e.ident) for e in self.prequeue.values())
         numbers = []
         for handle in order:
             entry = self.prequeue.pop(handle)
@@ -292,7 +319,16 @@ class Room:
             self.drawn[handle] = t.n
             numbers.append(t.n)
         self.pq_per_ident.clear()
-        self.emit("prequeue.draw", order=order, tickets=numbers)
+        now = self.clock.wall_ms()
+        record = self.draw_record
+        if seed is not None:
+            record = self.draw_record = DrawRecord(seed, now, self.cfg.opens_at_ms)
+        if record is not None:  # (none: a journal written before draws were committed)
+            record.drawn = Drawn(handles, groups, list(order), now, numbers[0] if numbers else self.next_n)
+        if seed is not None:
+            self.emit("prequeue.draw", order=order, tickets=numbers, seed=seed.hex())
+        else:
+            self.emit("prequeue.draw", order=order, tickets=numbers)
 
     def advance(self) -> None:
         """Bring clocks up to date; cheap when nothing is due. Called before every read or change."""
@@ -1010,48 +1046,62 @@ def _identity_limit() -> EngineError:
     return err
 
 
-def draw_order(entries: Iterable[PreEntry], rng: RandomSource) -> list[str]:
+def draw_order(entries: Iterable[PreEntry], seed: bytes) -> list[str]:
     """The round-robin draw: an identity's k-th entry is drawn behind every identity's (k-1)-th.
 
-    Every permutation comes from ``rng`` (the room's source: crypto-grade unless a test seeds one).
+    The order is qm-draw-v1 of ``seed`` and the frozen pre-queue (``engine/draw.py``).
     """
-    by_ident: dict[str, list[str]] = {}
-    for entry in entries:
-        by_ident.setdefault(entry.ident, []).append(entry.handle)
-    for handles in by_ident.values():
-        rng.shuffle(handles)
-    order: list[str] = []
-    depth = 0
-    while True:
-        round_ = [handles[depth] for handles in by_ident.values() if len(handles) > depth]
-        if not round_:
-            return order
-        rng.shuffle(round_)
-        order.extend(round_)
-        depth += 1
+    handles, groups = draw_rules.freeze((e.handle, e.ident) for e in entries)
+    return draw_rules.draw_order(seed, handles, groups)
 
 
 def visitor_view(room: Room, found: Lookup) -> VisitorView:
-    """The view of ``found`` in a live room, now."""
-    render = partial(
-        render_visitor_view,
-        room.cfg,
-        room.gen,
-        room.effective_state(),
-        room.clock.wall_ms(),
-        room.clock.mono_ms(),
-        reason=found.reason,
-        new=found.new,
-    )
+    """The view of ``found`` in a live room, now (every stream frame renders one)."""
+    cfg, gen, state = room.cfg, room.gen, room.effective_state()
+    clock = room.clock
+    wall, mono = clock.wall_ms(), clock.mono_ms()
+    record = room.draw_record
+    commitment = record.commitment if record is not None and record.drawn is None else None
     if found.pre is not None:
         pre = found.pre
-        return render(
-            handle=pre.handle, pre_count=len(room.prequeue), joined_ms=pre.joined_ms, return_url=pre.return_url
+        return render_visitor_view(
+            cfg,
+            gen,
+            state,
+            wall,
+            mono,
+            reason=found.reason,
+            new=found.new,
+            draw_commitment=commitment,
+            handle=pre.handle,
+            pre_count=len(room.prequeue),
+            joined_ms=pre.joined_ms,
+            return_url=pre.return_url,
         )
     t = found.ticket
     if t is None:
-        return render(n=found.n, finished_joined_ms=None if found.finished is None else found.finished.joined_ms)
-    return render(
+        finished = found.finished
+        return render_visitor_view(
+            cfg,
+            gen,
+            state,
+            wall,
+            mono,
+            reason=found.reason,
+            new=found.new,
+            draw_commitment=commitment,
+            n=found.n,
+            finished_joined_ms=None if finished is None else finished.joined_ms,
+        )
+    return render_visitor_view(
+        cfg,
+        gen,
+        state,
+        wall,
+        mono,
+        reason=found.reason,
+        new=found.new,
+        draw_commitment=commitment,
         n=t.n,
         ticket_state=t.state,
         ticket_reason=t.reason,

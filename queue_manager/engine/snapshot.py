@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, get_args
 
 from queue_manager.clock import Clock
+from queue_manager.engine.draw import DrawRecord
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import ROOM_FIELDS, RoomConfig, apply_fields, normalise_body
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
@@ -138,6 +139,7 @@ def dump(room: Room) -> dict[str, Any]:
             for e in room.prequeue.values()
         ],
         "drawn": dict(room.drawn),
+        "draw": None if room.draw_record is None else room.draw_record.to_doc(),
         "purgedHandles": list(room.purged_handles),
         "counters": {
             "joinsTotal": room.joins_total,
@@ -273,6 +275,8 @@ def _load(data: Mapping[str, Any], clock: Clock, events: list[Event], rng: Rando
         room.prequeue[entry.handle] = entry
         room.pq_per_ident[entry.ident] = room.pq_per_ident.get(entry.ident, 0) + 1
     room.drawn = {str(h): int(n) for h, n in data["drawn"].items()}
+    draw = data.get("draw")  # (absent from a checkpoint written before draws were committed)
+    room.draw_record = None if draw is None else DrawRecord.from_doc(draw)
     room.purged_handles = OrderedDict((str(h), None) for h in data["purgedHandles"])
 
     for n in sorted(set(room.tickets) | set(room.finished)):

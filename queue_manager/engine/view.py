@@ -15,11 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from queue_manager.engine.model import RoomConfig
 from queue_manager.engine.states import EffectiveState, TicketState, ViewState
 from queue_manager.engine.ticket import make_ref
+
+#: A visitor's ref as views show it, remembered for as many tickets as a process holds streams for
+#: (every frame of every stream renders one: the digest once per ticket, not once per frame).
+_view_ref = lru_cache(maxsize=1 << 15)(make_ref)
 
 
 @dataclass(slots=True)
@@ -42,6 +47,7 @@ class VisitorView:
     return_url: str | None = None
     reason: str | None = None
     new: bool = False
+    draw_commitment: str | None = None  # while the doors are shut: the drop's published commitment
 
     @property
     def ahead(self) -> int | None:
@@ -78,6 +84,7 @@ def render_visitor_view(
     return_url: str | None = None,
     position: int | None = None,
     pass_at: int = 0,
+    draw_commitment: str | None = None,
 ) -> VisitorView:
     """The view of what a join or status resolved to, from raw numbers.
 
@@ -86,7 +93,8 @@ def render_visitor_view(
     ``n`` in ``ticket_state`` (its own ``ticket_reason``, ``position`` while waiting, ``pass_at``
     monotonic ms while passed); or no live place (``n`` the number the token named, if any, and
     ``finished_joined_ms`` when that ticket is finished). ``joined_ms``/``return_url`` belong to the
-    entry or ticket. ``now_wall``/``now_mono`` are the instant rendered at (ms).
+    entry or ticket. ``now_wall``/``now_mono`` are the instant rendered at (ms). ``draw_commitment``:
+    the drop's commitment, shown while the room is scheduled.
     """
     view = VisitorView(
         room_id=cfg.id,
@@ -98,6 +106,7 @@ def render_visitor_view(
         reason=reason,
         new=new,
         opens_at_ms=cfg.opens_at_ms,
+        draw_commitment=draw_commitment if room_state == "scheduled" else None,
     )
     if handle is not None:
         view.state = "scheduled"
@@ -113,7 +122,7 @@ def render_visitor_view(
             view.joined_ms = finished_joined_ms
         return view
     view.ticket = n
-    view.ref = make_ref(cfg.id, gen, n)
+    view.ref = _view_ref(cfg.id, gen, n)
     view.joined_ms = joined_ms
     view.return_url = return_url
     view.reason = ticket_reason if reason is None else reason

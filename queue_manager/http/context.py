@@ -16,12 +16,14 @@ from queue_manager.access.service import Access
 from queue_manager.clock import SystemClock
 from queue_manager.config import Settings
 from queue_manager.edgepass import PassSigner
+from queue_manager.engine.model import ClientId
 from queue_manager.engine.room import Presented
 from queue_manager.engine.view import VisitorView
 from queue_manager.fleet.journal_maintenance import JournalMaintenance
 from queue_manager.fleet.pop_maintenance import PopMaintenance
 from queue_manager.http.edge import EdgeGate
 from queue_manager.http.identity import IdentityResolver
+from queue_manager.http.peers import Peers
 from queue_manager.http.proxywatch import ProxyWatch
 from queue_manager.http.ratelimit import Budget
 from queue_manager.http.sse import AdminStreams, Broadcaster
@@ -112,6 +114,7 @@ class Context:
     request_stop: Callable[[], None] | None = None
     backend: Backend | None = None  # on STORE=valkey: the lease, the journal, the Valkey state
     inline: InlineStatus | None = None  # the inline proxy in front, when the server runs one
+    peers: Peers | None = None  # WORKERS>1: where this worker's siblings serve their own metrics
     alerts: AlertsView | None = None  # the alert frames and the leader's jobs
     timeline: TimelineView | None = None  # the marks every instance shares (None: this process's only)
     addresses: AddressBook | None = None  # turn-e-mail sign-ups (memory or Valkey, never PostgreSQL)
@@ -123,6 +126,8 @@ class Context:
     pop: PopMaintenance = field(init=False)  # admission maintenance (this process's, or the fleet's on Valkey)
     #: journal maintenance: the disk spool (STORE=valkey), or a flag alone (STORE=memory)
     maintenance: JournalMaintenance = field(default_factory=JournalMaintenance)
+    #: the store's status read without a coroutine, when it answers in this process (the memory store)
+    status_now: Callable[[str, ClientId, Presented | None], VisitorView] | None = None
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
     version: str = __version__
 
@@ -152,9 +157,13 @@ class Context:
             "pages": Budget(settings.waiting_limit_per_min, keys, clock),
             # turn-e-mail sign-ups and cancellations (POST/DELETE /api/notify)
             "notify": Budget(settings.notify_limit_per_min, keys, clock),
+            # GET /api/rooms/<id>/draw (a drop's proof can be large): the size of the waiting page's
+            "draw": Budget(settings.waiting_limit_per_min, keys, clock),
         }
         store.on_change(ctx.broadcaster.notify)
-        ctx.broadcaster.inline_steps = isinstance(store, MemoryStore)  # its calls never suspend
+        if isinstance(store, MemoryStore):  # its calls never suspend
+            ctx.broadcaster.inline_steps = True
+            ctx.status_now = store.status_now
         ctx.pop = PopMaintenance(store)
         ctx.history = HourlyHistory(
             MemoryWarehouse(),

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from queue_manager.engine.errors import EngineError
+from queue_manager.http import peers
 from queue_manager.http.context import Context
 from queue_manager.http.wire import HttpError, Request, Send, send_json, send_response
 from queue_manager.metrics import Counters
@@ -309,9 +310,10 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
     await send_json(send, 200, payload, head=req.method == "HEAD")
 
 
-async def metrics(ctx: Context, req: Request, send: Send) -> None:
+async def local_exposition(ctx: Context) -> bytes:
+    """This process's own metrics: the Prometheus text ``/metrics`` answers (``?scope=local`` with WORKERS>1)."""
     rooms = await ctx.store.list_rooms()
-    body = render_metrics(
+    return render_metrics(
         rooms,
         ctx.counters,
         uptime=ctx.uptime(),
@@ -321,6 +323,20 @@ async def metrics(ctx: Context, req: Request, send: Send) -> None:
         instance=ctx.settings.instance_id if ctx.settings.store == "valkey" else None,
         spool=await asyncio.to_thread(ctx.maintenance.gauges),
     )
+
+
+#: ``/metrics?scope=``: ``all`` (the default: with WORKERS>1 every worker) or ``local`` (this process only).
+METRICS_SCOPES = ("all", "local")
+
+
+async def metrics(ctx: Context, req: Request, send: Send) -> None:
+    scope = req.query.get("scope", "all")
+    if scope not in METRICS_SCOPES:
+        raise HttpError(400, "bad_request", "scope is all (every worker, the default) or local (this worker only).")
+    if ctx.peers is not None and scope == "all":
+        body = await peers.merged(ctx.peers, local_exposition(ctx))
+    else:
+        body = await local_exposition(ctx)
     await send_response(
         send,
         200,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queue_manager.access.principal import Principal
+from queue_manager.http.direct import DirectWrite
 from queue_manager.http.wire import Receive, Send
 
 SEND_TIMEOUT = 10.0
@@ -23,19 +24,47 @@ FAN_OUT_SLICE = 200  # frames written before a fan-out round lets other work in 
 class Stream:
     """One open visitor stream: what the room's fan-out needs to send it a frame, and how it ends.
 
-    ``step`` composes and sends the next frame (returning False ends the stream). The stream's own
-    request task only waits for ``http.disconnect``; it is woken (cancelled, with ``ending`` set) when
-    the server ends the stream first.
+    ``step`` composes and sends the next frame (returning False ends the stream). When the store
+    answers in this process, ``compose`` makes the next frame's bytes without a coroutine (None ends
+    the stream) and ``write`` puts them on the connection at once (False: the client's reading is
+    behind, ``send`` waits for it); ``deadline`` (loop time) is when ``step`` sends ``refresh``
+    instead. The stream's own request task only waits for ``http.disconnect``; it is woken
+    (cancelled, with ``ending`` set) when the server ends the stream first.
     """
 
-    __slots__ = ("again", "ending", "last_sent", "pending", "pending_since", "room_id", "send", "step", "task", "timer")
+    __slots__ = (
+        "again",
+        "compose",
+        "deadline",
+        "ending",
+        "last_sent",
+        "pending",
+        "pending_since",
+        "room_id",
+        "send",
+        "step",
+        "task",
+        "timer",
+        "write",
+    )
 
     def __init__(
-        self, room_id: str, send: Send, step: Callable[[], Coroutine[Any, Any, bool]], task: asyncio.Task[Any]
+        self,
+        room_id: str,
+        send: Send,
+        step: Callable[[], Coroutine[Any, Any, bool]],
+        task: asyncio.Task[Any],
+        *,
+        compose: Callable[[], bytes | None] | None = None,
+        write: DirectWrite | None = None,
+        deadline: float | None = None,
     ) -> None:
         self.room_id = room_id
         self.send = send
         self.step = step
+        self.compose = compose
+        self.write = write
+        self.deadline = deadline
         self.task = task
         self.ending = False
         self.pending: asyncio.Task[None] | None = None  # a frame whose store read or write had to wait
@@ -120,6 +149,17 @@ class Broadcaster:
             return
         s.last_sent = now
         s.pending_since = now
+        compose = s.compose
+        if compose is not None and (s.deadline is None or now < s.deadline):
+            try:
+                body = compose()  # composed here, in the round: no task, no coroutine
+            except Exception:
+                body = None
+            if body is None:
+                s.end()
+            elif s.write is None or not s.write(body):
+                s.pending = asyncio.get_running_loop().create_task(self._send_task(s, body))
+            return
         if not self.inline_steps:
             s.pending = asyncio.get_running_loop().create_task(self._step_task(s))
             return
@@ -134,6 +174,17 @@ class Broadcaster:
             s.end()
             return
         s.pending = asyncio.get_running_loop().create_task(self._finish(s, coro, waiting))
+
+    async def _send_task(self, s: Stream, body: bytes) -> None:
+        """A composed frame the connection could not take at once: ``send`` waits for the client."""
+        ok = True
+        try:
+            await s.send({"type": "http.response.body", "body": body, "more_body": True})
+        except Exception:
+            ok = False
+        finally:
+            s.pending = None
+        self._after(s, ok)
 
     async def _step_task(self, s: Stream) -> None:
         try:
@@ -180,6 +231,7 @@ class Broadcaster:
         feed.streams[s] = None
         loop = asyncio.get_running_loop()
         s.last_sent = loop.time()
+        s.deadline = deadline
         if deadline is not None:
             s.timer = loop.call_at(deadline, self._due, s)
         if self._pinger is None or self._pinger.done():

@@ -19,6 +19,7 @@ from queue_manager.engine.room import CheckResult, Presented
 from queue_manager.engine.view import VisitorView
 from queue_manager.http import backend_down, cookies, passkeys, ratelimit, waiting
 from queue_manager.http.context import Context
+from queue_manager.http.direct import direct_writer
 from queue_manager.http.door import door_check, door_hash
 from queue_manager.http.identity import FORWARDED_HEADERS as FORWARDED
 from queue_manager.http.identity import Identity, valid_ip
@@ -78,6 +79,8 @@ def render_view(ctx: Context, view: VisitorView, token: str | None) -> dict[str,
         "opensAt": view.opens_at_ms,
         "preQueued": view.state == "scheduled",
         "preCount": view.pre_count,
+        "handle": view.handle,
+        "drawCommitment": view.draw_commitment,
         "passExpiresAt": view.pass_expires_ms,
         "redirectUrl": redirect,
         "reason": view.reason,
@@ -243,14 +246,28 @@ async def events(ctx: Context, req: Request, send: Send) -> None:
             current = await status(room_id, client, presented)
         except HttpError:
             return False
-        payload = render_view(ctx, current, token if current.state != "expired" else None)
-        frame = b"data: " + orjson.dumps(payload) + b"\n\n"
-        await send({"type": "http.response.body", "body": frame, "more_body": True})
+        await send({"type": "http.response.body", "body": frame_of(current), "more_body": True})
         return True
+
+    def frame_of(current: VisitorView) -> bytes:
+        return (
+            b"data: " + orjson.dumps(render_view(ctx, current, token if current.state != "expired" else None)) + b"\n\n"
+        )
+
+    status_now = ctx.status_now
+    compose = None
+    if status_now is not None:
+
+        def compose() -> bytes | None:
+            """``step``'s frame, composed without a coroutine (a store answering in this process)."""
+            try:
+                return frame_of(status_now(room_id, client, presented))
+            except HttpError:
+                return None
 
     task = asyncio.current_task()
     assert task is not None
-    stream = Stream(room_id, send, step, task)
+    stream = Stream(room_id, send, step, task, compose=compose, write=direct_writer(send))
     b.streams += 1
     b.per_ip[ident.ip] = b.per_ip.get(ident.ip, 0) + 1
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from queue_manager.engine.draw import DrawState
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.policy import RoomPolicy
 from queue_manager.engine.room import CheckResult, NewDoor, Presented
@@ -77,6 +78,9 @@ class Store(Protocol):
     async def schedule(self, room_id: str, body: Any) -> dict[str, Any]: ...
 
     async def room_exists(self, room_id: str) -> bool: ...
+
+    async def draw_state(self, room_id: str) -> DrawState:
+        """The room's drop draw (after any draw that is due), for ``GET /api/rooms/<id>/draw``."""
 
     async def room_policy(self, room_id: str) -> RoomPolicy | None:
         """What the HTTP layer needs per request: target, origin lists, name, protection (None: no room)."""

@@ -6,9 +6,11 @@ happen. Several memory instances share nothing but SECRET: each is its own queue
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from queue_manager.clock import Clock
+from queue_manager.engine.draw import DrawState
 from queue_manager.engine.engine import Engine
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import ClientId, RoomConfig
@@ -95,6 +97,17 @@ class MemoryStore:
             self._changed()
         return room_summary(room)
 
+    async def draw_state(self, room_id: str) -> DrawState:
+        room = self.engine.room(room_id)
+        room.advance()  # a draw that is due happens before it is shown
+        self._changed()
+        record = room.draw_record
+        return DrawState(
+            None if record is None else replace(record, previous=list(record.previous)),
+            room.effective_state() == "scheduled",
+            len(room.prequeue),
+        )
+
     # visitors ---------------------------------------------------------------
 
     async def join(
@@ -108,6 +121,10 @@ class MemoryStore:
         return visitor_view(room, found)
 
     async def status(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView:
+        return self.status_now(room_id, client, presented)
+
+    def status_now(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView:
+        """``status`` without a coroutine (this store answers in the process): a live stream's frame."""
         room = self.engine.room(room_id)
         found = room.status(client, presented)
         self._changed()

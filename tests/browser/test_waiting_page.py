@@ -235,11 +235,20 @@ def test_scheduled_countdown_runs_on_the_servers_clock(browser: Any, qm: Any, ar
     assert (hours, minutes) in ((1, 59), (1, 58), (2, 0)), f"countdown {shown} is not two hours"
     assert page.get_by_text("1 person is in the pre-queue (that is you).").is_visible()
     assert page.locator("#v-wait").is_hidden()
+    # the drop's published commitment, and this visitor's handle to find in the draw afterwards
+    with qm.client() as c:
+        committed = c.get(f"/api/rooms/{room}/draw").json()
+    assert page.locator("#draw-commitment").inner_text() == committed["commitment"]
+    assert page.get_by_text("Draw commitment:").is_visible()
+    handle = page.locator("#draw-handle").inner_text()
+    assert len(handle) == 16 and page.locator("#draw-handle").is_visible()
     page.screenshot(path=str(artifacts / "waiting-scheduled.png"), full_page=True)
     _assert_axe_clean(page, "the waiting page (scheduled)")
     page.select_option("#lang", "es")
     page.get_by_text("Está en la precola.").wait_for()
     assert page.locator("#countdown-label").inner_text() == "Las puertas abren en"
+    assert page.get_by_text("Compromiso del sorteo:").is_visible()
+    assert page.locator("#draw-commitment").inner_text() == committed["commitment"]
     assert {_origin(u) for u in _web_requests(requests)} == {qm.base_url}
     context.close()
 

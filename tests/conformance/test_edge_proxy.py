@@ -214,7 +214,7 @@ def test_trust_proxy_is_ignored_behind_the_edge_and_says_so(edge: Server) -> Non
 
 def test_forged_forwarded_for_moves_nothing_behind_the_edge(edge: Server) -> None:
     with edge_admin(edge) as a:
-        rid = create_room(a, queueMaxPerIp=1)["id"]
+        rid = create_room(a, queueMaxPerIp=1, ratePerMinute=0)["id"]  # nobody promoted: tickets stay held
     with edge.client(headers={**EDGE, "X-Forwarded-For": "198.51.100.1"}) as v:
         assert join(v, rid).status_code == 200
     with edge.client(headers={**EDGE, "X-Forwarded-For": "198.51.100.2"}) as v:
@@ -256,7 +256,7 @@ def trusted(make_module_server: ServerFactory) -> Server:
 @needs_second_loopback
 def test_forwarded_for_is_ignored_without_a_declared_proxy(plain: Server) -> None:
     with plain.admin() as a:
-        rid = create_room(a, queueMaxPerIp=1)["id"]
+        rid = create_room(a, queueMaxPerIp=1, ratePerMinute=0)["id"]  # nobody promoted: tickets stay held
     with from_peer(plain, headers={"X-Forwarded-For": "198.51.100.1"}) as v:
         assert join(v, rid).status_code == 200
     with from_peer(plain, headers={"X-Forwarded-For": "198.51.100.2"}) as v:
@@ -265,7 +265,7 @@ def test_forwarded_for_is_ignored_without_a_declared_proxy(plain: Server) -> Non
 
 def test_forwarded_for_from_loopback_is_ignored_without_a_declared_proxy(plain_loopback: Server) -> None:
     with plain_loopback.admin() as a:
-        rid = create_room(a, queueMaxPerIp=1)["id"]
+        rid = create_room(a, queueMaxPerIp=1, ratePerMinute=0)["id"]  # nobody promoted: tickets stay held
     with plain_loopback.client(headers={"X-Forwarded-For": "198.51.100.1"}) as v:
         assert join(v, rid).status_code == 200
     with plain_loopback.client(headers={"X-Forwarded-For": "198.51.100.2"}) as v:
@@ -301,7 +301,7 @@ def test_undeclared_loopback_proxy_is_named(plain_loopback: Server) -> None:
 
 def test_declared_proxy_forwarded_for_decides(trusted: Server) -> None:
     with trusted.admin() as a:
-        rid = create_room(a, queueMaxPerIp=1)["id"]
+        rid = create_room(a, queueMaxPerIp=1, ratePerMinute=0)["id"]  # nobody promoted: tickets stay held
     with trusted.client(headers={"X-Forwarded-For": "198.51.100.1"}) as v:
         assert join(v, rid).status_code == 200
     with trusted.client(headers={"X-Forwarded-For": "198.51.100.2"}) as v:
@@ -319,7 +319,7 @@ def test_declared_proxy_forwarded_for_decides(trusted: Server) -> None:
 @needs_second_loopback
 def test_declared_proxy_list_is_the_only_one_believed(trusted: Server) -> None:
     with trusted.admin() as a:
-        rid = create_room(a, queueMaxPerIp=1)["id"]
+        rid = create_room(a, queueMaxPerIp=1, ratePerMinute=0)["id"]  # nobody promoted: tickets stay held
     with from_peer(trusted, headers={"X-Forwarded-For": "198.51.100.1"}) as v:
         assert join(v, rid).status_code == 200
     with from_peer(trusted, headers={"X-Forwarded-For": "198.51.100.2"}) as v:

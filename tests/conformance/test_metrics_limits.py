@@ -69,6 +69,18 @@ def test_metrics_head(server: Server) -> None:
     assert r.content == b""
 
 
+def test_one_process_has_no_worker_merge_and_scope_is_checked(server: Server) -> None:
+    """A single process answers its own metrics on either scope, without the workers' gauges."""
+    with server.admin() as a:
+        for query in ("", "?scope=all", "?scope=local"):
+            r = a.get("/metrics" + query)
+            assert r.status_code == 200, r.text
+            assert "qm_uptime_seconds" in r.text
+            assert "qm_workers" not in r.text
+        r = a.get("/metrics?scope=workers")
+    assert r.status_code == 400 and r.json()["code"] == "bad_request", r.text
+
+
 def test_deleted_room_leaves_metrics(server: Server) -> None:
     with server.admin() as a:
         rid = create_room(a)["id"]

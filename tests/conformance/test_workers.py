@@ -7,6 +7,11 @@
 * a worker killed with SIGKILL is logged on stderr and restarted (a new process serves under the
   same id); SIGTERM to the parent stops every worker and exits 0, and so does
   ``POST /api/admin/shutdown`` to any one worker;
+* ``/metrics`` on the shared port answers every worker's metrics in one exposition (each series with
+  its worker's ``instance``, each family's ``# TYPE`` once, ``qm_workers`` and ``qm_workers_scraped``
+  under the server's own QM_INSTANCE_ID), ``?scope=local`` the one worker that took the connection; a
+  killed worker is missing from the scrape until it is back. The workers reach each other through a
+  private directory (0700) named on their command line, gone when the server stops;
 * with STORE=memory, WORKERS=2 (or ``qm --workers 2``) refuses to start (exit 2, one line), and
   WORKERS=auto is read as the number of cores.
 
@@ -31,6 +36,7 @@ from harness import (
     Server,
     create_room,
     join,
+    parse_metrics,
     server_command,
     spawn_server,
     start_server,
@@ -38,6 +44,7 @@ from harness import (
     unique_id,
     wait_until,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 STATS = "/internal/api/shared-state/stats"
 START_TIMEOUT = 45.0  # two instances boot at once against Valkey and PostgreSQL
@@ -176,6 +183,125 @@ def test_the_shutdown_route_on_one_worker_stops_them_all() -> None:
         for pid in workers:
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
+    finally:
+        srv.stop()
+
+
+def worker_option(pid: int, option: str) -> str:
+    """The value of ``option`` on the command line of the worker process ``pid``."""
+    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+        argv = fh.read().decode().split("\0")
+    return argv[argv.index(option) + 1]
+
+
+def scrape_text(srv: Server, query: str = "") -> str:
+    """``/metrics`` on a fresh connection (so any worker may take it), checked for the exposition's shape:
+    it parses with prometheus_client's parser and names each family's HELP and TYPE once."""
+    r = httpx.get(srv.base_url + "/metrics" + query, headers=srv.admin_headers, timeout=HTTP_TIMEOUT_SEC)
+    assert r.status_code == 200, r.text
+    families = list(text_string_to_metric_families(r.text))
+    assert families
+    for kind in ("# TYPE ", "# HELP "):
+        named = [line.split()[2] for line in r.text.splitlines() if line.startswith(kind)]
+        assert len(named) == len(set(named)), [n for n in named if named.count(n) > 1]
+    return r.text
+
+
+def instances_in(text: str) -> set[str]:
+    """The ``instance`` labels of every worker's own series (the server's qm_workers gauges aside)."""
+    return {lab["instance"] for name, lab, _ in parse_metrics(text) if not name.startswith("qm_workers")}
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    found = [v for n, lab, v in parse_metrics(text) if n == name and all(lab.get(k) == x for k, x in labels.items())]
+    assert len(found) <= 1, (name, labels, found)
+    return found[0] if found else None
+
+
+@pytest.mark.stores("valkey")
+def test_metrics_on_the_shared_port_show_every_worker() -> None:
+    """Boots two workers and, once, waits for a killed one's restart (the 1 s pause, then its boot)."""
+    base = unique_id("qmm")
+    w1, w2 = f"{base}-w1", f"{base}-w2"
+    srv = start_server({"WORKERS": "2", "QM_INSTANCE_ID": base}, timeout=START_TIMEOUT)
+    try:
+        workers = children(srv)
+        assert len(workers) == 2, workers
+        peer_dir = worker_option(min(workers), "--peer-dir")
+        assert {worker_option(pid, "--peer-dir") for pid in workers} == {peer_dir}
+        assert os.stat(peer_dir).st_mode & 0o777 == 0o700
+        assert os.stat(peer_dir).st_uid == os.getuid()
+        with srv.admin() as admin:
+            rid = create_room(admin, ratePerMinute=0)["id"]
+            assert join(admin, rid).status_code == 200
+
+        # every scrape, whichever worker takes it, carries both workers: the room gauges of each too
+        for _ in range(6):
+            text = scrape_text(srv)
+            assert instances_in(text) == {w1, w2}, text
+            for worker in (w1, w2):
+                assert sample(text, "qm_room_waiting", room=rid, instance=worker) == 1.0
+                assert sample(text, "qm_uptime_seconds", instance=worker) is not None
+                assert sample(text, "qm_rejected_tokens_all_total", instance=worker) == 0.0
+            assert sample(text, "qm_workers", instance=base) == 2.0
+            assert sample(text, "qm_workers_scraped", instance=base) == 2.0
+
+        # scope=local: the one worker that took the connection, and nothing of the merge
+        locals_seen: set[str] = set()
+
+        def both_locals() -> bool:
+            text = scrape_text(srv, "?scope=local")
+            names = instances_in(text)
+            assert len(names) == 1, names
+            assert "qm_workers" not in text
+            locals_seen.update(names)
+            return locals_seen == {w1, w2}
+
+        wait_until(both_locals, timeout=20, interval=0.02, what="a local scrape of each worker")
+        r = httpx.get(srv.base_url + "/metrics?scope=everything", headers=srv.admin_headers, timeout=HTTP_TIMEOUT_SEC)
+        assert r.status_code == 400 and r.json()["code"] == "bad_request", r.text
+        for query in ("", "?scope=local"):  # the same credential as ever, on either scope
+            r = httpx.get(srv.base_url + "/metrics" + query, timeout=HTTP_TIMEOUT_SEC)
+            assert r.status_code == 401 and r.json()["code"] == "unauthorized", r.text
+
+        # health names the worker that answered, and counts both as instances of the fleet
+        named: set[str] = set()
+
+        def both_healths() -> bool:
+            with srv.admin() as admin:
+                h = health(admin)
+            if h["fleet"]["instances"] == 2:
+                named.add(h["instance"])
+            return named == {w1, w2}
+
+        wait_until(both_healths, timeout=20, interval=0.02, what="health from each worker, two instances")
+
+        # a killed worker is missing from the scrape (the live one answers); once restarted it is back
+        victim = min(workers)
+        victim_id = worker_option(victim, "--worker-index")
+        os.kill(victim, signal.SIGKILL)
+        survivor = f"{base}-w{3 - int(victim_id)}"
+        alone = wait_until(
+            lambda: t if sample(t := scrape_text(srv), "qm_workers_scraped", instance=base) == 1.0 else None,
+            timeout=10,
+            interval=0.02,
+            what="a scrape without the killed worker",
+        )
+        assert instances_in(alone) == {survivor}, alone
+        assert sample(alone, "qm_workers", instance=base) == 2.0
+        back = wait_until(
+            lambda: t if sample(t := scrape_text(srv), "qm_workers_scraped", instance=base) == 2.0 else None,
+            timeout=40,
+            interval=0.1,
+            what="both workers in the scrape again",
+        )
+        assert instances_in(back) == {w1, w2}, back
+        assert sample(back, "qm_room_waiting", room=rid, instance=f"{base}-w{victim_id}") == 1.0
+
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.wait(40) == 0, srv.stderr
+        assert not os.path.exists(peer_dir)
+        assert "Traceback" not in srv.stderr, srv.stderr
     finally:
         srv.stop()
 

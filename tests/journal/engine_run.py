@@ -104,19 +104,20 @@ def _prunes_lapsed_claims() -> bool:
 
 @contextlib.contextmanager
 def deterministic() -> Iterator[None]:
-    """Pre-queue handles and the draw order made deterministic, so two rooms can be driven alike."""
+    """Pre-queue handles and drop seeds (so the draws) made deterministic, so two rooms can be driven alike."""
     handles = itertools.count(1)
+    seeds = itertools.count(1)
 
     def token_hex(self: SystemRandomSource, nbytes: int) -> str:
         return f"{next(handles):016x}"
 
-    def shuffle(self: SystemRandomSource, items: list[str]) -> None:
-        items.sort()
+    def draw_seed(self: SystemRandomSource) -> bytes:
+        return next(seeds).to_bytes(32, "big")
 
     # every room built without a source of its own (Run's, a rebuilt one) uses the system source
     with (
         mock.patch.object(SystemRandomSource, "token_hex", token_hex),
-        mock.patch.object(SystemRandomSource, "shuffle", shuffle),
+        mock.patch.object(SystemRandomSource, "draw_seed", draw_seed),
     ):
         yield
 
@@ -323,6 +324,7 @@ def observe(room: Room, people: list[Browser], *, windows: bool = True) -> dict[
     out["prequeue"] = sorted((e.handle, e.ident, e.return_url, e.joined_ms) for e in room.prequeue.values())
     out["pq_per_ident"] = dict(room.pq_per_ident)
     out["drawn"] = dict(room.drawn)
+    out["draw"] = None if room.draw_record is None else room.draw_record.to_doc()  # seed, reschedules, the draw
     out["purged"] = list(room.purged_handles)
     out["finished"] = [(n, asdict(f)) for n, f in room.finished.items()]
     active_bounced = room._active_bounced(room.clock.mono_ms())  # prunes the lazy set first

@@ -78,7 +78,7 @@ def test_the_documented_example_shape():
     data = dump(run.room)
     assert set(data) == {
         "v", "room", "gen", "seq", "refWall", "refMono", "config", "next", "credit", "lastTick", "line",
-        "tickets", "finished", "prequeue", "drawn", "purgedHandles", "counters",
+        "tickets", "finished", "prequeue", "drawn", "draw", "purgedHandles", "counters",
     }  # fmt: skip
     assert data["v"] == 1 and data["room"] == "r" and data["gen"] == 1
     assert set(data["tickets"][0]) == {

@@ -8,7 +8,8 @@ warning — unless ``QM_REQUIRE_VALKEY=1`` (or ``CI=true``), which makes them fa
 
 With ``TEST_VALKEY_CLUSTER_URL`` set (``redis+cluster://host:port``, e.g. from
 ``scripts/valkey-cluster.sh start DIR``; ``make test-cluster`` sets it) ``stores`` also runs each test
-on a ``cluster``: a ValkeyStore whose client speaks the cluster protocol.
+on a ``cluster``: a ValkeyStore opened from that URL (a cluster client, and a lane per master for the
+visitor commands).
 """
 
 from __future__ import annotations
@@ -273,9 +274,20 @@ async def stores(request: pytest.FixtureRequest) -> AsyncIterator[Env]:
         memory.engine.drain_events = recording_drain  # type: ignore[method-assign]
         yield Env("memory", memory, clock, recorder)
         return
-    client = await (cluster_client() if request.param == "cluster" else valkey_client())
     prefix = f"qmtest:{uuid.uuid4().hex[:12]}:"
     journal = RecordingJournal()
+    if request.param == "cluster":
+        # opened from the URL, as a server opens it: the visitor commands take the per-master lanes
+        await (await cluster_client()).aclose()  # fails (never skips) when the cluster is unreachable
+        store = ValkeyStore(CLUSTER_URL, prefix=prefix, clock=clock, journal=journal)
+        await store.start()
+        try:
+            yield Env("valkey", store, clock, journal, prefix, store.redis)
+        finally:
+            await drop_prefix(store.redis, prefix)
+            await store.close()
+        return
+    client = await valkey_client()
     store = await make_valkey(client, prefix, clock, journal)
     try:
         yield Env("valkey", store, clock, journal, prefix, client)

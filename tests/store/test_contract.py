@@ -7,10 +7,12 @@ operator reads it (the drill-down, ``lookup``), which has no side effects on pre
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from typing import Any
 
 import pytest
 
+from queue_manager.engine import draw as draw_rules
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import EVENT_LOG_VERSION
 from queue_manager.engine.model import ClientId
@@ -869,6 +871,87 @@ async def test_cancelling_a_drop_through_an_update_draws_at_the_next_call(stores
     await env.run(1)
     for p in people:
         assert (await p.status()).ticket is not None
+
+
+async def test_a_drop_commits_a_seed_and_its_draw_is_qm_draw_v1_of_it(stores: Env) -> None:
+    env = stores
+    opens = env.clock.wall_ms() + 60_000
+    await env.room(opensAt=opens, presenceSec=None, ratePerMinute=0)
+    created = env.events()[0]
+    seed = bytes.fromhex(created.data["seed"])
+    state = await env.store.draw_state("r")
+    record = state.record
+    assert record is not None and state.scheduled and state.pre_count == 0
+    assert record.seed == seed and record.commitment == hashlib.sha256(seed).hexdigest()
+    assert (record.committed_ms, record.opens_at_ms, record.previous, record.drawn) == (created.ts, opens, [], None)
+    people = [env.visitor(ident=f"198.51.100.{i % 3}") for i in range(7)]
+    for p in people:
+        view = await p.join()
+        assert view.draw_commitment == record.commitment  # shown while the doors are shut
+    assert (await env.store.draw_state("r")).pre_count == 7
+    env.clock.advance(60)
+    state = await env.store.draw_state("r")  # a draw that is due happens before it is shown
+    drawn = state.record.drawn if state.record is not None else None
+    assert drawn is not None and not state.scheduled and state.pre_count == 0
+    owner = {p.token.handle: p.client.ident for p in people}  # type: ignore[union-attr]
+    handles, groups = draw_rules.freeze(owner.items())
+    assert (drawn.handles, drawn.groups) == (handles, groups) and handles == sorted(owner)
+    assert drawn.order == draw_rules.draw_order(seed, handles, groups)
+    assert (drawn.at_ms, drawn.first_ticket) == (env.clock.wall_ms(), 1)
+    draws = [e for e in env.events() if e.type == "prequeue.draw"]
+    assert [e.data for e in draws] == [{"order": drawn.order, "tickets": list(range(1, 8))}]
+    for p in people:  # ticket n is the (n - first)-th of the order
+        view = await p.status()
+        assert view.ticket is not None and drawn.order[view.ticket - 1] == p.token.handle  # type: ignore[union-attr]
+        assert view.draw_commitment is None
+
+
+async def test_a_reschedule_commits_a_new_seed_and_lists_the_one_it_replaced(stores: Env) -> None:
+    env = stores
+    await env.room(presenceSec=None, ratePerMinute=0)
+    assert (await env.store.draw_state("r")).record is None  # never scheduled
+    opens = env.clock.wall_ms() + 60_000
+    await env.store.schedule("r", {"opensAt": opens})
+    first = (await env.store.draw_state("r")).record
+    assert first is not None
+    env.clock.advance(5)
+    # neither the cap, nor the same instant again, nor another setting moves the commitment
+    await env.store.schedule("r", {"preQueueMaxPerIp": 4})
+    await env.store.schedule("r", {"opensAt": opens})
+    await env.store.upsert_room({"id": "r", "ratePerMinute": 5, "opensAt": opens})
+    assert (await env.store.draw_state("r")).record == first
+    assert [e.data.get("seed") for e in env.events()] == [None, first.seed.hex(), None, None, None]
+    await env.store.schedule("r", {"opensAt": opens + 1000})
+    moved = (await env.store.draw_state("r")).record
+    assert moved is not None and moved.seed != first.seed and moved.opens_at_ms == opens + 1000
+    assert moved.previous == [(first.commitment, env.clock.wall_ms())]
+    env.clock.advance(5)
+    await env.store.upsert_room({"id": "r", "opensAt": opens + 2000})  # a room change moves it too
+    again = (await env.store.draw_state("r")).record
+    assert again is not None
+    assert again.previous == [(first.commitment, first.committed_ms + 5000), (moved.commitment, env.clock.wall_ms())]
+    assert [e.data["seed"] for e in env.events()] == [moved.seed.hex(), again.seed.hex()]
+    err = await raises(env.store.draw_state("nope"))
+    assert (err.status, err.code) == (404, "no_room")
+
+
+async def test_a_cancelled_drop_is_drawn_from_its_committed_seed(stores: Env) -> None:
+    env = stores
+    await env.room(opensAt=env.clock.wall_ms() + 3_600_000, presenceSec=None, ratePerMinute=0)
+    await env.room("empty", opensAt=env.clock.wall_ms() + 3_600_000)
+    record = (await env.store.draw_state("r")).record
+    assert record is not None
+    people = [env.visitor() for _ in range(4)]
+    for p in people:
+        await p.join()
+    await env.store.schedule("r", {"opensAt": None})
+    drawn = (await env.store.draw_state("r")).record
+    assert drawn is not None and drawn.drawn is not None and drawn.seed == record.seed
+    assert drawn.drawn.order == draw_rules.draw_order(record.seed, drawn.drawn.handles, drawn.drawn.groups)
+    # a drop cancelled with nobody waiting draws nothing; its doors are open
+    await env.store.schedule("empty", {"opensAt": None})
+    state = await env.store.draw_state("empty")
+    assert state.record is not None and state.record.drawn is None and not state.scheduled
 
 
 # ---------------------------------------------------------------------- operators

@@ -2,9 +2,9 @@
 lockstep, must give identical answers after every step: visitor views, door checks, room
 summaries, look-ups, errors and the events (type, seq, ts, data).
 
-Only what is random by design differs, and is mapped between the runs: pre-queue handles. The
-draw's permutation is made the same on both sides by giving each store a random source whose
-draws come from a generator seeded alike (``_SeededDraw``).
+Pre-queue handles and drop seeds are random by design; each store is given a random source
+(``_SeededDraw``) that hands both the same handle for a join and draws seeds from a generator seeded
+alike, so both commit the same seeds and draw the same order.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ class Equivalence(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.clock_m = FakeClock()
         self.clock_v = FakeClock()
-        self.mem = MemoryStore(self.clock_m, rng=_SeededDraw())
+        self.rng_m, self.rng_v = _SeededDraw(), _SeededDraw()
+        self.mem = MemoryStore(self.clock_m, rng=self.rng_m)
         self.captured: list[Event] = []
         original = self.mem.engine.drain_events
 
@@ -85,7 +86,7 @@ class Equivalence(RuleBasedStateMachine):
         self.prefix = f"qmeq:{uuid.uuid4().hex[:12]}:"
         self.journal = RecordingJournal()
         self.val = ValkeyStore(
-            self.redis, prefix=self.prefix, clock=self.clock_v, journal=self.journal, sweep_max=7, rng=_SeededDraw()
+            self.redis, prefix=self.prefix, clock=self.clock_v, journal=self.journal, sweep_max=7, rng=self.rng_v
         )
         self.run(self.val.start())
         self.browsers = [Browser(i) for i in range(6)]
@@ -199,6 +200,7 @@ class Equivalence(RuleBasedStateMachine):
 
     def do_join(self, who: int, ret: str | None) -> None:
         b = self.browsers[who]
+        self.rng_m.preset = self.rng_v.preset = secrets.token_hex(8)  # the same handle on both sides
         m = self.run(self._try(self.mem.join(ROOM, b.client, b.token_m, ret)))
         v = self.run(self._try(self.val.join(ROOM, b.client, b.token_v, ret)))
         if not isinstance(m, EngineError) and not isinstance(v, EngineError):
@@ -448,18 +450,20 @@ class Equivalence(RuleBasedStateMachine):
 
 
 class _SeededDraw:
-    """A random source with handles from the system and draws from a seeded generator: two stores
-    given one each draw the same permutations (the Valkey store mints a handle on every join, the
-    memory store only for the pre-queue, so the handles must not move the draws' generator)."""
+    """A random source with the handle the test hands both stores for a join (``preset``) and drop
+    seeds from a seeded generator: two stores given one each commit the same seeds and hold the same
+    handles, so draw the same order (qm-draw-v1 reads both). The Valkey store mints a handle on every
+    join, the memory store only for the pre-queue, so the handles must not move the seeds' generator."""
 
     def __init__(self) -> None:
         self._rng = random.Random(20260101)
+        self.preset: str | None = None
 
     def token_hex(self, nbytes: int) -> str:
-        return secrets.token_hex(nbytes)
+        return self.preset or secrets.token_hex(nbytes)
 
-    def shuffle(self, items: list[str]) -> None:
-        self._rng.shuffle(items)
+    def draw_seed(self) -> bytes:
+        return self._rng.randbytes(32)
 
 
 async def _reachable() -> None:

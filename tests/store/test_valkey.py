@@ -291,6 +291,15 @@ async def test_a_fenced_room_answers_unavailable_never_no_room(one: Any) -> None
     assert (await store.join("r", client(1), None, None)).ticket == 1
 
 
+def test_a_cluster_that_cannot_place_a_command_now_is_store_unavailable() -> None:
+    from redis import exceptions as rx
+
+    for exc in (rx.ClusterError("TTL exhausted."), rx.SlotNotCoveredError("Slot 7 not covered")):
+        with pytest.raises(StoreUnavailable) as caught, translate("r"):
+            raise exc
+        assert not isinstance(caught.value, RoomFenced)
+
+
 async def test_an_unreachable_valkey_is_store_unavailable() -> None:
     store = ValkeyStore("redis://127.0.0.1:1/15", prefix="qmtest:x:", clock=FakeClock())
     with pytest.raises(StoreUnavailable):
@@ -528,7 +537,9 @@ def _python_room() -> tuple[Engine, FakeClock]:
         room.join(client(20 + i), None, None)
     engine.schedule("cp", {"opensAt": None})  # the second pre-queue is drawn
     engine.schedule("cp", {"opensAt": clock.wall_ms() + 5_000})
+    engine.schedule("cp", {"opensAt": clock.wall_ms() + 6_000})  # a commitment replaced before its draw
     room.join(client(30), None, None)
+    assert room.draw_record is not None and len(room.draw_record.previous) == 1
     assert pre and room.prequeue and room.drawn and room.purged_handles and room.finished and room.line
     return engine, clock
 

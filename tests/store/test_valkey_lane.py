@@ -1,6 +1,7 @@
 """The hot lane (store/valkey/lane.py) against a real Valkey: the answers and errors redis-py gives,
 replies matched in order under concurrency and cancellation, a killed connection replaced, a silent
-server timed out, and only plain redis:// URLs get a lane."""
+server timed out, ``submit`` raising only for a command that was not written, and only plain redis://
+URLs get a lane."""
 
 from __future__ import annotations
 
@@ -100,6 +101,40 @@ async def test_a_command_whose_connection_drops_after_it_was_written_is_not_sent
         with pytest.raises(rx.ConnectionError):
             await lane.execute("EVALSHA", "a" * 40, 0)
         assert len(received) == 1 and b"EVALSHA" in received[0]  # one connection, one attempt
+    finally:
+        await lane.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_submit_raises_only_when_nothing_was_written() -> None:
+    """A connection that cannot be made fails ``submit`` itself (the command can go elsewhere); once
+    written, a lost connection fails the reply's future instead (it may have run)."""
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    lane = ValkeyLane.for_url(f"redis://127.0.0.1:{port}/0?socket_connect_timeout=1")
+    assert lane is not None
+    try:
+        with pytest.raises(rx.ConnectionError):
+            await lane.submit("PING")
+    finally:
+        await lane.close()
+
+    received: list[bytes] = []
+
+    async def drop_after_reading(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.read(1024))
+        writer.close()
+
+    server = await asyncio.start_server(drop_after_reading, "127.0.0.1", 0)
+    lane = ValkeyLane.for_url(f"redis://127.0.0.1:{server.sockets[0].getsockname()[1]}/0?socket_timeout=5")
+    assert lane is not None
+    try:
+        reply = await lane.submit("PING")  # written: no error here
+        with pytest.raises(rx.ConnectionError):
+            await reply
+        assert len(received) == 1 and b"PING" in received[0]
     finally:
         await lane.close()
         server.close()

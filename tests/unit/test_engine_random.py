@@ -1,4 +1,5 @@
-"""The engine's injected random source: a seeded source replays a draw exactly."""
+"""The engine's injected random source: a seeded source replays a drop exactly (its handles and its seed,
+and so its draw)."""
 
 from __future__ import annotations
 
@@ -20,16 +21,16 @@ def _entries() -> list[PreEntry]:
 
 
 def test_the_same_seed_replays_the_same_draw_and_another_seed_does_not():
-    first = draw_order(_entries(), SeededRandom(7))
-    again = draw_order(_entries(), SeededRandom(7))
-    other = draw_order(_entries(), SeededRandom(8))
+    first = draw_order(_entries(), SeededRandom(7).draw_seed())
+    again = draw_order(_entries(), SeededRandom(7).draw_seed())
+    other = draw_order(_entries(), SeededRandom(8).draw_seed())
     assert first == again
     assert other != first
     assert sorted(first) == sorted(other) == sorted(e.handle for e in _entries())
 
 
 def test_a_draw_stays_round_robin_by_address():
-    order = draw_order(_entries(), SeededRandom(3))
+    order = draw_order(_entries(), SeededRandom(3).draw_seed())
     idents = {e.handle: e.ident for e in _entries()}
     # every address's k-th place comes before any address's (k+1)-th: 8 addresses, 5 places each
     rounds = [order[i : i + 8] for i in range(0, 40, 8)]
@@ -70,3 +71,5 @@ def test_rooms_use_the_system_source_unless_given_one():
     assert store.engine.rng is SYSTEM_RANDOM and isinstance(SYSTEM_RANDOM, SystemRandomSource)
     handle = SYSTEM_RANDOM.token_hex(8)
     assert len(handle) == 16 and int(handle, 16) >= 0
+    seeds = {SYSTEM_RANDOM.draw_seed() for _ in range(3)}
+    assert len(seeds) == 3 and all(len(seed) == 32 for seed in seeds)

@@ -11,6 +11,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+import orjson
+
+from queue_manager.engine.draw import Drawn, DrawRecord
 from queue_manager.engine.model import RoomConfig, apply_fields
 from queue_manager.engine.ticket import Ticket
 from queue_manager.engine.view import VisitorView, render_stats, render_ticket, render_visitor_view
@@ -103,7 +106,15 @@ def visitor_view(
 ) -> VisitorView:
     """A join/status reply's raw numbers, rendered by ``engine.view.render_visitor_view``."""
     render = partial(
-        render_visitor_view, cfg, gen, r["eff"], now_wall, now_mono, reason=r.get("reason"), new=bool(r.get("new"))
+        render_visitor_view,
+        cfg,
+        gen,
+        r["eff"],
+        now_wall,
+        now_mono,
+        reason=r.get("reason"),
+        new=bool(r.get("new")),
+        draw_commitment=r.get("dc") or None,
     )
     pre = r.get("pre")
     if pre is not None:
@@ -197,4 +208,44 @@ def rule_stats(rst: list[str]) -> dict[int, tuple[int, int | None]]:
     for i in range(0, len(rst), 2):
         matches, _, last = rst[i + 1].partition(":")
         out[int(rst[i])] = (int(matches), int(last) if last else None)
+    return out
+
+
+def draw_record(fields: Any) -> DrawRecord | None:
+    """The room's ``draw`` hash (HGETALL: a flat list, or an empty table) as a ``DrawRecord``."""
+    if not isinstance(fields, list) or not fields:
+        return None
+    h = {str(fields[i]): str(fields[i + 1]) for i in range(0, len(fields), 2)}
+    previous = []
+    for item in filter(None, h.get("prev", "").split(",")):
+        com, _, at = item.partition(":")
+        previous.append((com, int(at)))
+    record = DrawRecord(bytes.fromhex(h["seed"]), int(h["at"]), int(h["opens"]) if h.get("opens") else None, previous)
+    res = h.get("res")
+    if res:
+        doc = orjson.loads(res)
+        record.drawn = Drawn(doc["handles"], doc["groups"], doc["order"], int(h["dat"]), int(h["first"]))
+    return record
+
+
+def draw_fields(record: DrawRecord | None) -> list[str]:
+    """The ``draw`` hash of ``record`` (what ``draw_record`` reads back), as HSET's field/value list."""
+    if record is None:
+        return []
+    out = [
+        "seed",
+        record.seed.hex(),
+        "com",
+        record.commitment,
+        "at",
+        str(record.committed_ms),
+        "opens",
+        "" if record.opens_at_ms is None else str(record.opens_at_ms),
+        "prev",
+        ",".join(f"{com}:{at}" for com, at in record.previous),
+    ]
+    drawn = record.drawn
+    if drawn is not None:
+        res = {"order": drawn.order, "handles": drawn.handles, "groups": drawn.groups}
+        out += ["res", orjson.dumps(res).decode(), "dat", str(drawn.at_ms), "first", str(drawn.first_ticket)]
     return out

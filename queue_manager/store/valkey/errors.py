@@ -11,6 +11,8 @@
       not allowed when used memory > 'maxmemory'")
     ResponseError "QM fenced" (a script's refusal)      ->  RoomFenced (a StoreUnavailable: being rebuilt)
     ResponseError "QM no_room"                          ->  EngineError 404 no_room
+    ClusterError (redirections or TRYAGAIN past the     ->  StoreUnavailable
+      cluster client's attempts, slots not covered)
     anything else                                       ->  raised unchanged (a bug, not an outage)
 
 Refusals that happen after a script already changed the room (an identity ceiling after the
@@ -107,4 +109,6 @@ def _map(exc: Exception, room_id: str | None) -> None:
             # every connection of this process is busy (a surge), not an outage: no fast-answer hold
             raise StoreUnavailable(f"valkey: no free connection: {exc}"[:300]) from exc
         raise ValkeyUnreachable(f"valkey unreachable: {type(exc).__name__}: {exc}"[:300]) from exc
+    if isinstance(exc, (rx.ClusterError, rx.RedisClusterException)):  # a slot moving, a map being learned
+        raise StoreUnavailable(f"valkey cluster: {exc}"[:300]) from exc
     raise exc

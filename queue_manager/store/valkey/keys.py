@@ -34,6 +34,8 @@ aref    hash   Ref code -> comma list of every ticket number <= 50,000 minted in
 pq      hash   pre-queue: handle -> JSON entry; ``pqo`` zset keeps their join order
 ppi     hash   ident -> pre-queue entries (preQueueMaxPerIp)
 drawn   hash   handle -> ticket number it was drawn as
+draw    hash   the drop's committed seed and, once drawn, the draw (see lua/prelude.lua
+               ``commit_draw``): seed, com, at, opens, prev; res, dat, first
 ph      zset   purged pre-queue handles (join order as score), at most 50,000
 jt/pt   zset   join / promotion instants (mono ms) of the last minute (jt members: 'n'+ticket,
                'h'+pre-queue handle)
@@ -119,6 +121,7 @@ ROOM_KEYS: tuple[str, ...] = (
     "pqo",
     "ppi",
     "drawn",
+    "draw",
     "ph",
     "jt",
     "pt",

@@ -14,7 +14,11 @@ fails every command in flight with ``ConnectionError``; a reply that does not co
 the connection already gone is sent on a new one; a command written before the connection was lost
 fails with ConnectionError and is not sent again (redis-py would retry it, and a room script whose
 reply was lost may have run), and a timeout is not retried either.
-Only plain ``redis://`` URLs get a lane; TLS and unix sockets keep using redis-py for everything.
+``submit`` tells the two apart for a caller that can send a command elsewhere: an error it raises means
+nothing was written; an error from the future it returns means the command may have run.
+
+Only plain ``redis://`` URLs get a lane, and plain ``redis+cluster://`` ones a lane per master
+(``cluster_lane.py``); TLS and unix sockets keep using redis-py for everything.
 """
 
 from __future__ import annotations
@@ -104,6 +108,7 @@ class ValkeyLane:
         connect_timeout: float | None = None,
     ) -> None:
         self.host, self.port, self.db = host, port, db
+        self.name = f"{host}:{port}"
         self.username, self.password = username, password
         self.socket_timeout = socket_timeout
         self.connect_timeout = connect_timeout if connect_timeout is not None else socket_timeout
@@ -134,15 +139,21 @@ class ValkeyLane:
         )
 
     async def execute(self, *args: Any) -> Any:
+        return await (await self.submit(*args))
+
+    async def submit(self, *args: Any) -> asyncio.Future[Any]:
+        """Queue the command for writing and hand back the future of its reply.
+
+        An error raised here (``ConnectionError``, ``TimeoutError`` while connecting) means the command
+        was not sent; an error from the future means it may have been."""
         proto = await self._connection()
         try:
-            sent = self._send(proto, args)
+            return self._send(proto, args)
         except rx.ConnectionError:
             # known gone before anything was written (a restart, an idle close): on a new connection.
             # A command that was written and then lost its connection is not sent again: a script
             # may have run, and its reply (the events to journal) is gone with the connection.
-            sent = self._send(await self._connection(), args)
-        return await sent
+            return self._send(await self._connection(), args)
 
     @property
     def connected(self) -> bool:

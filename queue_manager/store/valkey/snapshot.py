@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 import queue_manager.engine.engine as engine_module
+from queue_manager.engine.draw import DrawRecord
 from queue_manager.engine.snapshot import config_from_public
 from queue_manager.engine.ticket import make_ref
 from queue_manager.store.valkey import codec
@@ -75,6 +76,7 @@ def export_document(room_id: str, reply: dict[str, Any]) -> dict[str, Any]:
         f = orjson.loads(fin[str(n)])
         finished.append([int(n), f["j"], f.get("pm"), f.get("wm"), f["r"], f["e"]])
     pq = _pairs(reply["pq"])
+    draw = codec.draw_record(reply.get("draw"))
 
     def num(name: str) -> int:
         value = st.get(name, "")
@@ -96,6 +98,7 @@ def export_document(room_id: str, reply: dict[str, Any]) -> dict[str, Any]:
         "finished": finished,
         "prequeue": [_pre_doc(orjson.loads(pq[h])) for h in reply["pqo"] or []],
         "drawn": {h: int(n) for h, n in _pairs(reply["drawn"]).items()},
+        "draw": None if draw is None else draw.to_doc(),
         "purgedHandles": list(reply["ph"] or []),
         "counters": {
             "joinsTotal": num("joins"),
@@ -231,6 +234,8 @@ def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tu
         payload["ppi"] += [ident, str(count)]
     for handle, n in (snapshot.get("drawn") or {}).items():
         payload["drawn"] += [handle, str(n)]
+    draw = snapshot.get("draw")
+    payload["draw"] += codec.draw_fields(None if draw is None else DrawRecord.from_doc(draw))
     purged = snapshot.get("purgedHandles") or []
     for i, handle in enumerate(purged, start=1):
         payload["ph"] += [str(i), handle]
@@ -278,6 +283,7 @@ def codec_keys() -> tuple[str, ...]:
         "pq",
         "ppi",
         "drawn",
+        "draw",
         "line",
         "hp",
         "hs",

@@ -15,6 +15,8 @@ from redis.asyncio import Redis
 import queue_manager.engine.engine as engine_module
 import queue_manager.engine.room as room_module
 from queue_manager.clock import Clock
+from queue_manager.engine import draw as draw_rules
+from queue_manager.engine.draw import DrawState
 from queue_manager.engine.errors import EngineError, bad_field, no_room
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import (
@@ -30,13 +32,14 @@ from queue_manager.engine.policy import RoomPolicy, policy_of
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
 from queue_manager.engine.room import CheckResult, NewDoor, Presented
 from queue_manager.engine.targeting import match as match_rule
-from queue_manager.engine.ticket import PreEntry, make_ref
+from queue_manager.engine.ticket import make_ref
 from queue_manager.engine.view import VisitorView
 from queue_manager.store.base import ChangeListener, Store, StoreUnavailable
 from queue_manager.store.valkey import codec
 from queue_manager.store.valkey.breaker import Breaker
 from queue_manager.store.valkey.client import is_cluster, open_client
 from queue_manager.store.valkey.clock import SharedClock
+from queue_manager.store.valkey.cluster_lane import ClusterLanes
 from queue_manager.store.valkey.errors import RoomFenced, translate
 from queue_manager.store.valkey.keys import DEFAULT_PREFIX, room_key, rooms_key, rooms_seq_key, script_keys
 from queue_manager.store.valkey.lane import ValkeyLane
@@ -138,8 +141,11 @@ class ValkeyStore:
         else:
             self._redis = redis
             self._owns_client = False
-        # the per-request commands (room scripts, places_held) on one pipelined connection (lane.py)
-        self._lane = ValkeyLane.for_url(redis) if isinstance(redis, str) else None
+        # the per-request commands (room scripts, places_held) on one pipelined connection (lane.py);
+        # on a cluster, one per master (cluster_lane.py)
+        self._lane: ValkeyLane | ClusterLanes | None = None
+        if isinstance(redis, str):
+            self._lane = ValkeyLane.for_url(redis) or ClusterLanes.for_url(redis, self._redis)
         self.prefix = prefix
         self.clock: Clock = clock if clock is not None else SharedClock()
         self.journal = journal
@@ -363,12 +369,22 @@ class ValkeyStore:
         return out
 
     def _draw(self, room_id: str, reply: Reply) -> tuple[str, str, str]:
-        """The draw itself, in Python (room.draw_order from ``rng``); the script applies it."""
-        entries = [PreEntry(h, ident, b"", None, None, 0, 0) for h, ident in reply.get("entries") or []]
-        order = room_module.draw_order(entries, self.rng)
+        """The draw itself, in Python (qm-draw-v1 of the committed seed, engine/draw.py); the script
+        applies it and keeps it as the draw's record. A drop without a committed seed (scheduled by an
+        older build) is drawn from a fresh one, published with the draw (Room.draw_seed)."""
+        handles, groups = draw_rules.freeze((str(h), str(ident)) for h, ident in reply.get("entries") or [])
+        doc: dict[str, Any] = {}
+        committed = reply.get("seed")
+        if isinstance(committed, str) and committed:
+            seed = bytes.fromhex(committed)
+        else:
+            seed = self.rng.draw_seed()
+            doc.update(seed=seed.hex(), com=draw_rules.commitment(seed))
+        order = draw_rules.draw_order(seed, handles, groups)
+        doc.update(order=order, handles=handles, groups=groups)
         gen, first = int(reply["gen"]), int(reply["next"])
         refs = [make_ref(room_id, gen, first + i) for i in range(len(order))]
-        return str(reply["ver"]), _json(order), _json(refs)
+        return str(reply["ver"]), _json(doc), _json(refs)
 
     async def _room_op(
         self,
@@ -536,15 +552,17 @@ class ValkeyStore:
     async def _create(self, room_id: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool, list[str]]:
         check_room_id(room_id)
         cfg, changed = apply_fields(None, body)
+        seed = _OneSeed(self.rng)
+        commit = _commits(None, cfg)
         args = [*self._header(await self._now(), "*"), "create", room_id, _json(codec.store_form(cfg))]
-        args += [*codec.lua_fields(cfg), "0", "0", "[]"]
+        args += [*codec.lua_fields(cfg), "0", "0", "[]", *_seed_args(seed, commit)]
         score = await self._register(room_id)
         reply = await self._eval("upsert", room_id, args)
         if reply["k"] == "conflict":
             raise _Retry
         await self._register(room_id, score)
         self._absorb(room_id, reply)
-        data = {"fields": changed, "config": cfg.to_public()}
+        data = {"fields": changed, "config": cfg.to_public(), **_seed_data(seed, commit)}
         await self._finish([_with_data(e, "room.create", data) for e in self._events(room_id, reply)])
         return await self.get_room(room_id), True, changed
 
@@ -552,6 +570,7 @@ class ValkeyStore:
         self, room_id: str, body: dict[str, Any], cur: _Config, expect_state: str | None
     ) -> tuple[dict[str, Any], bool, list[str]]:
         held: dict[str, Any] = {}
+        seed = _OneSeed(self.rng)  # drawn once for this request, whatever the attempts
 
         def update_args(cache: _Config | None) -> list[str]:
             base = cache.cfg if cache is not None else cur.cfg
@@ -564,7 +583,7 @@ class ValkeyStore:
             clocks = (base.session_ttl_sec, base.session_max_sec, base.passed_ttl_sec, base.presence_sec)
             clocks_changed = clocks != (cfg.session_ttl_sec, cfg.session_max_sec, cfg.passed_ttl_sec, cfg.presence_sec)
             moved = base.state != cfg.state or base.rate_per_minute != cfg.rate_per_minute
-            held.update(cfg=cfg, changed=changed)
+            held.update(cfg=cfg, changed=changed, commit=_commits(base.opens_at_ms, cfg))
             return [
                 "update",
                 room_id,
@@ -573,6 +592,7 @@ class ValkeyStore:
                 "1" if clocks_changed else "0",
                 "1" if moved else "0",
                 _json(rule_map),
+                *_seed_args(seed, held["commit"]),
             ]
 
         try:
@@ -582,7 +602,7 @@ class ValkeyStore:
                 raise _Retry from None  # deleted meanwhile: this upsert creates it (or, expecting a state, says so)
             raise
         cfg, changed = held["cfg"], held["changed"]
-        data = {"fields": changed, "config": cfg.to_public()}
+        data = {"fields": changed, "config": cfg.to_public(), **_seed_data(seed, held["commit"])}
         await self._finish([_with_data(e, "room.update", data) for e in events])
         return await self.get_room(room_id), False, changed
 
@@ -623,6 +643,7 @@ class ValkeyStore:
             raise no_room(room_id)
         body = check_schedule_body(body)
         held: dict[str, Any] = {}
+        seed = _OneSeed(self.rng)  # drawn once for this request, whatever the attempts
 
         def schedule_args(cache: _Config | None) -> list[str]:
             base = cache.cfg if cache is not None else cur.cfg
@@ -633,8 +654,13 @@ class ValkeyStore:
                 fields["preQueueMaxPerIp"] = body["preQueueMaxPerIp"]
             cfg, changed = apply_fields(base, {"id": room_id, **fields})
             cancelled = "opensAt" in body and body["opensAt"] is None and base.opens_at_ms is not None
-            held.update(cfg=cfg, changed=changed)
-            return [_json(codec.store_form(cfg)), *codec.lua_fields(cfg), "1" if cancelled else "0"]
+            held.update(cfg=cfg, changed=changed, commit=_commits(base.opens_at_ms, cfg))
+            return [
+                _json(codec.store_form(cfg)),
+                *codec.lua_fields(cfg),
+                "1" if cancelled else "0",
+                *_seed_args(seed, held["commit"]),
+            ]
 
         try:
             schedule_args(cur)
@@ -644,9 +670,14 @@ class ValkeyStore:
             await self._finish(events)
             raise
         _, events = await self._room_op("schedule", room_id, await self._now(), schedule_args, cv="strict")
-        data = {"fields": held["changed"], "config": held["cfg"].to_public()}
+        data = {"fields": held["changed"], "config": held["cfg"].to_public(), **_seed_data(seed, held["commit"])}
         await self._finish([_with_data(e, "room.schedule", data) for e in events])
         return await self.get_room(room_id)
+
+    async def draw_state(self, room_id: str) -> DrawState:
+        reply, events = await self._room_op("stats", room_id, await self._now(), lambda _: ["draw"])
+        await self._finish(events)  # a draw that was due is committed before it is shown
+        return DrawState(codec.draw_record(reply.get("draw")), reply["eff"] == "scheduled", int(reply["pq"]))
 
     # ------------------------------------------------------------------ visitors
 
@@ -938,6 +969,37 @@ class ValkeyStore:
 
 class _Retry(Exception):
     """Another instance created or deleted the room between the read and the write."""
+
+
+def _commits(opens_before: int | None, cfg: RoomConfig) -> bool:
+    """The change schedules a drop or moves it to another instant: it commits a new seed (Engine._commit)."""
+    return cfg.opens_at_ms is not None and cfg.opens_at_ms != opens_before
+
+
+class _OneSeed:
+    """The seed of one room change, drawn from ``rng`` the first time it is needed (never when the
+    change commits none), the same on every attempt of the change's script."""
+
+    __slots__ = ("_rng", "_seed")
+
+    def __init__(self, rng: RandomSource) -> None:
+        self._rng = rng
+        self._seed: bytes | None = None
+
+    def get(self) -> bytes:
+        if self._seed is None:
+            self._seed = self._rng.draw_seed()
+        return self._seed
+
+
+def _seed_args(seed: _OneSeed, commit: bool) -> list[str]:
+    """The seed and its commitment as a script's arguments ('' when the change commits none)."""
+    return [seed.get().hex(), draw_rules.commitment(seed.get())] if commit else ["", ""]
+
+
+def _seed_data(seed: _OneSeed, commit: bool) -> dict[str, str]:
+    """What the room change's event carries of the seed (``seed``, when it committed one)."""
+    return {"seed": seed.get().hex()} if commit else {}
 
 
 def _with_data(event: Event, type_: str, data: dict[str, Any]) -> Event:

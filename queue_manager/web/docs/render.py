@@ -30,6 +30,7 @@ GUIDES: dict[str, str] = {
     "configuration": "configuration.md",
     "protection": "protection.md",
     "events": "events.md",
+    "fairness": "fairness.md",
     "decisions": "decisions.md",
     "architecture": "architecture.md",
     "benchmarks": "benchmarks.md",

@@ -247,6 +247,16 @@
     show('v-turn', which === 'turn');
   }
 
+  // the drop's published commitment and the visitor's own handle, to check the draw with afterwards
+  function renderDrawProof(p) {
+    var commitment = typeof p.drawCommitment === 'string' ? p.drawCommitment : '';
+    show('draw-proof', commitment !== '');
+    setText('draw-commitment', commitment);
+    var handle = typeof p.handle === 'string' ? p.handle : '';
+    show('draw-handle-line', handle !== '');
+    setText('draw-handle', handle);
+  }
+
   function render(p) {
     renderNotice(p);
     renderRef(p);
@@ -262,6 +272,7 @@
       } else {
         setText('precount', '');
       }
+      renderDrawProof(p);
       setTitle(t('titleOpens'));
       tickCountdown();
       if (!countdownTimer) countdownTimer = setInterval(tickCountdown, 1000);

@@ -16,5 +16,6 @@ return cjson.encode({
   pq = redis.call('HGETALL', K.pq),
   pqo = redis.call('ZRANGE', K.pqo, 0, -1),
   drawn = redis.call('HGETALL', K.drawn),
+  draw = redis.call('HGETALL', K.draw),
   ph = redis.call('ZRANGE', K.ph, 0, -1),
 })

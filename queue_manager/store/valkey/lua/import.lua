@@ -15,7 +15,7 @@ local cv = redis.call('HINCRBY', K.meta, 'cv', 1)
 chunked('HSET', K.st, p.st, 400)
 redis.call('HSET', K.st, 'cv', I(cv), 'gen', I(gen))
 redis.call('SET', K.cfg, p.cfg)
-local HASHES = {'t', 'pi', 'fin', 'refs', 'aref', 'pq', 'ppi', 'drawn'}
+local HASHES = {'t', 'pi', 'fin', 'refs', 'aref', 'pq', 'ppi', 'drawn', 'draw'}
 for _, name in ipairs(HASHES) do
   if p[name] ~= nil and #p[name] > 0 then
     chunked('HSET', K[name], p[name], 400)

@@ -7,7 +7,8 @@
 --
 -- ARGV header (the same for every script; the operation's own arguments follow at A + 1):
 --   1 now_wall  2 now_mono  3 expected config version ('*' = any)  4 FINISHED_KEEP
---   5 ARCHIVE_TICKETS  6 sweep budget  7 draw version  8 draw order (JSON)  9 draw Refs (JSON)
+--   5 ARCHIVE_TICKETS  6 sweep budget  7 draw version  8 the draw (JSON: order, handles, groups;
+--      seed and com when no seed was committed)  9 draw Refs (JSON)
 --   10 the Ref window's "generation:first number"  11 Ref window (the Refs of the next numbers,
 --      concatenated: each REF_WIDTH characters, no separator; one is cut out, nothing decoded)
 --   12 the tick's promotion budget  13 admission maintenance ('1': every room holds its line)
@@ -627,13 +628,46 @@ local function draw_due()  -- the test in _maybe_draw
   return not (opens ~= nil and NOW_WALL < opens)  -- a cancelled drop with people waiting opens now
 end
 
-local function draw_version()
-  return I(S.gen) .. ':' .. I(S.pqver or 0) .. ':' .. I(S.next)
+-- The drop's committed seed (K.draw, a hash): seed, com (its commitment), at (committed, wall ms),
+-- opens (the instant committed for, '' none), prev ('<commitment>:<replaced at>' joined by ','); once
+-- drawn: res (the draw as the store sent it: JSON order, handles, groups), dat (wall ms), first
+-- (the first ticket it minted).
+local function committed_seed()  -- the seed the next draw uses (Room.draw_seed), or nil
+  local cur = redis.call('HMGET', K.draw, 'seed', 'dat')
+  if cur[1] and not cur[2] then
+    return cur[1]
+  end
+  return nil
 end
 
--- The draw needs randomness Lua does not have: the script answers 'draw' with the pre-queue, the
--- store computes the permutation (room.draw_order) and calls again with it; it is applied only if
--- the pre-queue and the next ticket number are unchanged since (the version), else asked again.
+local function commit_draw(seed, com)  -- commit_draw (after set_config: c_opens is the new instant)
+  if seed == '' then
+    return
+  end
+  local cur = redis.call('HMGET', K.draw, 'com', 'dat', 'prev')
+  local prev = ''
+  if cur[1] and not cur[2] then  -- a commitment not yet drawn is listed as replaced
+    prev = cur[1] .. ':' .. I(NOW_WALL)
+    if cur[3] and cur[3] ~= '' then
+      prev = cur[3] .. ',' .. prev
+    end
+  end
+  redis.call('DEL', K.draw)
+  local opens = ''
+  if S.c_opens ~= nil then
+    opens = I(S.c_opens)
+  end
+  redis.call('HSET', K.draw, 'seed', seed, 'com', com, 'at', I(NOW_WALL), 'opens', opens, 'prev', prev)
+end
+
+local function draw_version()
+  return I(S.gen) .. ':' .. I(S.pqver or 0) .. ':' .. I(S.next) .. ':' .. (committed_seed() or '')
+end
+
+-- The draw needs hashing Lua does not have: the script answers 'draw' with the pre-queue and the
+-- committed seed, the store computes the order (qm-draw-v1, engine/draw.py) and calls again with it;
+-- it is applied only if the pre-queue, the seed and the next ticket number are unchanged since (the
+-- version), else asked again.
 local DRAW = nil
 
 local function draw_reply()
@@ -647,18 +681,19 @@ local function draw_reply()
   for i, h in ipairs(handles) do
     entries[i] = {h, ident[h]}
   end
-  return cjson.encode({k = 'draw', ver = draw_version(), gen = S.gen, next = S.next, entries = entries})
+  return cjson.encode({k = 'draw', ver = draw_version(), gen = S.gen, next = S.next, entries = entries,
+    seed = committed_seed()})
 end
 
 local function draw_ready()
   if DRAW_VER == '' or DRAW_VER ~= draw_version() then
     return false
   end
-  local order = cjson.decode(DRAW_ORDER)
-  if #order ~= redis.call('HLEN', K.pq) then
+  local d = cjson.decode(DRAW_ORDER)
+  if #d.order ~= redis.call('HLEN', K.pq) then
     return false
   end
-  DRAW = {order = order, refs = cjson.decode(DRAW_REFS)}
+  DRAW = {order = d.order, refs = cjson.decode(DRAW_REFS), seed = opt(d.seed), com = opt(d.com)}
   return true
 end
 
@@ -675,7 +710,20 @@ local function apply_draw()  -- apply_draw
   end
   redis.call('DEL', K.ppi)
   S.pqver = (S.pqver or 0) + 1
-  emit('prequeue.draw', {order = DRAW.order, tickets = numbers})
+  local ev = {order = DRAW.order, tickets = numbers}
+  if DRAW.seed ~= nil then  -- no seed was committed: the draw's own, published with it
+    local opens = ''
+    if S.c_opens ~= nil then
+      opens = I(S.c_opens)
+    end
+    redis.call('DEL', K.draw)
+    redis.call('HSET', K.draw, 'seed', DRAW.seed, 'com', DRAW.com, 'at', I(NOW_WALL), 'opens', opens, 'prev', '')
+    ev.seed = DRAW.seed
+  end
+  if redis.call('EXISTS', K.draw) == 1 then
+    redis.call('HSET', K.draw, 'res', DRAW_ORDER, 'dat', I(NOW_WALL), 'first', I(numbers[1] or S.next))
+  end
+  emit('prequeue.draw', ev)
   DRAW = nil
 end
 
@@ -754,6 +802,12 @@ end
 
 local function view_payload(found)  -- the raw material of visitor_view()
   local out = {k = 'ok', eff = effective_state(NOW_WALL), reason = found.reason, n = found.n, new = found.new}
+  if out.eff == 'scheduled' then
+    local cur = redis.call('HMGET', K.draw, 'com', 'dat')
+    if cur[1] and not cur[2] then
+      out.dc = cur[1]
+    end
+  end
   if found.pre ~= nil then
     out.pre = found.pre
     out.pc = redis.call('HLEN', K.pq)

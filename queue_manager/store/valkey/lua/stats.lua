@@ -1,6 +1,6 @@
 -- stats (Room.stats, after advance): the raw numbers; Python derives the rest. Also the plain
 -- advance the engine runs before a refused schedule (ARGV after the header: 'advance' to skip
--- the numbers).
+-- the numbers), and the drop's draw after an advance ('draw').
 local early = begin(false, true)
 if early then
   return early
@@ -10,6 +10,10 @@ if not advance() then
 end
 if ARGV[A + 1] == 'advance' then
   return done({k = 'ok'})
+end
+if ARGV[A + 1] == 'draw' then  -- the drop's draw (GET /api/rooms/<id>/draw)
+  return done({k = 'ok', eff = effective_state(NOW_WALL), pq = redis.call('HLEN', K.pq),
+    draw = redis.call('HGETALL', K.draw)})
 end
 local cutoff = NOW - 60000
 redis.call('ZREMRANGEBYSCORE', K.jt, '-inf', I(cutoff))

@@ -2,7 +2,8 @@
 -- config of version WANT_CV; it is written only if that is still the current version (else the
 -- reply carries the current config and the store tries again).
 -- ARGV after the header: mode (create|update), room id, config JSON, the CONFIG_FIELDS,
--- clocks changed (1/0), state or rate changed (1/0), rule map (JSON: old index per new rule, -1 none).
+-- clocks changed (1/0), state or rate changed (1/0), rule map (JSON: old index per new rule, -1 none),
+-- the new drop's seed and its commitment (hex; '' when this change commits none).
 local mode = ARGV[A + 1]
 local room_id = ARGV[A + 2]
 local cfg = ARGV[A + 3]
@@ -30,8 +31,9 @@ if mode == 'create' then
   S.blocked = 0
   S.ejected = 0
   S.pqver = 0
-  set_config(A + 4)
+  local c = set_config(A + 4)
   redis.call('SET', K.cfg, cfg)
+  commit_draw(ARGV[c + 3], ARGV[c + 4])
   emit('room.create', {})
   CFG_OUT = true
   return done({k = 'ok', created = true})
@@ -71,6 +73,7 @@ if rate_or_state_changed then
     S.credit = math.min(S.credit, SLOT)
   end
 end
+commit_draw(ARGV[i + 3], ARGV[i + 4])
 emit('room.update', {})
 CFG_OUT = true
 return done({k = 'ok', created = false})
