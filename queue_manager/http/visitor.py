@@ -426,6 +426,7 @@ async def _edge_pass(
         why = await passkeys.refusal(ctx, room_id, shown, door_hash(dk))
         if why is not None:
             payload["edgePassRefused"] = why
+            ctx.counters.refused_edge_passes += 1
     issued = None
     if vouched and result.admit:
         issued = passkeys.issue(ctx, room_id, presented, result, door_hash(result.door_key or dk))

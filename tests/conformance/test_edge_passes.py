@@ -16,7 +16,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from harness import Server, create_room, unique_id
+from harness import Server, create_room, metric, unique_id
 from passkit import PUBLIC_KEY, UA, admitted, b64, bnd, key_of, kid_of, parts, sign, unb64, verify_with_jwk
 
 ServerFactory = Callable[..., Server]
@@ -126,11 +126,13 @@ def test_the_queue_names_every_pass_it_would_refuse(server: Server) -> None:
         "revoked": sign(own, {**claims, "gen": claims["gen"] + 1}),
     }
     tampered = f"{h}.{tampered_claims}.{s}"
+    refused_before = metric(server, "qm_refused_edge_passes_total") or 0.0
     assert v.check(qm_pass=tampered).json()["edgePassRefused"] == "bad_signature"
     for reason, token in cases.items():
         body = v.check(qm_pass=token).json()
         assert body.get("edgePassRefused") == reason, (reason, body)
         assert body["admit"] is True  # the ticket and the door key decide; the pass only caches that
+    assert metric(server, "qm_refused_edge_passes_total") == refused_before + 1 + len(cases)
     # a pass alone (no ticket, no door key) never admits anybody at the queue
     headers = {"Authorization": f"Bearer {PUBLIC_KEY}", "Cookie": f"qmp_{v.room_id}={good}"}
     with server.client(headers=headers) as c:
