@@ -13,6 +13,8 @@ Phases (BENCH_ONLY=comma,list picks some; BENCH_DURATION / BENCH_WARMUP shorten 
   ssescale (opt-in) /events at scale: a fresh server per size (BENCH_SSE_SCALE, default 10000,19000 streams),
            server CPU us per frame, frame delay p50/p99, RSS per open stream; with BENCH_BASELINE, the other
            checkout's server runs each size too, interleaved, and the ratios are reported
+  edgepass (opt-in) an admitted visitor through the edge gate Worker in workerd: the edge pass checked in the
+           Worker against the /api/check round trip, requests/s per core and queue requests (bench/edgepass.py)
   memory   a fresh server, 100,000 waiting tickets in one room: VmRSS before and after; and the engine's
            own Python heap for the same line (bench/engine_heap.py, tracemalloc, in a process of its own)
 
@@ -1198,6 +1200,10 @@ def main() -> None:
             from workers import phase_workers
 
             phase_workers(results)
+        if "edgepass" in PHASES:
+            from edgepass import phase_edgepass
+
+            phase_edgepass(results)
         if "cluster" in PHASES:
             from cluster import phase_cluster
 

@@ -21,6 +21,7 @@ class Counters:
     rejected_tokens: int = 0
     rejected_tokens_by_reason: dict[str, int] = field(default_factory=dict)
     refused_key_checks: int = 0
+    refused_edge_passes: int = 0  # edge passes a door check carried that the queue would refuse
     rate_limited_checks: int = 0
     rate_limited_by_route: dict[str, int] = field(default_factory=dict)
     storage_write_errors: int = 0
@@ -196,6 +197,11 @@ def render(
         counter("qm_blocked_return_urls", "Return URLs refused by a room's policy", counters.blocked_return_urls),
         counter("qm_refused_key_checks_all", "Vouched checks refused for their key", counters.refused_key_checks),
         counter("qm_rate_limited_checks_all", "Door checks answered 429", counters.rate_limited_checks),
+        counter(
+            "qm_refused_edge_passes",
+            "Edge passes a door check carried that the queue would refuse",
+            counters.refused_edge_passes,
+        ),
         gauge(
             "qm_edge_refused", "Requests refused for a missing or wrong edge secret (a count)", counters.edge_refused
         ),

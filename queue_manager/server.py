@@ -162,6 +162,10 @@ class Server:
             raise refusal
         self.autopilot = Autopilot(ctx, shared_for(ctx, self.backend), self.backend)
         ctx.alerts = self.autopilot
+        if self.backend is not None:  # revoked edge passes, for the whole fleet
+            from queue_manager.store.valkey.revocations import ValkeyRevocations
+
+            ctx.revocations = ValkeyRevocations(self.backend.store.redis, self.backend.fleet_prefix, self.clock)
         self.turn_mail: TurnMail | None = None
         if settings.turn_emails:  # addresses in this process or in Valkey, sent by the leader
             ctx.addresses = self._address_book()

@@ -26,6 +26,31 @@ export interface GateOptions {
   trustProxy?: boolean | number;
   /** Called on every fail-open, after X-QM-Failover is set; its errors are ignored. */
   onFailOpen?: (event: FailOpenEvent) => void | Promise<void>;
+  /**
+   * How often the room's revocation list of edge passes is fetched once the queue hands out edge
+   * passes (PASS_SIGNING=ed25519), in ms (default 5000): a revoked pass is refused here within this.
+   */
+  revokedRefreshMs?: number;
+}
+
+/** Why a pass was not accepted locally (the queue was asked instead). */
+export type PassRefusal =
+  | 'not_ready'
+  | 'malformed'
+  | 'unknown_kid'
+  | 'bad_signature'
+  | 'wrong_room'
+  | 'expired'
+  | 'revoked'
+  | 'unbound';
+
+export interface GateStats {
+  /** Requests admitted on an edge pass verified here, without asking the queue. */
+  local: number;
+  /** Door checks asked of the queue. */
+  checks: number;
+  /** Edge passes not accepted here, by reason. */
+  refused: Partial<Record<PassRefusal, number>>;
 }
 
 /** true: continue to the app. false: the gate has answered (waiting room, queued JSON or hand-off). */
@@ -33,6 +58,10 @@ export interface Gate {
   (req: IncomingMessage, res: ServerResponse): Promise<boolean>;
   /** The same gate as Express/Connect middleware. */
   middleware(): (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+  /** What the gate did so far. */
+  readonly stats: GateStats;
+  /** Stop refreshing the revocation list. */
+  close(): void;
 }
 
 export function createGate(options: GateOptions): Gate;

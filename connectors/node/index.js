@@ -1,4 +1,5 @@
 'use strict';
+const crypto = require('node:crypto');
 /**
  * Queue Manager connector for Node (node:http, Express, Connect). Version __QM_CONNECTOR_VERSION__.
  *
@@ -7,11 +8,20 @@
  * visitor and answered within timeoutMs. A pass continues to the app; the queue sends a navigation to
  * the waiting room (302) and answers anything else 503 + X-QM-Queued; a queue that cannot answer
  * fails open: the app answers, marked X-QM-Failover: <reason>. No runtime dependencies.
+ *
+ * Edge passes (the queue's PASS_SIGNING=ed25519): an admitted visitor's qmp_<room> cookie is an
+ * Ed25519-signed pass bound to their door key. The connector verifies it itself (node:crypto, against the
+ * queue's /.well-known/jwks.json and the room's /api/passes/revoked, both fetched in the background) and
+ * asks the queue only when the pass is missing, expired, revoked, bound to another door key, for another
+ * room, or signed by a key it does not know.
  */
 
 const VERSION = '__QM_CONNECTOR_VERSION__';
 const DEFAULT_TIMEOUT_MS = 2000;
 const PASS_COOKIE_MAX_AGE_SEC = 86400; // the server's QUEUE_COOKIE_MAX_AGE_SEC default
+const DEFAULT_REVOKED_REFRESH_MS = 5000;
+const JWKS_DEFAULT_MAX_AGE_MS = 300000;
+const JWKS_RETRY_MS = 10000; // an unknown kid fetches the key set again, at most this often
 
 const STATIC_EXTENSIONS = new Set([
   // scripts, styles, source maps
@@ -183,9 +193,157 @@ function passCookie(roomId, token, secure) {
   return `qm_${roomId}=${token}; Path=/; SameSite=Lax; Max-Age=${PASS_COOKIE_MAX_AGE_SEC}; HttpOnly` + (secure ? '; Secure' : '');
 }
 
+function b64url(buf) {
+  return Buffer.from(buf).toString('base64').replace(/=+$/, '').replace(/\+/g, '-').replace(/\//g, '_');
+}
+
+function fromB64url(text) {
+  if (typeof text !== 'string' || !/^[A-Za-z0-9_-]*$/.test(text)) throw new Error('not base64url');
+  return Buffer.from(text, 'base64url');
+}
+
+/** The pass's `bnd` claim for a door key: base64url of the first 16 bytes of SHA-256(key). */
+function bindingOf(doorKey) {
+  return b64url(crypto.createHash('sha256').update(doorKey).digest().subarray(0, 16));
+}
+
+function maxAgeMs(headers) {
+  const m = /max-age=(\d+)/i.exec(headers.get('cache-control') || '');
+  return m ? Number(m[1]) * 1000 : JWKS_DEFAULT_MAX_AGE_MS;
+}
+
 /**
- * createGate({queueUrl, roomId, key, timeoutMs, trustProxy, onFailOpen}) -> gate(req, res): Promise<boolean>.
+ * What the connector knows to check passes itself: the queue's keys (kid -> KeyObject, refreshed when
+ * their max-age runs out, or on an unknown kid at most every JWKS_RETRY_MS) and the room's revocation
+ * list (generation and revoked pass ids, refreshed every revokedRefreshMs once a pass has been seen).
+ */
+function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
+  const state = {
+    keys: null, // Map kid -> KeyObject
+    keysUntil: 0,
+    keysTried: 0,
+    keysLoading: null,
+    generation: null, // null: no usable revocation list (not fetched yet, or the room is gone)
+    revoked: new Set(),
+    timer: null,
+    verified: new Map(), // "<pass> <door key>" -> claims whose signature, room and binding were checked
+  };
+
+  async function getJson(url) {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), timeoutMs);
+    try {
+      const r = await fetch(url, { headers: { Accept: 'application/json' }, signal: controller.signal });
+      const body = r.status === 200 ? await r.json() : null;
+      return { status: r.status, headers: r.headers, body };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  function loadKeys() {
+    if (state.keysLoading) return state.keysLoading;
+    state.keysTried = Date.now();
+    state.keysLoading = getJson(`${queueUrl}/.well-known/jwks.json`)
+      .then(({ headers, body }) => {
+        if (!body || !Array.isArray(body.keys)) return;
+        const keys = new Map();
+        for (const jwk of body.keys) {
+          if (!jwk || jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.kid !== 'string') continue;
+          try {
+            keys.set(jwk.kid, crypto.createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x }, format: 'jwk' }));
+          } catch (_) {
+            // a key this runtime cannot read is a key it does not know
+          }
+        }
+        state.keys = keys;
+        state.verified.clear(); // a key no longer published no longer vouches for what it signed
+        state.keysUntil = Date.now() + maxAgeMs(headers);
+      })
+      .catch(() => {})
+      .finally(() => {
+        state.keysLoading = null;
+      });
+    return state.keysLoading;
+  }
+
+  async function loadRevoked() {
+    try {
+      const { status, body } = await getJson(`${queueUrl}/api/passes/revoked?roomId=${encodeURIComponent(roomId)}`);
+      if (status === 404) {
+        state.generation = null; // the room is gone: no pass of it is trusted
+      } else if (body && Number.isInteger(body.generation) && Array.isArray(body.revoked)) {
+        state.generation = body.generation;
+        state.revoked = new Set(body.revoked);
+      }
+    } catch (_) {
+      // unreachable: keep the last list; a pass still expires within EDGE_PASS_TTL_SEC
+    }
+  }
+
+  /** A pass was seen: keep the key set and the revocation list fresh from now on. */
+  function watch() {
+    if (state.timer) return;
+    loadKeys();
+    loadRevoked();
+    state.timer = setInterval(loadRevoked, refreshMs);
+    if (typeof state.timer.unref === 'function') state.timer.unref();
+  }
+
+  /** null when the pass admits its holder here and now; otherwise why the queue must be asked. */
+  function refusal(token, doorKey) {
+    if (!state.keys || state.generation === null) return 'not_ready';
+    if (Date.now() >= state.keysUntil) loadKeys();
+    if (!doorKey) return 'unbound';
+    const cacheKey = `${token} ${doorKey}`;
+    const known = state.verified.get(cacheKey);
+    if (known !== undefined) {
+      if (known.exp * 1000 <= Date.now()) return 'expired';
+      if (known.gen !== state.generation || state.revoked.has(known.sub)) return 'revoked';
+      return null;
+    }
+    const parts = String(token).split('.');
+    if (parts.length !== 3) return 'malformed';
+    let header;
+    let claims;
+    let sig;
+    try {
+      header = JSON.parse(fromB64url(parts[0]).toString('utf8'));
+      claims = JSON.parse(fromB64url(parts[1]).toString('utf8'));
+      sig = fromB64url(parts[2]);
+    } catch (_) {
+      return 'malformed';
+    }
+    if (!header || header.alg !== 'EdDSA' || typeof header.kid !== 'string') return 'malformed';
+    const key = state.keys.get(header.kid);
+    if (!key) {
+      if (Date.now() - state.keysTried >= JWKS_RETRY_MS) loadKeys();
+      return 'unknown_kid';
+    }
+    if (!crypto.verify(null, Buffer.from(parts[0] + '.' + parts[1], 'ascii'), key, sig)) return 'bad_signature';
+    if (!claims || typeof claims !== 'object') return 'malformed';
+    if (claims.room !== roomId) return 'wrong_room';
+    if (!Number.isInteger(claims.exp) || claims.exp * 1000 <= Date.now()) return 'expired';
+    if (claims.gen !== state.generation || state.revoked.has(claims.sub)) return 'revoked';
+    if (claims.bnd !== bindingOf(doorKey)) return 'unbound';
+    // signature, room and binding hold for the pass's life: later requests check only time and revocation
+    if (state.verified.size >= 10000) state.verified.clear();
+    state.verified.set(cacheKey, claims);
+    return null;
+  }
+
+  function stop() {
+    if (state.timer) clearInterval(state.timer);
+    state.timer = null;
+  }
+
+  return { watch, refusal, stop, state };
+}
+
+/**
+ * createGate({queueUrl, roomId, key, timeoutMs, trustProxy, onFailOpen, revokedRefreshMs}) -> gate(req, res): Promise<boolean>.
  * true: continue to the app. false: the gate has answered (a redirect or the queued envelope).
+ * gate.stats counts what it did: passes admitted locally, checks asked of the queue, local refusals by reason.
  */
 function createGate(options = {}) {
   const queueUrl = String(options.queueUrl || '').replace(/\/+$/, '');
@@ -195,6 +353,9 @@ function createGate(options = {}) {
   const trustProxy = options.trustProxy;
   const onFailOpen = typeof options.onFailOpen === 'function' ? options.onFailOpen : null;
   const configured = Boolean(queueUrl && roomId && key);
+  const refreshMs = Number(options.revokedRefreshMs) > 0 ? Number(options.revokedRefreshMs) : DEFAULT_REVOKED_REFRESH_MS;
+  const passes = edgePasses(queueUrl, roomId, timeoutMs, refreshMs);
+  const stats = { local: 0, checks: 0, refused: {} };
 
   function failOpen(res, reason) {
     decorate(res, [], [['X-QM-Failover', reason]]);
@@ -245,8 +406,18 @@ function createGate(options = {}) {
       agent: (header(req, 'user-agent') || '').slice(0, 512),
     });
     if (queryToken) params.set('qm_token', queryToken);
+    const edgePass = cookies[`qmp_${roomId}`];
+    if (edgePass && !queryToken) {
+      const why = passes.refusal(edgePass, cookies[`qm_dk_${roomId}`]);
+      if (why === null) {
+        stats.local += 1;
+        return true; // a valid pass bound to this visitor's door key: no round trip
+      }
+      stats.refused[why] = (stats.refused[why] || 0) + 1;
+    }
+    stats.checks += 1;
     const forward = [];
-    for (const name of [`qm_${roomId}`, `qm_dk_${roomId}`, `qms_${roomId}`]) {
+    for (const name of [`qm_${roomId}`, `qm_dk_${roomId}`, `qms_${roomId}`, `qmp_${roomId}`]) {
       if (cookies[name]) forward.push(`${name}=${cookies[name]}`);
     }
     const headers = {
@@ -299,6 +470,7 @@ function createGate(options = {}) {
     if (answer.status < 200 || answer.status > 299) return failOpen(res, `http-${answer.status}`);
     if (!payload || typeof payload !== 'object') return failOpen(res, 'invalid-response');
     if (payload.admit === true) {
+      if (typeof payload.edgePass === 'string') passes.watch();
       const relay = setCookieLines(answer.headers);
       const token = queryToken && TOKEN_SHAPE.test(queryToken) ? queryToken : null;
       if (token && payload.state === 'admitted' && req.method === 'GET' && isNavigation(req)) {
@@ -341,6 +513,9 @@ function createGate(options = {}) {
     }
   }
 
+  gate.stats = stats;
+  /** Stop refreshing the revocation list (the timer never keeps the process alive anyway). */
+  gate.close = passes.stop;
   gate.middleware = function middlewareOf() {
     return (req, res, next) => {
       gate(req, res).then(

@@ -50,6 +50,7 @@ __all__ = [
     "MAX_WORKERS",
     "MIN_EDGE_SECRET_LEN",
     "MIN_SECRET_LEN",
+    "PassSigning",
     "ProtectionMode",
     "Settings",
     "SidestoreName",
@@ -59,6 +60,7 @@ __all__ = [
 StoreName = Literal["memory", "valkey"]
 SidestoreName = Literal["none", "pg"]
 ProtectionMode = Literal["monitor", "enforce"]
+PassSigning = Literal["hmac", "ed25519"]
 
 DEFAULT_ADMIN_KEY = "qm-dev-admin-key"
 DEFAULT_SECRET = "qm-dev-secret-change-me"
@@ -197,6 +199,22 @@ class Settings:
     token_sign_v2: bool = flag("TOKEN_SIGN_V2", False, "Write tokens in the v2 form (per-purpose keys).")
     token_max_age_sec: int = integer(
         "TOKEN_MAX_AGE_SEC", 86400, "Longest life of a visitor ticket.", unit="seconds", minimum=1
+    )
+    pass_signing: PassSigning = choice(
+        "PASS_SIGNING",
+        "hmac",
+        ("hmac", "ed25519"),
+        "ed25519: admitted visitors also get an Ed25519-signed edge pass a connector checks itself.",
+        noun="signing form",
+        note="no edge passes are issued and the key set is empty.",
+    )
+    edge_pass_ttl_sec: int = integer(
+        "EDGE_PASS_TTL_SEC",
+        120,
+        "Longest life of an edge pass (the bound on a revocation it misses).",
+        unit="seconds",
+        minimum=30,
+        maximum=600,
     )
     queue_cookie_max_age_sec: int = integer(
         "QUEUE_COOKIE_MAX_AGE_SEC", 86400, "Lifetime of the visitor's queue cookie.", unit="seconds", minimum=1

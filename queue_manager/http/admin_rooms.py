@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from queue_manager import ssrf
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import ALIASES, READ_ONLY_FIELDS, bare_origin
+from queue_manager.http import passkeys
 from queue_manager.http.call import Call
 from queue_manager.http.context import Context
 from queue_manager.http.wire import HttpError, send_json
@@ -237,6 +238,8 @@ async def room_eject(call: Call) -> None:
     body = await call.req.json_object()
     query = _ticket_query(body)
     visitor = await call.ctx.store.eject(room_id, query)
+    if isinstance(visitor.get("generation"), int) and isinstance(visitor.get("ticket"), int):
+        await passkeys.revoke_ticket(call.ctx, room_id, visitor["generation"], visitor["ticket"])
     await call.audit("visitor.eject", target=str(visitor.get("ticket")), room_id=room_id)
     await send_json(call.send, 200, {"ok": True, "visitor": visitor})
 

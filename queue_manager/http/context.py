@@ -15,6 +15,7 @@ from queue_manager.access.records import MemoryAccessStore
 from queue_manager.access.service import Access
 from queue_manager.clock import SystemClock
 from queue_manager.config import Settings
+from queue_manager.edgepass import PassSigner
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.room import Presented
 from queue_manager.engine.view import VisitorView
@@ -32,6 +33,7 @@ from queue_manager.ops.series import SeriesRecorder
 from queue_manager.store.base import Store
 from queue_manager.store.mailbook import AddressBook
 from queue_manager.store.memory import MemoryStore
+from queue_manager.store.revocations import MemoryRevocations, RevocationList
 from queue_manager.tokens import TokenError, TokenSigner
 
 if TYPE_CHECKING:
@@ -117,6 +119,9 @@ class Context:
     timeline: TimelineView | None = None  # the marks every instance shares (None: this process's only)
     addresses: AddressBook | None = None  # turn-e-mail sign-ups (memory or Valkey, never PostgreSQL)
     turn_mail: TurnMailView | None = None  # the job that sends them
+    passes: PassSigner | None = None  # PASS_SIGNING=ed25519: the edge passes' keys
+    revocations: RevocationList = field(init=False)  # revoked edge passes (this process's, or Valkey's)
+    jwks: tuple[bytes, bytes] | None = None  # the key set's body and ETag, rendered on first use
     history: HourlyHistory = field(init=False)  # the reports' hourly rows (this process's, or PostgreSQL's)
     pop: PopMaintenance = field(init=False)  # admission maintenance (this process's, or the fleet's on Valkey)
     #: journal maintenance: the disk spool (STORE=valkey), or a flag alone (STORE=memory)
@@ -138,6 +143,9 @@ class Context:
         ctx = cls(settings, store, clock, signer, IdentityResolver(settings), Broadcaster())
         ctx.started_ms = clock.wall_ms()
         ctx.started_mono = clock.mono()
+        if settings.pass_signing == "ed25519":
+            ctx.passes = PassSigner(settings.secret, clock, previous=settings.secret_previous)
+        ctx.revocations = MemoryRevocations(clock)
         keys = settings.rate_limit_max_keys
         ctx.budgets = {
             "join": Budget(settings.join_limit_per_min, keys, clock),

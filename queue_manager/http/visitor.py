@@ -15,11 +15,12 @@ from queue_manager.access.protection import BLOCKED_CODE, RequestFacts, block_he
 from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.engine.origins import origin_of
 from queue_manager.engine.policy import RoomPolicy
+from queue_manager.engine.room import CheckResult, Presented
 from queue_manager.engine.view import VisitorView
-from queue_manager.http import backend_down, cookies, ratelimit, waiting
+from queue_manager.http import backend_down, cookies, passkeys, ratelimit, waiting
 from queue_manager.http.context import Context
 from queue_manager.http.direct import chunked_cycle
-from queue_manager.http.door import door_check
+from queue_manager.http.door import door_check, door_hash
 from queue_manager.http.identity import FORWARDED_HEADERS as FORWARDED
 from queue_manager.http.identity import Identity, valid_ip
 from queue_manager.http.sse import SEND_TIMEOUT, Stream, hold_stream
@@ -347,7 +348,8 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
     room_id = room_param(req)
     ident = ctx.identity.resolve(req)
     auth = _vouching_header(ctx, req)
-    if auth is not None and await _vouched_key(ctx, auth, ident):
+    vouched = auth is not None and await _vouched_key(ctx, auth, ident)
+    if vouched:
         vouched_ip = valid_ip(q.get("ip") or "")
         if vouched_ip is None:
             raise HttpError(400, "bad_request", "A vouched check names the visitor: ?ip=<address>&agent=<User-Agent>.")
@@ -400,7 +402,41 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
         if url is not None:
             wait += "?" + urlencode({"qm_return": url})
         payload = {"admit": False, "roomId": room_id, "reason": result.reason, "waitUrl": wait}
+    if ctx.passes is not None:
+        await _edge_pass(ctx, req, room_id, presented, result, dk, vouched, payload, headers)
     await send_json(send, 200, payload, headers)
+
+
+async def _edge_pass(
+    ctx: Context,
+    req: Request,
+    room_id: str,
+    presented: Presented | None,
+    result: CheckResult,
+    dk: str | None,
+    vouched: bool,
+    payload: dict[str, Any],
+    headers: list[tuple[bytes, bytes]],
+) -> None:
+    """PASS_SIGNING=ed25519: a connector's admitting check gets an edge pass (``edgePass``, ``qmp_<room>``);
+    a pass the check carried and the queue would refuse is named (``edgePassRefused``) and cleared."""
+    secure = ctx.identity.secure(ctx.identity.resolve(req))
+    shown = passkeys.presented(req, room_id)
+    if shown:
+        why = await passkeys.refusal(ctx, room_id, shown, door_hash(dk))
+        if why is not None:
+            payload["edgePassRefused"] = why
+            ctx.counters.refused_edge_passes += 1
+    issued = None
+    if vouched and result.admit:
+        issued = passkeys.issue(ctx, room_id, presented, result, door_hash(result.door_key or dk))
+    if issued is not None:
+        token, expires_ms = issued
+        payload["edgePass"], payload["edgePassExpiresAt"] = token, expires_ms
+        age = max(1, (expires_ms - ctx.clock.wall_ms()) // 1000)
+        headers.append(cookie_header(cookies.EDGE_PASS + room_id, token, max_age=age, secure=secure))
+    elif shown:
+        headers.append(cookie_header(cookies.EDGE_PASS + room_id, "", max_age=0, secure=secure))
 
 
 def _door_cors(ctx: Context, req: Request, policy: RoomPolicy) -> list[tuple[bytes, bytes]]:

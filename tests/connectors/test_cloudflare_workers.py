@@ -9,6 +9,7 @@ front of the live queue, a stopped one, a fake and a black hole. The scripts are
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -23,6 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from harness import (
     Server,
     create_room,
@@ -34,9 +36,18 @@ from harness import (
     wait_for_state,
     wait_until,
 )
+from passkit import b64, key_of, sign
 
 from queue_manager.web import asset
-from tests.connectors.workerd_runtime import BlackHole, FakeQueue, Origin, Workerd, WorkerSpec, dead_url
+from tests.connectors.workerd_runtime import (
+    BlackHole,
+    CountingProxy,
+    FakeQueue,
+    Origin,
+    Workerd,
+    WorkerSpec,
+    dead_url,
+)
 
 # one worker takes this module (make test: --dist loadgroup): one workerd process
 pytestmark = pytest.mark.xdist_group("workerd")
@@ -52,6 +63,8 @@ class Rig:
     qm: Server
     limited: Server
     edge: Server
+    passes: Server  # PASS_SIGNING=ed25519, behind ``counted``
+    counted: CountingProxy
     origin: Origin
     fake: FakeQueue
     fake_fo: FakeQueue
@@ -84,6 +97,10 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
         r.stack.append(r.limited)
         r.edge = start_server({"PUBLIC_API_KEY": KEY, "EDGE_SECRET": EDGE_SECRET}, store=store)
         r.stack.append(r.edge)
+        r.passes = start_server({"PUBLIC_API_KEY": KEY, "PASS_SIGNING": "ed25519"}, store=store)
+        r.stack.append(r.passes)
+        r.counted = CountingProxy(r.passes.base_url)
+        r.stack.append(r.counted)
         r.origin = Origin()
         r.fake = FakeQueue()
         r.fake_fo = FakeQueue()
@@ -111,6 +128,7 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             gate_spec("gate-nokey", QM_URL=r.qm.base_url, QM_KEY=""),
             gate_spec("gate-edge", QM_URL=r.edge.base_url, QM_EDGE_SECRET=EDGE_SECRET),
             gate_spec("gate-edge-missing", QM_URL=r.edge.base_url),
+            gate_spec("gate-pass", QM_URL=r.counted.url, QM_REVOKED_REFRESH_MS="200"),
             WorkerSpec("fo-live", r.failover_js, {"ORIGIN_URL": r.qm.base_url}),
             WorkerSpec("fo-down", r.failover_js, {"ORIGIN_URL": dead_url()}),
             WorkerSpec("fo-fake", r.failover_js, {"ORIGIN_URL": r.fake_fo.url}),
@@ -122,6 +140,8 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             create_room(admin, r.room, targetUrl=r.workerd.url("gate-live") + "/", ratePerMinute=0)
         with r.limited.admin() as admin:
             create_room(admin, r.room, targetUrl=r.workerd.url("gate-limited") + "/", ratePerMinute=0)
+        with r.passes.admin() as admin:
+            create_room(admin, r.room, targetUrl=r.workerd.url("gate-pass") + "/", ratePerMinute=600)
         with r.edge.admin(headers={"X-QM-Edge": EDGE_SECRET}) as admin:
             create_room(admin, r.room, targetUrl=r.workerd.url("gate-edge") + "/", ratePerMinute=0)
         yield r
@@ -149,7 +169,7 @@ def assert_counted(rig: Rig, worker: str, reason: str) -> None:
 
 
 def test_served_scripts_are_the_build(rig: Rig) -> None:
-    assert b"__QM_CONNECTOR_VERSION__" not in rig.gate_js and b"1.2.0" in rig.gate_js
+    assert b"__QM_CONNECTOR_VERSION__" not in rig.gate_js and b"1.3.0" in rig.gate_js
     assert b"__QM_OFFLINE_HTML__" not in rig.failover_js
 
 
@@ -166,7 +186,7 @@ def _node() -> str:
 def test_downloads_are_wrangler_projects_with_a_pre_deploy_check(rig: Rig, name: str, top: str, tmp_path: Path) -> None:
     manifest = httpx.get(rig.qm.base_url + "/connectors/manifest.json").json()
     entry = next(c for c in manifest["connectors"] if c["name"] == name)
-    assert entry["version"] == "1.2.0"
+    assert entry["version"] == {"cloudflare": "1.3.0", "cloudflare-failover": "1.2.0"}[name]
     tgz = httpx.get(entry["downloads"]["archive"]["latest"]).content
     with tarfile.open(fileobj=io.BytesIO(tgz)) as tar:
         names = sorted(tar.getnames())
@@ -258,6 +278,93 @@ def test_admitted_after_the_outflow_opens(rig: Rig) -> None:
     assert points(rig, "gate-live") == []
 
 
+class PassBrowser:
+    """A visitor's cookies on the gate-pass site, kept by hand so a test can put any pass in them."""
+
+    def __init__(self, rig: Rig) -> None:
+        self.rig = rig
+        self.jar: dict[str, str] = {}
+
+    def get(self, path: str) -> httpx.Response:
+        cookie = "; ".join(f"{k}={v}" for k, v in self.jar.items())
+        r = httpx.get(rig_url(self.rig, path), headers={**NAV, "Cookie": cookie}, timeout=10)
+        for line in r.headers.get_list("set-cookie"):
+            name, _, rest = line.partition("=")
+            if "Max-Age=0" in line:
+                self.jar.pop(name.strip(), None)
+            else:
+                self.jar[name.strip()] = rest.split(";", 1)[0]
+        return r
+
+    def local(self, path: str) -> bool:
+        """Was this request let in by the Worker alone (no door check reached the queue)?"""
+        before = self.rig.counted.count("/api/check")
+        r = self.get(path)
+        return (
+            r.status_code == 200 and "x-qm-failover" not in r.headers and self.rig.counted.count("/api/check") == before
+        )
+
+
+def rig_url(rig: Rig, path: str) -> str:
+    return rig.workerd.url("gate-pass") + path
+
+
+def pass_browser(rig: Rig, path: str) -> PassBrowser:
+    with rig.passes.client(headers={"User-Agent": UA}) as visitor:
+        token = join(visitor, rig.room, returnUrl=rig_url(rig, path)).json()["token"]
+        back = wait_for_state(visitor, rig.room, token, ("passed",), timeout=15)["redirectUrl"]
+    b = PassBrowser(rig)
+    first = b.get(back[len(rig_url(rig, "")) :])
+    assert first.status_code == 302, first.text
+    assert {f"qm_{rig.room}", f"qm_dk_{rig.room}", f"qmp_{rig.room}"} <= set(b.jar), b.jar
+    return b
+
+
+def test_edge_passes_are_checked_in_the_worker(rig: Rig) -> None:
+    """Counted at a proxy in front of the queue: a valid pass makes no door check; an expired one, one for
+    another room, one of an unknown key, a tampered one, another visitor's and a revoked one each make
+    exactly one (and the queue's answer brings a fresh pass); an eject reaches the Worker within its
+    QM_REVOKED_REFRESH_MS."""
+    room, cookie = rig.room, f"qmp_{rig.room}"
+    one, two = pass_browser(rig, "/one"), pass_browser(rig, "/two")
+    wait_until(lambda: one.local("/one"), 10, 0.05, "a pass let in by the Worker alone")
+    checks = rig.counted.count("/api/check")
+    for i in range(20):
+        r = one.get(f"/one?i={i}")
+        assert r.status_code == 200 and f"origin served /one?i={i}" in r.text and "x-qm-failover" not in r.headers
+    assert rig.counted.count("/api/check") == checks
+    assert rig.counted.count("/.well-known/jwks.json") >= 1
+
+    good = one.jar[cookie]
+    claims = json.loads(base64.urlsafe_b64decode(good.split(".")[1] + "=="))
+    own, stranger = key_of(rig.passes.env["SECRET"]), Ed25519PrivateKey.generate()
+    h, _, sig = good.split(".")
+    bad = {
+        "expired": sign(own, {**claims, "iat": claims["iat"] - 600, "exp": claims["iat"] - 300}),
+        "wrong_room": sign(own, {**claims, "room": room + "x"}),
+        "unknown_kid": sign(stranger, claims),
+        "bad_signature": f"{h}.{b64(json.dumps({**claims, 'exp': claims['exp'] + 600}).encode())}.{sig}",
+        "unbound": two.jar[cookie],
+        "revoked": sign(own, {**claims, "gen": claims["gen"] + 1}),
+    }
+    for reason, token in bad.items():
+        before = rig.counted.count("/api/check")
+        one.jar[cookie] = token
+        r = one.get("/one")
+        assert r.status_code == 200 and "x-qm-failover" not in r.headers, (reason, r.text)
+        assert rig.counted.count("/api/check") == before + 1, reason
+        assert one.jar[cookie] != token, reason
+    assert one.local("/one")  # the fresh pass is good again
+
+    ticket = json.loads(base64.urlsafe_b64decode(one.jar[f"qm_{room}"].split(".")[0] + "=="))["n"]
+    with rig.passes.admin() as admin:  # no outflow: the ejected visitor stays at the back of the line
+        assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 0}).status_code == 200
+        assert admin.post(f"/api/admin/rooms/{room}/eject", json={"ticket": ticket}).status_code == 200
+    refused = wait_until(lambda: (r := one.get("/one")).status_code == 302 and r, 10, 0.05, "the eject seen")
+    assert refused.headers["location"].startswith(f"{rig.counted.url}/w/{room}")
+    assert two.local("/two")
+
+
 def test_queue_not_running_fails_open_unreachable(rig: Rig) -> None:
     r = get(rig, "gate-down", "/shoes", headers=NAV)
     assert r.status_code == 200 and "origin served /shoes" in r.text
@@ -291,7 +398,7 @@ def test_error_status_fails_open_http_status(rig: Rig) -> None:
     # the key travels as Bearer, never in the URL; the visitor is named
     assert headers["authorization"] == f"Bearer {KEY}" and KEY not in path
     assert query["roomId"] == [rig.room] and query["ip"] == ["127.0.0.1"] and query["agent"] == [UA]
-    assert headers["x-qm-connector"] == "cloudflare/1.2.0"
+    assert headers["x-qm-connector"] == "cloudflare/1.3.0"
 
 
 def test_unusable_200_fails_open_invalid_response(rig: Rig) -> None:

@@ -10,13 +10,16 @@ node process serves every site the tests need, each on a port of its own with it
   (unreachable);
 * ``hole``, ``e500``, ``bogus``: a socket that never answers, a queue answering 500, a 200 that is not
   a pass (timeout, http-500, invalid-response);
-* ``bare``: no key (unconfigured: the app, unmarked, one warning).
+* ``bare``: no key (unconfigured: the app, unmarked, one warning);
+* ``edge``: a server with ``PASS_SIGNING=ed25519`` (edge passes checked in the connector), stopped by the
+  last test.
 
 Without node or npm the module is skipped, which ``CI=true`` turns into a failure (tests/conftest.py).
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -36,6 +39,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from harness import (
     Server,
     clear_of_the_minute_turn,
@@ -47,6 +51,7 @@ from harness import (
     use_store,
     wait_until,
 )
+from passkit import b64, key_of, kid_of, sign
 
 # one worker takes this module (make test: --dist loadgroup): one npm install and one node process
 pytestmark = pytest.mark.xdist_group("node-connector")
@@ -95,6 +100,7 @@ function expressApp(site) {
 function plainApp(site) {
   const gate = createGate({ ...site.options, onFailOpen: note(site.name) });
   return http.createServer(async (req, res) => {
+    if (req.url === '/__gate-stats') return res.end(JSON.stringify(gate.stats)); // what the test reads
     if (!(await gate(req, res))) return;
     // the app replaces Set-Cookie outright: the queue's cookies must survive that
     res.setHeader('Set-Cookie', 'app_session=h1; Path=/');
@@ -228,6 +234,8 @@ class Hole:
 class Rig:
     live: Server
     limited: Server
+    edge: Server
+    edge_room: str
     room: str
     limited_room: str
     ports: dict[str, int]
@@ -261,14 +269,18 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
         started.append(live)
         limited = start_server({"PUBLIC_API_KEY": "pk-lim-" + unique_id(), "CHECK_LIMIT_PER_MIN": "1"}, store=store)
         started.append(limited)
+        edge = start_server({"PUBLIC_API_KEY": "pk-edge-" + unique_id(), "PASS_SIGNING": "ed25519"}, store=store)
+        started.append(edge)
         modules = install(live)
-        names = ("express", "http", "limited", "hole", "e500", "bogus", "bare", "wrongkey")
+        names = ("express", "http", "limited", "hole", "e500", "bogus", "bare", "wrongkey", "edge")
         ports = {name: free_port() for name in names}
         origins = [f"http://127.0.0.1:{ports[n]}" for n in ("express", "http")]
         with live.admin() as admin:
             room = create_room(admin, targetUrl=origins[0] + "/", returnOrigins=origins, ratePerMinute=0)["id"]
         with limited.admin() as admin:
             limited_room = create_room(admin, targetUrl=f"http://127.0.0.1:{ports['limited']}/", state="bypass")["id"]
+        with edge.admin() as admin:
+            edge_room = create_room(admin, targetUrl=f"http://127.0.0.1:{ports['edge']}/", ratePerMinute=600)["id"]
         hole = Hole()
         closers.append(hole.close)
         e500, e500_seen = fixed_queue(500, b'{"error":"boom"}')
@@ -291,6 +303,8 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             site("bogus", "express", queueUrl=bogus_url, roomId="shop", key="k", trustProxy=True),
             site("bare", "http", queueUrl=live.base_url, roomId=room),
             site("wrongkey", "express", queueUrl=live.base_url, roomId=room, key="not-the-key"),
+            site("edge", "http", queueUrl=edge.base_url, roomId=edge_room, key=edge.env["PUBLIC_API_KEY"],
+                 revokedRefreshMs=200),
         ]  # fmt: skip
         script = Path(tmp) / "app.js"
         script.write_text(APP_JS)
@@ -318,6 +332,8 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
         yield Rig(
             live,
             limited,
+            edge,
+            edge_room,
             room,
             limited_room,
             ports,
@@ -359,10 +375,10 @@ def test_the_package_is_the_servers_build(rig: Rig) -> None:
     manifest = httpx.get(f"{rig.live.base_url}/connectors/manifest.json").json()
     node = next(c for c in manifest["connectors"] if c["name"] == "node")
     installed = json.loads((rig.modules / PACKAGE / "package.json").read_text())
-    assert node["version"] == installed["version"] == "1.1.0"
+    assert node["version"] == installed["version"] == "1.2.0"
     assert installed.get("dependencies") in (None, {})
     source = (rig.modules / PACKAGE / "index.js").read_text()
-    assert "const VERSION = '1.1.0';" in source and "__QM_CONNECTOR_VERSION__" not in source
+    assert "const VERSION = '1.2.0';" in source and "__QM_CONNECTOR_VERSION__" not in source
     esm = (rig.modules / PACKAGE / "index.mjs").as_uri()
     probe = (
         f"import c, {{ createGate, middleware, VERSION }} from '{esm}';"
@@ -371,7 +387,7 @@ def test_the_package_is_the_servers_build(rig: Rig) -> None:
     done = subprocess.run(
         [NODE, "--input-type=module", "-e", probe], capture_output=True, text=True, timeout=20, check=False
     )
-    assert done.stdout.split() == ["function", "function", "1.1.0", "function"], done.stderr
+    assert done.stdout.split() == ["function", "function", "1.2.0", "function"], done.stderr
 
 
 # (method, path, Sec-Fetch-Dest or None, skips?): the four conditions of "What skips the gate"
@@ -592,3 +608,109 @@ def test_unconfigured_continues_unmarked_with_one_warning(rig: Rig) -> None:
             assert "x-qm-failover" not in r.headers
     assert rig.stderr().count("not configured") == 1, rig.stderr()
     assert not any(e["site"] == "bare" for e in rig.fail_opens())
+
+
+# ---------------------------------------------------------------------- edge passes (the last: stops rig.edge)
+
+
+class Browser:
+    """A visitor's cookies on the site, kept by hand so a test can put any pass in them."""
+
+    def __init__(self, rig: Rig) -> None:
+        self.rig = rig
+        self.jar: dict[str, str] = {}
+
+    def get(self, path: str, headers: dict[str, str] = NAV) -> httpx.Response:
+        cookie = "; ".join(f"{k}={v}" for k, v in self.jar.items())
+        r = httpx.get(self.rig.url("edge", path), headers={**headers, "Cookie": cookie}, timeout=10)
+        for line in r.headers.get_list("set-cookie"):
+            name, _, rest = line.partition("=")
+            value = rest.split(";", 1)[0]
+            if "Max-Age=0" in line:
+                self.jar.pop(name.strip(), None)
+            else:
+                self.jar[name.strip()] = value
+        return r
+
+
+def gate_stats(rig: Rig) -> dict[str, Any]:
+    stats: dict[str, Any] = httpx.get(rig.url("edge", "/__gate-stats"), timeout=10).json()
+    return stats
+
+
+def admitted_browser(rig: Rig, page: str) -> Browser:
+    """A visitor who queued, was sent back with qm_token and handed off: holding the pass, the door key
+    and the edge pass in the site's cookies."""
+    with rig.edge.client(headers={"User-Agent": UA}) as queue:
+        token = queue.post("/api/join", json={"roomId": rig.edge_room, "returnUrl": rig.url("edge", page)}).json()[
+            "token"
+        ]
+
+        def back() -> str | None:
+            s = queue.get("/api/status", params={"roomId": rig.edge_room, "token": token}).json()
+            return s.get("redirectUrl") if s.get("state") in ("passed", "admitted") else None
+
+        url = wait_until(back, 15, 0.1, "the visitor's turn")
+    b = Browser(rig)
+    handoff = b.get(url[len(rig.url("edge", "")) :])
+    assert handoff.status_code == 303, handoff.text
+    assert {f"qm_{rig.edge_room}", f"qm_dk_{rig.edge_room}", f"qmp_{rig.edge_room}"} <= set(b.jar), b.jar
+    return b
+
+
+def test_edge_passes_are_checked_in_the_connector(rig: Rig) -> None:
+    """A valid pass costs the queue nothing; every bad one (expired, another room, another key, tampered,
+    bound to another door key, revoked) is refused here and the queue asked; a revocation reaches the
+    connector within its refresh; with the queue stopped a valid pass still admits, unmarked."""
+    room, pass_cookie = rig.edge_room, f"qmp_{rig.edge_room}"
+    one = admitted_browser(rig, "/one")
+    two = admitted_browser(rig, "/two")
+    # the key set and the revocation list load in the background: the first pages may still ask the queue
+    wait_until(lambda: one.get("/one").status_code == 200 and gate_stats(rig)["local"] > 0, 10, 0.05, "a local pass")
+    before = gate_stats(rig)
+    for i in range(20):
+        r = one.get(f"/one?i={i}")
+        assert r.status_code == 200 and r.text == f"APP edge GET /one?i={i}" and "x-qm-failover" not in r.headers
+    after = gate_stats(rig)
+    assert after["local"] == before["local"] + 20 and after["checks"] == before["checks"]  # no queue request
+
+    good = one.jar[pass_cookie]
+    header, claims = (json.loads(base64.urlsafe_b64decode(p + "==")) for p in good.split(".")[:2])
+    own, stranger = key_of(rig.edge.env["SECRET"]), Ed25519PrivateKey.generate()
+    h, _, sig = good.split(".")
+    forged_claims = b64(json.dumps({**claims, "exp": claims["exp"] + 600}).encode())
+    bad = {
+        "expired": sign(own, {**claims, "iat": claims["iat"] - 600, "exp": claims["iat"] - 300}),
+        "wrong_room": sign(own, {**claims, "room": room + "x"}),
+        "unknown_kid": sign(stranger, claims),
+        "bad_signature": f"{h}.{forged_claims}.{sig}",
+        "unbound": two.jar[pass_cookie],  # another visitor's pass: bound to their door key
+        "revoked": sign(own, {**claims, "gen": claims["gen"] + 1}),
+    }
+    assert header["kid"] == kid_of(own)
+    for reason, token in bad.items():
+        seen = gate_stats(rig)
+        one.jar[pass_cookie] = token
+        r = one.get("/one")
+        assert r.status_code == 200 and "x-qm-failover" not in r.headers, (reason, r.text)
+        now = gate_stats(rig)
+        assert now["refused"].get(reason, 0) == seen["refused"].get(reason, 0) + 1, (reason, now)
+        assert now["checks"] == seen["checks"] + 1 and now["local"] == seen["local"], reason
+        assert one.jar[pass_cookie] != token, reason  # the queue's answer brought a fresh pass
+
+    # an eject reaches the connector through the revocation list, within its refresh
+    ticket = json.loads(base64.urlsafe_b64decode(one.jar[f"qm_{room}"].split(".")[0] + "=="))["n"]
+    with rig.edge.admin() as admin:  # no outflow: the ejected visitor stays at the back of the line
+        assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 0}).status_code == 200
+        assert admin.post(f"/api/admin/rooms/{room}/eject", json={"ticket": ticket}).status_code == 200
+    refused = wait_until(
+        lambda: (r := one.get("/one")).status_code == 302 and r, 10, 0.05, "the ejected visitor sent to the line"
+    )
+    assert refused.headers["location"].startswith(f"{rig.edge.base_url}/w/{room}")
+    assert gate_stats(rig)["refused"].get("revoked", 0) >= 2
+
+    # the queue stopped: the other visitor's valid pass still admits, without a round trip to fail
+    wait_until(lambda: two.get("/two").status_code == 200 and gate_stats(rig)["local"] > after["local"], 10, 0.05)
+    rig.edge.stop()
+    r = two.get("/two?after=stop")
+    assert r.status_code == 200 and r.text == "APP edge GET /two?after=stop" and "x-qm-failover" not in r.headers

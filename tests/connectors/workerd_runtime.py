@@ -10,11 +10,13 @@
   way Cloudflare does, and, when asked, binds ``QM_ANALYTICS`` to a recorder whose data points
   ``GET /__test/points`` returns.
 * :class:`Origin` (a site that names the path it served), :class:`FakeQueue` (answers what the test
-  says) and :class:`BlackHole` (accepts connections and never answers) are thread servers on 127.0.0.1.
+  says), :class:`BlackHole` (accepts connections and never answers) and :class:`CountingProxy` (a real
+  queue behind it, every request's path recorded) are thread servers on 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -327,3 +330,47 @@ class BlackHole:
 def dead_url() -> str:
     """An address where nothing listens (a queue that is not running)."""
     return f"http://127.0.0.1:{free_port()}"
+
+
+class CountingProxy(_ThreadServer):
+    """In front of a real queue: forwards every request to ``upstream`` unchanged and records its path,
+    so a test can count the requests a connector made (``count("/api/check")``)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.paths: list[str] = []
+        target = urlsplit(upstream)
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def _relay(self) -> None:
+                proxy.paths.append(self.path)
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                conn = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port or 80, timeout=10)
+                try:
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    answer = conn.getresponse()
+                    data = answer.read()
+                    self.send_response(answer.status)
+                    for name, value in answer.getheaders():
+                        if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                            self.send_header(name, value)
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
+                finally:
+                    conn.close()
+
+            do_GET = do_HEAD = do_POST = _relay
+
+        super().__init__(Handler)
+
+    def count(self, path: str) -> int:
+        return sum(1 for p in list(self.paths) if p.split("?", 1)[0] == path)

@@ -1,9 +1,15 @@
 /*! Queue Manager edge gate Worker __QM_CONNECTOR_VERSION__ - see README.md.
  * Asks the queue per request (a vouched GET /api/check) before the origin sees it. Fails open when
- * the queue cannot answer, and marks those responses X-QM-Failover: <reason>. */
+ * the queue cannot answer, and marks those responses X-QM-Failover: <reason>.
+ * With the queue's edge passes (PASS_SIGNING=ed25519) an admitted visitor's qmp_<room> cookie is checked
+ * here (WebCrypto Ed25519, the queue's key set and the room's revocation list) and the queue is asked
+ * only when the pass is missing, expired, revoked, bound to another door key or signed by an unknown key. */
 
 const VERSION = "__QM_CONNECTOR_VERSION__";
 const CHECK_TIMEOUT_MS = 2000;
+const REVOKED_REFRESH_MS = 5000; // QM_REVOKED_REFRESH_MS: the longest a revocation takes to reach this Worker
+const JWKS_DEFAULT_MAX_AGE_MS = 300000;
+const JWKS_RETRY_MS = 10000; // an unknown kid fetches the key set again, at most this often
 
 // "What skips the gate" (Operations Guide): the same four conditions as the queue's inline gate.
 const STATIC_EXTENSIONS = new Set([
@@ -121,6 +127,159 @@ function queued(request, location, room, reason) {
   return new Response(JSON.stringify(body), { status: 503, headers });
 }
 
+// ---------------------------------------------------------------- edge passes (checked here)
+
+// Per isolate: the queue's keys and the room's revocation list, shared by every request it serves.
+const passes = {
+  source: "", // QM_URL + room the state below belongs to
+  keys: null, // Map kid -> CryptoKey
+  keysUntil: 0,
+  keysTried: 0,
+  keysLoading: null,
+  generation: null, // null: no usable revocation list (none yet, or the room is gone)
+  revoked: new Set(),
+  revokedAt: 0,
+  revokedTried: 0,
+  revokedLoading: null,
+  verified: new Map(), // "<pass> <door key>" -> claims whose signature, room and binding were checked
+};
+
+function fromB64url(text) {
+  if (!/^[A-Za-z0-9_-]*$/.test(text)) throw new Error("not base64url");
+  const bin = atob(text.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((text.length + 3) % 4));
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+function toB64url(bytes) {
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_");
+}
+
+async function getJson(url) {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), CHECK_TIMEOUT_MS);
+  try {
+    const r = await fetch(url, { headers: { Accept: "application/json" }, signal: abort.signal });
+    const body = r.status === 200 ? await r.json() : (await r.body?.cancel(), null);
+    return { status: r.status, headers: r.headers, body };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function loadKeys(base) {
+  if (passes.keysLoading) return passes.keysLoading;
+  passes.keysTried = Date.now();
+  passes.keysLoading = (async () => {
+    try {
+      const { headers, body } = await getJson(`${base}/.well-known/jwks.json`);
+      if (!body || !Array.isArray(body.keys)) return;
+      const keys = new Map();
+      for (const jwk of body.keys) {
+        if (!jwk || jwk.kty !== "OKP" || jwk.crv !== "Ed25519" || typeof jwk.kid !== "string") continue;
+        try {
+          const key = await crypto.subtle.importKey("jwk", { kty: "OKP", crv: "Ed25519", x: jwk.x }, { name: "Ed25519" }, false, ["verify"]);
+          keys.set(jwk.kid, key);
+        } catch (e) {
+          // a key this runtime cannot read is a key it does not know
+        }
+      }
+      const m = /max-age=(\d+)/i.exec(headers.get("cache-control") || "");
+      passes.keys = keys;
+      passes.verified.clear(); // a key no longer published no longer vouches for what it signed
+      passes.keysUntil = Date.now() + (m ? Number(m[1]) * 1000 : JWKS_DEFAULT_MAX_AGE_MS);
+    } catch (e) {
+      // the queue is away: keep the keys already known
+    } finally {
+      passes.keysLoading = null;
+    }
+  })();
+  return passes.keysLoading;
+}
+
+function loadRevoked(base, room) {
+  if (passes.revokedLoading) return passes.revokedLoading;
+  passes.revokedTried = Date.now();
+  passes.revokedLoading = (async () => {
+    try {
+      const { status, body } = await getJson(`${base}/api/passes/revoked?roomId=${encodeURIComponent(room)}`);
+      if (status === 404) {
+        passes.generation = null; // the room is gone: no pass of it is trusted
+        passes.revokedAt = Date.now();
+      } else if (body && Number.isInteger(body.generation) && Array.isArray(body.revoked)) {
+        passes.generation = body.generation;
+        passes.revoked = new Set(body.revoked);
+        passes.revokedAt = Date.now();
+      }
+    } catch (e) {
+      // the queue is away: the list is not renewed, and no pass is checked here until it is
+    } finally {
+      passes.revokedLoading = null;
+    }
+  })();
+  return passes.revokedLoading;
+}
+
+// null when the pass admits its holder here and now; otherwise why the queue must be asked.
+async function passRefusal(env, ctx, base, room, token, doorKey) {
+  const source = `${base} ${room}`;
+  if (passes.source !== source) {
+    Object.assign(passes, { source, keys: null, keysUntil: 0, keysTried: 0, generation: null, revokedAt: 0, revokedTried: 0 });
+    passes.verified.clear();
+  }
+  const refreshMs = Number(env.QM_REVOKED_REFRESH_MS) > 0 ? Number(env.QM_REVOKED_REFRESH_MS) : REVOKED_REFRESH_MS;
+  // the revocation list is never older than refreshMs when a pass is accepted: one fetch per interval per isolate
+  // the revocation list is renewed in the background from half its interval on, and awaited (one fetch
+  // shared by every request of the isolate) once it is a whole interval old
+  const now = Date.now();
+  const age = now - passes.revokedAt;
+  const retry = passes.revokedLoading !== null || now - passes.revokedTried >= Math.min(refreshMs, JWKS_RETRY_MS);
+  if (age >= refreshMs && retry) await loadRevoked(base, room);
+  else if (age >= refreshMs / 2 && retry) ctx.waitUntil(loadRevoked(base, room));
+  if (!passes.keys && now - passes.keysTried >= JWKS_RETRY_MS) await loadKeys(base);
+  else if (Date.now() >= passes.keysUntil) ctx.waitUntil(loadKeys(base));
+  if (!passes.keys || passes.generation === null || Date.now() - passes.revokedAt >= refreshMs) return "not_ready";
+  const cacheKey = `${token} ${doorKey}`;
+  let claims = passes.verified.get(cacheKey);
+  if (claims === undefined) {
+    const parts = token.split(".");
+    if (parts.length !== 3) return "malformed";
+    let header;
+    let sig;
+    try {
+      header = JSON.parse(new TextDecoder().decode(fromB64url(parts[0])));
+      claims = JSON.parse(new TextDecoder().decode(fromB64url(parts[1])));
+      sig = fromB64url(parts[2]);
+    } catch (e) {
+      return "malformed";
+    }
+    if (!header || header.alg !== "EdDSA" || typeof header.kid !== "string") return "malformed";
+    const key = passes.keys.get(header.kid);
+    if (!key) {
+      if (Date.now() - passes.keysTried >= JWKS_RETRY_MS) ctx.waitUntil(loadKeys(base));
+      return "unknown_kid";
+    }
+    const signed = new TextEncoder().encode(`${parts[0]}.${parts[1]}`);
+    if (!(await crypto.subtle.verify("Ed25519", key, sig, signed))) return "bad_signature";
+    if (!claims || typeof claims !== "object") return "malformed";
+    if (claims.room !== room) return "wrong_room";
+    if (!Number.isInteger(claims.exp) || claims.exp * 1000 <= Date.now()) return "expired";
+    if (claims.gen !== passes.generation || passes.revoked.has(claims.sub)) return "revoked";
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(doorKey)));
+    if (claims.bnd !== toB64url(digest.subarray(0, 16))) return "unbound";
+    // signature, room and binding hold for the pass's life: later requests check only time and revocation
+    if (passes.verified.size >= 10000) passes.verified.clear();
+    passes.verified.set(cacheKey, claims);
+    return null;
+  }
+  if (claims.exp * 1000 <= Date.now()) return "expired";
+  if (claims.gen !== passes.generation || passes.revoked.has(claims.sub)) return "revoked";
+  return null;
+}
+
 export default {
   async fetch(request, env, ctx) {
     const url = new URL(request.url);
@@ -142,6 +301,11 @@ export default {
     const cookieHeader = request.headers.get("cookie");
     const ticket = token || readCookie(cookieHeader, `qm_${room}`);
     const doorKey = readCookie(cookieHeader, `qm_dk_${room}`);
+    const edgePass = readCookie(cookieHeader, `qmp_${room}`);
+    if (edgePass && doorKey && !token) {
+      // a valid pass bound to this visitor's door key: no round trip to the queue
+      if ((await passRefusal(env, ctx, base, room, edgePass, doorKey)) === null) return toOrigin(forward, env);
+    }
 
     const check = new URL(`${base}/api/check`);
     check.searchParams.set("roomId", room);
@@ -156,6 +320,7 @@ export default {
     const sent = [];
     if (ticket) sent.push(`qm_${room}=${ticket}`);
     if (doorKey) sent.push(`qm_dk_${room}=${doorKey}`);
+    if (edgePass) sent.push(`qmp_${room}=${edgePass}`);
     if (sent.length) headers.set("Cookie", sent.join("; "));
     if (env.QM_EDGE_SECRET) headers.set("X-QM-Edge", env.QM_EDGE_SECRET);
 

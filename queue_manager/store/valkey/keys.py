@@ -85,6 +85,8 @@ mails              zset     every turn-e-mail sign-up: member "<r>:<g>:<n>", sco
 mails:unsent       zset     the sign-ups not yet claimed for sending (same members)
 hist:ref:<hour>    hash     bot protection's refusals per room in one hour (``<room>|b`` blocked,
                             ``<room>|w`` warned), added by every instance, expiring after 3 hours
+passrev:<room>     zset     revoked edge passes of a room: member = pass id, score = wall ms when the
+                            last pass it could name expires (dropped then); the key expires with it
 =================  =======  ==================================================================
 """
 
@@ -251,3 +253,7 @@ def journal_ahead_key(prefix: str) -> str:
 
 def pop_maintenance_key(prefix: str) -> str:
     return f"{prefix}popmaint"
+
+
+def pass_revoked_key(prefix: str, room_id: str) -> str:
+    return f"{prefix}passrev:{room_id}"

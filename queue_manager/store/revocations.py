@@ -1,0 +1,44 @@
+"""The revocation list of edge passes: the pass ids of a room refused before their passes expire.
+
+An entry is kept only as long as a pass naming it could still be valid (``until_ms``, the revoking
+instant plus EDGE_PASS_TTL_SEC), so the list a connector fetches holds the passes revoked in the last
+pass lifetime and nothing older. It lives in this process (``MemoryRevocations``, ``STORE=memory``) or
+in Valkey for the fleet (``store/valkey/revocations.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from queue_manager.clock import Clock
+
+
+class RevocationList(Protocol):
+    async def revoke(self, room_id: str, ids: Sequence[str], until_ms: int) -> None:
+        """List ``ids`` for ``room_id`` until ``until_ms`` (wall ms); a later ``until_ms`` wins."""
+
+    async def revoked(self, room_id: str) -> list[str]:
+        """The ids listed for ``room_id`` now, sorted."""
+
+
+class MemoryRevocations:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._rooms: dict[str, dict[str, int]] = {}
+
+    async def revoke(self, room_id: str, ids: Sequence[str], until_ms: int) -> None:
+        room = self._rooms.setdefault(room_id, {})
+        for pass_id in ids:
+            room[pass_id] = max(room.get(pass_id, 0), until_ms)
+
+    async def revoked(self, room_id: str) -> list[str]:
+        room = self._rooms.get(room_id)
+        if not room:
+            return []
+        now = self.clock.wall_ms()
+        for pass_id in [i for i, until in room.items() if until <= now]:
+            del room[pass_id]
+        if not room:
+            del self._rooms[room_id]
+        return sorted(room)
