@@ -29,7 +29,7 @@ AdminHandler = Callable[[Call], Awaitable[None]]
 #: the spool's status.
 ADMIN_PREFIX = "/api/admin/"
 ADMIN_PREFIXES = (ADMIN_PREFIX, "/api/system/", "/internal/")
-ADMIN_PATHS = frozenset({"/metrics", "/api/stats/refresh", "/api/status/buffers"})
+ADMIN_PATHS = frozenset({"/metrics", "/api/stats/refresh", "/api/status/buffers", "/api/openapi.json"})
 
 
 @dataclass(frozen=True, slots=True)

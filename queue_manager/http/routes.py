@@ -25,6 +25,7 @@ from queue_manager.http import (
     visitor,
     waiting,
 )
+from queue_manager.http.apidoc import serve as apidoc
 from queue_manager.http.context import Context
 from queue_manager.http.router import Route, Router
 from queue_manager.http.router import admin as a
@@ -95,6 +96,7 @@ TABLE: tuple[Route, ...] = (
     a("POST", "/api/admin/sse-ticket", ("read",), admin_team.sse_ticket, "A one-time ticket for the event stream."),
     a("POST", "/api/admin/shutdown", ("owner",), admin_team.shutdown, "Stop this instance gracefully."),
     a("GET", "/api/admin/audit", ("team",), admin_team.audit, "The audit log (JSON or CSV)."),
+    a("GET", "/api/openapi.json", ("read",), apidoc.openapi_json, "This API described (OpenAPI 3.1)."),
     # -- rooms
     a("GET", "/api/admin/rooms", ("read",), admin_rooms.rooms_list, "Every room with its live numbers."),
     a("POST", "/api/admin/rooms", ("write",), admin_rooms.rooms_upsert, "Create or change a room."),

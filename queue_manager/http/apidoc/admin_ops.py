@@ -1,0 +1,255 @@
+"""The admin API and the system surface, described (one entry per route of the table).
+
+Every admin route also answers 401 (no or a wrong credential), 403 (a missing grant; a change made
+with the console cookie but no X-QM-CSRF) and 429 (too many failed sign-ins): ``document`` adds those.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queue_manager.http.apidoc.components import ROOM_ID
+from queue_manager.http.apidoc.model import CSV, EVENTS, JSON, Answer, Op, err, ok, path, query, ref
+
+_OBJ: dict[str, Any] = {"type": "object"}
+_ROOM_P = path("room", "The room's id.")
+_NO_ROOM = err("No such room.", "no_room")
+_FORMAT = query("format", "json (the default) or csv.", {"enum": ["json", "csv"]})
+_JSON_OR_CSV = "Rows as JSON, or CSV with format=csv."
+_ROOM_CODES = (
+    "bad_request",
+    "unknown_field",
+    "conflicting_field",
+    "invalid_field",
+    "invalid_room_id",
+    "invalid_target_url",
+    "invalid_rate",
+    "invalid_state",
+    "invalid_rules",
+    "invalid_opens_at",
+    "invalid_origin",
+    "invalid_proxy_origin",
+    "invalid_on_backend_down",
+    "invalid_protection",
+    "invalid_auto_activate",
+    "invalid_autotune",
+    "proxy_origin_private",
+)
+_ENABLED = {"type": "object", "required": ["enabled"], "properties": {"enabled": {"type": "boolean"}}}
+_ROOM_OK = ok(
+    "Done; the room as it is now.", {"type": "object", "properties": {"ok": {"const": True}, "room": ref("Room")}}
+)
+_STATE_CHANGED = err("The room changed state meanwhile.", "state_changed")
+
+
+def _rows(description: str) -> Answer:
+    return Answer(description, {JSON: _OBJ, CSV: {"type": "string"}})
+
+
+OPS: dict[tuple[str, str], Op] = {
+    ("DELETE", "/api/admin/session"): Op({200: ok("Signed out; the cookie is cleared.", ref("Ok"))}),
+    ("GET", "/api/admin/whoami"): Op({200: ok("The caller's name, role and grants.", _OBJ)}),
+    ("GET", "/api/admin/health"): Op({200: ok("This instance's health, in full.", _OBJ)}),
+    ("GET", "/metrics"): Op(
+        {
+            200: ok("Prometheus text exposition.", {"type": "string"}, "text/plain"),
+            400: err("scope is all or local.", "bad_request"),
+        },
+        (query("scope", "all (every worker, the default) or local (this worker).", {"enum": ["all", "local"]}),),
+    ),
+    ("GET", "/api/admin/security"): Op({200: ok("What bot protection has seen.", _OBJ)}),
+    ("GET", "/api/admin/alerts"): Op(
+        {200: ok("What is firing and the last deliveries.", _OBJ), 404: err("Alerts are off here.", "not_found")}
+    ),
+    ("POST", "/api/admin/alerts"): Op(
+        {
+            200: ok("The test alert's delivery.", _OBJ),
+            404: err("Alerts are off here.", "not_found"),
+            409: err("No ALERT_WEBHOOK_URL is set.", "webhook_not_configured"),
+        }
+    ),
+    ("GET", "/api/admin/events"): Op(
+        {200: ok("Server-sent events: the rooms' live numbers.", None, EVENTS)},
+        description="A browser's EventSource cannot send a header: sign in with a one-time `?ticket=`.",
+    ),
+    ("POST", "/api/admin/sse-ticket"): Op({200: ok("A ticket valid once, for 30 s.", _OBJ)}),
+    ("POST", "/api/admin/shutdown"): Op({200: ok("Stopping.", ref("Ok"))}),
+    ("GET", "/api/admin/audit"): Op(
+        {200: _rows(_JSON_OR_CSV), 400: err("limit is not a whole number.", "bad_request")},
+        (
+            query("roomId", "Only this room's rows."),
+            query("limit", "At most this many rows (1-10000, 1000 by default).", {"type": "integer"}),
+            query("format", "csv for CSV; JSON otherwise."),
+        ),
+    ),
+    ("GET", "/api/openapi.json"): Op(
+        {
+            200: ok("This document (OpenAPI 3.1), with an ETag; `Cache-Control: no-cache`.", _OBJ),
+            304: Answer("Not modified (If-None-Match)."),
+        },
+        store=False,
+    ),
+    # -- rooms
+    ("GET", "/api/admin/rooms"): Op({200: ok("Every room with its live numbers.", _OBJ)}),
+    ("POST", "/api/admin/rooms"): Op(
+        {
+            200: ok("Changed.", _OBJ),
+            201: ok("Created.", _OBJ),
+            400: err("A field is unknown or invalid (`field` names it).", *_ROOM_CODES),
+            403: err("Serving a room inline (proxyOrigin) needs the owner role.", "inline_requires_owner"),
+        },
+        body=ref("RoomWrite"),
+    ),
+    ("GET", "/api/admin/rooms/{room}"): Op({200: ok("The room.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,)),
+    ("DELETE", "/api/admin/rooms/{room}"): Op({200: ok("Deleted.", ref("Ok")), 404: _NO_ROOM}, (_ROOM_P,)),
+    ("POST", "/api/admin/rooms/{room}/pause"): Op(
+        {200: _ROOM_OK, 404: _NO_ROOM, 409: _STATE_CHANGED}, (_ROOM_P,), body_required=False, body=_OBJ
+    ),
+    ("POST", "/api/admin/rooms/{room}/resume"): Op(
+        {200: _ROOM_OK, 404: _NO_ROOM, 409: _STATE_CHANGED}, (_ROOM_P,), body_required=False, body=_OBJ
+    ),
+    ("POST", "/api/admin/rooms/{room}/rate"): Op(
+        {
+            200: _ROOM_OK,
+            400: err(
+                "Not a rate.", "bad_request", "unknown_field", "nothing_to_change", "invalid_rate", "invalid_field"
+            ),
+            404: _NO_ROOM,
+        },
+        (_ROOM_P,),
+        body={
+            "type": "object",
+            "properties": {"ratePerMinute": {"type": "number", "minimum": 0}, "rate": {"type": "number", "minimum": 0}},
+        },
+    ),
+    ("POST", "/api/admin/rooms/{room}/schedule"): Op(
+        {
+            200: _ROOM_OK,
+            400: err(
+                "Not a schedule.",
+                "bad_request",
+                "unknown_field",
+                "nothing_to_change",
+                "invalid_opens_at",
+                "invalid_field",
+            ),
+            404: _NO_ROOM,
+        },
+        (_ROOM_P,),
+        body={
+            "type": "object",
+            "properties": {
+                "opensAt": {"type": ["string", "integer", "null"], "description": "null cancels the drop."},
+                "preQueueMaxPerIp": {"type": ["integer", "null"], "minimum": 1},
+            },
+        },
+    ),
+    ("POST", "/api/admin/rooms/{room}/purge"): Op(
+        {200: ok("The line is empty.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,), body_required=False, body=_OBJ
+    ),
+    ("POST", "/api/admin/rooms/{room}/eject"): Op(
+        {
+            200: ok("The visitor is out.", _OBJ),
+            400: err("Neither a ticket number nor a Ref.", "bad_request"),
+            404: err("No such room or ticket.", "no_room", "no_ticket"),
+        },
+        (_ROOM_P,),
+        body={
+            "type": "object",
+            "properties": {"ticket": {"type": "integer", "minimum": 1}, "ref": {"type": "string", "maxLength": 16}},
+        },
+    ),
+    ("GET", "/api/admin/rooms/{room}/visitors/{visitor}"): Op(
+        {200: ok("The visitor.", _OBJ), 404: err("No such room or ticket.", "no_room", "no_ticket")},
+        (_ROOM_P, path("visitor", "A ticket number or a Ref.")),
+    ),
+    ("GET", "/api/admin/rooms/{room}/rules"): Op({200: ok("The room's URL rules.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,)),
+    ("POST", "/api/admin/rooms/{room}/rules/test"): Op(
+        {200: ok("The rule the URL matches, if any.", _OBJ), 400: err("No url.", "bad_request"), 404: _NO_ROOM},
+        (_ROOM_P,),
+        body={"type": "object", "required": ["url"], "properties": {"url": {"type": "string"}}},
+    ),
+    ("GET", "/api/admin/series/{room...}"): Op(
+        {
+            200: _rows("The series as JSON, or CSV with format=csv."),
+            400: err("res or format is not one of its values.", "bad_request"),
+            404: _NO_ROOM,
+        },
+        (
+            path("room", "The room's id."),
+            query("res", "10s (the default) or 1m.", {"enum": ["10s", "1m"]}),
+            _FORMAT,
+        ),
+    ),
+    ("GET", "/api/admin/reports"): Op(
+        {
+            200: _rows(_JSON_OR_CSV),
+            400: err("bucket, format, from or to is not one of its forms.", "bad_request"),
+            404: _NO_ROOM,
+        },
+        (
+            query("bucket", "hour (the default) or day.", {"enum": ["hour", "day"]}),
+            _FORMAT,
+            query("from", "YYYY-MM-DD, ISO 8601 or epoch milliseconds."),
+            query("to", "YYYY-MM-DD, ISO 8601 or epoch milliseconds."),
+            query("roomId", "Only this room.", ROOM_ID),
+        ),
+    ),
+    # -- people
+    ("GET", "/api/admin/operators"): Op({200: ok("Every operator.", _OBJ)}),
+    ("POST", "/api/admin/operators"): Op(
+        {
+            201: ok("The operator and their key, shown once.", _OBJ),
+            400: err("A field is unknown or invalid.", "bad_request", "unknown_field", "invalid_role"),
+        },
+        body={
+            "type": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "minLength": 1, "maxLength": 80},
+                "role": {"enum": ["owner", "operator", "viewer"]},
+            },
+        },
+    ),
+    ("DELETE", "/api/admin/operators/{operator...}"): Op(
+        {200: ok("Revoked.", _OBJ), 404: err("No such operator.", "no_operator")},
+        (path("operator", "The operator's id."), query("purge", "1 or true: forget the record too.")),
+    ),
+    ("GET", "/api/admin/monitor-links"): Op({200: ok("Every monitor link.", _OBJ)}),
+    ("POST", "/api/admin/monitor-links"): Op(
+        {201: ok("The link, its token and URL.", _OBJ)},
+        body=_OBJ,
+        body_required=False,
+    ),
+    ("POST", "/api/admin/monitor-links/revoke-all"): Op({200: ok("Revoked.", _OBJ)}, body=_OBJ, body_required=False),
+    ("POST", "/api/admin/monitor-links/{link}/reveal"): Op(
+        {200: ok("The link's token and URL.", _OBJ), 404: err("No live link with that id.", "no_link")},
+        (path("link", "The link's id."),),
+        body=_OBJ,
+        body_required=False,
+    ),
+    ("DELETE", "/api/admin/monitor-links/{link}"): Op(
+        {200: ok("Revoked.", ref("Ok")), 404: err("No live link with that id.", "no_link")},
+        (path("link", "The link's id."),),
+    ),
+    # -- the system surface
+    ("GET", "/api/system/maintenance"): Op({200: ok("Both flags and the disk spool.", _OBJ)}),
+    ("POST", "/api/system/maintenance"): Op(
+        {200: ok("Journal maintenance is as asked.", _OBJ), 400: err("No boolean enabled.", "bad_request")},
+        body=_ENABLED,
+    ),
+    ("GET", "/api/status/buffers"): Op({200: ok("The disk spool in full.", _OBJ)}),
+    ("GET", "/api/system/maintenance/pop"): Op({200: ok("Whether admission maintenance is on.", _OBJ)}),
+    ("POST", "/api/system/maintenance/pop"): Op(
+        {200: ok("Admission maintenance is as asked.", _OBJ), 400: err("No boolean enabled.", "bad_request")},
+        body=_ENABLED,
+    ),
+    ("GET", "/api/system/shared-state"): Op({200: ok("Whether this instance shares state.", _OBJ)}),
+    ("POST", "/api/stats/refresh"): Op({200: ok("Recounted.", _OBJ)}, body=_OBJ, body_required=False),
+    ("POST", "/internal/api/notify"): Op(
+        {200: ok("The room's streams are woken.", _OBJ), 400: err("No queue named.", "bad_request")},
+        body={"type": "object", "required": ["queue"], "properties": {"queue": ROOM_ID}},
+    ),
+    ("GET", "/internal/api/shared-state/stats"): Op({200: ok("The fleet transport.", _OBJ)}),
+    ("GET", "/internal/api/inter-instance/stats"): Op({200: ok("The fleet transport.", _OBJ)}),
+}
