@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 DEVSTAMP:= $(VENV)/.installed-dev
 
-.PHONY: install install-dev run test test-unit test-conformance test-conformance-valkey test-cluster lint bench clean
+.PHONY: install install-dev run test test-unit test-conformance test-conformance-valkey test-cluster fuzz lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -69,6 +69,14 @@ test-unit: $(DEVSTAMP)
 ## The black-box HTTP suite alone on the embedded store.
 test-conformance: $(DEVSTAMP)
 	QM_TEST_STORES=memory $(PYTEST) -q -n $(PYTEST_WORKERS) tests/conformance
+
+## The API fuzzed hard, outside CI: every operation of GET /api/openapi.json with FUZZ_EXAMPLES generated requests per
+## mode (positive, negative) and pass (any room, a real room), against real servers on both stores. CI runs the same
+## module with 20 (docs/testing.md).
+FUZZ_EXAMPLES ?= 500
+fuzz: $(DEVSTAMP)
+	bash scripts/services.sh
+	QM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n 2 -s tests/conformance/test_fuzz_api.py
 
 lint: $(DEVSTAMP)
 	$(BIN)/ruff check queue_manager tests bench

@@ -21,6 +21,9 @@ from pathlib import Path
 
 import queue_manager
 from queue_manager.http import pageguard
+from queue_manager.http.apidoc import reference
+from queue_manager.http.apidoc import serve as apidoc
+from queue_manager.http.apidoc.document import OPENAPI_PATH
 from queue_manager.http.context import Context
 from queue_manager.http.sendfile import serve_payload
 from queue_manager.http.wire import Request, Send, send_response
@@ -30,6 +33,7 @@ from queue_manager.web.docs import render
 CACHE_CONTROL = (b"cache-control", b"private, no-cache")
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 REFERRER = (b"referrer-policy", b"same-origin")
+API_PAGE = "api"  # /docs/api: the HTTP API reference, rendered from the OpenAPI document
 
 # a file's version: (mtime_ns, size), or None when it is missing
 Stamp = tuple[tuple[int, int] | None, ...]
@@ -149,10 +153,39 @@ class Library:
             summary = f"<p{attr}>{html.escape(doc.summary)}</p>" if doc.summary else ""
             items.append(f'<li><a href="{href}"{attr}>{html.escape(doc.title)}</a>{tag}{summary}</li>')
         listing = f'<ul class="guides">{"".join(items)}</ul>' if items else f"<p>{ui['not_installed']}</p>"
-        main = f'<h1>{ui["index_title"]}</h1><p class="lede">{ui["index_lede"]}</p>{listing}'
+        main = f'<h1>{ui["index_title"]}</h1><p class="lede">{ui["index_lede"]}</p>{listing}{_api_item(lang, base)}'
         footer = f"{ui['source']} <code>docs/</code>"
         text = render.page(lang=lang, title=ui["index_title"], main=main, footer=footer, base=base)
         return Body.of(200, lang, text)
+
+
+def _api_item(lang: str, base: str) -> str:
+    """The index's link to the API reference (rendered from the server itself: there with or without docs/)."""
+    href = f"{base}/docs/th/{API_PAGE}" if lang == "th" else f"{base}/docs/{API_PAGE}"
+    attr = ' lang="en"' if lang != "en" else ""
+    return (
+        f'<ul class="guides"><li><a href="{href}"{attr}>HTTP API reference</a><p{attr}>Every route, its '
+        f"parameters, answers and codes, from <code>{OPENAPI_PATH}</code>.</p></li></ul>"
+    )
+
+
+@cache
+def api_reference(lang: str, base: str = "") -> Body:
+    """``/docs/api``: the HTTP API reference, rendered once per process from the OpenAPI document (English
+    on both languages' pages)."""
+    main, headings = reference.render(apidoc.rendered().document, base)
+    if lang != "en":
+        main = f'<div lang="en">{main}</div>'
+    text = render.page(
+        lang=lang,
+        title="HTTP API reference",
+        main=main,
+        toc=render.toc_html(headings, lang, "en"),
+        name=API_PAGE,
+        footer=f"{render.UI[lang]['source']} <code>{OPENAPI_PATH}</code>",
+        base=base,
+    )
+    return Body.of(200, lang, text)
 
 
 @cache
@@ -199,7 +232,7 @@ def resolve(path: str) -> tuple[str, str | None, str | None]:
     name = piece.lower()
     if name.endswith(".md"):
         name = render.BY_FILE.get(name, "")
-    if name not in render.GUIDES:
+    if name not in render.GUIDES and name != API_PAGE:
         return lang, None, None
     canonical = f"{prefix}/{name}"
     return lang, name, (canonical if canonical != path else None)
@@ -217,7 +250,12 @@ async def docs_page(ctx: Context, req: Request, send: Send) -> None:
         await send_response(send, 301, b"", [(b"location", location), CACHE_CONTROL, *limits], head)
         return
     lib = library(ctx)
-    body = not_found(lang, base) if name is None else await lib.page(lang, name, base)
+    if name is None:
+        body = not_found(lang, base)
+    elif name == API_PAGE:
+        body = api_reference(lang, base)
+    else:
+        body = await lib.page(lang, name, base)
     headers: list[tuple[bytes, bytes]] = [
         CACHE_CONTROL,
         NOSNIFF,

@@ -273,3 +273,35 @@ def test_a_docs_dir_without_guides_says_how_to_point_at_them(make_server: Server
         assert index.status_code == 200 and "Set DOCS_DIR" in index.text
         assert _plain(c, "/docs/operations").status_code == 404
         assert _plain(c, "/docs/th/operations").status_code == 404
+
+
+def test_the_api_reference_lists_every_operation_of_the_document(docs_server: Server, client: httpx.Client) -> None:
+    with docs_server.admin() as admin:
+        doc = admin.get("/api/openapi.json").json()
+    r = _plain(client, "/docs/api")
+    assert r.status_code == 200 and r.headers["content-type"] == "text/html; charset=utf-8"
+    assert "<title>HTTP API reference · Queue Manager</title>" in r.text
+    assert "<script" not in r.text and "script-src" not in r.headers["content-security-policy"]
+    assert 'href="/api/openapi.json"' in r.text
+    listed = 0
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            if method in ("get", "post", "delete"):
+                section = re.search(rf'<section class="api-op" id="{op["operationId"]}">(.*?)</section>', r.text)
+                assert section is not None, f"{method.upper()} {path} is not on /docs/api"
+                assert f"<code>{method.upper()} {path}</code>" in section.group(1)
+                for status in op["responses"]:
+                    assert f"<td>{status}</td>" in section.group(1), (path, method, status)
+                listed += 1
+    assert listed == len(re.findall(r'<section class="api-op"', r.text)) > 60
+    assert 'id="post_api_join"' in r.text and "<code>no_room</code>" in r.text
+
+
+def test_the_api_reference_is_linked_from_both_indexes_and_has_a_thai_address(client: httpx.Client) -> None:
+    assert 'href="/docs/api"' in _plain(client, "/docs").text
+    th = _plain(client, "/docs/th")
+    assert 'href="/docs/th/api"' in th.text
+    r = _plain(client, "/docs/th/api")
+    assert r.status_code == 200 and '<html lang="th">' in r.text and '<div lang="en"><h1>HTTP API reference' in r.text
+    again = client.get("/docs/api", headers={"if-none-match": _plain(client, "/docs/api").headers["etag"]})
+    assert again.status_code == 304

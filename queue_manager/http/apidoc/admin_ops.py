@@ -112,7 +112,13 @@ OPS: dict[tuple[str, str], Op] = {
         {
             200: _ROOM_OK,
             400: err(
-                "Not a rate.", "bad_request", "unknown_field", "nothing_to_change", "invalid_rate", "invalid_field"
+                "Not a rate.",
+                "bad_request",
+                "unknown_field",
+                "nothing_to_change",
+                "conflicting_field",
+                "invalid_rate",
+                "invalid_field",
             ),
             404: _NO_ROOM,
         },
