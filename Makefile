@@ -72,11 +72,11 @@ test-conformance: $(DEVSTAMP)
 
 ## The API fuzzed hard, outside CI: every operation of GET /api/openapi.json with FUZZ_EXAMPLES generated requests per
 ## mode (positive, negative) and pass (any room, a real room), against real servers on both stores. CI runs the same
-## module with 20 (docs/testing.md).
+## module with 20 (docs/testing.md). What ran, per store: test-artifacts/fuzz/<store>.json.
 FUZZ_EXAMPLES ?= 500
 fuzz: $(DEVSTAMP)
 	bash scripts/services.sh
-	QM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n 2 -s tests/conformance/test_fuzz_api.py
+	QM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n 2 tests/conformance/test_fuzz_api.py
 
 lint: $(DEVSTAMP)
 	$(BIN)/ruff check queue_manager tests bench

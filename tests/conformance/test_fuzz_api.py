@@ -14,9 +14,11 @@ there are seventy operations, two modes and two passes each.
 
 from __future__ import annotations
 
+import json
 import os
 import traceback
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -40,6 +42,7 @@ TIMEOUT_SEC = 10.0  # "no hang": an answer slower than this fails the case
 NOT_FUZZED = {"POST /api/admin/shutdown"}
 #: Event streams never end by themselves: their status and headers are read, then the stream is closed.
 STREAMS = {"GET /events", "GET /api/admin/events"}
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "fuzz"
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
@@ -134,7 +137,7 @@ def _finding(exc: BaseException) -> str:
     return " / ".join(kept)[:1200]
 
 
-def test_every_operation_answers_as_documented_under_fuzzing(target: Server) -> None:
+def test_every_operation_answers_as_documented_under_fuzzing(target: Server, store: str) -> None:
     headers = dict(target.admin_headers)
     schema = schemathesis.openapi.from_url(f"{target.base_url}/api/openapi.json", headers=headers, timeout=TIMEOUT_SEC)
     operations = sorted(
@@ -158,6 +161,8 @@ def test_every_operation_answers_as_documented_under_fuzzing(target: Server) -> 
                     _fuzz(op, target.base_url, headers, fixed, counts)
                 except (Exception, BaseExceptionGroup) as exc:  # every operation is fuzzed; findings reported at once
                     failures.append(f"{label} {'on a room' if fixed else 'free'}: {_finding(exc)}")
-    print(f"fuzzed {len(counts)} operations, {sum(counts.values())} cases: {counts}")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)  # what ran, for make fuzz's report (its workers print nothing)
+    summary = {"store": store, "examples": EXAMPLES, "cases": sum(counts.values()), "perOperation": counts}
+    (ARTIFACTS / f"{store}.json").write_text(json.dumps(summary, indent=1) + "\n" + "\n\n".join(failures))
     assert not failures, "\n\n".join(failures)
     assert httpx.get(f"{target.base_url}/healthz", timeout=TIMEOUT_SEC).status_code == 200
