@@ -216,6 +216,9 @@ def _csv(value: Any) -> Any:
     return value
 
 
+LAST_INSTANT_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last instant a datetime holds
+
+
 def _instant(raw: str | None, name: str, default: int) -> int:
     """``from``/``to``: a UTC date (YYYY-MM-DD), an ISO 8601 instant (no zone: UTC), or epoch ms; epoch s."""
     if raw is None or raw == "":
@@ -223,7 +226,10 @@ def _instant(raw: str | None, name: str, default: int) -> int:
     text = raw.strip()
     try:
         if text.isdigit():
-            return int(text) // 1000
+            ms = int(text)
+            if ms > LAST_INSTANT_MS:  # past any date a calendar holds: the report's dates could not be written
+                raise ValueError(name)
+            return ms // 1000
         if len(text) == 10:
             day = dt.date.fromisoformat(text)
             return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp())

@@ -320,6 +320,21 @@ def _cases() -> list[Case]:
             Case(f"405-{method}-{path}", method, path, 405, "method_not_allowed", admin=admin, allow=allow, html=False)
         )
 
+    # -- the reports' from/to: epoch milliseconds past the last date a calendar holds (were a 500)
+    for name in ("from", "to"):
+        for value in ("99999999999999999999999", "253402300800000"):  # the second: 10000-01-01T00:00:00Z
+            cases.append(
+                Case(
+                    f"reports-{name}-{value[:6]}",
+                    "GET",
+                    "/api/admin/reports",
+                    400,
+                    "bad_request",
+                    admin=True,
+                    params={name: value},
+                )
+            )
+
     # -- unknown routes and the waiting page
     cases.append(Case("unknown-route", "GET", "/api/nope", 404))
     cases.append(Case("unknown-admin-route", "GET", "/api/admin/nope", 404, admin=True))

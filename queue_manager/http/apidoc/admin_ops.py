@@ -35,6 +35,13 @@ _ROOM_CODES = (
     "invalid_autotune",
     "proxy_origin_private",
 )
+_INSTANT: dict[str, Any] = {
+    "anyOf": [
+        {"type": "integer", "minimum": 0, "maximum": 253_402_300_799_999},
+        {"type": "string", "format": "date"},
+        {"type": "string", "format": "date-time"},
+    ]
+}
 _ENABLED = {"type": "object", "required": ["enabled"], "properties": {"enabled": {"type": "boolean"}}}
 _ROOM_OK = ok(
     "Done; the room as it is now.", {"type": "object", "properties": {"ok": {"const": True}, "room": ref("Room")}}
@@ -196,8 +203,10 @@ OPS: dict[tuple[str, str], Op] = {
         (
             query("bucket", "hour (the default) or day.", {"enum": ["hour", "day"]}),
             _FORMAT,
-            query("from", "YYYY-MM-DD, ISO 8601 or epoch milliseconds."),
-            query("to", "YYYY-MM-DD, ISO 8601 or epoch milliseconds."),
+            query(
+                "from", "YYYY-MM-DD, ISO 8601 or epoch milliseconds (24 h or the retention ago by default).", _INSTANT
+            ),
+            query("to", "YYYY-MM-DD, ISO 8601 or epoch milliseconds, exclusive (now by default).", _INSTANT),
             query("roomId", "Only this room.", ROOM_ID),
         ),
     ),
