@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from queue_manager.http.call import Call
-from queue_manager.http.wire import HttpError, send_json
+from queue_manager.http.wire import HttpError, refuse_nul, send_json
 from queue_manager.store.base import StoreUnavailable
 
 log = logging.getLogger("queue_manager.http")
@@ -50,6 +50,7 @@ async def _body(call: Call, refusal: str) -> dict[str, Any]:
         data = None
     if not isinstance(data, dict):
         raise HttpError(400, "bad_request", refusal)
+    refuse_nul(raw, data)
     return data
 
 

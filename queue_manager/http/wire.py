@@ -133,7 +133,29 @@ class Request:
             raise HttpError(400, "bad_request", "The body is not valid JSON.") from exc
         if not isinstance(data, dict):
             raise HttpError(400, "bad_request", "The body must be a JSON object.")
+        refuse_nul(raw, data)
         return data
+
+
+NUL_REFUSED = "The body holds a NUL character (\\u0000), which no field accepts."
+
+
+def refuse_nul(raw: bytes, data: Any) -> None:
+    """400 when a parsed JSON body holds a NUL in any string: no field takes one, and PostgreSQL's text
+    cannot store one (the journal, the audit trail and the shared records would refuse the write). The
+    raw bytes are looked at first: a body without the escape costs one search."""
+    if b"\\u0000" in raw and _has_nul(data):
+        raise HttpError(400, "bad_request", NUL_REFUSED)
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 MAX_QUERY_FIELDS = 64
@@ -175,6 +197,8 @@ def _unquote(text: str) -> str:
         value = unquote_plus(text, encoding="utf-8", errors="strict")
     except UnicodeDecodeError as exc:
         raise HttpError(400, "bad_request", "The query string could not be parsed.") from exc
+    if "\x00" in value:  # no parameter takes one, and PostgreSQL's text cannot hold one
+        raise HttpError(400, "bad_request", "The query string holds a NUL character (%00).")
     if len(_UNQUOTED) >= _QUERY_CACHE_MAX:
         _UNQUOTED.clear()
     _UNQUOTED[text] = value
