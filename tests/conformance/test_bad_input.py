@@ -357,6 +357,8 @@ def _cases() -> list[Case]:
             json_body={"roomId": ROOM, "returnUrl": f"https://{nul}"},
         )
     )
+    # a ticket number in digits that are not ASCII ("²" is str.isdigit) is a Ref, on both stores (was a 500 on valkey)
+    cases.append(Case("visitor-unicode-digit", "GET", f"{base}/visitors/%C2%B2", 404, "no_ticket", admin=True))
     for path in ("/api/admin/audit", "/api/admin/reports"):
         cases.append(Case(f"nul-query-{path}", "GET", path, 400, "bad_request", params="roomId=a%00b", admin=True))
 

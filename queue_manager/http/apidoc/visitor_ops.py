@@ -63,6 +63,9 @@ OPS: dict[tuple[str, str], Op] = {
             400: err("The body is not a JSON object with a roomId, or a field is malformed.", "bad_request"),
             403: err("Bot protection refused this request a place in line.", BLOCKED_CODE),
             404: _NO_ROOM,
+            429: err(
+                "Too many places in this line are held from this address (queueMaxPerIp).", "queue_identity_limit"
+            ),
         },
         body=_JOIN_BODY,
         limited=True,

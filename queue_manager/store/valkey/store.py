@@ -104,7 +104,7 @@ def _presented_args(presented: Presented | None) -> list[str]:
 def _query(query: str) -> tuple[str, str, str, str]:
     """(stripped, kind, number, Ref) the way Room.lookup reads a query."""
     q = query.strip()
-    if q.isdigit():
+    if q.isascii() and q.isdigit():  # "²" is a digit to str.isdigit but no number: a Ref, as in Room.lookup
         if len(q) > 15:
             return q, "long", "", q.upper()
         return q, "num", str(int(q)), q.upper()
