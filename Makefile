@@ -72,7 +72,7 @@ test-conformance: $(DEVSTAMP)
 
 ## The API fuzzed hard, outside CI: every operation of GET /api/openapi.json with FUZZ_EXAMPLES generated requests per
 ## mode (positive, negative) and pass (any room, a real room), against real servers on both stores. CI runs the same
-## module with 20 (docs/testing.md). What ran, per store: test-artifacts/fuzz/<store>.json.
+## module with 12 (docs/testing.md). What ran, per store: test-artifacts/fuzz/<store>.json.
 FUZZ_EXAMPLES ?= 500
 fuzz: $(DEVSTAMP)
 	bash scripts/services.sh
