@@ -468,6 +468,8 @@ async def verify(ctx: Context, req: Request, send: Send) -> None:
         auth = _vouching_header(ctx, req)
         vouched = auth is not None and await _vouched_key(ctx, auth, ident)
     except HttpError as err:
+        if err.status != 401:  # a query string that cannot be parsed is the caller's 400, not a refused key
+            raise
         problem = "Public API key sent in the URL" if err.code == "credential_in_query" else "the key was refused"
         await send_json(
             send,

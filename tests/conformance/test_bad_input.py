@@ -359,6 +359,11 @@ def _cases() -> list[Case]:
     )
     # a ticket number in digits that are not ASCII ("²" is str.isdigit) is a Ref, on both stores (was a 500 on valkey)
     cases.append(Case("visitor-unicode-digit", "GET", f"{base}/visitors/%C2%B2", 404, "no_ticket", admin=True))
+    # a query string that cannot be parsed is 400 on the key check and the admin stream too (verify answered 401)
+    cases.append(Case("verify-bad-query", "GET", "/api/verify", 400, "bad_request", params="roomId=a%00b"))
+    cases.append(Case("verify-bad-utf8", "GET", "/api/verify", 400, "bad_request", params="roomId=%ff"))
+    events = "/api/admin/events"
+    cases.append(Case("admin-events-bad-query", "GET", events, 400, "bad_request", params="x=%ff", admin=True))
     for path in ("/api/admin/audit", "/api/admin/reports"):
         cases.append(Case(f"nul-query-{path}", "GET", path, 400, "bad_request", params="roomId=a%00b", admin=True))
 
