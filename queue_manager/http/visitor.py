@@ -264,7 +264,17 @@ async def events(ctx: Context, req: Request, send: Send) -> None:
 
     task = asyncio.current_task()
     assert task is not None
-    stream = Stream(room_id, send, step, task, compose=compose, write=direct_writer(send))
+    stream = Stream(
+        room_id,
+        send,
+        step,
+        task,
+        compose=compose,
+        write=direct_writer(send),
+        client=client,
+        presented=presented,
+        frame_of=frame_of,
+    )
     b.streams += 1
     b.per_ip[ident.ip] = b.per_ip.get(ident.ip, 0) + 1
     try:
