@@ -176,6 +176,7 @@ class Broadcaster:
         return (
             self.status_many is not None
             and s.frame_of is not None
+            and s.client is not None
             and s.compose is None
             and s.pending is None
             and not s.ending
@@ -196,8 +197,14 @@ class Broadcaster:
         assert status_many is not None
         views: list[VisitorView] | None
         try:
+            # every stream of a batch has its client (``_batched``)
             asks = [(s.client, s.presented) for s in batch if s.client is not None]
-            views = await status_many(batch[0].room_id, asks) if len(asks) == len(batch) else None
+            views = await status_many(batch[0].room_id, asks)
+        except asyncio.CancelledError:
+            for s in batch:
+                s.pending = None
+                s.end()
+            raise
         except Exception:
             views = None  # what a stream's own step does when the store fails: the stream ends
         loop = asyncio.get_running_loop()
