@@ -34,7 +34,7 @@ from queue_manager.engine.room import CheckResult, NewDoor, Presented
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import make_ref
 from queue_manager.engine.view import VisitorView
-from queue_manager.store.base import ChangeListener, Store, StoreUnavailable
+from queue_manager.store.base import STATUS_BATCH, ChangeListener, Store, StoreUnavailable
 from queue_manager.store.valkey import codec
 from queue_manager.store.valkey.breaker import Breaker
 from queue_manager.store.valkey.client import is_cluster, open_client
@@ -99,6 +99,19 @@ def _presented_args(presented: Presented | None) -> list[str]:
     if presented is None:
         return ["", "", ""]
     return [str(presented.gen), "" if presented.n is None else str(presented.n), presented.handle or ""]
+
+
+def _always(args: list[str]) -> ArgsFn:
+    return lambda _: args
+
+
+def _asks_args(asks: Sequence[tuple[ClientId, Presented | None]]) -> list[str]:
+    """status_many.lua's arguments: each ask's client and presented token, 7 strings per ask."""
+    out: list[str] = []
+    for client, presented in asks:
+        out += _client_args(client)
+        out += _presented_args(presented)
+    return out
 
 
 def _query(query: str) -> tuple[str, str, str, str]:
@@ -709,6 +722,20 @@ class ValkeyStore:
         reply, events = await self._room_op("status", room_id, now, lambda _: args)
         await self._finish(events)
         return codec.visitor_view(room_id, int(reply["gen"]), self._config(room_id).cfg, reply, *now)
+
+    async def status_many(self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]) -> list[VisitorView]:
+        """One script call per STATUS_BATCH asks (lua/status_many.lua), every part at the same instant."""
+        if not asks:
+            return []
+        now = await self._now()
+        out: list[VisitorView] = []
+        for start in range(0, len(asks), STATUS_BATCH):
+            args = _asks_args(asks[start : start + STATUS_BATCH])
+            reply, events = await self._room_op("status_many", room_id, now, _always(args))
+            await self._finish(events)
+            gen, cfg = int(reply["gen"]), self._config(room_id).cfg
+            out.extend(codec.visitor_view(room_id, gen, cfg, r, *now) for r in reply["vs"])
+        return out
 
     async def check(
         self,
