@@ -1,19 +1,24 @@
 """The visitor's pages (their routes are in http/routes.py).
 
-/w/<room> (the waiting page), /assets/waiting-<hash>.css|.js, /fonts/<file>, and /offline.html and
-/origin-down.html (the self-contained outage pages).
+/w/<room> (the waiting page), /w/<room>/<file> (the room's brand stylesheet and logo, http/branding.py),
+/assets/waiting-<hash>.css|.js, /fonts/<file>, and /offline.html and /origin-down.html (the
+self-contained outage pages).
 """
 
 from __future__ import annotations
 
-from queue_manager.http import visitor
+from queue_manager.http import branding, visitor
 from queue_manager.http.context import Context
 from queue_manager.http.wire import Request, Send, send_response
 from queue_manager.web import asset
 
 
 async def waiting_page(ctx: Context, req: Request, send: Send) -> None:
-    await visitor.waiting_page(ctx, req, send, req.path[3:])
+    room_id, slash, name = req.path[3:].partition("/")
+    if slash:
+        await branding.brand_file(ctx, req, send, room_id, name)
+        return
+    await visitor.waiting_page(ctx, req, send, room_id)
 
 
 def outage_headers(page: bytes) -> list[tuple[bytes, bytes]]:

@@ -1,0 +1,114 @@
+"""A room's brand on its visitor pages: the stylesheet and logo under /w/<room>/, and the markup pieces
+the waiting page and the outage pages insert.
+
+Both files are named for their content (``brand-<fingerprint>.css``, ``logo-<sha256>.png|svg``), so
+they are cached for a year and a brand change is a new name on a newly rendered page. Any other name
+under /w/<room>/ is 404. An SVG logo goes out with a CSP of its own (no script, no loads, sandboxed),
+so even opened on its own it is only a picture.
+"""
+
+from __future__ import annotations
+
+import html
+
+from queue_manager.engine.brand import Brand
+from queue_manager.engine.model import ROOM_ID_RE
+from queue_manager.http.context import Context
+from queue_manager.http.sendfile import serve_payload
+from queue_manager.http.wire import NO_STORE, Request, Send, send_response
+from queue_manager.web import static
+
+SVG_CSP = (b"content-security-policy", b"default-src 'none'; style-src 'unsafe-inline'; sandbox")
+_CACHE_MAX = 1024
+_files: dict[tuple[str, str, str], static.Payload] = {}
+
+
+def css_name(brand: Brand) -> str | None:
+    return None if brand.palette is None else f"brand-{brand.fingerprint}.css"
+
+
+def css(brand: Brand) -> str:
+    """The custom properties the waiting page's stylesheet reads, set from the brand's palette."""
+    p = brand.palette
+    if p is None:
+        return ""
+    scheme = p["scheme"]
+    muted = p["text"]
+    line = "rgba(0, 0, 0, .16)" if scheme == "light" else "rgba(255, 255, 255, .2)"
+    card_text = "#111827" if scheme == "light" else "#eef1f5"
+    return (
+        "/* A room's brand: its colours over the waiting page's own. */\n"
+        f":root, html {{ color-scheme: {scheme}; --bg: {p['background']}; --bg-grad: {p['background']}; "
+        f"--text: {p['text']}; --muted: {muted}; --faint: {muted}; --line: {line}; "
+        f"--accent: {p['accent']}; --accent-text: {p['accentText']}; "
+        f"--accent-soft: color-mix(in srgb, {p['accent']} 22%, {p['background']}); }}\n"
+        f".card, .top {{ --text: {card_text}; --muted: {card_text}; --faint: {card_text}; --card: {p['card']}; "
+        f"color: var(--text); }}\n"
+        ".top { background: var(--card); }\n"
+    )
+
+
+def head_links(room_id: str, brand: Brand | None, prefix: str) -> str:
+    name = None if brand is None else css_name(brand)
+    if name is None:
+        return ""
+    return f'<link rel="stylesheet" href="{html.escape(prefix)}/w/{room_id}/{name}">'
+
+
+def logo_img(room_id: str, brand: Brand | None, prefix: str, alt: str) -> str:
+    if brand is None or brand.logo is None:
+        return ""
+    src = f"{html.escape(prefix)}/w/{room_id}/{brand.logo.file_name}"
+    return f'<img class="brand-logo" src="{src}" alt="{html.escape(alt)}">'
+
+
+def message_html(brand: Brand | None, lang: str) -> str:
+    text = None if brand is None else brand.message_for(lang)
+    hidden = "" if text else " hidden"
+    return f'<p id="brand-message" class="brand-message"{hidden}>{html.escape(text or "")}</p>'
+
+
+def help_html(brand: Brand | None, label: str) -> str:
+    if brand is None or brand.help_url is None:
+        return ""
+    return (
+        f'<p class="brand-help"><a id="brand-help" href="{html.escape(brand.help_url)}" '
+        f'rel="noopener noreferrer" data-i18n="helpLink">{html.escape(label)}</a></p>'
+    )
+
+
+def _payload(room_id: str, brand: Brand, name: str) -> static.Payload | None:
+    key = (room_id, brand.fingerprint, name)
+    hit = _files.get(key)
+    if hit is not None:
+        return hit
+    if name == css_name(brand):
+        found = static.Payload.of(css(brand).encode(), "text/css; charset=utf-8")
+    elif brand.logo is not None and name == brand.logo.file_name:
+        # a PNG is compressed already; an SVG is text and shrinks
+        found = static.Payload.of(brand.logo.data, brand.logo.type, compress=brand.logo.ext == "svg")
+    else:
+        return None
+    if len(_files) >= _CACHE_MAX:
+        _files.clear()
+    _files[key] = found
+    return found
+
+
+async def brand_file(ctx: Context, req: Request, send: Send, room_id: str, name: str) -> None:
+    """GET/HEAD /w/<room>/brand-<fingerprint>.css and /w/<room>/logo-<hash>.png|svg."""
+    policy = await ctx.store.room_policy(room_id) if ROOM_ID_RE.match(room_id) else None
+    found = None if policy is None or policy.brand is None else _payload(room_id, policy.brand, name)
+    if found is None:
+        await send_response(
+            send,
+            404,
+            b"No such file for this room.",
+            [(b"content-type", b"text/plain; charset=utf-8"), NO_STORE],
+            req.method == "HEAD",
+        )
+        return
+    headers = [static.IMMUTABLE, static.NOSNIFF]
+    if name.endswith(".svg"):
+        headers.append(SVG_CSP)
+    await serve_payload(req, send, found, headers)
