@@ -16,7 +16,7 @@ from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.http.context import Context
 from queue_manager.http.sendfile import serve_payload
 from queue_manager.http.wire import NO_STORE, Request, Send, send_response
-from queue_manager.web import static
+from queue_manager.web import asset, static
 
 SVG_CSP = (b"content-security-policy", b"default-src 'none'; style-src 'unsafe-inline'; sandbox")
 _CACHE_MAX = 1024
@@ -75,6 +75,43 @@ def help_html(brand: Brand | None, label: str) -> str:
         f'<p class="brand-help"><a id="brand-help" href="{html.escape(brand.help_url)}" '
         f'rel="noopener noreferrer" data-i18n="helpLink">{html.escape(label)}</a></p>'
     )
+
+
+def outage_css(brand: Brand) -> str:
+    """The outage pages' colours (everything there sits on the card, so the card's palette is the text's)."""
+    p = brand.palette
+    if p is None:
+        return ""
+    scheme = p["scheme"]
+    text = "#14181f" if scheme == "light" else "#eceff3"
+    line = "#dde1e7" if scheme == "light" else "#2c333d"
+    return (
+        f":root {{ color-scheme: {scheme}; --bg: {p['background']}; --card: {p['card']}; --text: {text}; "
+        f"--muted: {text}; --line: {line}; --accent: {p['accent']}; --accent-text: {p['accentText']}; "
+        f"--soft: color-mix(in srgb, {p['accent']} 18%, {p['card']}); }}"
+    )
+
+
+def outage_page(kind: str, brand: Brand | None, lang: str = "en") -> bytes:
+    """offline.html or origin-down.html (``kind`` offline / origin_down), with the room's brand when it has
+    one: still one self-contained file (the logo inlined as a data: image, the colours in a hashed <style>)."""
+    if brand is None:
+        return asset.offline_page() if kind == "offline" else asset.origin_down_page()
+    css = outage_css(brand)
+    style = f"<style>{css}</style>\n" if css else ""
+    name = brand.display_name
+    logo = "" if brand.logo is None else f'<img src="{brand.logo.data_uri()}" alt="{html.escape(name or "")}">'
+    name_line = f'    <p class="brand-name">{logo}{html.escape(name or "")}</p>\n' if (logo or name) else ""
+    message = brand.message_for(lang)
+    hidden = "" if message else " hidden"
+    lines = f'    <p id="t-brand" class="brand-note"{hidden}>{html.escape(message or "")}</p>\n'
+    if brand.help_url is not None:
+        lines += (
+            f'    <p class="brand-note"><a id="t-help" href="{html.escape(brand.help_url)}" '
+            'rel="noopener noreferrer">Help and questions</a></p>\n'
+        )
+    data = f'<script type="application/json" id="qm-brand">{asset.script_json(dict(brand.message))}</script>\n'
+    return asset.branded_outage_page(kind, style, name_line, lines, data)
 
 
 def _payload(room_id: str, brand: Brand, name: str) -> static.Payload | None:

@@ -20,7 +20,7 @@ from queue_manager.http.identity import Identity
 from queue_manager.http.wire import Request, Send
 from queue_manager.inline.client import Pool
 from queue_manager.inline.deadlines import Deadlines
-from queue_manager.inline.hosts import HostIndex
+from queue_manager.inline.hosts import BRAND_KEY, HostIndex
 from queue_manager.inline.origin_health import OriginProbe
 from queue_manager.metrics import Counters
 from queue_manager.store.base import StoreUnavailable
@@ -71,6 +71,13 @@ class Inline:
             if self.index.source == "none":  # booted during an outage: the durable room configs instead
                 await self._from_journal()
             return  # otherwise keep the last index for the outage
+        for room in rooms:
+            if room.get("proxyOrigin") and room.get("brand") is not None:  # the brand with its logo's bytes
+                try:
+                    policy = await self.ctx.store.room_policy(str(room["id"]))
+                except StoreUnavailable:
+                    policy = None
+                room[BRAND_KEY] = None if policy is None else policy.brand
         backend = self.ctx.backend
         rebuilding = backend.recovering_rooms() if backend is not None else set()
         self.index.rebuild(rooms, "valkey" if self.ctx.store.kind == "valkey" else "memory", keep=rebuilding)

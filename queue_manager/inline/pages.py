@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 
+from queue_manager.engine.brand import Brand
+from queue_manager.http import branding
 from queue_manager.http.wire import NO_STORE, Send, send_response
 from queue_manager.web import asset
 
@@ -22,10 +24,14 @@ def origin_down_page() -> bytes:
     return asset.origin_down_page()
 
 
-async def origin_down(send: Send, *, page: bool, status: int, room_id: str, phase: str, head: bool) -> None:
+async def origin_down(
+    send: Send, *, page: bool, status: int, room_id: str, phase: str, head: bool, brand: Brand | None = None
+) -> None:
+    """``brand``: the room's, when the caller has it at hand (the page then carries it)."""
     headers = [NO_STORE, (ORIGIN_HEADER, phase.encode()), EXPOSE, (b"retry-after", b"15")]
     if page:
-        await send_response(send, status, origin_down_page(), [HTML_TYPE, *headers], head)
+        body = origin_down_page() if brand is None else branding.outage_page("origin_down", brand)
+        await send_response(send, status, body, [HTML_TYPE, *headers], head)
         return
     payload: dict[str, Any] = {
         "error": "The site behind the queue is not answering; your place is kept.",

@@ -6,7 +6,7 @@ import base64
 import hashlib
 import html
 import re
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -83,9 +83,12 @@ _SCRIPT_ESCAPES = str.maketrans(
 )
 
 
-def _outage_page(name: str) -> bytes:
+def _outage_page(name: str, brand: tuple[str, str, str, str] = ("", "", "", "")) -> bytes:
     """One self-contained outage page: outage/page.html filled from outage/<name>.json (its five languages,
-    the attempts key and the first retry delay). English is in the markup; the script repaints in qm_lang."""
+    the attempts key and the first retry delay). English is in the markup; the script repaints in qm_lang.
+
+    ``brand``: a room's (style, name line, message, data block) markup, already escaped (http/branding.py);
+    put in last, so nothing in an operator's text is taken for a placeholder."""
     spec = orjson.loads(_text(f"outage/{name}.json"))
     en = spec["strings"]["en"]
     page = (
@@ -98,7 +101,20 @@ def _outage_page(name: str) -> bytes:
         .replace("__FIRST__", str(int(spec["firstSec"])), 1)
         .replace("__STRINGS__", script_json(spec["strings"]), 1)
     )
+    style, name_line, message, data = brand
+    page = (
+        page.replace("__BRAND_STYLE__\n", style, 1)
+        .replace("__BRAND_NAME__\n", name_line, 1)
+        .replace("__BRAND_MESSAGE__\n", message, 1)
+        .replace("__BRAND_JSON__\n", data, 1)
+    )
     return page.encode()
+
+
+@lru_cache(maxsize=256)
+def branded_outage_page(name: str, style: str, name_line: str, message: str, data: str) -> bytes:
+    """``offline`` or ``origin_down`` carrying a room's brand (pieces from http/branding.py)."""
+    return _outage_page(name, (style, name_line, message, data))
 
 
 @cache
@@ -117,7 +133,7 @@ def origin_down_page() -> bytes:
 _INLINE = re.compile(rb"<(script|style)>(.*?)</\1>", re.S)
 
 
-@cache
+@lru_cache(maxsize=512)
 def inline_csp(page: bytes) -> bytes:
     """A strict Content-Security-Policy for a self-contained page: its inline script and style allowed by hash."""
     hashes: dict[bytes, list[str]] = {b"script": [], b"style": []}

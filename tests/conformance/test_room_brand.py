@@ -209,3 +209,27 @@ def test_the_branded_page_names_its_files_and_changes_with_the_brand(server: Ser
         plain = c.get(f"/w/{room}", headers=HTML).text
         assert f"/w/{room}/" not in plain
         assert "<title>Internal name · Waiting room</title>" in plain
+
+
+@pytest.mark.parametrize("path", ["/offline.html", "/origin-down.html"])
+def test_the_outage_pages_carry_the_brand_and_stay_self_contained(
+    server: Server, admin: httpx.Client, path: str
+) -> None:
+    room = _room(admin, brand=BRAND)
+    assert admin.post(f"/api/admin/rooms/{room}/logo", content=png(), headers=PNG).status_code == 200
+    with server.client() as c:
+        plain = c.get(path)
+        branded = c.get(path, params={"room": room})
+        unknown = c.get(path, params={"room": "no-such-room"})
+    assert unknown.content == plain.content and "Acme Outlet" not in plain.text
+    page = branded.text
+    assert branded.status_code == 200 and "Acme Outlet" in page
+    assert "Doors at 9: &lt;b&gt;bring&lt;/b&gt; your {{lead}} receipt" in page
+    assert 'src="data:image/png;base64,' in page and 'href="https://help.acme.example/queue"' in page
+    assert "--bg: #0b1f3a" in page and "--accent: #ffd166" in page
+    # nothing loads from anywhere: every src is a data: image, and the CSP still names only hashes
+    assert re.findall(r'src="([a-z]+):', page) == ["data"]
+    csp = branded.headers["content-security-policy"]
+    assert csp.startswith("default-src 'none'; script-src 'sha256-") and "img-src data:;" in csp
+    assert csp.count("'sha256-") == 3  # the page's script, its style, and the brand's colours
+    assert "unsafe-inline" not in csp and "http" not in csp
