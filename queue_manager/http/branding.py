@@ -28,22 +28,33 @@ def css_name(brand: Brand) -> str | None:
 
 
 def css(brand: Brand) -> str:
-    """The custom properties the waiting page's stylesheet reads, set from the brand's palette."""
+    """The waiting page's palette for the brand: the whole light or dark palette of waiting.css (whichever
+    the background calls for, whatever the visitor's own preference), the brand's colours over it, and
+    black or white text where the page sits straight on the brand's background."""
     p = brand.palette
     if p is None:
         return ""
     scheme = p["scheme"]
-    muted = p["text"]
-    line = "rgba(0, 0, 0, .16)" if scheme == "light" else "rgba(255, 255, 255, .2)"
-    card_text = "#111827" if scheme == "light" else "#eef1f5"
+    palette = {k: v for k, v in asset.waiting_palettes()[scheme].items() if k != "--font"}
+    on_card = " ".join(f"{k}: {palette[k]};" for k in ("--text", "--muted", "--faint"))
+    palette.update(
+        {
+            "--bg": p["background"],
+            "--bg-grad": p["background"],
+            "--text": p["text"],
+            "--muted": p["text"],
+            "--faint": p["text"],
+            "--card": p["card"],
+            "--accent": p["accent"],
+            "--accent-text": p["accentText"],
+            "--accent-soft": f"color-mix(in srgb, {p['accent']} 22%, {p['card']})",
+        }
+    )
+    props = " ".join(f"{k}: {v};" for k, v in palette.items())
     return (
-        "/* A room's brand: its colours over the waiting page's own. */\n"
-        f":root, html {{ color-scheme: {scheme}; --bg: {p['background']}; --bg-grad: {p['background']}; "
-        f"--text: {p['text']}; --muted: {muted}; --faint: {muted}; --line: {line}; "
-        f"--accent: {p['accent']}; --accent-text: {p['accentText']}; "
-        f"--accent-soft: color-mix(in srgb, {p['accent']} 22%, {p['background']}); }}\n"
-        f".card, .top {{ --text: {card_text}; --muted: {card_text}; --faint: {card_text}; --card: {p['card']}; "
-        f"color: var(--text); }}\n"
+        "/* A room's brand: one whole palette of the page's, the brand's colours over it. */\n"
+        f":root, html {{ color-scheme: {scheme}; {props} }}\n"
+        f".card, .top {{ {on_card} color: var(--text); }}\n"
         ".top { background: var(--card); }\n"
     )
 

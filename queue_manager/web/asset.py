@@ -50,6 +50,22 @@ def waiting_assets() -> dict[str, static.Asset]:
     return {a.name: a for a in built.values()}
 
 
+_CUSTOM_PROPERTY = re.compile(r"(--[a-z-]+):\s*([^;]+);")
+
+
+@cache
+def waiting_palettes() -> dict[str, dict[str, str]]:
+    """The waiting page's custom properties in its light and its dark palette, read from waiting.css
+    (a room's brand picks one whole palette, then sets its own colours over it: http/branding.py)."""
+    css = _text("waiting/waiting.css")
+    light_start = css.index(":root {")
+    dark_start = css.index("@media (prefers-color-scheme: dark)")
+    light = dict(_CUSTOM_PROPERTY.findall(css[light_start : css.index("}", light_start)]))
+    dark_block = css[dark_start : css.index("}", css.index(":root {", dark_start))]
+    dark = {**light, **dict(_CUSTOM_PROPERTY.findall(dark_block))}
+    return {"light": light, "dark": dark}
+
+
 def waiting_asset_name(ext: str) -> str:
     return next(name for name in waiting_assets() if name.endswith("." + ext))
 
