@@ -163,3 +163,46 @@ def test_the_branded_outage_pages_are_self_contained_and_axe_clean(
     found = violations(page)
     assert not found, f"axe on the branded {path} ({lang}):\n{describe(found)}"
     context.close()
+
+
+def test_an_operator_brands_a_room_in_the_console_editor(
+    browser: Any, qm: Any, artifacts: Path, tmp_path: Path
+) -> None:
+    logo = tmp_path / "acme.svg"
+    logo.write_bytes(LOGO)
+    context = browser.new_context(viewport={"width": 1360, "height": 1000}, bypass_csp=True)  # for axe
+    page = context.new_page()
+    page.goto(f"{qm.base_url}/")
+    page.locator("#signin-key").fill(qm.admin_key)
+    page.get_by_role("button", name="Sign in").click()
+    page.locator("#live.on").wait_for(timeout=10_000)
+    room = unique_id("brand")
+    page.get_by_role("button", name="+ New room").click()
+    page.locator("#ed-id").fill(room)
+    page.locator("#ed-targetUrl").fill("https://shop.example/")
+    page.locator("#ed-br-name").fill("Acme Outlet")
+    page.locator("#ed-br-colours").check()
+    page.locator("#ed-br-bg").fill("#0b1f3a")
+    page.locator("#ed-br-accent").fill("#52607a")  # too little contrast: the form says so, the server refuses
+    assert "below 4.5:1" in page.locator("#ed-br-ratio").inner_text()
+    page.locator("#ed-br-msg-th").fill(MESSAGES["th"])
+    page.locator("#ed-br-logo").set_input_files(str(logo))
+    page.get_by_role("button", name="Create room").click()
+    page.locator("#dlg-editor .error", has_text="low_contrast").wait_for(timeout=5_000)
+    assert page.locator('[data-field="brand.accent"]').get_attribute("class") == "field bad"
+    page.locator("#ed-br-accent").fill("#ffd166")
+    assert "meets WCAG AA" in page.locator("#ed-br-ratio").inner_text()
+    page.screenshot(path=str(artifacts / "brand-console-editor.png"))
+    found = violations(page, "#dlg-editor")
+    assert not found, describe(found)
+    page.get_by_role("button", name="Create room").click()
+    page.locator(f'article.card[data-room="{room}"]').wait_for(timeout=10_000)
+    with qm.admin() as admin:
+        brand = admin.get(f"/api/admin/rooms/{room}").json()["room"]["brand"]
+    assert brand["displayName"] == "Acme Outlet" and brand["accent"] == "#ffd166"
+    assert brand["message"] == {"th": MESSAGES["th"]} and brand["logo"]["type"] == "image/svg+xml"
+    # reopened, the editor shows the stored logo
+    page.locator(f'article.card[data-room="{room}"]').get_by_role("button", name="Edit").click()
+    page.locator("#dlg-editor[open]").wait_for(timeout=5_000)
+    assert _logo_loaded(page, "#dlg-editor img.brand-preview")
+    context.close()
