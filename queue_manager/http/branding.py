@@ -10,6 +10,7 @@ so even opened on its own it is only a picture.
 from __future__ import annotations
 
 import html
+from functools import lru_cache
 
 from queue_manager.engine.brand import Brand
 from queue_manager.engine.model import ROOM_ID_RE
@@ -123,6 +124,13 @@ def outage_page(kind: str, brand: Brand | None, lang: str = "en") -> bytes:
         )
     data = f'<script type="application/json" id="qm-brand">{asset.script_json(dict(brand.message))}</script>\n'
     return asset.branded_outage_page(kind, style, name_line, lines, data)
+
+
+@lru_cache(maxsize=256)
+def origin_down_page(brand: Brand) -> bytes:
+    """The origin-down page in ``brand`` (what an inline room's visitors get while its app is down); asked
+    for on every rebuild of the inline host index, so kept per brand."""
+    return outage_page("origin_down", brand)
 
 
 def _payload(room_id: str, brand: Brand, name: str) -> static.Payload | None:

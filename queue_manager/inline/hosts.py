@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from queue_manager.engine.brand import Brand
 from queue_manager.inline.client import Origin
 from queue_manager.inline.forward import split_host
 
-BRAND_KEY = "_brand"  # a room read's key for its Brand, added by the component's refresh (a read has no logo bytes)
+# a room read's key for its branded origin-down page (bytes), added by the component's refresh
+DOWN_PAGE_KEY = "_originDownPage"
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class InlineRoom:
     target_url: str
     origin: Origin
     on_backend_down: str
-    brand: Brand | None = None  # what its origin-down page shows (set by the component's refresh)
+    down_page: bytes | None = None  # its origin-down page in the room's brand; None: the plain one
 
 
 def request_host_key(host: str) -> str:
@@ -102,7 +102,7 @@ class HostIndex:
                 target_url=target,
                 origin=origin,
                 on_backend_down=str(room.get("onBackendDown") or "closed"),
-                brand=room.get(BRAND_KEY) if isinstance(room.get(BRAND_KEY), Brand) else None,
+                down_page=room.get(DOWN_PAGE_KEY) if isinstance(room.get(DOWN_PAGE_KEY), bytes) else None,
             )
             by_host.setdefault(key, entry)  # two rooms on one host: the first id wins (documented)
             by_room[entry.room_id] = entry

@@ -7,8 +7,6 @@ from typing import Any
 
 import orjson
 
-from queue_manager.engine.brand import Brand
-from queue_manager.http import branding
 from queue_manager.http.wire import NO_STORE, Send, send_response
 from queue_manager.web import asset
 
@@ -25,13 +23,12 @@ def origin_down_page() -> bytes:
 
 
 async def origin_down(
-    send: Send, *, page: bool, status: int, room_id: str, phase: str, head: bool, brand: Brand | None = None
+    send: Send, *, page: bool, status: int, room_id: str, phase: str, head: bool, body: bytes | None = None
 ) -> None:
-    """``brand``: the room's, when the caller has it at hand (the page then carries it)."""
+    """``body``: the room's own origin-down page (in its brand), when it has one."""
     headers = [NO_STORE, (ORIGIN_HEADER, phase.encode()), EXPOSE, (b"retry-after", b"15")]
     if page:
-        body = origin_down_page() if brand is None else branding.outage_page("origin_down", brand)
-        await send_response(send, status, body, [HTML_TYPE, *headers], head)
+        await send_response(send, status, body or origin_down_page(), [HTML_TYPE, *headers], head)
         return
     payload: dict[str, Any] = {
         "error": "The site behind the queue is not answering; your place is kept.",

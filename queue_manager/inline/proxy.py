@@ -382,7 +382,7 @@ async def _origin_failed(
         return
     count_origin_error(ctx, room, phase)
     await pages.origin_down(
-        send, page=navigation, status=status, room_id=room.room_id, phase=phase, head=head, brand=room.brand
+        send, page=navigation, status=status, room_id=room.room_id, phase=phase, head=head, body=room.down_page
     )
 
 
