@@ -162,7 +162,8 @@ SVG_ATTRIBUTES = frozenset(
     }
 )
 _URL = re.compile(r"url\s*\(\s*(['\"]?)(.*?)\1\s*\)", re.I | re.S)
-_CSS_BANNED = re.compile(r"@import|expression\s*\(|\\|javascript:|</", re.I)
+# what can load something without url() (image-set("…"), src("…")), or hide it (escapes, comments' tricks)
+_CSS_BANNED = re.compile(r"@import|expression\s*\(|image-set\s*\(|\bsrc\s*\(|\\|javascript:|</", re.I)
 
 
 def bad_logo(message: str) -> EngineError:
@@ -252,7 +253,9 @@ def _check_refs(where: str, value: str) -> None:
 
 def _check_css(where: str, value: str) -> None:
     if _CSS_BANNED.search(value):
-        raise bad_logo(f"{where} holds CSS a logo may not use (@import, expression(), escapes or javascript:).")
+        raise bad_logo(
+            f"{where} holds CSS a logo may not use (@import, expression(), image-set(), src(), escapes or javascript:)."
+        )
     _check_refs(where, value)
 
 
