@@ -25,7 +25,7 @@ from queue_manager.store.base import ChangeListener
 
 def room_summary(room: Room) -> dict[str, Any]:
     """The room's settings and its stats (rendered by ``engine.view.render_stats``)."""
-    return {**room.cfg.to_public(), **room.stats()}
+    return {**room.cfg.to_public(logo_data=False), **room.stats()}
 
 
 class MemoryStore:

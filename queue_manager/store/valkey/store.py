@@ -516,7 +516,8 @@ class ValkeyStore:
     ) -> tuple[dict[str, Any], list[Event]]:
         reply, events = await self._room_op("stats", room_id, now, lambda _: ["stats"], first=first)
         cache = self._config(room_id)
-        return {**cache.cfg.to_public(), **codec.stats(int(reply["gen"]), cache.cfg, reply, now[0])}, events
+        stats = codec.stats(int(reply["gen"]), cache.cfg, reply, now[0])
+        return {**cache.cfg.to_public(logo_data=False), **stats}, events
 
     async def get_room(self, room_id: str) -> dict[str, Any]:
         summary, events = await self._summary(room_id, await self._now())
