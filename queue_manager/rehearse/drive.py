@@ -27,6 +27,7 @@ import httpx
 import orjson
 
 from queue_manager.rehearse.ramp import Ramp
+from queue_manager.rehearse.wire import Answer, Pool, WireError
 
 UA = "Mozilla/5.0 (X11; Linux x86_64) qm-rehearse"
 BROWSER_HEADERS = {
@@ -70,6 +71,7 @@ class Tally:
     start: float = field(default_factory=time.monotonic)
     arrived: int = 0
     joined: list[float] = field(default_factory=list)  # seconds from the start each join was answered
+    join_latency: list[float] = field(default_factory=list)  # seconds from sending each join to its answer
     join_failed: int = 0
     no_shows: int = 0
     passes: list[float] = field(default_factory=list)  # when each visitor's page first showed its pass
@@ -91,13 +93,23 @@ class Tally:
         return len(self.joined) - self.no_shows - len(self.passes) - self.expired
 
 
-def _code(response: httpx.Response) -> str:
+def _code(response: httpx.Response | Answer) -> str:
+    """``429 rate_limited``: the status and the guide's JSON code (the status alone when there is none)."""
+    status = response.status if isinstance(response, Answer) else response.status_code
+    raw = response.body if isinstance(response, Answer) else response.content
     try:
-        body = orjson.loads(response.content)
+        body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         body = None
     code = body.get("code") if isinstance(body, dict) else None
-    return f"{response.status_code} {code}" if isinstance(code, str) else f"{response.status_code}"
+    return f"{status} {code}" if isinstance(code, str) else f"{status}"
+
+
+def _json(answer: Answer) -> dict[str, Any]:
+    body = orjson.loads(answer.body)
+    if not isinstance(body, dict):
+        raise ValueError("the answer is not a JSON object")
+    return body
 
 
 class _Run:
@@ -106,7 +118,8 @@ class _Run:
         self.tally = tally
         limits = httpx.Limits(max_connections=plan.connections, max_keepalive_connections=plan.connections)
         timeout = httpx.Timeout(30.0, pool=None)
-        self.http = httpx.AsyncClient(base_url=plan.server, limits=limits, timeout=timeout)
+        self.http = httpx.AsyncClient(base_url=plan.server, limits=limits, timeout=timeout)  # admin and health
+        self.pool = Pool(plan.server, plan.connections)  # the visitors' own requests
         self.streams = httpx.AsyncClient(
             base_url=plan.server, limits=httpx.Limits(max_connections=None), timeout=httpx.Timeout(30.0, read=None)
         )
@@ -118,14 +131,23 @@ class _Run:
         await self.http.aclose()
         await self.streams.aclose()
         await self.site.aclose()
+        self.pool.close()
 
-    async def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response | None:
-        """One request; a transport failure is counted and answered None."""
+    async def request(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        params: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> Answer | None:
+        """One visitor request; a transport failure is counted and answered None."""
         self.tally.requests += 1
         try:
-            return await self.http.request(method, url, **kwargs)
-        except httpx.HTTPError as exc:
-            self.tally.errors[f"transport {type(exc).__name__}"] += 1
+            raw = None if body is None else orjson.dumps(body)
+            return await self.pool.request(method, path, params=params, headers=headers, body=raw)
+        except WireError as exc:
+            self.tally.errors[f"transport {exc}"] += 1
             return None
 
     async def room(self) -> dict[str, Any]:
@@ -177,15 +199,17 @@ class _Run:
         if plan.forwarded_for:
             headers["X-Forwarded-For"] = f"198.{18 + (k >> 16) % 2}.{(k >> 8) & 255}.{k & 255}"
         tally.arrived += 1
-        r = await self.request("POST", "/api/join", json={"roomId": plan.room}, headers=headers)
-        if r is None or r.status_code != 200:
+        sent = tally.now()
+        r = await self.request("POST", "/api/join", headers, body={"roomId": plan.room})
+        if r is None or r.status != 200:
             tally.join_failed += 1
             if r is not None:
                 tally.errors[f"join {_code(r)}"] += 1
             return
         joined_at = tally.now()
         tally.joined.append(joined_at)
-        view = r.json()
+        tally.join_latency.append(joined_at - sent)
+        view = _json(r)
         token, eta = view.get("token"), view.get("etaSec")
         if no_show:
             tally.no_shows += 1
@@ -204,13 +228,13 @@ class _Run:
         params = {"roomId": self.plan.room, "token": me.token}
         while True:
             await asyncio.sleep(self.plan.poll_every)
-            r = await self.request("GET", "/api/status", params=params, headers=me.headers)
+            r = await self.request("GET", "/api/status", me.headers, params)
             if r is None:
                 continue
-            if r.status_code != 200:
+            if r.status != 200:
                 self.tally.errors[f"status {_code(r)}"] += 1
                 continue
-            state = r.json().get("state")
+            state = _json(r).get("state")
             if state == "expired":
                 self.tally.expired += 1
                 return
@@ -230,8 +254,8 @@ class _Run:
                         return False
                     state = None
                     async for line in r.aiter_lines():
-                        if not line.startswith("data: "):
-                            continue
+                        if not line.startswith("data: ") or '"state":"waiting"' in line:
+                            continue  # (the frames of a waiting place are most of them: not parsed)
                         state = orjson.loads(line[6:]).get("state")
                         if state in ("passed", "admitted", "expired"):
                             break
@@ -258,13 +282,13 @@ class _Run:
         params = {"roomId": self.plan.room, "qm_token": me.token}
         if self.plan.target:
             params["url"] = self.plan.target
-        r = await self.request("GET", "/api/check", params=params, headers=me.headers)
+        r = await self.request("GET", "/api/check", me.headers, params)
         if r is None:
             return False
-        if r.status_code != 200:
+        if r.status != 200:
             tally.errors[f"check {_code(r)}"] += 1
             return False
-        answer = r.json()
+        answer = _json(r)
         if not answer.get("admit"):
             reason = answer.get("reason")
             if reason == "at_capacity":
@@ -288,8 +312,8 @@ class _Run:
             params["dk"] = door_key
         while self.tally.now() + self.plan.poll_every <= until:
             await asyncio.sleep(self.plan.poll_every)
-            r = await self.request("GET", "/api/check", params=params, headers=me.headers)
-            if r is not None and r.status_code != 200:
+            r = await self.request("GET", "/api/check", me.headers, params)
+            if r is not None and r.status != 200:
                 self.tally.errors[f"check {_code(r)}"] += 1
             await self.hit_target()
 

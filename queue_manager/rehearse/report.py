@@ -17,12 +17,29 @@ def _per_minute(times: list[float]) -> float | None:
     return round((len(times) - 1) * 60 / (max(times) - min(times)), 1)
 
 
+def _asked_peak(run: Rehearsal) -> float:
+    """The busiest second of arrivals the curve asked for (what ``perSecPeak`` is measured against)."""
+    plan = run.plan
+    if plan.ramp.burst:
+        return float(plan.visitors)
+    times = plan.ramp.arrival_times(plan.visitors)
+    return float(max(Counter(int(t) for t in times).values()))
+
+
 def _outflow(passes: int | None, seen: list[float]) -> float | None:
     """The room's passes a minute while it let visitors out: the server's pass count (no-shows promoted
     included) over the span from the first pass a visitor saw to the last."""
     if passes is None or len(seen) < 2 or max(seen) <= min(seen):
         return None
     return round(passes * 60 / (max(seen) - min(seen)), 1)
+
+
+def _or_dash(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def _ms(sec: float | None) -> str:
+    return "-" if sec is None else f"{sec * 1000:.0f} ms"
 
 
 def rehearsal_report(run: Rehearsal) -> dict[str, Any]:
@@ -55,6 +72,8 @@ def rehearsal_report(run: Rehearsal) -> dict[str, Any]:
             "failed": tally.join_failed,
             "perSecPeak": max(per_second.values(), default=0),
             "perSecMean": joins_mean,
+            "perSecAsked": _asked_peak(run),
+            "latency": spread(tally.join_latency, 3),
         },
         "errors": dict(sorted(tally.errors.items())),
         "noShows": tally.no_shows,
@@ -90,8 +109,9 @@ def render_rehearsal(r: dict[str, Any]) -> str:
         f"no-show {r['noShow']:.0%}, streams {r['stream']:.0%})"
         + ("" if r["finished"] else " - stopped at --duration"),
         f"  ran                {seconds(r['elapsedSec'])}, {r['requests']} requests",
-        f"  joins              {joins['ok']} ok, {joins['failed']} failed; peak {joins['perSecPeak']}/s, "
-        f"mean {joins['perSecMean'] if joins['perSecMean'] is not None else '-'}/s",
+        f"  joins              {joins['ok']} ok, {joins['failed']} failed; peak {joins['perSecPeak']}/s "
+        f"(asked {joins['perSecAsked']:g}/s), mean {_or_dash(joins['perSecMean'])}/s; "
+        f"answered in p50 {_ms(joins['latency']['p50'])}, p90 {_ms(joins['latency']['p90'])}",
         f"  server counted     joinsTotal +{r['serverCounters']['joinsTotal']}, "
         f"passesTotal +{r['serverCounters']['passesTotal']}",
         f"  passes seen        {r['passesSeen']} (no-shows {r['noShows']}, expired {r['expired']}, "

@@ -15,13 +15,13 @@ def percentile(sorted_values: Sequence[float], q: float) -> float | None:
     return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
-def spread(values: Sequence[float]) -> dict[str, float | None]:
-    """p50, p90 and max of ``values`` (seconds, rounded to 0.1 s)."""
+def spread(values: Sequence[float], digits: int = 1) -> dict[str, float | None]:
+    """p50, p90 and max of ``values`` (seconds, rounded to ``digits`` decimals)."""
     ordered = sorted(values)
     return {
-        "p50": _round(percentile(ordered, 50)),
-        "p90": _round(percentile(ordered, 90)),
-        "max": _round(ordered[-1] if ordered else None),
+        "p50": _round(percentile(ordered, 50), digits),
+        "p90": _round(percentile(ordered, 90), digits),
+        "max": _round(ordered[-1] if ordered else None, digits),
         "count": len(ordered),
     }
 
@@ -46,8 +46,8 @@ def eta_error(pairs: Sequence[tuple[float, float]]) -> dict[str, Any]:
     }
 
 
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def seconds(value: float | None) -> str:
