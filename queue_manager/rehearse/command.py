@@ -208,12 +208,18 @@ def _warn_about(room: dict[str, Any], plan: Plan) -> None:
 
 async def _run_rehearsal(plan: Plan, out: Any) -> dict[str, Any]:
     tally = Tally()
-    shown = asyncio.create_task(progress.show(plan, tally, out))
+    shown: list[asyncio.Task[None]] = []
+
+    def start(room: dict[str, Any]) -> None:  # the room is there: warn, then show the run
+        _warn_about(room, plan)
+        shown.append(asyncio.create_task(progress.show(plan, tally, out)))
+
     try:
-        outcome = await rehearse(plan, tally, on_start=lambda room: _warn_about(room, plan))
+        outcome = await rehearse(plan, tally, on_start=start)
     finally:
-        shown.cancel()
-        await asyncio.gather(shown, return_exceptions=True)
+        for task in shown:
+            task.cancel()
+        await asyncio.gather(*shown, return_exceptions=True)
     return rehearsal_report(outcome)
 
 

@@ -47,7 +47,7 @@ def rehearsal_report(run: Rehearsal) -> dict[str, Any]:
     per_second = Counter(int(t) for t in tally.joined)
     joins_mean = None
     if len(tally.joined) > 1 and max(tally.joined) > min(tally.joined):
-        joins_mean = round(len(tally.joined) / (max(tally.joined) - min(tally.joined)), 1)
+        joins_mean = round(len(tally.joined) / max(1.0, max(tally.joined) - min(tally.joined)), 1)
     health = tally.health
     warnings = sorted({w for h in health for w in h.get("warnings", [])})
     incidents = sorted({i for h in health for i in h.get("incidents", [])})

@@ -110,7 +110,6 @@ class Outcome:
     def to_json(self) -> dict[str, Any]:
         s = self.scenario
         peak = max(self.samples, key=lambda x: x.depth) if self.samples else None
-        admissions = [x.t for x in self.samples if x.admitted]
         return {
             "scenario": {
                 "room": s.room,
@@ -133,18 +132,17 @@ class Outcome:
             "peakDepthAtSec": None if peak is None else peak.t,
             "wait": spread(self.waits),
             "etaError": eta_error(self.eta_pairs),
-            "outflowPerMin": _outflow(self.samples, admissions),
+            "outflowPerMin": _outflow(self.samples),
             "ratePerMinute": self.rate_per_minute,
             "samples": [x.to_json() for x in self.samples],
         }
 
 
-def _outflow(samples: list[Sample], admissions: list[int]) -> float | None:
-    """Passes a minute from the first pass to the last (what the room let out while it had a line)."""
-    passing = [x for x in samples if x.passes]
-    if len(passing) < 2:
+def _outflow(samples: list[Sample]) -> float | None:
+    """Passes a minute from the first second with a pass to the second the last one came."""
+    first = next((x for x in samples if x.passes), None)
+    if first is None:
         return None
-    first = next(x for x in samples if x.passes)
     last = next(x for x in samples if x.passes == samples[-1].passes)
     if last.t <= first.t:
         return None
