@@ -110,6 +110,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--session-max", type=int, metavar="SEC", help="sessionMaxSec (none)")
     s.add_argument("--passed-ttl", type=int, metavar="SEC", help="passedTtlSec (600)")
     s.add_argument("--presence", metavar="SEC|off", help="presenceSec (30), or off")
+    s.add_argument(
+        "--opens-after",
+        type=_positive,
+        metavar="SEC",
+        help="a scheduled drop: the doors open SEC after the first arrival",
+    )
     s.add_argument("--room", metavar="ID", help="start from this room's settings, read from --server")
     s.add_argument("--server", default=None, metavar="URL", help="where --room is read (default: this machine)")
     s.add_argument("--admin-key", default=None, help="the admin key for --room")
@@ -173,6 +179,7 @@ def _simulate(args: argparse.Namespace) -> int:
             stay=max(0.0, args.stay),
             seed=args.seed,
             until=args.until,
+            opens_after=args.opens_after,
         )
         report = simulation_report(simulate(scenario))
     except RampError as exc:

@@ -4,7 +4,8 @@ The room is an ``engine.Engine`` room on a ``FakeClock``; the simulation only de
 happen, and the engine decides *what* happens, exactly as it does for the memory store:
 
 * visitor ``k`` joins (``Room.join``) at the arrival curve's instant; the ETA it is shown is the
-  view the server would render for that join;
+  view the server would render for that join; before a scheduled drop opens (``opens_after``) the
+  join is a pre-queue entry, drawn into the line when the doors open (the depth counts both);
 * the room ticks once a second (``Engine.tick``), as the server's ticker does: outflow, capacity,
   absent holders skipped, passes and sessions expiring;
 * a visitor who keeps the waiting page open is seen: a polling page asks ``Room.status`` every
@@ -51,6 +52,7 @@ class Scenario:
     stay: float = 0.0
     seed: int = 1
     until: float = 6 * 3600.0  # simulated seconds at most
+    opens_after: float | None = None  # a scheduled drop: the doors open this long after the first arrival
 
 
 @dataclass(slots=True)
@@ -120,6 +122,7 @@ class Outcome:
                 "pollEverySec": s.poll_every,
                 "staySec": s.stay,
                 "seed": s.seed,
+                "opensAfterSec": s.opens_after,
             },
             "visitors": s.visitors,
             "noShows": self.no_shows,
@@ -159,7 +162,10 @@ def simulate(sc: Scenario) -> Outcome:
     """Play ``sc`` through the engine; deterministic for a scenario (its seed included)."""
     clock = FakeClock()
     engine = Engine(clock, rng=SeededRandom(sc.seed))
-    room, _, _ = engine.upsert({"queueMaxPerIp": None, **sc.room})
+    body: dict[str, Any] = {"queueMaxPerIp": None, "preQueueMaxPerIp": None, **sc.room}
+    if sc.opens_after is not None:
+        body["opensAt"] = clock.wall_ms() + round(sc.opens_after * 1000)
+    room, _, _ = engine.upsert(body)
     out = Outcome(sc, rate_per_minute=room.cfg.rate_per_minute)
     pick = random.Random(sc.seed)
     times = sc.ramp.arrival_times(sc.visitors)
@@ -200,6 +206,10 @@ def simulate(sc: Scenario) -> Outcome:
         """The visitor's page asks for its status; at its pass it goes to the door."""
         found = room.status(v.client, v.presented)
         t = found.ticket
+        if t is None and found.pre is not None:  # in the pre-queue until the doors open
+            if not v.stream:
+                later(v, now_ms + poll_ms, POLL)
+            return
         if t is None:  # the place is gone (its pass lapsed unused)
             finish(v, expired=True)
             return
@@ -240,9 +250,12 @@ def simulate(sc: Scenario) -> Outcome:
             if kind == JOIN:
                 found = room.join(v.client, None, None)
                 arrived += 1
-                assert found.ticket is not None
                 v.joined_at = at / 1000
-                v.presented = Presented(room.gen, n=found.ticket.n)
+                if found.pre is not None:  # before the doors open: a pre-queue handle, drawn at opening
+                    v.presented = Presented(room.gen, handle=found.pre.handle)
+                else:
+                    assert found.ticket is not None
+                    v.presented = Presented(room.gen, n=found.ticket.n)
                 v.door = (f"dk{k}", hashlib.blake2b(b"dk%d" % k, digest_size=16).digest())
                 v.eta = visitor_view(room, found).eta_sec
                 if v.no_show:
@@ -268,13 +281,13 @@ def simulate(sc: Scenario) -> Outcome:
             Sample(
                 next_tick // 1000,
                 arrived,
-                len(room.line),
+                len(room.line) + len(room.prequeue),
                 room.passes_total,
                 out.admitted,
                 len(room.sessions),
             )
         )
-        settled = arrived == sc.visitors and open_visitors == 0 and not len(room.line)
+        settled = arrived == sc.visitors and open_visitors == 0 and not len(room.line) and not room.prequeue
         if settled or next_tick >= limit_ms:
             out.finished = settled
             break

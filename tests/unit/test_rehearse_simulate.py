@@ -68,3 +68,16 @@ def test_the_command_writes_the_chart_and_prints_json(tmp_path: Path, capsys: py
     assert main(argv[:-1]) == 0
     text = capsys.readouterr().out
     assert "wait p50" in text and "admitted           100 of 100" in text
+
+
+def test_a_scheduled_drop_draws_the_pre_queue_when_the_doors_open() -> None:
+    room = {"ratePerMinute": 600}
+    r = _run(room, "const:10/s", 100, poll_every=1, opens_after=30, seed=2)
+    assert r["admitted"] == 100 and r["finished"]
+    assert r["firstAdmissionSec"] >= 30  # nobody passes before the doors open
+    before = [s for s in r["samples"] if s["t"] < 30]
+    assert before[-1]["depth"] == 100 and before[-1]["passes"] == 0  # all 100 wait in the pre-queue
+    # in arrival order every wait would be 30 s (each passes 30 s after it came, ten a second); the
+    # draw shuffles them, so some wait much longer than the median
+    assert r["wait"]["max"] - r["wait"]["p50"] >= 3
+    assert _run(room, "const:10/s", 100, poll_every=1, opens_after=30, seed=2) == r
