@@ -45,6 +45,7 @@ from typing import Any
 from queue_manager.clock import Clock
 from queue_manager.engine.brand import resolve_logo
 from queue_manager.engine.draw import SEED_BYTES
+from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import EVENT_LOG_VERSION, Event
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
@@ -214,7 +215,7 @@ def _fold(
                 handler(ctx, ev.data)
         except ReplayFenced:
             raise
-        except (_Inconsistent, KeyError, TypeError, ValueError, AttributeError) as err:
+        except (_Inconsistent, EngineError, KeyError, TypeError, ValueError, AttributeError) as err:
             raise ReplayFenced(room_id, f"{ev.type} (seq {ev.seq}) does not fit the state: {err}", ev.seq) from err
         ctx.room.event_seq = ev.seq
         sink.clear()

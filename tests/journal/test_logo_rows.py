@@ -9,11 +9,12 @@ import hashlib
 from typing import Any
 
 import orjson
+import pytest
 
 from queue_manager.clock import FakeClock
 from queue_manager.engine.engine import Engine
 from queue_manager.engine.events import Event
-from queue_manager.engine.replay import fold, replay
+from queue_manager.engine.replay import ReplayFenced, fold, replay
 from queue_manager.engine.snapshot import dump
 from tests.store.test_logo_journal import logo_body, noisy_png
 
@@ -150,3 +151,15 @@ def _fields(e: Event) -> dict[str, Any]:
 def _with_logo(data: dict[str, Any], logo: dict[str, Any]) -> dict[str, Any]:
     config = data["config"]
     return {**data, "config": {**config, "brand": {**config["brand"], "logo": logo}}}
+
+
+def test_a_config_the_rules_refuse_fences_the_room_instead_of_failing_the_rebuild() -> None:
+    engine = Engine(FakeClock())
+    engine.upsert({"id": "r", "targetUrl": TARGET})
+    engine.upsert({"id": "r", "ratePerMinute": 9})
+    create, update = engine.drain_events()
+    bad = {**update.data["config"], "brand": {"logo": {"type": "image/png", "data": "not base64!"}}}
+    broken = Event(**{**_fields(update), "data": {**update.data, "config": bad}})
+    with pytest.raises(ReplayFenced) as fenced:
+        replay([create, broken], FakeClock())
+    assert fenced.value.kind == "inconsistent" and fenced.value.seq == 2 and "base64" in fenced.value.reason
