@@ -19,6 +19,7 @@ import binascii
 import hashlib
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -117,6 +118,26 @@ class Brand:
             "accent": self.accent,
             "accentText": best_text(self.accent),
         }
+
+
+def same_logo(before: Brand | None, after: Brand | None) -> bool:
+    """Both brands hold a logo and it is the same file (by its SHA-256)."""
+    a = None if before is None else before.logo
+    b = None if after is None else after.logo
+    return a is not None and b is not None and a.sha256 == b.sha256
+
+
+def resolve_logo(config: Mapping[str, Any], held: Logo | None) -> tuple[dict[str, Any], bool]:
+    """A journaled config whose logo is a reference (type, sha256, bytes: no ``data``) made whole from
+    the logo the room already holds. Returns the config and whether a reference matched nothing: then
+    the config comes back without a logo (a journal read from a cut it should not start at)."""
+    brand = config.get("brand")
+    logo = brand.get("logo") if isinstance(brand, Mapping) else None
+    if not isinstance(brand, Mapping) or not isinstance(logo, Mapping) or "data" in logo:
+        return dict(config), False
+    if held is not None and logo.get("sha256") == held.sha256:
+        return {**config, "brand": {**brand, "logo": held.to_public()}}, False
+    return {**config, "brand": {**brand, "logo": None}}, True
 
 
 # ------------------------------------------------------------------------------------- contrast

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, get_args
 
-from queue_manager.engine.brand import Brand, apply_brand
+from queue_manager.engine.brand import Brand, apply_brand, same_logo
 from queue_manager.engine.errors import EngineError, bad_field
 from queue_manager.engine.origins import OriginPattern, is_absolute_http_url, origin_of, parse_origin_pattern
 from queue_manager.engine.states import RoomState
@@ -143,6 +143,14 @@ class RoomConfig:
     autotune: dict[str, Any] | None = None
     brand: Brand | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_event(self, before: RoomConfig | None) -> dict[str, Any]:
+        """The config a room change's event (and the ``rooms`` table) carries: the whole public config,
+        with the logo's bytes only when the logo is new to the room (set or replaced); a logo unchanged
+        from ``before`` goes by reference (type, sha256, bytes), resolved by a rebuild against the
+        logo the room holds (engine/replay.py)."""
+        unchanged = before is not None and same_logo(before.brand, self.brand)
+        return self.to_public(logo_data=not unchanged)
 
     @property
     def claim_window_sec(self) -> int:

@@ -576,7 +576,7 @@ class ValkeyStore:
             raise _Retry
         await self._register(room_id, score)
         self._absorb(room_id, reply)
-        data = {"fields": changed, "config": cfg.to_public(), **_seed_data(seed, commit)}
+        data = {"fields": changed, "config": cfg.to_event(None), **_seed_data(seed, commit)}
         await self._finish([_with_data(e, "room.create", data) for e in self._events(room_id, reply)])
         return await self.get_room(room_id), True, changed
 
@@ -597,7 +597,7 @@ class ValkeyStore:
             clocks = (base.session_ttl_sec, base.session_max_sec, base.passed_ttl_sec, base.presence_sec)
             clocks_changed = clocks != (cfg.session_ttl_sec, cfg.session_max_sec, cfg.passed_ttl_sec, cfg.presence_sec)
             moved = base.state != cfg.state or base.rate_per_minute != cfg.rate_per_minute
-            held.update(cfg=cfg, changed=changed, commit=_commits(base.opens_at_ms, cfg))
+            held.update(cfg=cfg, changed=changed, base=base, commit=_commits(base.opens_at_ms, cfg))
             return [
                 "update",
                 room_id,
@@ -616,7 +616,8 @@ class ValkeyStore:
                 raise _Retry from None  # deleted meanwhile: this upsert creates it (or, expecting a state, says so)
             raise
         cfg, changed = held["cfg"], held["changed"]
-        data = {"fields": changed, "config": cfg.to_public(), **_seed_data(seed, held["commit"])}
+        # the script wrote this config only over ``base`` (strict): the logo's bytes go once, when new
+        data = {"fields": changed, "config": cfg.to_event(held["base"]), **_seed_data(seed, held["commit"])}
         await self._finish([_with_data(e, "room.update", data) for e in events])
         return await self.get_room(room_id), False, changed
 
@@ -668,7 +669,7 @@ class ValkeyStore:
                 fields["preQueueMaxPerIp"] = body["preQueueMaxPerIp"]
             cfg, changed = apply_fields(base, {"id": room_id, **fields})
             cancelled = "opensAt" in body and body["opensAt"] is None and base.opens_at_ms is not None
-            held.update(cfg=cfg, changed=changed, commit=_commits(base.opens_at_ms, cfg))
+            held.update(cfg=cfg, changed=changed, base=base, commit=_commits(base.opens_at_ms, cfg))
             return [
                 _json(codec.store_form(cfg)),
                 *codec.lua_fields(cfg),
@@ -684,7 +685,8 @@ class ValkeyStore:
             await self._finish(events)
             raise
         _, events = await self._room_op("schedule", room_id, await self._now(), schedule_args, cv="strict")
-        data = {"fields": held["changed"], "config": held["cfg"].to_public(), **_seed_data(seed, held["commit"])}
+        config = held["cfg"].to_event(held["base"])
+        data = {"fields": held["changed"], "config": config, **_seed_data(seed, held["commit"])}
         await self._finish([_with_data(e, "room.schedule", data) for e in events])
         return await self.get_room(room_id)
 
