@@ -12,7 +12,8 @@ Phases (BENCH_ONLY=comma,list picks some; BENCH_DURATION / BENCH_WARMUP shorten 
   outflow  a room at 6,000/min with 8,000 waiting: passesTotal over exactly 60 s (monotonic)
   ssescale (opt-in) /events at scale: a fresh server per size (BENCH_SSE_SCALE, default 10000,19000 streams),
            server CPU us per frame, frame delay p50/p99, RSS per open stream; with BENCH_BASELINE, the other
-           checkout's server runs each size too, interleaved, and the ratios are reported
+           checkout's server runs each size too, interleaved, and the ratios are reported; BENCH_SSE_STORE=valkey
+           runs the servers on Valkey + PostgreSQL (as the fleet phase does) and adds Valkey's CPU us per frame
   edgepass (opt-in) an admitted visitor through the edge gate Worker in workerd: the edge pass checked in the
            Worker against the /api/check round trip, requests/s per core and queue requests (bench/edgepass.py)
   memory   a fresh server, 100,000 waiting tickets in one room: VmRSS before and after; and the engine's
@@ -60,6 +61,7 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 SSE_STREAMS = int(os.environ.get("BENCH_SSE_STREAMS", "2000"))
 # the file-descriptor limit is often 20,000 per process: 19,000 streams leave room for the rest
 SSE_SCALE = [int(n) for n in os.environ.get("BENCH_SSE_SCALE", "10000,19000").split(",") if n.strip()]
+SSE_STORE = os.environ.get("BENCH_SSE_STORE", "memory")  # the ssescale phase's store: memory, or valkey (+ pg)
 SSE_US_PER_FRAME_TARGET = 25.0
 SSE_KB_PER_STREAM_TARGET = 16.0
 OUTFLOW_WINDOW = float(os.environ.get("BENCH_OUTFLOW_SECONDS", "60"))
@@ -587,14 +589,43 @@ def phase_sse(results: dict[str, Any], server: Server) -> None:
     time.sleep(1.0)  # let the server finish closing the streams
 
 
-def _sse_scale_run(server: Server, streams: int) -> dict[str, Any]:
-    """One sse_fanout run against a fresh server holding nothing but the room ``line`` (60/min)."""
+def _sse_scale_run(server: Server, streams: int, store_pid: int | None = None) -> dict[str, Any]:
+    """One sse_fanout run against a fresh server holding nothing but the room ``line`` (60/min); with
+    ``store_pid`` (the Valkey server's) its CPU per frame too."""
     run(_sse_room(server))
-    extra = ("--settle", "3", "--open-timeout", "120")
+    extra = ("--settle", "3", "--open-timeout", "120", *(("--store-pid", str(store_pid)) if store_pid else ()))
     out = _fanout(server, streams, f"ssescale-{server.name}.txt", 600, *extra)
-    if out.get("serverCpuSeconds") is not None and out.get("framesInWindow"):
-        out["serverUsPerFrame"] = round(out["serverCpuSeconds"] / out["framesInWindow"] * 1e6, 1)
+    frames = out.get("framesInWindow")
+    if out.get("serverCpuSeconds") is not None and frames:
+        out["serverUsPerFrame"] = round(out["serverCpuSeconds"] / frames * 1e6, 1)
+    if out.get("storeCpuSeconds") is not None and frames:
+        out["valkeyUsPerFrame"] = round(out["storeCpuSeconds"] / frames * 1e6, 1)
     return out
+
+
+def _sse_scale_server(name: str, tree: str) -> tuple[Server, int | None, Any]:
+    """The ``ssescale`` server (BENCH_SSE_STORE: memory, or valkey+pg as the fleet phase runs it), the Valkey
+    server's pid (valkey only) and what cleans up after it."""
+    extra = {"MAX_CONNECTIONS": "0"}  # past MAX_CONNECTIONS (10,000 by default) a stream would be refused
+    if SSE_STORE != "valkey":
+        return qm_server(name, tree, extra), None, lambda: None
+    import tempfile
+
+    import fleet
+
+    fleet._guard()
+    tag = name.replace("-", "")
+    spool = tempfile.mkdtemp(prefix="qmbench-sse-spool-")
+    fleet._cleanup([tag])
+    env = fleet._valkey_env(tag, spool, **extra)
+    found = subprocess.run(["pgrep", "-x", "redis-server"], capture_output=True, text=True).stdout.split()
+    found += subprocess.run(["pgrep", "-x", "valkey-server"], capture_output=True, text=True).stdout.split()
+
+    def cleanup() -> None:
+        fleet._cleanup([tag])
+        shutil.rmtree(spool, ignore_errors=True)
+
+    return qm_server(name, tree, env), int(found[0]) if len(found) == 1 else None, cleanup
 
 
 async def _sse_room(server: Server) -> None:
@@ -612,18 +643,20 @@ def phase_sse_scale(results: dict[str, Any]) -> None:
     for n in SSE_SCALE:
         row: dict[str, Any] = {}
         for name, tree in trees:
-            log(f"ssescale: {name}, {n} streams")
-            # past MAX_CONNECTIONS (10,000 by default) a stream would be refused: no ceiling here
-            server = qm_server(f"ssescale-{name}-{n}", tree, {"MAX_CONNECTIONS": "0"})
+            log(f"ssescale: {name}, {n} streams, STORE={SSE_STORE}")
+            server, store_pid, cleanup = _sse_scale_server(f"ssescale-{name}-{n}", tree)
             try:
-                r = _sse_scale_run(server, n)
+                r = _sse_scale_run(server, n, store_pid)
             finally:
                 server.stop()
+                cleanup()
+            r["store"] = SSE_STORE
             row[name] = r
             log(
                 f"ssescale: {name} {r.get('streamsOpen')}/{n} open, {r.get('framesPerSec')} frames/s, "
-                f"{r.get('serverUsPerFrame')} us/frame, tick delay p50 {r.get('tickDelayMs', {}).get('p50')} "
-                f"p99 {r.get('tickDelayMs', {}).get('p99')} ms, {r.get('rssPerStreamKb')} KB/stream"
+                f"{r.get('serverUsPerFrame')} us/frame (Valkey {r.get('valkeyUsPerFrame')}), tick delay p50 "
+                f"{r.get('tickDelayMs', {}).get('p50')} p99 {r.get('tickDelayMs', {}).get('p99')} ms, "
+                f"{r.get('rssPerStreamKb')} KB/stream"
             )
             time.sleep(1.0)
         if "baseline" in row:
@@ -1118,10 +1151,11 @@ def table(results: dict[str, Any]) -> str:
             if name in row:
                 s = row[name]
                 lines.append(
-                    f"sse at {n} ({name}): {s.get('streamsOpen')} open, {s.get('framesPerSec')} frames/s, "
-                    f"server CPU {s.get('serverUsPerFrame')} us/frame "
+                    f"sse at {n} ({name}, {s.get('store', 'memory')}): {s.get('streamsOpen')} open, "
+                    f"{s.get('framesPerSec')} frames/s, server CPU {s.get('serverUsPerFrame')} us/frame "
                     f"(user, system {s.get('serverUserSystemSeconds')} s), "
-                    f"frame after its tick p50 {s.get('tickDelayMs', {}).get('p50')} ms "
+                    + (f"Valkey CPU {s['valkeyUsPerFrame']} us/frame, " if s.get("valkeyUsPerFrame") else "")
+                    + f"frame after its tick p50 {s.get('tickDelayMs', {}).get('p50')} ms "
                     f"p99 {s.get('tickDelayMs', {}).get('p99')} ms, RSS {s.get('rssPerStreamKb')} KB/stream"
                 )
         if "cpuRatioToBaseline" in row or "rssRatioToBaseline" in row:

@@ -12,7 +12,8 @@ clock). Frames are grouped into tick bursts (a gap of more than 250 ms in ``now`
 ``fanout`` is receipt minus the first ``now`` of the burst, i.e. how long after the tick started
 composing this stream's frame arrived; ``tickDelay`` is receipt minus the tick the frame belongs to
 (see below). With ``--server-pid``: the server's CPU time (user, system) over the window and its VmRSS
-before and after the streams open. Prints one JSON object. Loopback only; bounded in time.
+before and after the streams open; with ``--store-pid`` (a Valkey server's), that process's CPU time over the
+same window. Prints one JSON object. Loopback only; bounded in time.
 """
 
 from __future__ import annotations
@@ -189,6 +190,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             result["rssPerStreamKb"] = round((rss1 - rss0) / max(1, opened[0]), 2)
         split0 = cpu_split(args.server_pid)
         cpu0 = cpu_ticks(args.server_pid)
+        store0 = cpu_ticks(args.store_pid)
         m0 = time.monotonic()
         w0 = time.time() * 1000.0
         await asyncio.sleep(args.measure)
@@ -196,6 +198,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         w1 = w0 + elapsed * 1000.0
         cpu1 = cpu_ticks(args.server_pid)
         split1 = cpu_split(args.server_pid)
+        store1 = cpu_ticks(args.store_pid)
         still_open = sum(1 for st in streams if not st.closed)
         await asyncio.sleep(args.grace)  # frames composed in the window but still on their way
     finally:
@@ -279,6 +282,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             ),
             "serverCpuSeconds": None if cpu0 is None or cpu1 is None else round((cpu1 - cpu0) / hz, 2),
             "serverCpuPct": (None if cpu0 is None or cpu1 is None else round(100.0 * (cpu1 - cpu0) / hz / elapsed, 1)),
+            "storeCpuSeconds": None if store0 is None or store1 is None else round((store1 - store0) / hz, 2),
         }
     )
     return result
@@ -290,6 +294,7 @@ def main() -> None:
     ap.add_argument("--room", default="line")
     ap.add_argument("--streams", type=int, default=2000)
     ap.add_argument("--measure", type=float, default=10.0)
+    ap.add_argument("--store-pid", type=int, default=None, help="the Valkey server's pid: its CPU over the window")
     ap.add_argument("--settle", type=float, default=1.5)
     ap.add_argument("--grace", type=float, default=2.0)
     ap.add_argument("--open-timeout", type=float, default=60.0)

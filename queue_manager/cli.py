@@ -77,6 +77,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="qm",
         description="Run Queue Manager. Every setting comes from the environment (docs/configuration.md).",
+        epilog="Also: qm rehearse (a synthetic surge against a server) and qm simulate (predicted waits, no "
+        "server); qm rehearse --help for their options.",
     )
     parser.add_argument(
         "--workers",
@@ -104,6 +106,11 @@ def _peers(role: WorkerRole | None, settings: Settings) -> Peers | None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    given = sys.argv[1:] if argv is None else argv
+    if given and given[0] in ("rehearse", "simulate"):  # the surge tools, not the server (docs/OPERATIONS.md)
+        from queue_manager.rehearse.command import main as tools
+
+        sys.exit(tools(given))
     args = _arguments(argv)
     role: WorkerRole | None = None
     if args.worker_index is not None:

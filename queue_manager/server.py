@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from queue_manager.background import Job
 from queue_manager.clock import SystemClock
 from queue_manager.config import ConfigRefusal, Settings
-from queue_manager.http import door, visitor
+from queue_manager.http import branding, door, visitor
 from queue_manager.http.app import App
 from queue_manager.http.context import Context
 from queue_manager.http.health import local_counters, local_exposition
@@ -152,7 +152,12 @@ class Server:
                 max_keys=settings.rate_limit_max_keys,
             )
         self.app = App(ctx)
-        self.inline = Inline(ctx, QueueSide(door_check=door.door_check, waiting_page=visitor.waiting_page))
+        queue_side = QueueSide(
+            door_check=door.door_check,
+            waiting_page=visitor.waiting_page,
+            origin_down_page=branding.origin_down_page,
+        )
+        self.inline = Inline(ctx, queue_side)
         ctx.inline = self.inline
         self.front = InlineFront(self.app, self.inline)
         self.front.lifespan = self.lifespan

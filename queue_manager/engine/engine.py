@@ -91,7 +91,7 @@ class Engine:
             room = Room(cfg, gen, self.clock, self.events, rng=self.rng)
             room.held = self.held
             self.rooms[room_id] = room
-            room.emit("room.create", fields=changed, config=cfg.to_public(), **self._commit(room, None))
+            room.emit("room.create", fields=changed, config=cfg.to_event(None), **self._commit(room, None))
             return room, True, changed
         check_expected_state(room_id, existing.cfg.state, expect_state)
         cfg, changed = apply_fields(existing.cfg, body)
@@ -101,7 +101,9 @@ class Engine:
         clocks = (old.session_ttl_sec, old.session_max_sec, old.passed_ttl_sec, old.presence_sec)
         if clocks != (cfg.session_ttl_sec, cfg.session_max_sec, cfg.passed_ttl_sec, cfg.presence_sec):
             existing.reschedule()
-        existing.emit("room.update", fields=changed, config=cfg.to_public(), **self._commit(existing, old.opens_at_ms))
+        existing.emit(
+            "room.update", fields=changed, config=cfg.to_event(old), **self._commit(existing, old.opens_at_ms)
+        )
         return existing, False, changed
 
     def delete(self, room_id: str) -> Room:
@@ -126,12 +128,12 @@ class Engine:
             fields["preQueueMaxPerIp"] = body["preQueueMaxPerIp"]
         cfg, changed = apply_fields(room.cfg, {"id": room_id, **fields})
         cancelled = "opensAt" in body and body["opensAt"] is None and room.cfg.opens_at_ms is not None
-        before = room.cfg.opens_at_ms
+        before, previous = room.cfg.opens_at_ms, room.cfg
         room.apply_config(cfg, pacing=False)
         if cancelled and room.prequeue:
             # cancelling opens the doors now: the pre-queue is drawn, never thrown away
             room.draw()
-        room.emit("room.schedule", fields=changed, config=cfg.to_public(), **self._commit(room, before))
+        room.emit("room.schedule", fields=changed, config=cfg.to_event(previous), **self._commit(room, before))
         return room
 
     def _commit(self, room: Room, opens_before: int | None) -> dict[str, str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, get_args
 
+from queue_manager.engine.brand import Brand, apply_brand, same_logo
 from queue_manager.engine.errors import EngineError, bad_field
 from queue_manager.engine.origins import OriginPattern, is_absolute_http_url, origin_of, parse_origin_pattern
 from queue_manager.engine.states import RoomState
@@ -65,6 +66,7 @@ ROOM_FIELDS = frozenset(
         "protection",
         "autoActivate",
         "autotune",
+        "brand",
     }
 )
 ALIASES = {"rate": "ratePerMinute"}
@@ -139,13 +141,24 @@ class RoomConfig:
     protection: dict[str, Any] | None = None
     auto_activate: dict[str, Any] | None = None
     autotune: dict[str, Any] | None = None
+    brand: Brand | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_event(self, before: RoomConfig | None) -> dict[str, Any]:
+        """The config a room change's event (and the ``rooms`` table) carries: the whole public config,
+        with the logo's bytes only when the logo is new to the room (set or replaced); a logo unchanged
+        from ``before`` goes by reference (type, sha256, bytes), resolved by a rebuild against the
+        logo the room holds (engine/replay.py)."""
+        unchanged = before is not None and same_logo(before.brand, self.brand)
+        return self.to_public(logo_data=not unchanged)
 
     @property
     def claim_window_sec(self) -> int:
         return min(CLAIM_WINDOW_SEC, self.passed_ttl_sec)
 
-    def to_public(self) -> dict[str, Any]:
+    def to_public(self, *, logo_data: bool = True) -> dict[str, Any]:
+        """The room's settings by their API names. ``logo_data`` False: the logo by type, hash and size
+        only (what a room read shows; the stored, journaled and exported forms carry the bytes)."""
         return {
             "id": self.id,
             "name": self.name,
@@ -169,6 +182,7 @@ class RoomConfig:
             "protection": self.protection,
             "autoActivate": self.auto_activate,
             "autotune": self.autotune,
+            "brand": None if self.brand is None else self.brand.to_public(with_data=logo_data),
         }
 
 
@@ -395,6 +409,8 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
             cfg.auto_activate = _auto_activate(value)
         elif key == "autotune":
             cfg.autotune = _autotune(value)
+        elif key == "brand":
+            cfg.brand = apply_brand(cfg.brand, value)
     if cfg.proxy_origin is not None:
         target = origin_of(cfg.target_url)
         proxy = origin_of(cfg.proxy_origin)

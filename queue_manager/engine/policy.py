@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from queue_manager.engine.brand import Brand
 from queue_manager.engine.model import RoomConfig
 from queue_manager.engine.origins import OriginPattern, origin_allowed, origin_of
 
@@ -24,6 +25,7 @@ class RoomPolicy:
     return_origins: tuple[OriginPattern, ...]
     tag_origins: tuple[OriginPattern, ...]  # tagOrigins, or returnOrigins when it is null
     protection: dict[str, Any] | None
+    brand: Brand | None = None
     _tag_ok: dict[str, bool] = field(default_factory=dict)
 
     def return_allowed(self, url: str) -> bool:
@@ -51,4 +53,5 @@ def policy_of(cfg: RoomConfig) -> RoomPolicy:
         return_origins=cfg.return_origins,
         tag_origins=cfg.tag_origins if cfg.tag_origins is not None else cfg.return_origins,
         protection=cfg.protection,
+        brand=cfg.brand,
     )

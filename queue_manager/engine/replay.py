@@ -17,6 +17,12 @@ The journal is guarded per event: a type this build cannot apply, an ``lv`` newe
 ever skipped, except an event whose ``seq`` was already folded in (a replay never applies the same
 ``(room, gen, seq)`` twice).
 
+A room change journals its logo's bytes only when the logo is new (``RoomConfig.to_event``); an
+unchanged logo goes by reference (type, sha256, bytes) and replay takes the bytes from the logo the
+room holds at that point (from the checkpoint or an earlier event). A reference that matches nothing
+(a journal read from a cut no checkpoint covers) leaves the room without a logo: the rebuild goes on
+and ``lost_logo`` is told (the fleet logs and counts it), since a logo is no reason to fence a line.
+
 Outflow credit is not journaled per tick. Replay credits the time between events as ticks at
 ``ratePerMinute`` would (capped at the one-slot bank), takes the exact figure from a ``promote``
 event's ``credit`` when it carries one, and credits the time up to the rebuild. It is exact while
@@ -37,7 +43,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from queue_manager.clock import Clock
+from queue_manager.engine.brand import resolve_logo
 from queue_manager.engine.draw import SEED_BYTES
+from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import EVENT_LOG_VERSION, Event
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
@@ -45,6 +53,9 @@ from queue_manager.engine.room import SLOT, Room
 from queue_manager.engine.snapshot import SnapshotError, config_from_public, dump, load
 from queue_manager.engine.states import TicketState
 from queue_manager.engine.ticket import Ticket
+
+# told (room, gen, seq) of a room change whose logo reference matched no logo the room held
+LostLogo = Callable[[str, int, int], None]
 
 
 class ReplayFenced(Exception):
@@ -103,15 +114,17 @@ def replay(
     *,
     room_events: list[Event] | None = None,
     rng: RandomSource = SYSTEM_RANDOM,
+    lost_logo: LostLogo | None = None,
 ) -> Room:
     """Rebuild one room generation and hand it back live on ``clock``.
 
     ``events`` are that generation's journal (any order; those at or below the checkpoint's ``seq``
     are ignored). ``room_events`` is the list the rebuilt room emits into (the engine's, normally);
     ``rng`` is the random source it draws from from then on (replay itself never draws).
+    ``lost_logo`` is called with each room change whose logo reference matched no logo the room held.
     Raises ``ReplayFenced`` or ``ReplayDeleted``.
     """
-    room, rclock = _fold(events, base)
+    room, rclock = _fold(events, base, lost_logo)
     target = max(rclock.at, clock.wall_ms())
     rclock.at = target
     _accrue(room, target)
@@ -124,24 +137,30 @@ def replay(
     return out
 
 
-def fold(events: Iterable[Event], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def fold(
+    events: Iterable[Event], base: Mapping[str, Any] | None = None, lost_logo: LostLogo | None = None
+) -> dict[str, Any]:
     """A new checkpoint: ``base`` plus ``events``, as of the last event (what a checkpointer saves)."""
-    room, _ = _fold(events, base)
+    room, _ = _fold(events, base, lost_logo)
     return dump(room)
 
 
 class _Ctx:
     """One replay run: the room being rebuilt and what its handlers remember between events."""
 
-    def __init__(self, room: Room) -> None:
+    def __init__(self, room: Room, lost_logo: LostLogo | None = None) -> None:
         self.room = room
         self.deleted = False
+        self.lost_logo = lost_logo
+        self.seq = 0  # the event being applied
         # what an admission replaced, for an admit.revoke later in the same run
         self.admitted_from: dict[int, tuple[bool, int | None]] = {}  # the pass's slot, bounced claim
         self.reclaimed_from: dict[int, tuple[bytes | None, int]] = {}  # the door key, session_last
 
 
-def _fold(events: Iterable[Event], base: Mapping[str, Any] | None) -> tuple[Room, ReplayClock]:
+def _fold(
+    events: Iterable[Event], base: Mapping[str, Any] | None, lost_logo: LostLogo | None = None
+) -> tuple[Room, ReplayClock]:
     ordered = sorted(events, key=lambda e: e.seq)
     ctx: _Ctx | None = None
     rclock: ReplayClock
@@ -154,7 +173,7 @@ def _fold(events: Iterable[Event], base: Mapping[str, Any] | None) -> tuple[Room
             )
         try:
             rclock = ReplayClock(int(base["refWall"]))
-            ctx = _Ctx(load(base, rclock, sink))
+            ctx = _Ctx(load(base, rclock, sink), lost_logo)
         except (SnapshotError, KeyError, TypeError, ValueError) as err:
             raise ReplayFenced(name, f"checkpoint unreadable: {err}", kind="checkpoint") from err
         room_id, gen = ctx.room.cfg.id, ctx.room.gen
@@ -185,14 +204,18 @@ def _fold(events: Iterable[Event], base: Mapping[str, Any] | None) -> tuple[Room
             if ctx is None:
                 if ev.type != "room.create":
                     raise ReplayFenced(room_id, f"journal starts with {ev.type!r}, not room.create", ev.seq)
-                ctx = _Ctx(Room(config_from_public(ev.data["config"]), gen, rclock, sink))
+                config, lost = resolve_logo(ev.data["config"], None)
+                ctx = _Ctx(Room(config_from_public(config), gen, rclock, sink), lost_logo)
+                if lost and lost_logo is not None:
+                    lost_logo(room_id, gen, ev.seq)
                 _commit(ctx.room, ev.data)
             else:
                 _accrue(ctx.room, rclock.at)
+                ctx.seq = ev.seq
                 handler(ctx, ev.data)
         except ReplayFenced:
             raise
-        except (_Inconsistent, KeyError, TypeError, ValueError, AttributeError) as err:
+        except (_Inconsistent, EngineError, KeyError, TypeError, ValueError, AttributeError) as err:
             raise ReplayFenced(room_id, f"{ev.type} (seq {ev.seq}) does not fit the state: {err}", ev.seq) from err
         ctx.room.event_seq = ev.seq
         sink.clear()
@@ -242,8 +265,13 @@ def _bytes(value: Any, name: str) -> bytes:
     return bytes.fromhex(str(value))
 
 
-def _room_config(room: Room, data: Mapping[str, Any], *, pacing: bool) -> None:
-    cfg = config_from_public(data["config"])
+def _room_config(ctx: _Ctx, data: Mapping[str, Any], *, pacing: bool) -> None:
+    room = ctx.room
+    held = None if room.cfg.brand is None else room.cfg.brand.logo
+    config, lost = resolve_logo(data["config"], held)
+    if lost and ctx.lost_logo is not None:
+        ctx.lost_logo(room.cfg.id, room.gen, ctx.seq)
+    cfg = config_from_public(config)
     if cfg.id != room.cfg.id:
         raise _Inconsistent(f"config of room {cfg.id!r}")
     room.apply_config(cfg, pacing=pacing)
@@ -274,12 +302,12 @@ def _seed(value: Any) -> bytes:
 
 
 def _room_update(ctx: _Ctx, data: Mapping[str, Any]) -> None:
-    _room_config(ctx.room, data, pacing=True)
+    _room_config(ctx, data, pacing=True)
     _commit(ctx.room, data)
 
 
 def _room_schedule(ctx: _Ctx, data: Mapping[str, Any]) -> None:
-    _room_config(ctx.room, data, pacing=False)
+    _room_config(ctx, data, pacing=False)
     _commit(ctx.room, data)
 
 

@@ -134,6 +134,7 @@ class Backend:
         self.recovering: set[str] = set()
         self.rebuilt_total = 0
         self.rollbacks_total = 0  # rooms found behind the journal (Valkey restored from an older copy)
+        self.logos_lost_total = 0  # room changes rebuilt whose logo reference matched no logo held
         self.checkpoints_saved = 0
         self.last_checkpoint: dict[str, Any] | None = None
         self.last_rebuild: dict[str, Any] | None = None
@@ -308,7 +309,7 @@ class Backend:
                 base = await self.journal.latest_snapshot(room_id, gen)
                 events = await self.journal.read_events(room_id, gen, int(base["seq"]) if base else 0)
                 try:
-                    room = replay(events, self.clock, base)
+                    room = replay(events, self.clock, base, lost_logo=self._lost_logo)
                 except ReplayDeleted:
                     continue
                 except ReplayFenced as fenced:
@@ -343,6 +344,18 @@ class Backend:
             finally:
                 self.recovering.discard(room_id)
         return rebuilt
+
+    def _lost_logo(self, room_id: str, gen: int, seq: int) -> None:
+        """A rebuild met a logo reference that matched no logo the room held (a journal cut that no
+        checkpoint covers): the room is rebuilt without its logo, logged and counted."""
+        self.logos_lost_total += 1
+        log.warning(
+            "rebuild of %s: the room change at generation %d seq %d names a logo the journal does not hold; "
+            "the room is rebuilt without a logo (upload it again)",
+            room_id,
+            gen,
+            seq,
+        )
 
     async def mark_journal(self) -> None:
         """Raise the journal marks to the journal's positions now (the rooms found ahead keep theirs)."""
@@ -415,6 +428,7 @@ class Backend:
             out["recovery"] = {
                 "rebuilt": self.rebuilt_total,
                 "rollbacks": self.rollbacks_total,
+                "logosLost": self.logos_lost_total,
                 "conflicts": self.journal.conflicts,
                 "lastRebuild": self.last_rebuild,
                 "unrebuildable": dict(sorted(self.unrebuildable.items())),

@@ -7,12 +7,14 @@ origin lists, URL rules, the drill-down) needs ``team``. Every change is audited
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
 from queue_manager import ssrf
 from queue_manager.engine.errors import EngineError
+from queue_manager.engine.logo import LOGO_MAX_BYTES, LOGO_TYPES
 from queue_manager.engine.model import ALIASES, READ_ONLY_FIELDS, bare_origin
 from queue_manager.http import passkeys
 from queue_manager.http.call import Call
@@ -261,6 +263,40 @@ async def room_rules_test(call: Call) -> None:
     if not isinstance(url, str) or not url or len(url) > 4096:
         raise HttpError(400, "bad_request", 'Send {"url": "https://…"}.')
     await send_json(call.send, 200, await call.ctx.store.match_rule(_room(call), url))
+
+
+async def room_logo_put(call: Call) -> None:
+    """POST …/logo: the body is the image itself (Content-Type image/png or image/svg+xml, at most
+    LOGO_MAX_BYTES); the engine checks or rebuilds it (engine/logo.py) and the room keeps the result."""
+    room_id = _room(call)
+    await _existing(call, room_id)
+    kind = (call.req.header(b"content-type") or "").split(";", 1)[0].strip().lower()
+    data = await call.req.body(limit=LOGO_MAX_BYTES)
+    if kind not in LOGO_TYPES:
+        raise HttpError(
+            415,
+            "bad_logo",
+            f"Send the logo as image/png or image/svg+xml (Content-Type), not {kind[:60] or 'nothing'!r}.",
+        )
+    logo = {"type": kind, "data": base64.b64encode(data).decode()}
+    try:
+        room, _, _ = await call.ctx.store.upsert_room({"id": room_id, "brand": {"logo": logo}})
+    except EngineError as err:
+        await call.audit("room.logo", target=room_id, room_id=room_id, ok=False, refused=err.code)
+        raise
+    await call.audit("room.logo", target=room_id, room_id=room_id, sha256=room["brand"]["logo"]["sha256"])
+    await send_json(call.send, 200, {"ok": True, "logo": room["brand"]["logo"], "room": _visible(call, room)})
+
+
+async def room_logo_delete(call: Call) -> None:
+    room_id = _room(call)
+    await _existing(call, room_id)
+    current = await call.ctx.store.get_room(room_id)
+    room = current
+    if current.get("brand") is not None:
+        room, _, _ = await call.ctx.store.upsert_room({"id": room_id, "brand": {"logo": None}})
+    await call.audit("room.logo", target=room_id, room_id=room_id, sha256=None)
+    await send_json(call.send, 200, {"ok": True, "logo": None, "room": _visible(call, room)})
 
 
 async def _existing(call: Call, room_id: str) -> None:

@@ -164,6 +164,8 @@ class Context:
         if isinstance(store, MemoryStore):  # its calls never suspend
             ctx.broadcaster.inline_steps = True
             ctx.status_now = store.status_now
+        else:  # a store over the network: a room's streams read their frames in batches
+            ctx.broadcaster.status_many = store.status_many
         ctx.pop = PopMaintenance(store)
         ctx.history = HourlyHistory(
             MemoryWarehouse(),

@@ -1,19 +1,25 @@
 """The visitor's pages (their routes are in http/routes.py).
 
-/w/<room> (the waiting page), /assets/waiting-<hash>.css|.js, /fonts/<file>, and /offline.html and
-/origin-down.html (the self-contained outage pages).
+/w/<room> (the waiting page), /w/<room>/<file> (the room's brand stylesheet and logo, http/branding.py),
+/assets/waiting-<hash>.css|.js, /fonts/<file>, and /offline.html and /origin-down.html (the
+self-contained outage pages).
 """
 
 from __future__ import annotations
 
-from queue_manager.http import visitor
+from queue_manager.engine.model import ROOM_ID_RE
+from queue_manager.http import branding, visitor
 from queue_manager.http.context import Context
 from queue_manager.http.wire import Request, Send, send_response
 from queue_manager.web import asset
 
 
 async def waiting_page(ctx: Context, req: Request, send: Send) -> None:
-    await visitor.waiting_page(ctx, req, send, req.path[3:])
+    room_id, slash, name = req.path[3:].partition("/")
+    if slash:
+        await branding.brand_file(ctx, req, send, room_id, name)
+        return
+    await visitor.waiting_page(ctx, req, send, room_id)
 
 
 def outage_headers(page: bytes) -> list[tuple[bytes, bytes]]:
@@ -27,11 +33,17 @@ def outage_headers(page: bytes) -> list[tuple[bytes, bytes]]:
     ]
 
 
-async def offline_page(ctx: Context, req: Request, send: Send) -> None:
-    page = asset.offline_page()
+async def _outage(ctx: Context, req: Request, send: Send, kind: str) -> None:
+    """``?room=<id>``: the page in that room's brand (an unknown room, or none: the plain page)."""
+    room_id = req.query.get("room", "")
+    policy = await ctx.store.room_policy(room_id) if room_id and ROOM_ID_RE.match(room_id) else None
+    page = branding.outage_page(kind, None if policy is None else policy.brand)
     await send_response(send, 200, page, outage_headers(page), req.method == "HEAD")
+
+
+async def offline_page(ctx: Context, req: Request, send: Send) -> None:
+    await _outage(ctx, req, send, "offline")
 
 
 async def origin_down_page(ctx: Context, req: Request, send: Send) -> None:
-    page = asset.origin_down_page()
-    await send_response(send, 200, page, outage_headers(page), req.method == "HEAD")
+    await _outage(ctx, req, send, "origin_down")

@@ -105,6 +105,8 @@ TABLE: tuple[Route, ...] = (
     a("POST", ROOM + "/pause", ("write",), admin_rooms.room_pause, "Stop letting visitors in."),
     a("POST", ROOM + "/resume", ("write",), admin_rooms.room_resume, "Let visitors in again."),
     a("POST", ROOM + "/rate", ("write",), admin_rooms.room_rate, "Set the outflow rate."),
+    a("POST", ROOM + "/logo", ("write",), admin_rooms.room_logo_put, "Upload the room's logo (PNG or SVG)."),
+    a("DELETE", ROOM + "/logo", ("write",), admin_rooms.room_logo_delete, "Remove the room's logo."),
     a("POST", ROOM + "/schedule", ("write",), admin_rooms.room_schedule, "Schedule the room's opening or draw."),
     a("POST", ROOM + "/purge", ("write",), admin_rooms.room_purge, "Empty the line."),
     a("POST", ROOM + "/eject", ("write", "team"), admin_rooms.room_eject, "Remove one visitor."),

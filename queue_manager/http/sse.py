@@ -7,18 +7,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from queue_manager.access.principal import Principal
+from queue_manager.engine.model import ClientId
+from queue_manager.engine.room import Presented
+from queue_manager.engine.view import VisitorView
 from queue_manager.http.direct import write_chunk
 from queue_manager.http.wire import Receive, Send
+from queue_manager.store.base import STATUS_BATCH
 
 SEND_TIMEOUT = 10.0
 PING_EVERY = 15.0
 PING_CHECK = 5.0
 FAN_OUT_SLICE = 200  # frames written before a fan-out round lets other work in (~5 ms at most)
+
+#: the store's ``status_many``: the views of many streams of one room in one call
+StatusMany = Callable[[str, Sequence[tuple[ClientId, Presented | None]]], Awaitable[list[VisitorView]]]
 
 
 class Stream:
@@ -27,20 +34,25 @@ class Stream:
     ``step`` composes and sends the next frame (returning False ends the stream). When the store
     answers in this process, ``compose`` makes the next frame's bytes without a coroutine (None ends
     the stream) and, with ``cycle`` (http/direct.py), they go on the connection at once unless the
-    client's reading is behind (then ``send`` waits for it); ``deadline`` (loop time) is when ``step`` sends ``refresh``
-    instead. The stream's own request task only waits for ``http.disconnect``; it is woken
+    client's reading is behind (then ``send`` waits for it); ``deadline`` (loop time) is when ``step``
+    sends ``refresh`` instead. When the store answers over the network, ``client`` and ``presented``
+    are what the room's batched status read asks for this stream, and ``frame_of`` turns its view into
+    the frame's bytes. The stream's own request task only waits for ``http.disconnect``; it is woken
     (cancelled, with ``ending`` set) when the server ends the stream first.
     """
 
     __slots__ = (
         "again",
+        "client",
         "compose",
         "cycle",
         "deadline",
         "ending",
+        "frame_of",
         "last_sent",
         "pending",
         "pending_since",
+        "presented",
         "room_id",
         "send",
         "step",
@@ -58,8 +70,14 @@ class Stream:
         compose: Callable[[], bytes | None] | None = None,
         cycle: Any = None,
         deadline: float | None = None,
+        client: ClientId | None = None,
+        presented: Presented | None = None,
+        frame_of: Callable[[VisitorView], bytes] | None = None,
     ) -> None:
         self.room_id = room_id
+        self.client = client
+        self.presented = presented
+        self.frame_of = frame_of
         self.send = send
         self.step = step
         self.compose = compose
@@ -93,7 +111,11 @@ class _Feed:
 class Broadcaster:
     """Every live stream of this process, by room. A room's change costs one fan-out task, not one per stream:
     the round composes and writes each stream's frame in turn, and only a frame that must wait (a store
-    round-trip, a full socket buffer) continues in a task of its own."""
+    round-trip, a full socket buffer) continues in a task of its own.
+
+    With ``status_many`` (a store answering over the network) a round reads the room's due streams in
+    batches of STATUS_BATCH: one task and one store call per batch, then each frame is composed and
+    written as the batch's answer arrives."""
 
     def __init__(self) -> None:
         self._rooms: dict[str, _Feed] = {}
@@ -106,6 +128,7 @@ class Broadcaster:
         # only one that must wait (a full socket buffer) goes on in a task. Otherwise every frame is a task:
         # a store round-trip may hold timeouts bound to the task it started in.
         self.inline_steps = False
+        self.status_many: StatusMany | None = None
 
     def notify(self, room_ids: set[str]) -> None:
         for room_id in room_ids:
@@ -117,10 +140,11 @@ class Broadcaster:
                 feed.running = True
                 self._spawn(self._fan_out(feed))
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _fan_out(self, feed: _Feed) -> None:
         loop = asyncio.get_running_loop()
@@ -128,14 +152,92 @@ class Broadcaster:
             while feed.dirty and not self.closing.is_set():
                 feed.dirty = False
                 now = loop.time()
+                batch: list[Stream] = []
                 for i, s in enumerate(list(feed.streams), 1):
-                    self.wake(s, now)
+                    if self._batched(s, now):
+                        batch.append(s)
+                        if len(batch) >= STATUS_BATCH:
+                            self._read_batch(batch, now)
+                            batch = []
+                    else:
+                        self.wake(s, now)
                     if not i % FAN_OUT_SLICE:
                         await asyncio.sleep(0)  # the rest of the server runs between slices of a round
                         now = loop.time()
+                if batch:
+                    self._read_batch(batch, now)
                 await asyncio.sleep(0)
         finally:
             feed.running = False
+
+    def _batched(self, s: Stream, now: float) -> bool:
+        """``s``'s frame of this round goes in the room's batched read: a stream fed by a store over the
+        network, nothing of it on the way, not ending, before its refresh deadline (which ``step`` sends)."""
+        return (
+            self.status_many is not None
+            and s.frame_of is not None
+            and s.client is not None
+            and s.compose is None
+            and s.pending is None
+            and not s.ending
+            and (s.deadline is None or now < s.deadline)
+        )
+
+    def _read_batch(self, batch: list[Stream], now: float) -> None:
+        """One task reads the views of ``batch`` (streams of one room) in one store call; each stream's
+        frame is pending on it meanwhile, so a wake in between asks for one more frame (``again``)."""
+        task = self._spawn(self._batch_task(batch))
+        for s in batch:
+            s.last_sent = now
+            s.pending_since = now
+            s.pending = task
+
+    async def _batch_task(self, batch: list[Stream]) -> None:
+        status_many = self.status_many
+        assert status_many is not None
+        views: list[VisitorView] | None
+        try:
+            # every stream of a batch has its client (``_batched``)
+            asks = [(s.client, s.presented) for s in batch if s.client is not None]
+            views = await status_many(batch[0].room_id, asks)
+        except asyncio.CancelledError:
+            for s in batch:
+                s.pending = None
+                s.end()
+            raise
+        except Exception:
+            views = None  # what a stream's own step does when the store fails: the stream ends
+        loop = asyncio.get_running_loop()
+        again: list[Stream] = []
+        for i, s in enumerate(batch):
+            s.pending = None
+            if views is None:
+                s.end()
+                continue
+            if s.ending:
+                continue
+            frame_of = s.frame_of
+            try:
+                assert frame_of is not None
+                body = frame_of(views[i])
+            except Exception:
+                s.end()
+                continue
+            if s.cycle is None or not write_chunk(s.cycle, body):
+                s.pending = loop.create_task(self._send_task(s, body))
+            elif s.again:
+                s.again = False
+                again.append(s)
+        if again:  # woken while the batch was on its way: one more frame each, read together again
+            now = loop.time()
+            rest: list[Stream] = []
+            for s in again:
+                if self._batched(s, now):
+                    rest.append(s)
+                else:
+                    self.wake(s, now)  # its refresh deadline passed meanwhile: the step sends refresh
+            for start in range(0, len(rest), STATUS_BATCH):
+                self._read_batch(rest[start : start + STATUS_BATCH], now)
 
     def wake(self, s: Stream, now: float) -> None:
         """Send ``s`` its next frame now, or once the frame still on its way is out."""

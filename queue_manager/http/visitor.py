@@ -6,6 +6,7 @@ import asyncio
 import hmac
 import secrets
 import sys
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -262,7 +263,17 @@ async def events(ctx: Context, req: Request, send: Send) -> None:
 
     task = asyncio.current_task()
     assert task is not None
-    stream = Stream(room_id, send, step, task, compose=compose, cycle=chunked_cycle(send))
+    stream = Stream(
+        room_id,
+        send,
+        step,
+        task,
+        compose=compose,
+        cycle=chunked_cycle(send),
+        client=client,
+        presented=presented,
+        frame_of=None if compose is not None else partial(_frame, ctx, token=token),
+    )
     b.streams += 1
     b.per_ip[ident.ip] = b.per_ip.get(ident.ip, 0) + 1
     try:

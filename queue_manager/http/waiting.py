@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import html
 
+from queue_manager.engine.brand import Brand
 from queue_manager.engine.model import ROOM_ID_RE
-from queue_manager.http import pageguard
+from queue_manager.http import branding, pageguard
 from queue_manager.http.context import Context
 from queue_manager.http.language import pick_language
 from queue_manager.http.sendfile import serve_payload
@@ -27,12 +28,21 @@ PAGE_CSP = (
 FONT_CACHE = (b"cache-control", b"public, max-age=604800")
 _CACHE_MAX = 4096
 
-_pages: dict[tuple[str, str, str, str, bool], static.Payload] = {}
+_pages: dict[tuple[str, str, str, str, bool, str], static.Payload] = {}
 
 
-def render(room_id: str, name: str, lang: str, prefix: str, email: bool = False) -> static.Payload:
-    """The page for one room in one language, built once and kept. ``email``: the page offers turn e-mails."""
-    key = (room_id, name, lang, prefix, email)
+def _key(
+    room_id: str, name: str, lang: str, prefix: str, email: bool, brand: Brand | None
+) -> tuple[str, str, str, str, bool, str]:
+    return (room_id, name, lang, prefix, email, "" if brand is None else brand.fingerprint)
+
+
+def render(
+    room_id: str, name: str, lang: str, prefix: str, email: bool = False, brand: Brand | None = None
+) -> static.Payload:
+    """The page for one room in one language, built once and kept. ``email``: the page offers turn e-mails;
+    ``brand``: the room's brand (its fingerprint is part of the key, so a brand change renders anew)."""
+    key = _key(room_id, name, lang, prefix, email, brand)
     hit = _pages.get(key)
     if hit is not None:
         return hit
@@ -44,7 +54,17 @@ def render(room_id: str, name: str, lang: str, prefix: str, email: bool = False)
         f"{html.escape(strings[code]['langName'])}</option>"
         for code in asset.LANGUAGES
     )
-    config = asset.script_json({"roomId": room_id, "name": name, "apiBase": prefix, "email": email})
+    if brand is not None and brand.display_name:
+        name = brand.display_name
+    config = asset.script_json(
+        {
+            "roomId": room_id,
+            "name": name,
+            "apiBase": prefix,
+            "email": email,
+            "brandMessage": {} if brand is None else dict(brand.message),
+        }
+    )
     page = (
         page.replace("__QM_CONFIG__", config, 1)
         .replace("__QM_LANG_OPTIONS__", options, 1)
@@ -56,6 +76,13 @@ def render(room_id: str, name: str, lang: str, prefix: str, email: bool = False)
     )
     for k, v in table.items():
         page = page.replace("{{" + k + "}}", html.escape(v))
+    # the operator's text goes in last, so nothing in it is taken for a placeholder
+    page = (
+        page.replace("__QM_BRAND_CSS__", branding.head_links(room_id, brand, prefix), 1)
+        .replace("__QM_BRAND_LOGO__", branding.logo_img(room_id, brand, prefix, name), 1)
+        .replace("__QM_BRAND_HELP__", branding.help_html(brand, table["helpLink"]), 1)
+        .replace("__QM_BRAND_MESSAGE__", branding.message_html(brand, lang), 1)
+    )
     rendered = static.Payload.of(page.encode(), "text/html; charset=utf-8")
     if len(_pages) >= _CACHE_MAX:
         _pages.clear()
@@ -80,9 +107,9 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, pre
         return
     name, lang = policy.name or room_id, pick_language(req)
     email = ctx.settings.turn_emails and ctx.addresses is not None
-    page = _pages.get((room_id, name, lang, prefix, email))
+    page = _pages.get(_key(room_id, name, lang, prefix, email, policy.brand))
     if page is None:  # Brotli at its best setting takes tens of ms: keep it off the event loop
-        page = await asyncio.to_thread(render, room_id, name, lang, prefix, email)
+        page = await asyncio.to_thread(render, room_id, name, lang, prefix, email, policy.brand)
     headers = [
         (b"cache-control", b"private, no-cache"),
         *admitted,

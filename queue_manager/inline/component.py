@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from queue_manager.background import Job
+from queue_manager.engine.brand import Brand
 from queue_manager.engine.room import CheckResult, Presented
 from queue_manager.http.context import Context
 from queue_manager.http.identity import Identity
 from queue_manager.http.wire import Request, Send
 from queue_manager.inline.client import Pool
 from queue_manager.inline.deadlines import Deadlines
-from queue_manager.inline.hosts import HostIndex
+from queue_manager.inline.hosts import DOWN_PAGE_KEY, HostIndex
 from queue_manager.inline.origin_health import OriginProbe
 from queue_manager.metrics import Counters
 from queue_manager.store.base import StoreUnavailable
@@ -35,6 +36,8 @@ DoorCheck = Callable[
 ]
 #: A room's waiting page: (ctx, request, send, room id, the API prefix its script calls).
 WaitingPage = Callable[[Context, Request, Send, str, str], Awaitable[None]]
+#: A branded room's origin-down page (one self-contained file), rendered when the host index is rebuilt.
+OriginDownPage = Callable[[Brand], bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,7 @@ class QueueSide:
 
     door_check: DoorCheck
     waiting_page: WaitingPage
+    origin_down_page: OriginDownPage | None = None
 
 
 class Inline:
@@ -71,6 +75,15 @@ class Inline:
             if self.index.source == "none":  # booted during an outage: the durable room configs instead
                 await self._from_journal()
             return  # otherwise keep the last index for the outage
+        for room in rooms:
+            if room.get("proxyOrigin") and room.get("brand") is not None:  # a read lacks the logo's bytes
+                try:
+                    policy = await self.ctx.store.room_policy(str(room["id"]))
+                except StoreUnavailable:
+                    policy = None
+                brand = None if policy is None else policy.brand
+                render = self.queue.origin_down_page
+                room[DOWN_PAGE_KEY] = None if brand is None or render is None else render(brand)
         backend = self.ctx.backend
         rebuilding = backend.recovering_rooms() if backend is not None else set()
         self.index.rebuild(rooms, "valkey" if self.ctx.store.kind == "valkey" else "memory", keep=rebuilding)

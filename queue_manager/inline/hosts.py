@@ -16,6 +16,9 @@ from urllib.parse import urlsplit
 from queue_manager.inline.client import Origin
 from queue_manager.inline.forward import split_host
 
+# a room read's key for its branded origin-down page (bytes), added by the component's refresh
+DOWN_PAGE_KEY = "_originDownPage"
+
 
 @dataclass(frozen=True, slots=True)
 class InlineRoom:
@@ -24,6 +27,7 @@ class InlineRoom:
     target_url: str
     origin: Origin
     on_backend_down: str
+    down_page: bytes | None = None  # its origin-down page in the room's brand; None: the plain one
 
 
 def request_host_key(host: str) -> str:
@@ -98,6 +102,7 @@ class HostIndex:
                 target_url=target,
                 origin=origin,
                 on_backend_down=str(room.get("onBackendDown") or "closed"),
+                down_page=room.get(DOWN_PAGE_KEY) if isinstance(room.get(DOWN_PAGE_KEY), bytes) else None,
             )
             by_host.setdefault(key, entry)  # two rooms on one host: the first id wins (documented)
             by_room[entry.room_id] = entry

@@ -22,10 +22,13 @@ def origin_down_page() -> bytes:
     return asset.origin_down_page()
 
 
-async def origin_down(send: Send, *, page: bool, status: int, room_id: str, phase: str, head: bool) -> None:
+async def origin_down(
+    send: Send, *, page: bool, status: int, room_id: str, phase: str, head: bool, body: bytes | None = None
+) -> None:
+    """``body``: the room's own origin-down page (in its brand), when it has one."""
     headers = [NO_STORE, (ORIGIN_HEADER, phase.encode()), EXPOSE, (b"retry-after", b"15")]
     if page:
-        await send_response(send, status, origin_down_page(), [HTML_TYPE, *headers], head)
+        await send_response(send, status, body or origin_down_page(), [HTML_TYPE, *headers], head)
         return
     payload: dict[str, Any] = {
         "error": "The site behind the queue is not answering; your place is kept.",

@@ -381,7 +381,9 @@ async def _origin_failed(
         count_disconnect(ctx, room)
         return
     count_origin_error(ctx, room, phase)
-    await pages.origin_down(send, page=navigation, status=status, room_id=room.room_id, phase=phase, head=head)
+    await pages.origin_down(
+        send, page=navigation, status=status, room_id=room.room_id, phase=phase, head=head, body=room.down_page
+    )
 
 
 def count_origin_error(ctx: Context, room: InlineRoom, phase: str) -> None:

@@ -365,9 +365,11 @@ class Relay:
         if self.finished:
             return
         count_origin_error(self.ctx, self.room, phase)
-        page, room_id, head = self.navigation, self.room.room_id, self.head_request
+        page, room_id, head, down_page = self.navigation, self.room.room_id, self.head_request, self.room.down_page
         got = collected(
-            lambda send: pages.origin_down(send, page=page, status=status, room_id=room_id, phase=phase, head=head)
+            lambda send: pages.origin_down(
+                send, page=page, status=status, room_id=room_id, phase=phase, head=head, body=down_page
+            )
         )
         self.write_whole(got.status, got.headers, got.body)
         self.response_complete = True

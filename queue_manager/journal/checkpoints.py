@@ -28,6 +28,17 @@ from queue_manager.journal.reader import JournalReader
 
 log = logging.getLogger("queue_manager.journal")
 
+
+def _lost_logo(room: str, gen: int, seq: int) -> None:
+    log.warning(
+        "checkpoint of %s: the room change at generation %d seq %d names a logo the journal does not hold; "
+        "the checkpoint has no logo",
+        room,
+        gen,
+        seq,
+    )
+
+
 CHECKPOINT_EVERY = 10_000  # events since a room's last checkpoint that make it "busy"
 SNAPSHOTS_KEPT = 2  # checkpoints kept per room generation
 
@@ -140,7 +151,7 @@ class Checkpoints:
         if not events:
             return base
         try:
-            snap = fold(events, base)
+            snap = fold(events, base, lost_logo=_lost_logo)
         except ReplayDeleted:
             return None
         await self.save_snapshot(snap)

@@ -5,6 +5,11 @@ FROM unnest(arrays)`` into ``events`` (ON CONFLICT DO NOTHING on (room, gen, seq
 statement, the ``rooms`` upsert for any room.* event. One statement is one implicit transaction and
 one round trip; ``rooms`` only moves forward in (gen, seq), so a late batch never overwrites a newer
 definition.
+
+A room change carries its logo's bytes only when the logo is new; otherwise the logo is a reference
+(type, sha256, bytes). The ``rooms`` row keeps the bytes it holds when a config names the same logo
+by reference: from an earlier room change in the same batch, else from the row itself (the SQL), so
+the table always holds the whole config while the journal holds the bytes once per logo.
 """
 
 from __future__ import annotations
@@ -72,7 +77,16 @@ WITH ev AS (
     FROM unnest($10::text[], $11::int[], $12::bigint[], $13::text[], $14::bool[])
          AS v(id, gen, seq, config, deleted)
     ON CONFLICT (id) DO UPDATE
-       SET gen = EXCLUDED.gen, seq = EXCLUDED.seq, config = COALESCE(EXCLUDED.config, r.config),
+       SET gen = EXCLUDED.gen, seq = EXCLUDED.seq,
+           config = CASE
+               WHEN EXCLUDED.config IS NULL THEN r.config
+               WHEN ((EXCLUDED.config #> '{{brand,logo}}') ? 'sha256')
+                    AND NOT ((EXCLUDED.config #> '{{brand,logo}}') ? 'data')
+                    AND ((r.config #> '{{brand,logo}}') ? 'data')
+                    AND (r.config #>> '{{brand,logo,sha256}}') = (EXCLUDED.config #>> '{{brand,logo,sha256}}')
+               THEN jsonb_set(EXCLUDED.config, '{{brand,logo}}', r.config #> '{{brand,logo}}')
+               ELSE EXCLUDED.config
+           END,
            deleted = EXCLUDED.deleted, updated_at = now()
        WHERE (r.gen, r.seq) < (EXCLUDED.gen, EXCLUDED.seq)
     RETURNING 1
@@ -117,6 +131,8 @@ def insert_args(rows: list[Row]) -> list[Any]:
     configs: list[str | None] = []
     for row in rooms:
         config = orjson.loads(row[6]).get("config") if row[3] != "room.delete" else None
+        if config is not None:
+            config = _with_batch_logo(config, row, rows)
         configs.append(None if config is None else orjson.dumps(config).decode())
     return [
         *columns,
@@ -126,6 +142,30 @@ def insert_args(rows: list[Row]) -> list[Any]:
         configs,
         [r[3] == "room.delete" for r in rooms],
     ]
+
+
+def _logo_of(config: Any) -> dict[str, Any] | None:
+    brand = config.get("brand") if isinstance(config, dict) else None
+    logo = brand.get("logo") if isinstance(brand, dict) else None
+    return logo if isinstance(logo, dict) else None
+
+
+def _with_batch_logo(config: dict[str, Any], latest: Row, rows: list[Row]) -> dict[str, Any]:
+    """``config`` (the room's newest in this batch) with its logo reference made whole from an earlier
+    room change of the same batch that carried the bytes; the row written before this batch is the
+    SQL's to consult. Without a reference, or without such a change, ``config`` as it is."""
+    logo = _logo_of(config)
+    if logo is None or "data" in logo:
+        return config
+    room, at = latest[0], (latest[1], latest[2])
+    earlier_changes = [r for r in rows if r[0] == room and r[3] in ROOM_EVENTS and (r[1], r[2]) < at]
+    for row in sorted(earlier_changes, key=lambda r: (r[1], r[2]), reverse=True):
+        if row[3] == "room.delete":
+            break  # an earlier generation's logo is no logo of this one
+        earlier = _logo_of(orjson.loads(row[6]).get("config"))
+        if earlier is not None and "data" in earlier and earlier.get("sha256") == logo.get("sha256"):
+            return {**config, "brand": {**config["brand"], "logo": earlier}}
+    return config
 
 
 def audit_insert_sql(s: str) -> str:

@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from queue_manager.engine.draw import DrawState
@@ -34,6 +34,10 @@ class StoreUnavailable(Exception):
 
 
 ChangeListener = Callable[[set[str]], None]
+
+#: The most asks one ``status_many`` call sends to the store at once; a longer list is split into parts of
+#: this size (each part one script call on Valkey, all of them at the same instant).
+STATUS_BATCH = 128
 
 
 class Store(Protocol):
@@ -91,6 +95,11 @@ class Store(Protocol):
     ) -> VisitorView: ...
 
     async def status(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView: ...
+
+    async def status_many(self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]) -> list[VisitorView]:
+        """``status`` for each ``(client, presented)`` in turn, at one instant: the same views in the same
+        order, the same marks (seen, told) and the same events. What a room's live streams read on a tick;
+        the whole list fails as ``status`` would (``no_room``, a fenced room)."""
 
     async def check(
         self,

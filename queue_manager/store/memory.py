@@ -6,6 +6,7 @@ happen. Several memory instances share nothing but SECRET: each is its own queue
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,7 +25,7 @@ from queue_manager.store.base import ChangeListener
 
 def room_summary(room: Room) -> dict[str, Any]:
     """The room's settings and its stats (rendered by ``engine.view.render_stats``)."""
-    return {**room.cfg.to_public(), **room.stats()}
+    return {**room.cfg.to_public(logo_data=False), **room.stats()}
 
 
 class MemoryStore:
@@ -129,6 +130,16 @@ class MemoryStore:
         found = room.status(client, presented)
         self._changed()
         return visitor_view(room, found)
+
+    async def status_many(self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]) -> list[VisitorView]:
+        if not asks:
+            return []
+        room = self.engine.room(room_id)
+        status = room.status
+        try:
+            return [visitor_view(room, status(client, presented)) for client, presented in asks]
+        finally:
+            self._changed()
 
     async def check(
         self,

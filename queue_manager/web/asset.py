@@ -6,7 +6,7 @@ import base64
 import hashlib
 import html
 import re
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -50,6 +50,22 @@ def waiting_assets() -> dict[str, static.Asset]:
     return {a.name: a for a in built.values()}
 
 
+_CUSTOM_PROPERTY = re.compile(r"(--[a-z-]+):\s*([^;]+);")
+
+
+@cache
+def waiting_palettes() -> dict[str, dict[str, str]]:
+    """The waiting page's custom properties in its light and its dark palette, read from waiting.css
+    (a room's brand picks one whole palette, then sets its own colours over it: http/branding.py)."""
+    css = _text("waiting/waiting.css")
+    light_start = css.index(":root {")
+    dark_start = css.index("@media (prefers-color-scheme: dark)")
+    light = dict(_CUSTOM_PROPERTY.findall(css[light_start : css.index("}", light_start)]))
+    dark_block = css[dark_start : css.index("}", css.index(":root {", dark_start))]
+    dark = {**light, **dict(_CUSTOM_PROPERTY.findall(dark_block))}
+    return {"light": light, "dark": dark}
+
+
 def waiting_asset_name(ext: str) -> str:
     return next(name for name in waiting_assets() if name.endswith("." + ext))
 
@@ -83,9 +99,12 @@ _SCRIPT_ESCAPES = str.maketrans(
 )
 
 
-def _outage_page(name: str) -> bytes:
+def _outage_page(name: str, brand: tuple[str, str, str, str] = ("", "", "", "")) -> bytes:
     """One self-contained outage page: outage/page.html filled from outage/<name>.json (its five languages,
-    the attempts key and the first retry delay). English is in the markup; the script repaints in qm_lang."""
+    the attempts key and the first retry delay). English is in the markup; the script repaints in qm_lang.
+
+    ``brand``: a room's (style, name line, message, data block) markup, already escaped (http/branding.py);
+    put in last, so nothing in an operator's text is taken for a placeholder."""
     spec = orjson.loads(_text(f"outage/{name}.json"))
     en = spec["strings"]["en"]
     page = (
@@ -98,7 +117,20 @@ def _outage_page(name: str) -> bytes:
         .replace("__FIRST__", str(int(spec["firstSec"])), 1)
         .replace("__STRINGS__", script_json(spec["strings"]), 1)
     )
+    style, name_line, message, data = brand
+    page = (
+        page.replace("__BRAND_STYLE__\n", style, 1)
+        .replace("__BRAND_NAME__\n", name_line, 1)
+        .replace("__BRAND_MESSAGE__\n", message, 1)
+        .replace("__BRAND_JSON__\n", data, 1)
+    )
     return page.encode()
+
+
+@lru_cache(maxsize=256)
+def branded_outage_page(name: str, style: str, name_line: str, message: str, data: str) -> bytes:
+    """``offline`` or ``origin_down`` carrying a room's brand (pieces from http/branding.py)."""
+    return _outage_page(name, (style, name_line, message, data))
 
 
 @cache
@@ -117,7 +149,7 @@ def origin_down_page() -> bytes:
 _INLINE = re.compile(rb"<(script|style)>(.*?)</\1>", re.S)
 
 
-@cache
+@lru_cache(maxsize=512)
 def inline_csp(page: bytes) -> bytes:
     """A strict Content-Security-Policy for a self-contained page: its inline script and style allowed by hash."""
     hashes: dict[bytes, list[str]] = {b"script": [], b"style": []}

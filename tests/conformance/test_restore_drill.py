@@ -5,6 +5,8 @@
   into a NEW database; an instance on that database under an EMPTY Valkey prefix rebuilds every room
   from the journal: the per-room figures on ``/api/admin/rooms`` match the original's, and a ticket
   from before the backup holds its place (same SECRET).
+  A room's logo, set once and kept through rate changes (journaled once, then by reference), comes
+  back with the same bytes.
 * Never restore under a newer Valkey: the same dump restored while Valkey has moved on (more joins
   after the backup), with the instance started on the SAME prefix. The rooms are not rebuilt from the
   older journal: ``/api/admin/health`` names them (an incident and ``backend.aheadOfJournal``), storage
@@ -16,9 +18,12 @@ Each restored database has a unique name ending in ``_test`` and is dropped at t
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import shutil
+import struct
 import subprocess
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +40,21 @@ pytestmark = pytest.mark.stores("valkey")  # memory keeps nothing to back up: a 
 # the per-room figures a restore must bring back as they were (live counters such as joinsLastMinute,
 # oldestWaitSec and estWaitSec move with the clock and are left out)
 KEPT = ("effectiveState", "generation", "waiting", "passesTotal", "nextTicket", "ratePerMinute", "paused")
+
+
+def logo_png() -> bytes:
+    """A small PNG of distinct pixels (the logo the drill's empty room carries)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    raw = b"".join(b"\x00" + bytes((x * 7 + y * 13) % 256 for x in range(48)) for y in range(16))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 16, 16, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 def _pg_tool(name: str) -> str:
@@ -136,6 +156,12 @@ def seed(srv: Server) -> tuple[list[str], dict[str, str]]:
                 assert r.status_code == 200, r.text
                 tokens[flow] = r.json()["token"]
         empty = create_room(admin, ratePerMinute=30, queueMaxPerIp=None)["id"]
+        set_logo = admin.post(
+            f"/api/admin/rooms/{empty}/logo", content=logo_png(), headers={"content-type": "image/png"}
+        )
+        assert set_logo.status_code == 200, set_logo.text
+        for rate in (31, 32, 33):  # room changes that keep the logo: journaled by reference
+            assert admin.post("/api/admin/rooms", json={"id": empty, "ratePerMinute": rate}).status_code == 200
     return [line, flow, empty], tokens
 
 
@@ -176,8 +202,14 @@ def test_restore_drill_into_a_new_database_under_an_empty_prefix(make_server: Se
                 assert s["state"] == "waiting" and s["position"] == places[room], (room, s)
         with again.admin() as admin:
             health = admin.get("/api/admin/health").json()
+            logo = admin.get(f"/api/admin/rooms/{rooms[2]}").json()["room"]["brand"]["logo"]
         assert health["storage"]["ok"] is True
         assert health["backend"]["roomsAheadOfJournal"] == 0 and health["backend"]["aheadOfJournal"] == {}
+        assert health["backend"]["recovery"]["logosLost"] == 0
+        assert logo["sha256"] == hashlib.sha256(logo_png()).hexdigest()
+        with again.client() as c:  # the bytes themselves, as the waiting page serves them
+            served = c.get(f"/w/{rooms[2]}/logo-{logo['sha256'][:16]}.png", headers={"accept-encoding": "identity"})
+        assert served.status_code == 200 and served.content == logo_png()
         again.stop()
 
 

@@ -314,6 +314,19 @@ def test_origin_down_answers_502_with_the_page_or_json_and_counts_it(qm: Server)
     assert f'qm_proxy_origin_errors_total{{phase="connect",room="{room_id}"}} 2.0' in metrics
 
 
+def test_the_origin_down_page_of_a_branded_room_carries_its_brand(qm: Server) -> None:
+    from tests.conformance.harness import free_port
+
+    brand = {"displayName": "Acme Outlet", "background": "#ffffff", "accent": "#1d4ed8", "message": {"en": "Back soon"}}
+    room_id, host = inline_room(qm, f"http://127.0.0.1:{free_port()}", host=_host(), brand=brand)
+    with visitor(qm, host) as c:
+        admitted(c, room_id)
+        page = c.get("/", headers={"Sec-Fetch-Mode": "navigate"})
+    assert page.status_code == 502 and page.headers["x-qm-origin"]
+    assert "Acme Outlet" in page.text and "Back soon" in page.text and "--accent: #1d4ed8" in page.text
+    assert "<script src" not in page.text and "<link" not in page.text
+
+
 def test_a_hung_origin_is_a_504_after_proxy_timeout(make_server, peer: Peer) -> None:  # type: ignore[no-untyped-def]
     srv = make_server({"PROXY_TIMEOUT_MS": "300"})
     room_id, host = inline_room(srv, peer.url, host=_host())

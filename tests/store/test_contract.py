@@ -7,6 +7,7 @@ operator reads it (the drill-down, ``lookup``), which has no side effects on pre
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 from typing import Any
 
@@ -17,6 +18,7 @@ from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import EVENT_LOG_VERSION
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.room import SLOT, Presented
+from queue_manager.engine.snapshot import config_from_public
 from queue_manager.engine.ticket import make_ref
 from queue_manager.store.valkey.keys import room_key
 
@@ -224,6 +226,60 @@ async def test_room_policy_and_match_rule(stores: Env) -> None:
     none = await env.store.match_rule("r", f"{TARGET}/shop/x")
     assert none["rule"] is None and not none["protected"]
     await raises(env.store.match_rule("nope", TARGET))
+
+
+# written as the rebuild writes it (engine/logo.py), so it is stored byte for byte
+LOGO_SVG = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 4 4"><rect width="4" height="4" fill="#ffd166"></rect></svg>'
+)
+BRAND = {
+    "displayName": "Acme",
+    "background": "#0b1f3a",
+    "accent": "#ffd166",
+    "message": {"en": "Doors at nine", "ja": "9時開場"},
+    "helpUrl": "https://help.acme.example/",
+    "logo": {"type": "image/svg+xml", "data": base64.b64encode(LOGO_SVG).decode()},
+}
+
+
+async def test_a_brand_is_kept_with_the_room_and_every_instance_reads_it(stores: Env) -> None:
+    env = stores
+    await env.room(brand=BRAND)
+    sha = hashlib.sha256(LOGO_SVG).hexdigest()
+    read = (await env.store.get_room("r"))["brand"]
+    # a read names the logo by hash and size; the bytes stay with the stored room
+    assert read == {**BRAND, "logo": {"type": "image/svg+xml", "sha256": sha, "bytes": len(LOGO_SVG)}}
+    assert [r["brand"] for r in await env.store.list_rooms()] == [read]
+    other = env.store if env.kind == "memory" else await make_valkey(env.redis, env.prefix, env.clock)
+    try:
+        policy = await other.room_policy("r")
+        assert policy is not None and policy.brand is not None
+        assert policy.brand.logo is not None and policy.brand.logo.data == LOGO_SVG
+        assert policy.brand.display_name == "Acme" and policy.brand.message_for("de") == "Doors at nine"
+        # a change through one instance merges into the brand and reaches the other
+        await other.upsert_room({"id": "r", "brand": {"accent": "#ffffff", "helpUrl": None}})
+        if other is not env.store:
+            env.store.config_fresh_sec = 0  # its copy is otherwise trusted for up to 2 s
+        changed = await env.store.room_policy("r")
+        assert changed is not None and changed.brand is not None
+        assert (changed.brand.accent, changed.brand.help_url, changed.brand.logo) == (
+            "#ffffff",
+            None,
+            policy.brand.logo,
+        )
+    finally:
+        if other is not env.store:
+            await other.close()
+    events = env.events()
+    # the journal carries the logo's bytes: a rebuild from it has the same brand
+    assert events[0].data["config"]["brand"]["logo"]["data"] == BRAND["logo"]["data"]
+    assert config_from_public(events[0].data["config"]).brand == policy.brand
+    err = await raises(env.store.upsert_room({"id": "r", "brand": {"accent": "#333333"}}))
+    assert err.code == "low_contrast" and err.extra["pair"] == ["#333333", "#0b1f3a"]
+    assert (await env.store.room_policy("r")).brand == changed.brand  # type: ignore[union-attr]
+    await env.store.upsert_room({"id": "r", "brand": None})
+    assert (await env.store.get_room("r"))["brand"] is None
+    assert (await env.store.room_policy("r")).brand is None  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------------- joining and the line

@@ -516,6 +516,16 @@ def _python_room() -> tuple[Engine, FakeClock]:
             "presenceSec": 30,
             "passedTtlSec": 200,
             "queueMaxPerIp": 5,
+            "brand": {
+                "displayName": "Checkpoint",
+                "background": "#ffffff",
+                "accent": "#1d4ed8",
+                "message": {"th": "รอสักครู่"},
+                "logo": {
+                    "type": "image/svg+xml",
+                    "data": "PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciPjwvc3ZnPg==",
+                },
+            },
         }
     )
     clients = [client(i, f"198.51.100.{i % 2}") for i in range(8)]
@@ -571,6 +581,7 @@ async def test_a_python_checkpoint_round_trips_through_valkey(one: Any) -> None:
     await store.import_room(doc)
     again = await store.export_room("cp")
     assert _relative(again) == _relative(doc)
+    assert again["config"]["brand"]["logo"]["data"] == doc["config"]["brand"]["logo"]["data"]
     # and back: a Valkey export loads into the Python engine and dumps the same document
     loaded = snapshot.load(again, FakeClock(mono=5_000), [])
     assert _relative(snapshot.dump(loaded)) == _relative(again)

@@ -157,6 +157,21 @@ OPS: dict[tuple[str, str], Op] = {
             },
         },
     ),
+    ("POST", "/api/admin/rooms/{room}/logo"): Op(
+        {
+            200: ok("The logo as kept (checked, or an SVG rebuilt) and the room.", _OBJ),
+            400: err("Not a PNG or an SVG this server keeps (`field` names brand.logo).", "bad_logo"),
+            404: _NO_ROOM,
+            415: err("The Content-Type is not image/png or image/svg+xml.", "bad_logo"),
+        },
+        (_ROOM_P,),
+        body={"type": "string", "contentMediaType": "application/octet-stream"},
+        body_media=("image/png", "image/svg+xml"),
+        description="The body is the image itself, at most the logo's size limit (docs/OPERATIONS.md).",
+    ),
+    ("DELETE", "/api/admin/rooms/{room}/logo"): Op(
+        {200: ok("The room, without a logo.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,)
+    ),
     ("POST", "/api/admin/rooms/{room}/purge"): Op(
         {200: ok("The line is empty.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,), body_required=False, body=_OBJ
     ),

@@ -73,7 +73,8 @@ def _common(route: Route, op: Op) -> list[tuple[int, Answer]]:
     """What every route of this kind answers besides its own answers."""
     out: list[tuple[int, Answer]] = []
     if op.body is not None:
-        out.append((400, err("The body is not a JSON object.", "bad_request")))
+        if JSON in op.body_media:
+            out.append((400, err("The body is not a JSON object.", "bad_request")))
         out.append((413, err("The body is over 16 KiB.", "payload_too_large")))
     if route.ticket or any(p.where == "query" for p in op.params):
         out.append((400, err("The query string could not be parsed.", "bad_request")))
@@ -153,7 +154,8 @@ def describe(route: Route, op: Op) -> dict[str, Any]:
     if params:
         doc["parameters"] = params
     if op.body is not None:
-        doc["requestBody"] = {"required": op.body_required, "content": {JSON: {"schema": dict(op.body)}}}
+        content = {media: {"schema": dict(op.body)} for media in op.body_media}
+        doc["requestBody"] = {"required": op.body_required, "content": content}
     return doc
 
 

@@ -51,6 +51,7 @@ class Op:
     description: str = ""
     limited: bool = False
     store: bool = True  # reads the store: ``503 storage_unavailable`` when it is unreachable
+    body_media: tuple[str, ...] = (JSON,)  # the media types the body may be sent as
 
 
 def ok(description: str, schema: Schema | None = None, media: str = JSON) -> Answer:

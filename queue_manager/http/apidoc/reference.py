@@ -73,6 +73,9 @@ def _body(op: Mapping[str, Any], schemas: Mapping[str, Any]) -> str:
     body = op.get("requestBody")
     if body is None:
         return ""
+    media = list(body["content"])
+    if "application/json" not in media:
+        return f"<p>Body: the {' or '.join(_code(m) for m in media)} itself.</p>"
     schema = body["content"]["application/json"]["schema"]
     if "$ref" in schema:
         schema = schemas[str(schema["$ref"]).rsplit("/", 1)[-1]]

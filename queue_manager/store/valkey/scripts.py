@@ -23,6 +23,7 @@ from queue_manager.store.valkey.keys import lua_key_table
 OPERATIONS = (
     "join",
     "status",
+    "status_many",
     "check",
     "door_replay",
     "tick",

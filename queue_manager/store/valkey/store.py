@@ -34,7 +34,7 @@ from queue_manager.engine.room import CheckResult, NewDoor, Presented
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import make_ref
 from queue_manager.engine.view import VisitorView
-from queue_manager.store.base import ChangeListener, Store, StoreUnavailable
+from queue_manager.store.base import STATUS_BATCH, ChangeListener, Store, StoreUnavailable
 from queue_manager.store.valkey import codec
 from queue_manager.store.valkey.breaker import Breaker
 from queue_manager.store.valkey.client import is_cluster, open_client
@@ -99,6 +99,19 @@ def _presented_args(presented: Presented | None) -> list[str]:
     if presented is None:
         return ["", "", ""]
     return [str(presented.gen), "" if presented.n is None else str(presented.n), presented.handle or ""]
+
+
+def _always(args: list[str]) -> ArgsFn:
+    return lambda _: args
+
+
+def _asks_args(asks: Sequence[tuple[ClientId, Presented | None]]) -> list[str]:
+    """status_many.lua's arguments: each ask's client and presented token, 7 strings per ask."""
+    out: list[str] = []
+    for client, presented in asks:
+        out += _client_args(client)
+        out += _presented_args(presented)
+    return out
 
 
 def _query(query: str) -> tuple[str, str, str, str]:
@@ -503,7 +516,8 @@ class ValkeyStore:
     ) -> tuple[dict[str, Any], list[Event]]:
         reply, events = await self._room_op("stats", room_id, now, lambda _: ["stats"], first=first)
         cache = self._config(room_id)
-        return {**cache.cfg.to_public(), **codec.stats(int(reply["gen"]), cache.cfg, reply, now[0])}, events
+        stats = codec.stats(int(reply["gen"]), cache.cfg, reply, now[0])
+        return {**cache.cfg.to_public(logo_data=False), **stats}, events
 
     async def get_room(self, room_id: str) -> dict[str, Any]:
         summary, events = await self._summary(room_id, await self._now())
@@ -562,7 +576,7 @@ class ValkeyStore:
             raise _Retry
         await self._register(room_id, score)
         self._absorb(room_id, reply)
-        data = {"fields": changed, "config": cfg.to_public(), **_seed_data(seed, commit)}
+        data = {"fields": changed, "config": cfg.to_event(None), **_seed_data(seed, commit)}
         await self._finish([_with_data(e, "room.create", data) for e in self._events(room_id, reply)])
         return await self.get_room(room_id), True, changed
 
@@ -583,7 +597,7 @@ class ValkeyStore:
             clocks = (base.session_ttl_sec, base.session_max_sec, base.passed_ttl_sec, base.presence_sec)
             clocks_changed = clocks != (cfg.session_ttl_sec, cfg.session_max_sec, cfg.passed_ttl_sec, cfg.presence_sec)
             moved = base.state != cfg.state or base.rate_per_minute != cfg.rate_per_minute
-            held.update(cfg=cfg, changed=changed, commit=_commits(base.opens_at_ms, cfg))
+            held.update(cfg=cfg, changed=changed, base=base, commit=_commits(base.opens_at_ms, cfg))
             return [
                 "update",
                 room_id,
@@ -602,7 +616,8 @@ class ValkeyStore:
                 raise _Retry from None  # deleted meanwhile: this upsert creates it (or, expecting a state, says so)
             raise
         cfg, changed = held["cfg"], held["changed"]
-        data = {"fields": changed, "config": cfg.to_public(), **_seed_data(seed, held["commit"])}
+        # the script wrote this config only over ``base`` (strict): the logo's bytes go once, when new
+        data = {"fields": changed, "config": cfg.to_event(held["base"]), **_seed_data(seed, held["commit"])}
         await self._finish([_with_data(e, "room.update", data) for e in events])
         return await self.get_room(room_id), False, changed
 
@@ -654,7 +669,7 @@ class ValkeyStore:
                 fields["preQueueMaxPerIp"] = body["preQueueMaxPerIp"]
             cfg, changed = apply_fields(base, {"id": room_id, **fields})
             cancelled = "opensAt" in body and body["opensAt"] is None and base.opens_at_ms is not None
-            held.update(cfg=cfg, changed=changed, commit=_commits(base.opens_at_ms, cfg))
+            held.update(cfg=cfg, changed=changed, base=base, commit=_commits(base.opens_at_ms, cfg))
             return [
                 _json(codec.store_form(cfg)),
                 *codec.lua_fields(cfg),
@@ -670,7 +685,8 @@ class ValkeyStore:
             await self._finish(events)
             raise
         _, events = await self._room_op("schedule", room_id, await self._now(), schedule_args, cv="strict")
-        data = {"fields": held["changed"], "config": held["cfg"].to_public(), **_seed_data(seed, held["commit"])}
+        config = held["cfg"].to_event(held["base"])
+        data = {"fields": held["changed"], "config": config, **_seed_data(seed, held["commit"])}
         await self._finish([_with_data(e, "room.schedule", data) for e in events])
         return await self.get_room(room_id)
 
@@ -709,6 +725,20 @@ class ValkeyStore:
         reply, events = await self._room_op("status", room_id, now, lambda _: args)
         await self._finish(events)
         return codec.visitor_view(room_id, int(reply["gen"]), self._config(room_id).cfg, reply, *now)
+
+    async def status_many(self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]) -> list[VisitorView]:
+        """One script call per STATUS_BATCH asks (lua/status_many.lua), every part at the same instant."""
+        if not asks:
+            return []
+        now = await self._now()
+        out: list[VisitorView] = []
+        for start in range(0, len(asks), STATUS_BATCH):
+            args = _asks_args(asks[start : start + STATUS_BATCH])
+            reply, events = await self._room_op("status_many", room_id, now, _always(args))
+            await self._finish(events)
+            gen, cfg = int(reply["gen"]), self._config(room_id).cfg
+            out.extend(codec.visitor_view(room_id, gen, cfg, r, *now) for r in reply["vs"])
+        return out
 
     async def check(
         self,

@@ -3,6 +3,7 @@ import { $, $$, el, fmtInt, toast } from "./ui.js";
 import { may, state } from "./state.js";
 import { api } from "./api.js";
 import { head, openDialog } from "./dialogs.js";
+import { brandFieldset, collectBrand, uploadLogo } from "./brand.js";
 
 const FIELDS = [
   ["name", "Display name", "text", "Shown on the waiting page."],
@@ -134,7 +135,8 @@ function openEditor(roomId, opener) {
     showOriginWarnings();
   }
   const err = el("p", { class: "error", role: "alert" });
-  form.append(el("div", { class: "dlg-body" }, fields, autoSet, tuneSet, rulesSet),
+  const brandSet = brandFieldset(room);
+  form.append(el("div", { class: "dlg-body" }, fields, autoSet, tuneSet, brandSet, rulesSet),
     el("div", { class: "dlg-foot" }, err, el("button", { type: "button", class: "btn", onclick: () => dlg.close() }, "Cancel"),
       el("button", { type: "submit", class: "btn primary" }, creating ? "Create room" : "Save changes")));
   form.addEventListener("submit", async (ev) => {
@@ -143,9 +145,13 @@ function openEditor(roomId, opener) {
     $$(".field.bad", form).forEach((f) => f.classList.remove("bad"));
     let body;
     try { body = collect(form, room, rulesBox); } catch (e) { err.textContent = e.message; return; }
+    const brand = collectBrand(form, room);
+    if (Object.keys(brand).length) body.brand = brand;
     try {
       const res = await api("POST", "api/admin/rooms", body);
       state.rooms.set(res.room.id, { ...(state.rooms.get(res.room.id) || {}), ...res.room });
+      const withLogo = await uploadLogo(form, res.room.id);
+      if (withLogo) state.rooms.set(withLogo.id, { ...(state.rooms.get(withLogo.id) || {}), ...withLogo });
       toast(res.created ? `Created ${res.room.id}.` : `Saved ${res.room.id}.`);
       dlg.close();
     } catch (e) {

@@ -50,6 +50,13 @@
     for (var i = 0; i < nodes.length; i++) nodes[i].textContent = t(nodes[i].getAttribute('data-i18n'));
     var sel = $('lang');
     if (sel && sel.value !== v) sel.value = v;
+    var note = $('brand-message');
+    if (note) {
+      var notes = (cfg.brandMessage && typeof cfg.brandMessage === 'object') ? cfg.brandMessage : {};
+      var text = notes[v] || notes.en || '';
+      note.textContent = text;
+      note.hidden = !text;
+    }
     headlineKey = null;
     noticeKey = null;
     if (last) render(last); else setTitle(null);

@@ -879,13 +879,18 @@ local function flush()
     redis.call('HSET', K.st, unpack(args))
   end
   S_dirty = {}
+  local put = {}
   for n in pairs(T_dirty) do
     local raw = T_raw[n]
     if raw then
-      redis.call('HSET', K.t, I(n), cjson.encode(raw))
+      put[#put + 1] = I(n)
+      put[#put + 1] = cjson.encode(raw)
     else
       redis.call('HDEL', K.t, I(n))
     end
+  end
+  if #put > 0 then
+    chunked('HSET', K.t, put, 512)
   end
   T_dirty = {}
 end

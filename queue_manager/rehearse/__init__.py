@@ -1,0 +1,1 @@
+"""Surge rehearsals and wait simulations: ``qm rehearse`` and ``qm simulate`` (docs/OPERATIONS.md)."""

@@ -1,0 +1,311 @@
+"""``qm simulate``: a surge played through the queue's own engine on a simulated clock (no server).
+
+The room is an ``engine.Engine`` room on a ``FakeClock``; the simulation only decides *when* things
+happen, and the engine decides *what* happens, exactly as it does for the memory store:
+
+* visitor ``k`` joins (``Room.join``) at the arrival curve's instant; the ETA it is shown is the
+  view the server would render for that join; before a scheduled drop opens (``opens_after``) the
+  join is a pre-queue entry, drawn into the line when the doors open (the depth counts both);
+* the room ticks once a second (``Engine.tick``), as the server's ticker does: outflow, capacity,
+  absent holders skipped, passes and sessions expiring;
+* a visitor who keeps the waiting page open is seen: a polling page asks ``Room.status`` every
+  ``poll_every`` seconds from its join, a page holding the live stream asks after every tick
+  (a stream's frame is that status); a no-show is never seen again after joining;
+* a visitor who sees its pass goes to the door at once (``Room.check``); turned away (``at_capacity``)
+  it keeps polling and tries the door at each poll; admitted, it keeps browsing for ``stay`` seconds
+  (a door check every ``poll_every`` seconds), then leaves, and the session idles out
+  (``sessionTtlSec``) as the engine says.
+
+The wait measured is the visitor's own: from its join to the moment its page shows the pass.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import heapq
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from queue_manager.clock import FakeClock
+from queue_manager.engine.engine import Engine
+from queue_manager.engine.model import ClientId
+from queue_manager.engine.randomness import SeededRandom
+from queue_manager.engine.room import Presented, visitor_view
+from queue_manager.rehearse.ramp import Ramp
+from queue_manager.rehearse.stats import eta_error, percentile, spread
+
+JOIN, POLL, BROWSE = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """What is simulated: the room's settings (the admin API's field names) and the crowd."""
+
+    room: dict[str, Any]
+    ramp: Ramp
+    visitors: int
+    no_show: float = 0.0
+    stream: float = 0.0
+    poll_every: float = 5.0
+    stay: float = 0.0
+    seed: int = 1
+    until: float = 6 * 3600.0  # simulated seconds at most
+    opens_after: float | None = None  # a scheduled drop: the doors open this long after the first arrival
+
+
+@dataclass(slots=True)
+class _Visitor:
+    k: int
+    client: ClientId
+    no_show: bool
+    stream: bool
+    joined_at: float = 0.0
+    presented: Presented | None = None
+    eta: int | None = None
+    saw_pass: float | None = None
+    admitted_at: float | None = None
+    leave_at: float = 0.0
+    door: tuple[str, bytes] = ("", b"")
+    done: bool = False
+
+
+@dataclass(slots=True)
+class Sample:
+    t: int
+    arrived: int
+    depth: int
+    passes: int
+    admitted: int
+    sessions: int
+    p50: float | None = None
+    p90: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "t": self.t,
+            "arrived": self.arrived,
+            "depth": self.depth,
+            "passes": self.passes,
+            "admitted": self.admitted,
+            "sessions": self.sessions,
+            "waitP50": self.p50,
+            "waitP90": self.p90,
+        }
+
+
+@dataclass(slots=True)
+class Outcome:
+    scenario: Scenario
+    samples: list[Sample] = field(default_factory=list)
+    waits: list[float] = field(default_factory=list)
+    eta_pairs: list[tuple[float, float]] = field(default_factory=list)
+    admitted: int = 0
+    expired: int = 0
+    no_shows: int = 0
+    first_admission: float | None = None
+    ended_at: float = 0.0
+    finished: bool = True
+    rate_per_minute: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.scenario
+        peak = max(self.samples, key=lambda x: x.depth) if self.samples else None
+        return {
+            "scenario": {
+                "room": s.room,
+                "visitors": s.visitors,
+                "arrival": s.ramp.spec,
+                "noShow": s.no_show,
+                "stream": s.stream,
+                "pollEverySec": s.poll_every,
+                "staySec": s.stay,
+                "seed": s.seed,
+                "opensAfterSec": s.opens_after,
+            },
+            "visitors": s.visitors,
+            "noShows": self.no_shows,
+            "admitted": self.admitted,
+            "expired": self.expired,
+            "finished": self.finished,
+            "endedSec": round(self.ended_at, 1),
+            "firstAdmissionSec": None if self.first_admission is None else round(self.first_admission, 1),
+            "peakDepth": 0 if peak is None else peak.depth,
+            "peakDepthAtSec": None if peak is None else peak.t,
+            "wait": spread(self.waits),
+            "etaError": eta_error(self.eta_pairs),
+            "outflowPerMin": _outflow(self.samples),
+            "ratePerMinute": self.rate_per_minute,
+            "samples": [x.to_json() for x in self.samples],
+        }
+
+
+def _outflow(samples: list[Sample]) -> float | None:
+    """Passes a minute from the first second with a pass to the second the last one came."""
+    first = next((x for x in samples if x.passes), None)
+    if first is None:
+        return None
+    last = next(x for x in samples if x.passes == samples[-1].passes)
+    if last.t <= first.t:
+        return None
+    return round((last.passes - first.passes) * 60 / (last.t - first.t), 1)
+
+
+def _client(k: int) -> ClientId:
+    """Visitor ``k``: an address of its own (198.18.0.0/15, the benchmarking range) and a cookie of its own."""
+    digest = hashlib.blake2b(k.to_bytes(8, "big"), digest_size=28).digest()
+    return ClientId(ident=f"198.{18 + (k >> 16) % 2}.{(k >> 8) & 255}.{k & 255}", fp=digest[:12], cookie=digest[12:])
+
+
+def simulate(sc: Scenario) -> Outcome:
+    """Play ``sc`` through the engine; deterministic for a scenario (its seed included)."""
+    clock = FakeClock()
+    engine = Engine(clock, rng=SeededRandom(sc.seed))
+    body: dict[str, Any] = {"queueMaxPerIp": None, "preQueueMaxPerIp": None, **sc.room}
+    if sc.opens_after is not None:
+        body["opensAt"] = clock.wall_ms() + round(sc.opens_after * 1000)
+    room, _, _ = engine.upsert(body)
+    out = Outcome(sc, rate_per_minute=room.cfg.rate_per_minute)
+    pick = random.Random(sc.seed)
+    times = sc.ramp.arrival_times(sc.visitors)
+    visitors = []
+    for k in range(sc.visitors):
+        no_show = pick.random() < sc.no_show
+        stream = not no_show and pick.random() < sc.stream
+        visitors.append(_Visitor(k, _client(k), no_show, stream))
+    out.no_shows = sum(v.no_show for v in visitors)
+    start = clock.mono_ms()
+    heap: list[tuple[int, int, int, int]] = [(round(t * 1000), JOIN, k, k) for k, t in enumerate(times)]
+    heapq.heapify(heap)
+    seq = sc.visitors
+    streams: set[int] = set()
+    poll_ms = max(1, round(sc.poll_every * 1000))
+    arrived = 0
+    open_visitors = sc.visitors - out.no_shows
+
+    def go(ms: int) -> None:
+        now = clock.mono_ms() - start
+        if ms > now:
+            clock.advance((ms - now) / 1000)
+
+    def later(v: _Visitor, at_ms: int, kind: int) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(heap, (at_ms, kind, seq, v.k))
+
+    def finish(v: _Visitor, *, expired: bool) -> None:
+        nonlocal open_visitors
+        v.done = True
+        streams.discard(v.k)
+        open_visitors -= 1
+        if expired:
+            out.expired += 1
+
+    def see(v: _Visitor, now_ms: int) -> None:
+        """The visitor's page asks for its status; at its pass it goes to the door."""
+        found = room.status(v.client, v.presented)
+        t = found.ticket
+        if t is None and found.pre is not None:  # in the pre-queue until the doors open
+            if not v.stream:
+                later(v, now_ms + poll_ms, POLL)
+            return
+        if t is None:  # the place is gone (its pass lapsed unused)
+            finish(v, expired=True)
+            return
+        if t.state == "waiting":
+            if not v.stream:
+                later(v, now_ms + poll_ms, POLL)
+            return
+        now = now_ms / 1000
+        if v.saw_pass is None:
+            v.saw_pass = now
+            out.waits.append(now - v.joined_at)
+            if v.eta is not None:
+                out.eta_pairs.append((now - v.joined_at, float(v.eta)))
+        if t.state == "passed":
+            result = room.check(v.client, v.presented, None, None, v.door)
+            if not result.admit:
+                if not v.stream:
+                    later(v, now_ms + poll_ms, POLL)
+                return
+        v.admitted_at = now
+        out.admitted += 1
+        if out.first_admission is None:
+            out.first_admission = now
+        streams.discard(v.k)
+        v.leave_at = now + sc.stay
+        if sc.stay > 0:
+            later(v, now_ms + poll_ms, BROWSE)
+        else:
+            finish(v, expired=False)
+
+    next_tick = 1000
+    limit_ms = round(sc.until * 1000)
+    while True:
+        while heap and heap[0][0] < next_tick:
+            at, kind, _, k = heapq.heappop(heap)
+            go(at)
+            v = visitors[k]
+            if kind == JOIN:
+                found = room.join(v.client, None, None)
+                arrived += 1
+                v.joined_at = at / 1000
+                if found.pre is not None:  # before the doors open: a pre-queue handle, drawn at opening
+                    v.presented = Presented(room.gen, handle=found.pre.handle)
+                else:
+                    assert found.ticket is not None
+                    v.presented = Presented(room.gen, n=found.ticket.n)
+                v.door = (f"dk{k}", hashlib.blake2b(b"dk%d" % k, digest_size=16).digest())
+                v.eta = visitor_view(room, found).eta_sec
+                if v.no_show:
+                    continue
+                if v.stream:
+                    streams.add(k)
+                else:
+                    later(v, at + poll_ms, POLL)
+            elif kind == POLL and not v.done:
+                see(v, at)
+            elif kind == BROWSE and not v.done:
+                room.check(v.client, v.presented, v.door[1], None, v.door)
+                if at / 1000 + sc.poll_every <= v.leave_at:
+                    later(v, at + poll_ms, BROWSE)
+                else:
+                    finish(v, expired=False)
+        go(next_tick)
+        engine.tick()
+        engine.events.clear()  # nothing journals a simulation
+        for k in sorted(streams):  # a live stream's frame after the tick
+            see(visitors[k], next_tick)
+        out.samples.append(
+            Sample(
+                next_tick // 1000,
+                arrived,
+                len(room.line) + len(room.prequeue),
+                room.passes_total,
+                out.admitted,
+                len(room.sessions),
+            )
+        )
+        settled = arrived == sc.visitors and open_visitors == 0 and not len(room.line) and not room.prequeue
+        if settled or next_tick >= limit_ms:
+            out.finished = settled
+            break
+        next_tick += 1000
+    out.ended_at = next_tick / 1000
+    _fill_waits(out, visitors)
+    return out
+
+
+def _fill_waits(out: Outcome, visitors: list[_Visitor]) -> None:
+    """Each sample's p50/p90 of the waits measured up to its second."""
+    seen = sorted((v.saw_pass, v.saw_pass - v.joined_at) for v in visitors if v.saw_pass is not None)
+    so_far: list[float] = []
+    i = 0
+    for sample in out.samples:
+        while i < len(seen) and seen[i][0] <= sample.t:
+            bisect.insort(so_far, seen[i][1])
+            i += 1
+        p50, p90 = percentile(so_far, 50), percentile(so_far, 90)
+        sample.p50 = None if p50 is None else round(p50, 1)
+        sample.p90 = None if p90 is None else round(p90, 1)

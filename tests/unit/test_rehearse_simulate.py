@@ -1,0 +1,83 @@
+"""``qm simulate``: the engine's own rules on a simulated clock, repeatable for a seed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from queue_manager.rehearse.command import main
+from queue_manager.rehearse.ramp import parse_ramp
+from queue_manager.rehearse.simulate import Scenario, simulate
+
+ROOM = {"id": "sim", "targetUrl": "https://shop.example"}
+
+
+def _run(room: dict[str, Any], arrival: str, visitors: int, **kw: Any) -> dict[str, Any]:
+    return simulate(Scenario({**ROOM, **room}, parse_ramp(arrival), visitors, **kw)).to_json()
+
+
+def test_the_same_seed_gives_the_same_prediction_and_another_seed_another() -> None:
+    scenario = ({"ratePerMinute": 600, "presenceSec": 10}, "linear:0-50/s:10s", 400)
+    first = _run(*scenario, no_show=0.3, stream=0.4, poll_every=2, seed=7)
+    again = _run(*scenario, no_show=0.3, stream=0.4, poll_every=2, seed=7)
+    assert json.dumps(first) == json.dumps(again)
+    other = _run(*scenario, no_show=0.3, stream=0.4, poll_every=2, seed=8)
+    assert (other["noShows"], other["samples"]) != (first["noShows"], first["samples"])
+
+
+def test_the_line_drains_at_the_rooms_rate_and_the_eta_holds() -> None:
+    r = _run({"ratePerMinute": 1200}, "burst", 200, poll_every=1)
+    assert r["admitted"] == 200 and r["finished"]
+    assert r["outflowPerMin"] == pytest.approx(1200, rel=0.05)
+    assert r["endedSec"] == pytest.approx(10, abs=1)  # 200 at 20 a second
+    assert r["peakDepth"] == 200 - 20  # the first tick lets 20 out
+    # nobody is promoted between ticks, and a poll a second sees a pass within a second
+    assert abs(r["etaError"]["medianSec"]) <= 1.0
+
+
+def test_capacity_holds_sessions_to_max_concurrent() -> None:
+    r = _run({"ratePerMinute": 6000, "maxConcurrent": 10, "sessionTtlSec": 20}, "burst", 40, poll_every=1)
+    assert r["admitted"] == 40
+    assert max(s["sessions"] for s in r["samples"]) == 10
+    # ten sessions at a time, each idling out 20 s after its one door check: four rounds
+    assert r["endedSec"] >= 3 * 20
+
+
+def test_absent_no_shows_are_skipped_without_costing_the_rate() -> None:
+    room = {"ratePerMinute": 60, "presenceSec": 5}
+    present = _run(room, "burst", 20, no_show=0.5, poll_every=1, seed=3)
+    assert present["noShows"] >= 5
+    # one promotion a second, paid for by the present visitors only once the no-shows count as absent
+    assert present["endedSec"] < 20 - present["noShows"] + 6
+    never_absent = _run({**room, "presenceSec": None}, "burst", 20, no_show=0.5, poll_every=1, seed=3)
+    assert never_absent["endedSec"] >= 20
+
+
+def test_the_command_writes_the_chart_and_prints_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chart = tmp_path / "drop.html"
+    argv = ["simulate", "--rate", "600", "--visitors", "100", "--arrival", "const:20/s", "--json"]
+    assert main([*argv, "--chart", str(chart)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["admitted"] == 100
+    assert report["scenario"]["room"]["ratePerMinute"] == 600
+    page = chart.read_text()
+    assert page.count("<svg") == 2 and "<script" not in page
+    assert main(argv[:-1]) == 0
+    text = capsys.readouterr().out
+    assert "wait p50" in text and "admitted           100 of 100" in text
+
+
+def test_a_scheduled_drop_draws_the_pre_queue_when_the_doors_open() -> None:
+    room = {"ratePerMinute": 600}
+    r = _run(room, "const:10/s", 100, poll_every=1, opens_after=30, seed=2)
+    assert r["admitted"] == 100 and r["finished"]
+    assert r["firstAdmissionSec"] >= 30  # nobody passes before the doors open
+    before = [s for s in r["samples"] if s["t"] < 30]
+    assert before[-1]["depth"] == 100 and before[-1]["passes"] == 0  # all 100 wait in the pre-queue
+    # in arrival order every wait would be 30 s (each passes 30 s after it came, ten a second); the
+    # draw shuffles them, so some wait much longer than the median
+    assert r["wait"]["max"] - r["wait"]["p50"] >= 3
+    assert _run(room, "const:10/s", 100, poll_every=1, opens_after=30, seed=2) == r
