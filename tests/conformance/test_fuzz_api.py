@@ -7,10 +7,10 @@ media type and match its schema, and a 4xx in JSON must name its ``code``. Each 
 (random room ids: mostly unknown rooms) and once more on a room that exists, so the handlers past the
 404 are reached too.
 
-``QM_FUZZ_EXAMPLES`` sets the examples per operation, mode and pass (12 here, 1,850 requests per store;
+``QM_FUZZ_EXAMPLES`` sets the examples per operation, mode and pass (12 here, about 1,950 requests per store;
 ``make fuzz`` runs 500, about 75,000) and ``QM_FUZZ_ONLY`` narrows the run to the operations whose label
 holds it. Both stores on two workers take about 52 s of the 90 s the module is allowed on two cores
-(docs/testing.md): the examples are that few because there are seventy operations, two modes and two
+(docs/testing.md): the examples are that few because there are over seventy operations, two modes and two
 passes each.
 """
 
