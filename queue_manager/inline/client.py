@@ -195,7 +195,7 @@ class Upstream(asyncio.Protocol):
         chunked = False
         for k, v in self.headers:
             if k == b"content-length":
-                self.length = int(v) if v.isdigit() else None
+                self.length = int(v) if v.isascii() and v.isdigit() else None
             elif k == b"transfer-encoding" and b"chunked" in v.lower():
                 chunked = True
         # neither a length nor chunked: the body ends when the connection does (HTTP/1.0 style)

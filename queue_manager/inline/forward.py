@@ -77,11 +77,11 @@ def split_host(host: str, scheme: str) -> tuple[str, int]:
         end = host.find("]")
         name = host[: end + 1] if end > 0 else host
         rest = host[end + 1 :] if end > 0 else ""
-        if rest.startswith(":") and rest[1:].isdigit():
+        if rest.startswith(":") and rest[1:].isascii() and rest[1:].isdigit():
             port = int(rest[1:])
     elif host.count(":") == 1:
         name, _, p = host.partition(":")
-        if p.isdigit():
+        if p.isascii() and p.isdigit():  # "²" is a digit to isdigit, not to int
             port = int(p)
     return name.lower(), port or (443 if scheme == "https" else 80)
 

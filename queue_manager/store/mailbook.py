@@ -39,7 +39,7 @@ class Place:
     def parse(cls, member: str) -> Place | None:
         room_id, _, rest = member.partition(":")
         gen, _, n = rest.partition(":")
-        if not room_id or not gen.isdigit() or not n.isdigit():
+        if not room_id or not (gen + n).isascii() or not gen.isdigit() or not n.isdigit():
             return None
         return cls(room_id, int(gen), int(n))
 

@@ -208,7 +208,7 @@ def refusal_page(headers: list[tuple[bytes, bytes]], lang: str = "en") -> bytes:
     lang = lang if lang in REFUSAL_TEXT else "en"
     head, body = REFUSAL_TEXT[lang]
     n = html.escape(retry)
-    seconds = int(retry) if retry.isdigit() else 30
+    seconds = int(retry) if retry.isascii() and retry.isdigit() else 30
     return (
         f"<!doctype html><html lang={lang}><meta charset=utf-8><meta name=robots content=noindex>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'

@@ -9,7 +9,7 @@ import pytest
 from queue_manager.http.identity import Identity
 from queue_manager.inline import forward, gate
 from queue_manager.inline.client import Origin, Pool, UpstreamError
-from queue_manager.inline.forward import downstream_headers, strip_console_cookie, upstream_headers
+from queue_manager.inline.forward import downstream_headers, split_host, strip_console_cookie, upstream_headers
 from queue_manager.ssrf import OriginRefused, is_private
 
 # ---------------------------------------------------------------------- SSRF: every range the guide lists
@@ -350,3 +350,10 @@ def test_the_host_index_matches_hosts_as_visitors_send_them() -> None:
         "blog.example": None,  # a snippet room is not inline
     }
     assert index.by_room["shop"].origin.key == "http://10.0.0.5:3000"
+
+
+def test_a_host_port_in_other_scripts_digits_is_no_port() -> None:
+    # "²" and "٣" are digits to str.isdigit but not to int(): the scheme's default port, never an error
+    assert split_host("shop.example:²", "https") == ("shop.example", 443)
+    assert split_host("[::1]:٣", "http") == ("[::1]", 80)
+    assert split_host("Shop.Example:8443", "https") == ("shop.example", 8443)

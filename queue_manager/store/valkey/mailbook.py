@@ -96,7 +96,7 @@ class ValkeyAddressBook:
             address=_text(raw.get(b"to")),
             lang=_text(raw.get(b"lang")) or "en",
             link=_text(raw.get(b"link")),
-            signed_ms=int(at) if at.isdigit() else 0,
+            signed_ms=int(at) if at.isascii() and at.isdigit() else 0,
             sent=b"sent" in raw,
             lapsed=b"lapsed" in raw,
         )
