@@ -800,6 +800,19 @@ local function describe(n)  -- the raw material of describe(); Python renders it
   return d
 end
 
+local function mark_polled(found)  -- Room.status's marks: the holder seen, told when a pass is shown
+  if found.ticket ~= nil then
+    local t = found.ticket
+    t.sn = NOW
+    if t.s == 'passed' then
+      t.tl = true
+    end
+  elseif found.pre ~= nil then
+    found.pre.sn = NOW
+    save_pre(found.pre)
+  end
+end
+
 local function view_payload(found)  -- the raw material of visitor_view()
   local out = {k = 'ok', eff = effective_state(NOW_WALL), reason = found.reason, n = found.n, new = found.new}
   if out.eff == 'scheduled' then

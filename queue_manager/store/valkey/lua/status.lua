@@ -10,14 +10,5 @@ end
 local C = client_at(A + 1)
 local P = presented_at(A + 5)
 local found = resolve(P, C)
-if found.ticket ~= nil then
-  local t = found.ticket
-  t.sn = NOW
-  if t.s == 'passed' then
-    t.tl = true
-  end
-elseif found.pre ~= nil then
-  found.pre.sn = NOW
-  save_pre(found.pre)
-end
+mark_polled(found)
 return done(view_payload(found))

@@ -1,5 +1,5 @@
 -- status_many (Room.status for each ask in turn, at one instant): the room is loaded, drawn and swept
--- once, then every ask is resolved and marked exactly as status.lua does it.
+-- once, then every ask is resolved and marked (mark_polled) exactly as status.lua does it.
 -- ARGV after the header: the asks, 7 each: ident, fp, fp2, cookie, presented gen, n, handle.
 local early = begin(false, true)
 if early then
@@ -11,16 +11,7 @@ end
 local views = {}
 for i = A + 1, #ARGV, 7 do
   local found = resolve(presented_at(i + 4), client_at(i))
-  if found.ticket ~= nil then
-    local t = found.ticket
-    t.sn = NOW
-    if t.s == 'passed' then
-      t.tl = true
-    end
-  elseif found.pre ~= nil then
-    found.pre.sn = NOW
-    save_pre(found.pre)
-  end
+  mark_polled(found)
   local view = view_payload(found)
   view.k = nil
   local t = view.t
