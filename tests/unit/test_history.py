@@ -199,3 +199,34 @@ def test_waits_of_a_failed_write_are_written_once_with_the_next() -> None:
         assert row.measured == 3 and row.wait_sum == 6.0
 
     asyncio.run(go())
+
+
+def test_a_stop_ends_the_writer_even_when_a_write_swallows_the_cancellation() -> None:
+    """A database driver may take a cancel that reaches it mid-write for its own and return: the writer's
+    loop still ends, so the server's stop does not wait on it for ever."""
+
+    class Swallowing(MemoryWarehouse):
+        def __init__(self) -> None:
+            super().__init__()
+            self.entered = asyncio.Event()
+
+        async def update(self, hour: int, rooms: list[str], change: Any) -> None:
+            self.entered.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                return  # the cancel taken for the write's own, as some drivers do
+
+    async def go() -> None:
+        now = [T0 + 60_000]
+        warehouse = Swallowing()
+        history = HourlyHistory(warehouse, MemoryRefusals(), lambda: now[0], retain_days=1, seed=1)
+        await history.start()
+        history.offer([{"id": "r", "generation": 1, "joinsTotal": 1, "passesTotal": 0, "waiting": 1}], {}, now[0])
+        await warehouse.entered.wait()
+        stop = asyncio.ensure_future(history.stop())
+        done, _ = await asyncio.wait({stop}, timeout=30)  # a bound for the test itself; the stop takes no time
+        assert done, "the writer's loop went on waiting after the stop cancelled it"
+        stop.result()
+
+    asyncio.run(go())
