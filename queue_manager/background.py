@@ -55,3 +55,12 @@ async def cancel_all(tasks: Iterable[asyncio.Task[Any]]) -> None:
     for task in pending:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+
+
+def stop_if_cancelled() -> None:
+    """Raise CancelledError when this task was asked to stop. For a loop whose step may swallow the cancel:
+    a database driver can take a cancel that reaches it mid-call for its own and return normally, and the
+    loop would then go on waiting while its Job's stop waits for it."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

@@ -16,7 +16,7 @@ import logging
 
 from redis.asyncio import Redis
 
-from queue_manager.background import Job
+from queue_manager.background import Job, stop_if_cancelled
 from queue_manager.store.valkey.keys import history_refusals_key
 
 log = logging.getLogger("queue_manager.history")
@@ -84,4 +84,6 @@ class SharedRefusals:
             try:
                 await self.flush()
             except Exception as exc:
+                stop_if_cancelled()
                 log.debug("history refusals: %s", type(exc).__name__)
+            stop_if_cancelled()  # a write under way took the stop's cancel for its own

@@ -26,7 +26,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from queue_manager.background import Job
+from queue_manager.background import Job, stop_if_cancelled
 from queue_manager.store.base import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -115,7 +115,9 @@ class TimelineNotes:
                     await self.prune()
                     pruned_at = loop.time()
             except Exception as exc:  # kept for the next round; PostgreSQL's own health is reported elsewhere
+                stop_if_cancelled()
                 log.warning("timeline: marks not saved yet: %s", type(exc).__name__)
+            stop_if_cancelled()  # a write under way took the stop's cancel for its own
 
     async def flush(self) -> int:
         """Write every held mark in one transaction; returns how many were handed over. On failure they

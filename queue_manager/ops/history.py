@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from queue_manager.background import stop_if_cancelled
 from queue_manager.ops.series import weighted_percentile
 
 log = logging.getLogger("queue_manager.history")
@@ -536,7 +537,6 @@ class HourlyHistory:
             log.warning("history: the open hour could not be saved at stop: %s", type(exc).__name__)
 
     async def _run(self) -> None:
-        task = asyncio.current_task()
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -544,16 +544,12 @@ class HourlyHistory:
                 await self.write()
                 await self._maybe_prune()
             except Exception as exc:  # kept: the next sample carries the counters on, the waits stay held
-                if task is not None and task.cancelling():
-                    raise asyncio.CancelledError from exc  # the stop's cancel, turned into an error on the way
+                stop_if_cancelled()  # the stop's cancel, turned into an error on the way
                 self.write_errors += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"[:200]
                 log.warning("history: the open hour not saved yet: %s", type(exc).__name__)
                 await asyncio.sleep(1.0)
-            if task is not None and task.cancelling():
-                # the stop cancelled this task while a write was under way, and the write's driver took
-                # the cancellation for its own: the stop still asked this loop to end
-                raise asyncio.CancelledError
+            stop_if_cancelled()  # a write under way took the stop's cancel for its own
 
     async def fold_open_hour(self) -> list[dict[str, Any]]:
         """Write the latest sample into the open hour now (the leader, or STORE=memory), and return the open
