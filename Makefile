@@ -1,27 +1,65 @@
 # Queue Manager — the same commands locally and in CI.
+#
+# Every Python package is installed from uv.lock (exact versions, with their hashes), by uv: the Makefile
+# installs the uv release named in scripts/uv-requirements.txt into .tools/ when it is not there yet, so a
+# fresh machine needs only python3 and make. `make lock` moves the lock on purpose; `make test-latest` runs the
+# whole suite on the newest versions pyproject.toml's ranges allow, in a venv of its own, lock untouched.
 PY      ?= python3
-VENV    := .venv
+VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 DEVSTAMP:= $(VENV)/.installed-dev
+TOOLS   := .tools
+UV      ?= $(TOOLS)/bin/uv
+# the uv to install first, when UV is the one this Makefile keeps in .tools/
+UV_DEP  := $(filter $(TOOLS)/%,$(UV))
+LATEST  := .venv-latest
 
-.PHONY: install install-dev run test test-unit test-conformance test-conformance-valkey test-cluster fuzz lint bench clean
+# uv: the machine's python3, never a download of its own; the project's venv is $(VENV)
+export UV_PYTHON           ?= $(PY)
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT = $(VENV)
 
-$(BIN)/python:
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+.PHONY: install install-dev run test check test-latest lock wheel test-unit test-conformance test-conformance-valkey test-cluster fuzz lint bench clean
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+$(TOOLS)/bin/uv: scripts/uv-requirements.txt
+	$(PY) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install -q --isolated --disable-pip-version-check --require-hashes -r scripts/uv-requirements.txt
 	touch $@
 
-$(DEVSTAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+# the server's dependencies, exactly as locked (--inexact: the dev tools stay when they are there)
+$(STAMP): pyproject.toml uv.lock | $(UV_DEP)
+	$(UV) sync -q --locked --inexact
+	touch $@
+
+# the server's and the dev tools', exactly as locked
+$(DEVSTAMP): pyproject.toml uv.lock | $(UV_DEP)
+	$(UV) sync -q --locked --extra dev
 	touch $@ $(STAMP)
 
 install: $(STAMP)
 
 install-dev: $(DEVSTAMP)
+
+## Refresh uv.lock: the newest versions pyproject.toml's ranges allow, every file's hash. Commit it after `make test`.
+lock: | $(UV_DEP)
+	$(UV) lock --upgrade
+
+## The whole suite on the newest versions the ranges allow, in $(LATEST)/ (uv.lock is not read or changed);
+## first the versions that differ from the lock. Drift is seen here on purpose, not by a newcomer.
+test-latest: | $(UV_DEP)
+	rm -rf $(LATEST)
+	$(UV) venv -q $(LATEST)
+	$(UV) pip install -q --refresh --python $(LATEST)/bin/python -e '.[dev]'
+	$(UV) export -q --frozen --extra dev --no-hashes --no-emit-project -o $(LATEST)/locked.txt
+	$(UV) pip freeze -q --python $(LATEST)/bin/python --exclude-editable > $(LATEST)/latest.txt
+	$(PY) scripts/drift.py $(LATEST)/locked.txt $(LATEST)/latest.txt
+	$(MAKE) --no-print-directory check VENV=$(LATEST)
+
+## The wheel a self-hoster installs (dist/queue_manager-<version>-py3-none-any.whl): the server, its web assets,
+## its Lua scripts, the guides and the connectors' sources.
+wheel: | $(UV_DEP)
+	$(UV) build -q --wheel --out-dir dist
 
 ## Start the server on the embedded store (STORE=memory); prints where it listens and how to sign in.
 run: $(STAMP)
@@ -38,13 +76,17 @@ export TEST_VALKEY_URL   ?= redis://127.0.0.1:6379/12
 export TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/qm_conformance_test
 
 test: $(DEVSTAMP)
+	$(MAKE) --no-print-directory check
+
+# what `make test` runs once the dev tools are installed (make test-latest: in another venv)
+check:
 	bash scripts/services.sh
 	bash scripts/browser.sh
 	bash scripts/node.sh
 	$(BIN)/ruff check queue_manager tests bench
 	$(BIN)/ruff format --check queue_manager tests bench
 	$(BIN)/mypy
-	QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 tests
+	QM_UV=$(if $(UV_DEP),$(CURDIR)/$(UV),$(UV)) QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 tests
 
 ## The black-box HTTP suite alone, every server on STORE=valkey + SIDESTORE=pg (Redis 7 + PostgreSQL 15 here).
 test-conformance-valkey: $(DEVSTAMP)
@@ -88,4 +130,4 @@ bench: $(DEVSTAMP)
 	bash bench/run.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LATEST) $(TOOLS) dist .pytest_cache .mypy_cache .ruff_cache

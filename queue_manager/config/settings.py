@@ -110,10 +110,10 @@ class Settings:
     node_env: str = text("NODE_ENV", "development", "production declares a production install.", strip=True)
     docs_dir: str | None = path(
         "DOCS_DIR",
-        "The folder /docs renders the guides from; None: the checkout's docs/ folder.",
+        "The folder /docs renders the guides from; None: the guides installed with the server.",
         directory=True,
         refuse=False,
-        way_out="In effect: DOCS_DIR unset (the docs/ folder of the checkout the package runs from). "
+        way_out="In effect: DOCS_DIR unset (the guides installed with the server). "
         "Point it at a copy of the docs/ folder.",
     )
     valkey_url: str | None = optional_text("VALKEY_URL", "Address of the shared Valkey.", sensitive=True)

@@ -118,7 +118,7 @@ class Hints:
                 self._dispatch(str(data.get("k")), data)
         finally:
             with contextlib.suppress(Exception):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                await pubsub.aclose()
 
     def health(self) -> dict[str, Any]:
         return {

@@ -157,7 +157,7 @@ def _wordpress_facts(sha256: str) -> dict[str, Any]:
 
 
 def wordpress_feed(ctx: Context, req: Request) -> dict[str, Any] | None:
-    """The WordPress plugin's update feed (None when this checkout ships no plugin)."""
+    """The WordPress plugin's update feed (None when this server has no plugin to ship)."""
     built = connectors.build("wordpress")
     if built is None:
         return None

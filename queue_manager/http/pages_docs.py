@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import queue_manager
 from queue_manager.http import pageguard
 from queue_manager.http.apidoc import reference
 from queue_manager.http.apidoc import serve as apidoc
@@ -27,7 +26,7 @@ from queue_manager.http.apidoc.document import OPENAPI_PATH
 from queue_manager.http.context import Context
 from queue_manager.http.sendfile import serve_payload
 from queue_manager.http.wire import Request, Send, send_response
-from queue_manager.web import static
+from queue_manager.web import shipped, static
 from queue_manager.web.docs import render
 
 CACHE_CONTROL = (b"cache-control", b"private, no-cache")
@@ -40,8 +39,8 @@ Stamp = tuple[tuple[int, int] | None, ...]
 
 
 def default_docs_dir() -> Path:
-    """The docs/ folder of the checkout the package runs from (also right for an editable install)."""
-    return Path(queue_manager.__file__).resolve().parent.parent / "docs"
+    """The guides installed with the package, or the docs/ folder of the checkout it runs from."""
+    return shipped.folder("docs")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The connectors this server hands out, built from their sources in the checkout's ``connectors/`` folder.
+"""The connectors this server hands out, built from their sources (``connectors/``, see :mod:`.shipped`).
 
 Each connector is a folder of its own (``connectors/<name>/``, with its README); :func:`build` packs it
 into the artefact a site owner downloads: a gzip'd tarball (the Workers' wrangler projects, the Node
@@ -16,7 +16,7 @@ Two tokens in a connector's text files are filled in while building:
 
 Example::
 
-    built = build("cloudflare")          # None when the checkout has no connectors/cloudflare/
+    built = build("cloudflare")          # None when no connectors/cloudflare/ was shipped
     built.version, built.archive.sha256, built.script.body[:40]
 """
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from queue_manager.web import asset
+from queue_manager.web import asset, shipped
 
 #: Every entry's modification time (1980-01-01, the earliest a zip can say): the bytes do not depend on a checkout's.
 EPOCH = 315532800
@@ -88,8 +88,8 @@ class Built:
 
 
 def root() -> Path:
-    """The ``connectors/`` folder of the checkout the package runs from (also right for an editable install)."""
-    return Path(__file__).resolve().parents[2] / "connectors"
+    """The connectors' sources: the installed wheel's copy, or the ``connectors/`` folder of the checkout."""
+    return shipped.folder("connectors")
 
 
 def _files(folder: Path) -> list[tuple[str, Path]]:
@@ -159,7 +159,7 @@ def _zip(top: str, files: list[tuple[str, bytes]]) -> bytes:
 
 @cache
 def build(name: str) -> Built | None:
-    """The connector ``name`` built from its folder; None when it is not one, or the checkout lacks its folder."""
+    """The connector ``name`` built from its folder; None when it is not one, or its folder was not shipped."""
     connector = BY_NAME.get(name)
     if connector is None:
         return None
@@ -181,7 +181,7 @@ def build(name: str) -> Built | None:
 
 
 def built() -> list[Built]:
-    """Every connector this checkout has, built (what the manifest lists)."""
+    """Every connector this server has the sources of, built (what the manifest lists)."""
     return [b for c in CONNECTORS if (b := build(c.name)) is not None]
 
 

@@ -32,7 +32,6 @@ import hiredis
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection, Connection
-from redis.connection import HiredisRespSerializer
 from redis.exceptions import MaxConnectionsError
 
 POOL_CONNECTIONS = 100  # connections to Valkey per process (redis-py's default ceiling)
@@ -41,8 +40,6 @@ POOL_WAIT_SEC = 5.0  # how long a command waits for a free connection before it 
 
 class PackedConnection(Connection):
     """A plain TCP connection whose commands are packed by hiredis."""
-
-    _fallback = HiredisRespSerializer()
 
     def pack_command(self, *args: Any) -> list[bytes]:
         first = args[0]
@@ -53,8 +50,8 @@ class PackedConnection(Connection):
             args = (*first.split(), *args[1:])
         try:
             return [hiredis.pack_command(args)]
-        except TypeError:  # bytearray and the like: the library's serializer converts or explains
-            packed: list[bytes] = self._fallback.pack(*args)
+        except TypeError:  # bytearray and the like: the library's own packing converts or explains
+            packed: list[bytes] = super().pack_command(*args)
             return packed
 
 
