@@ -53,7 +53,7 @@ test-latest: | $(UV_DEP)
 	$(UV) pip install -q --refresh --python $(LATEST)/bin/python -e '.[dev]'
 	$(UV) export -q --frozen --extra dev --no-hashes --no-emit-project -o $(LATEST)/locked.txt
 	$(UV) pip freeze -q --python $(LATEST)/bin/python --exclude-editable > $(LATEST)/latest.txt
-	$(PY) scripts/drift.py $(LATEST)/locked.txt $(LATEST)/latest.txt
+	$(LATEST)/bin/python scripts/drift.py $(LATEST)/locked.txt $(LATEST)/latest.txt
 	$(MAKE) --no-print-directory check VENV=$(LATEST)
 
 ## The wheel a self-hoster installs (dist/queue_manager-<version>-py3-none-any.whl): the server, its web assets,

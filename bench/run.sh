@@ -9,10 +9,8 @@ if ! command -v wrk >/dev/null 2>&1; then
   echo "bench: installing wrk (Debian package)"
   apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }
 fi
-# the /api/check profile uses py-spy when pip can install it into the venv (else cProfile in-process)
-if [ ! -x "$(dirname "$PY")/py-spy" ]; then
-  "$PY" -m pip install -q py-spy >/dev/null 2>&1 || echo "bench: py-spy not installable; profiling with cProfile"
-fi
+# the /api/check profile uses py-spy (a dev dependency, in the lock) when the venv has it, else cProfile in-process
+[ -x "$(dirname "$PY")/py-spy" ] || echo "bench: no py-spy beside $PY; profiling with cProfile"
 command -v taskset >/dev/null || { echo "bench: taskset (util-linux) is required" >&2; exit 1; }
 if [ "$(nproc)" -lt 2 ]; then
   echo "bench: needs 2 CPUs (server on CPU 0, load on CPU 1); this machine has $(nproc)" >&2

@@ -2,6 +2,8 @@
 
 Usage: python scripts/drift.py LOCKED.txt LATEST.txt
 (LOCKED: `uv export --no-hashes` of uv.lock; LATEST: `uv pip freeze` of the venv on the newest versions.)
+Run it with that venv's Python: a locked package whose markers do not hold there (another platform, another
+Python) is not counted as gone.
 """
 
 from __future__ import annotations
@@ -10,14 +12,17 @@ import re
 import sys
 from pathlib import Path
 
+from packaging.markers import Marker
+
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)")
 
 
 def pins(path: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for line in Path(path).read_text(encoding="utf-8").splitlines():
-        found = _PIN.match(line.strip())
-        if found:
+        requirement, _, markers = line.strip().partition(";")
+        found = _PIN.match(requirement.strip())
+        if found and (not markers.strip() or Marker(markers.strip()).evaluate()):
             out[re.sub(r"[-_.]+", "-", found.group(1)).lower()] = found.group(2)
     return out
 
