@@ -57,9 +57,11 @@ test-latest: | $(UV_DEP)
 	$(MAKE) --no-print-directory check VENV=$(LATEST)
 
 ## The wheel a self-hoster installs (dist/queue_manager-<version>-py3-none-any.whl): the server, its web assets,
-## its Lua scripts, the guides and the connectors' sources.
+## its Lua scripts, the guides and the connectors' sources; beside it dist/requirements.txt, the server's locked
+## dependencies with their hashes (pip install --require-hashes -r dist/requirements.txt, then the wheel --no-deps).
 wheel: | $(UV_DEP)
 	$(UV) build -q --wheel --out-dir dist
+	$(UV) export -q --frozen --no-dev --no-emit-project -o dist/requirements.txt
 
 ## Start the server on the embedded store (STORE=memory); prints where it listens and how to sign in.
 run: $(STAMP)
