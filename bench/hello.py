@@ -3,7 +3,7 @@
     python bench/hello.py   (env HOST, PORT; PORT=0 picks a free port)
 
 Prints ``hello listening on http://HOST:PORT`` once ready, like ``python -m queue_manager``.
-The uvicorn.Config below mirrors queue_manager/cli.py: httptools, uvloop, lifespan on, log level
+The uvicorn.Config below mirrors queue_manager/cli/serve.py: httptools, uvloop, lifespan on, log level
 warning, no access log, no Server header, no proxy-headers middleware.
 """
 
@@ -59,7 +59,7 @@ def main() -> None:
         log_level="warning",
         access_log=False,
         server_header=False,
-        proxy_headers=False,  # as queue_manager/cli.py: no ProxyHeadersMiddleware in front of the app
+        proxy_headers=False,  # as queue_manager/cli/serve.py: no ProxyHeadersMiddleware in front of the app
         timeout_graceful_shutdown=2,
     )
     _Server(config).run()

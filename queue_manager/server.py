@@ -48,6 +48,13 @@ STORAGE_FAILING = "WITH STORAGE FAILING"
 MARK_RUN_RETRY_SEC = 5.0
 
 
+def settings_refusal(settings: Settings) -> ConfigRefusal | None:
+    """What :class:`Server` refuses to be built with, judged from the settings alone before anything is
+    connected to: an alert webhook on a private or internal address (its name is resolved). ``qm config``
+    reports it too; the refusals only a connection finds (Valkey's, PostgreSQL's) come at start-up."""
+    return webhook.refusal(settings)
+
+
 def create_store(settings: Settings, clock: SystemClock) -> tuple[Store, Backend | None, Database | None]:
     """The store ``STORE`` names; on Valkey also the fleet backend (lease, journal, hints) that runs it and
     the one PostgreSQL pool the journal and the shared access records use."""
@@ -162,7 +169,7 @@ class Server:
         self.front = InlineFront(self.app, self.inline)
         self.front.lifespan = self.lifespan
         self.ticker = Job("qm-ticker", self._ticker)
-        refusal = webhook.refusal(settings)
+        refusal = settings_refusal(settings)
         if refusal is not None:
             raise refusal
         self.autopilot = Autopilot(ctx, shared_for(ctx, self.backend), self.backend)
@@ -218,7 +225,7 @@ class Server:
             try:
                 await self.backend.start()
             except ConfigRefusal as refusal:
-                print(f"queue-manager: refusing to start: {refusal.message}", file=sys.stderr, flush=True)
+                print(refusal.line, file=sys.stderr, flush=True)
                 raise
             await ctx.pop.load()
         else:

@@ -30,6 +30,8 @@ The package:
   the hardening list.
 * ``load.py`` — :func:`load_settings`.
 * ``outcomes.py`` — :class:`ConfigRefusal` and :class:`ConfigWarning`.
+* ``effective.py`` — :func:`effective_settings`: every setting's value in effect and its source,
+  secrets masked (what ``qm config`` prints and ``/api/admin/health`` lists under ``settings``).
 
 The human-readable table of all of this is docs/configuration.md; a unit test keeps the two
 in step with the declarations.
@@ -38,6 +40,7 @@ in step with the declarations.
 from __future__ import annotations
 
 from queue_manager.config.declare import Declaration, IPNetwork
+from queue_manager.config.effective import EffectiveSetting, effective_settings
 from queue_manager.config.load import load_settings
 from queue_manager.config.outcomes import ConfigRefusal, ConfigWarning
 from queue_manager.config.rules import (
@@ -81,10 +84,12 @@ __all__ = [
     "ConfigRefusal",
     "ConfigWarning",
     "Declaration",
+    "EffectiveSetting",
     "IPNetwork",
     "ProtectionMode",
     "Settings",
     "SidestoreName",
     "StoreName",
+    "effective_settings",
     "load_settings",
 ]

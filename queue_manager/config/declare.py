@@ -110,6 +110,10 @@ class Reader:
     def warnings(self) -> tuple[ConfigWarning, ...]:
         return tuple(w for _, w in sorted(self._warnings, key=lambda item: item[0]))
 
+    def warned(self, name: str) -> bool:
+        """Whether a warning so far names ``name``."""
+        return any(w.variable == name for _, w in self._warnings)
+
 
 # ---------------------------------------------------------------------------- declarations
 
@@ -150,6 +154,11 @@ class Declaration(ABC, Generic[T]):
     def refuses(self) -> bool:
         """Whether a bad value of this setting alone refuses start."""
         return False
+
+    @property
+    def derived(self) -> bool:
+        """Whether the value when unset is computed from other settings (a :class:`Derived` default)."""
+        return isinstance(getattr(self, "default", None), Derived)
 
     def documented_defaults(self) -> tuple[str, ...]:
         """How docs/configuration.md may begin this setting's Default cell; () when not checked."""

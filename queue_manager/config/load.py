@@ -3,6 +3,10 @@
 Settings are read in declaration order, then the rules across settings run. The outcome is the
 same as reading and checking one step at a time: a rule runs right after the last setting it
 reads, so the refusal reported is the first one met in that order, and warnings are listed in it.
+
+Where each value comes from is kept too (``set_variables``, ``applied_variables``): a variable set
+in the environment is applied unless its read warned and fell back to the unset value, or a rule
+replaced its value (EDGE_SECRET setting TRUST_PROXY aside, an SMTP_FROM that holds no address).
 """
 
 from __future__ import annotations
@@ -32,13 +36,19 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     # that runs at an earlier step can still refuse first; the setting stands at its unset value.
     values: dict[str, Any] = {}
     refusals: list[tuple[int, ConfigRefusal]] = []
+    applied: set[str] = set()
     for field_name, declaration in DECLARATIONS.items():
         r.step = _STEP[field_name]
         try:
-            values[field_name] = declaration.read(r, values)
+            value = declaration.read(r, values)
         except ConfigRefusal as refusal:
             refusals.append((r.step, refusal))
             values[field_name] = declaration.unset(values)
+            continue
+        variable = declaration.env
+        if r.raw(variable) is not None and not (r.warned(variable) and value == declaration.unset(values)):
+            applied.add(variable)
+        values[field_name] = value
     # The fields no variable sets are filled in from the others: the key flags now, the
     # warnings and the hardening list once every rule has run.
     settings = Settings(
@@ -48,6 +58,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         instance_id_per_boot=r.raw("QM_INSTANCE_ID") is None,
         warnings=(),
         hardening=(),
+        set_variables=frozenset(d.env for d in DECLARATIONS.values() if r.raw(d.env) is not None),
+        applied_variables=frozenset(),
     )
     settings = rules.with_key_flags(settings)
 
@@ -56,8 +68,18 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         r.step = _STEP[rule.after]
         if refusals and refusals[0][0] <= r.step:
             raise refusals[0][1]
-        settings = rule.check(settings, r) or settings
+        checked = rule.check(settings, r)
+        if checked is not None:
+            applied -= _replaced(settings, checked)
+            settings = checked
     if refusals:
         raise refusals[0][1]
 
-    return replace(settings, warnings=r.warnings, hardening=rules.hardening(settings))
+    return replace(
+        settings, warnings=r.warnings, hardening=rules.hardening(settings), applied_variables=frozenset(applied)
+    )
+
+
+def _replaced(before: Settings, after: Settings) -> set[str]:
+    """The variables whose value a rule replaced."""
+    return {d.env for name, d in DECLARATIONS.items() if getattr(before, name) != getattr(after, name)}

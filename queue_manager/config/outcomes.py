@@ -21,6 +21,11 @@ class ConfigRefusal(Exception):
     def __str__(self) -> str:
         return self.message
 
+    @property
+    def line(self) -> str:
+        """The line the process prints on stderr when it refuses to start."""
+        return f"queue-manager: refusing to start: {self.message}"
+
 
 @dataclass(frozen=True)
 class ConfigWarning:
@@ -34,3 +39,12 @@ class ConfigWarning:
     set_value: str | None
     effective: str | None
     message: str
+
+    @property
+    def line(self) -> str:
+        """What the server prints on stderr at start."""
+        return f"WARNING {self.variable}: {self.message}"
+
+    def as_json(self) -> dict[str, str | None]:
+        """As ``/api/admin/health`` and ``qm config --json`` list it."""
+        return {"variable": self.variable, "set": self.set_value, "effective": self.effective, "message": self.message}

@@ -394,6 +394,10 @@ class Settings:
     # -- diagnostics ------------------------------------------------------------------------
     warnings: tuple[ConfigWarning, ...]
     hardening: tuple[str, ...]
+    #: The variables the environment holds a value for (an empty value counts as unset).
+    set_variables: frozenset[str]
+    #: Those of them whose value is in effect: not set aside for the default by a warning or a rule.
+    applied_variables: frozenset[str]
 
     @property
     def is_production(self) -> bool:

@@ -8,6 +8,7 @@ import resource
 from pathlib import Path
 from typing import Any
 
+from queue_manager.config import effective_settings
 from queue_manager.engine.errors import EngineError
 from queue_manager.http import peers
 from queue_manager.http.context import Context
@@ -226,11 +227,10 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
         },
         "blockedReturnUrlsByRoom": {r["id"]: r["blockedReturnUrls"] for r in rooms if r["blockedReturnUrls"]},
         "incidents": incidents,
-        "warnings": [
-            {"variable": w.variable, "set": w.set_value, "effective": w.effective, "message": w.message}
-            for w in s.warnings
-        ],
+        "warnings": [w.as_json() for w in s.warnings],
         "hardening": list(s.hardening),
+        # every setting's value in effect and its source, secrets only as set or unset (what qm config prints)
+        "settings": [setting.as_json() for setting in effective_settings(s)],
         "keys": {
             "adminKeyDefault": s.admin_key_is_default,
             "secretDefault": s.secret_is_default,
@@ -302,7 +302,7 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
             if backend.storage.out_of_rotation:
                 incidents.append("storage is degraded on this instance only")
     if not full:
-        for key in ("warnings", "hardening", "keys", "blockedReturnUrlsByRoom"):
+        for key in ("warnings", "hardening", "settings", "keys", "blockedReturnUrlsByRoom"):
             payload.pop(key, None)
         payload["storage"] = {k: v for k, v in payload["storage"].items() if k != "lastError"}
         payload["counters"] = {k: v for k, v in payload["counters"].items() if k != "refusedOriginChecks"}

@@ -106,14 +106,14 @@ def test_monitor_reads_metrics_and_a_trimmed_health(server: Server, monitor: htt
         for i in range(12):
             f.get("/api/status", params={"roomId": "nope"}, headers={"X-Forwarded-For": f"198.51.100.{i}"})
     full = admin.get("/api/admin/health").json()
-    assert full["warnings"] and "keys" in full and "hardening" in full
+    assert full["warnings"] and "keys" in full and "hardening" in full and "settings" in full
     assert FORGER in json.dumps(full["proxy"])
 
     assert monitor.get("/metrics").status_code == 200
     r = monitor.get("/api/admin/health")
     assert r.status_code == 200, r.text
     h = r.json()
-    for hidden in ("warnings", "hardening", "keys"):
+    for hidden in ("warnings", "hardening", "settings", "keys"):
         assert hidden not in h, hidden
     assert "proxy" in h and h["proxy"]["ok"] is False  # whether the proxy settings are coherent: yes
     assert FORGER not in r.text  # which peer: no

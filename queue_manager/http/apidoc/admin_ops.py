@@ -49,6 +49,20 @@ _ROOM_OK = ok(
 _STATE_CHANGED = err("The room changed state meanwhile.", "state_changed")
 
 
+_HEALTH: dict[str, Any] = {
+    "type": "object",
+    "description": "docs/OPERATIONS.md (Health and metrics) names every field. A monitor link sees no "
+    "`warnings`, `hardening`, `settings` or `keys`.",
+    "properties": {
+        "settings": {
+            "type": "array",
+            "description": "Every setting, in the order they are read: its value in effect and its source.",
+            "items": ref("EffectiveSetting"),
+        }
+    },
+}
+
+
 def _rows(description: str) -> Answer:
     return Answer(description, {JSON: _OBJ, CSV: {"type": "string"}})
 
@@ -56,7 +70,7 @@ def _rows(description: str) -> Answer:
 OPS: dict[tuple[str, str], Op] = {
     ("DELETE", "/api/admin/session"): Op({200: ok("Signed out; the cookie is cleared.", ref("Ok"))}),
     ("GET", "/api/admin/whoami"): Op({200: ok("The caller's name, role and grants.", _OBJ)}),
-    ("GET", "/api/admin/health"): Op({200: ok("This instance's health, in full.", _OBJ)}),
+    ("GET", "/api/admin/health"): Op({200: ok("This instance's health, in full.", _HEALTH)}),
     ("GET", "/metrics"): Op(
         {
             200: ok("Prometheus text exposition.", {"type": "string"}, "text/plain"),

@@ -134,6 +134,28 @@ ROOM_WRITE: dict[str, Any] = {
     },
 }
 
+EFFECTIVE_SETTING: dict[str, Any] = {
+    "type": "object",
+    "description": "One setting as it is in effect (docs/configuration.md); a secret never shows its value.",
+    "required": ["name", "value", "source", "sensitive", "set"],
+    "properties": {
+        "name": {"type": "string", "description": "The environment variable."},
+        "value": {
+            "type": ["boolean", "integer", "string", "array", "null"],
+            "items": {"type": "string"},
+            "description": "The value in effect; null for a secret, and when nothing is in effect.",
+        },
+        "source": {
+            "enum": ["environment", "default", "derived"],
+            "description": "environment: the value set is in effect; default: the variable is unset (or set but "
+            "not usable, a warning says why) and the default is in effect; derived: likewise, with a default "
+            "computed from other settings.",
+        },
+        "sensitive": {"type": "boolean", "description": "A secret: only `set` is shown."},
+        "set": {"type": "boolean", "description": "Whether the environment holds a value for it."},
+    },
+}
+
 OK: dict[str, Any] = {
     "type": "object",
     "required": ["ok"],
@@ -148,6 +170,7 @@ SCHEMAS: dict[str, Any] = {
     "Notify": NOTIFY,
     "Room": ROOM,
     "RoomWrite": ROOM_WRITE,
+    "EffectiveSetting": EFFECTIVE_SETTING,
     "Ok": OK,
 }
 

@@ -1,10 +1,10 @@
-"""`qm` / `python -m queue_manager`: read the environment, refuse or warn, serve.
+"""`qm serve` (and `qm` alone): read the environment, refuse or warn, serve.
 
 With WORKERS=1 (the default) this process serves. With WORKERS=N it is the supervisor of N worker
 processes (queue_manager/workers.py), each of which is this same command run with the hidden
 ``--worker-index``/``--listen-fd``/``--ready-fd``/``--parent-pid``/``--peer-dir``/``--worker-count``
-options: it serves on the inherited
-socket and tells the supervisor it is ready instead of printing the listening lines.
+options (main.py declares them): it serves on the inherited socket and tells the supervisor it is
+ready instead of printing the listening lines.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import socket
 import sys
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any
 
 import uvicorn
 
@@ -73,30 +73,6 @@ def announce(s: Settings, port: int) -> None:
     )
 
 
-def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="qm",
-        description="Run Queue Manager. Every setting comes from the environment (docs/configuration.md).",
-        epilog="Also: qm rehearse (a synthetic surge against a server) and qm simulate (predicted waits, no "
-        "server); qm rehearse --help for their options.",
-    )
-    parser.add_argument(
-        "--workers",
-        metavar="N",
-        help="server processes on the one port, a number or auto (one per core); overrides WORKERS",
-    )
-    # set by the supervisor on the command line of each worker it starts
-    for option in ("--worker-index", "--listen-fd", "--ready-fd", "--parent-pid", "--worker-count"):
-        parser.add_argument(option, type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--peer-dir", help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
-
-
-def _refuse(refusal: ConfigRefusal) -> NoReturn:
-    print(f"queue-manager: refusing to start: {refusal.message}", file=sys.stderr, flush=True)
-    sys.exit(2)
-
-
 def _peers(role: WorkerRole | None, settings: Settings) -> Peers | None:
     """A worker's siblings (WORKERS>1), where they serve their own metrics; None for a single process."""
     if role is None or role.peer_dir is None or role.count < 2:
@@ -105,13 +81,8 @@ def _peers(role: WorkerRole | None, settings: Settings) -> Peers | None:
     return Peers(role.peer_dir, role.index, role.count, group)
 
 
-def main(argv: list[str] | None = None) -> None:
-    given = sys.argv[1:] if argv is None else argv
-    if given and given[0] in ("rehearse", "simulate"):  # the surge tools, not the server (docs/OPERATIONS.md)
-        from queue_manager.rehearse.command import main as tools
-
-        sys.exit(tools(given))
-    args = _arguments(argv)
+def run(args: argparse.Namespace) -> int:
+    """Serve until stopped; the exit code (2: the settings refuse start)."""
     role: WorkerRole | None = None
     if args.worker_index is not None:
         role = WorkerRole(
@@ -124,19 +95,19 @@ def main(argv: list[str] | None = None) -> None:
     try:
         settings = load_settings(environ)
     except ConfigRefusal as refusal:
-        _refuse(refusal)
+        return _refused(refusal)
     if role is None:  # a worker's warnings were printed by its supervisor
         for warning in settings.warnings:
-            print(f"WARNING {warning.variable}: {warning.message}", file=sys.stderr, flush=True)
+            print(warning.line, file=sys.stderr, flush=True)
     if role is None and settings.workers > 1:
-        sys.exit(supervise(settings, settings.workers, lambda port: announce(settings, port)))
+        return supervise(settings, settings.workers, lambda port: announce(settings, port))
     # Large lines are hundreds of thousands of long-lived objects: collect the young generation less often,
     # so full collections (which walk every ticket) are rare pauses rather than frequent ones.
     gc.set_threshold(50_000, 50, 100)
     try:
         app = Server(settings, peers=_peers(role, settings))
     except ConfigRefusal as refusal:
-        _refuse(refusal)
+        return _refused(refusal)
     kwargs: dict[str, Any] = {}
     try:
         import uvloop  # noqa: F401
@@ -173,3 +144,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:  # Ctrl-C: uvicorn has already stopped gracefully and re-raises the signal
         if role is None:  # a worker's supervisor says it once for all
             print("Queue Manager stopped.", file=sys.stderr, flush=True)
+    return 0
+
+
+def _refused(refusal: ConfigRefusal) -> int:
+    print(refusal.line, file=sys.stderr, flush=True)
+    return 2
