@@ -152,7 +152,12 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
 def get(rig: Rig, worker: str, path: str = "/", **kwargs: Any) -> httpx.Response:
     kwargs.setdefault("headers", PAGE)
     kwargs.setdefault("timeout", 10)
-    return httpx.get(rig.workerd.url(worker) + path, **kwargs)
+    try:
+        return httpx.get(rig.workerd.url(worker) + path, **kwargs)
+    except httpx.ConnectError as exc:  # say whether workerd is gone, and what it said last
+        proc = rig.workerd.proc
+        state = "running" if proc.poll() is None else f"exited with {proc.returncode}"
+        raise AssertionError(f"workerd {state}; {worker} refused: {exc}\n{rig.workerd.log[-4000:]}") from exc
 
 
 def points(rig: Rig, worker: str) -> list[dict[str, Any]]:
