@@ -127,6 +127,7 @@ def render(
     shutting_down: bool,
     instance: str | None,
     spool: tuple[int, int, bool] = (0, 0, False),
+    journal: tuple[int, int, dict[str, int]] = (0, 0, {}),
 ) -> bytes:
     labels = ["instance"] if instance else []
     inst = [instance] if instance else []
@@ -178,8 +179,24 @@ def render(
         "qm_rejected_tokens_all_total", "Visitor tokens refused (bad, expired, future)", labels=labels
     )
     rejected.add_metric(inst, counters.rejected_tokens)
+    gaps = GaugeMetricFamily(
+        "qm_journal_gap_events",
+        "Seqs of the room's journal missing past the commit deadline (the fleet's view, from the leader)",
+        labels=room_labels,
+    )
+    for room_id, missing in sorted(journal[2].items()):
+        gaps.add_metric([room_id, *inst], float(missing))
     metrics: list[Metric] = [
         *families.values(),
+        gaps,
+        counter(
+            "qm_journal_rolled_forward_total",
+            "Events committed by this instance as leader from a room's outbox (their writer never committed them)",
+            journal[0],
+        ),
+        counter(
+            "qm_journal_voided_total", "Journal seqs closed by an operator as unrecoverable (seq.void)", journal[1]
+        ),
         max_conc,
         state,
         gauge("qm_rooms", "Rooms defined", count),

@@ -109,6 +109,13 @@ class Server:
             # audit rows follow the journal into the disk spool while it spools
             shared_access.spool_audit = self.backend.journal.maintenance_spool.take_audit
             ctx.access.store = shared_access
+            access = ctx.access
+
+            async def audit_gap(action: str, room_id: str, detail: dict[str, Any]) -> None:
+                await access.audit(None, action, target=room_id, room_id=room_id, **detail)
+
+            # the events the leader commits from a room's outbox, in the audit trail under the system actor
+            self.backend.gaps.audit = audit_gap
             from queue_manager.journal.timeline import TimelineNotes as PgTimeline
 
             # the chart's marks: written to PostgreSQL about a second after each, read back by every instance

@@ -40,8 +40,13 @@ EVENT_TYPES = frozenset(
         "prequeue.revoke",
         "slot.release",
         "return.update",
+        "seq.void",
     }
 )
+
+# A seq whose event nobody can recover (lost with its writer and with Valkey), closed by an operator: replay
+# passes over it. Written by the journal, never by a room script.
+VOID_TYPE = "seq.void"
 
 
 @dataclass(slots=True)

@@ -46,7 +46,7 @@ from queue_manager.clock import Clock
 from queue_manager.engine.brand import resolve_logo
 from queue_manager.engine.draw import SEED_BYTES
 from queue_manager.engine.errors import EngineError
-from queue_manager.engine.events import EVENT_LOG_VERSION, Event
+from queue_manager.engine.events import EVENT_LOG_VERSION, VOID_TYPE, Event
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
 from queue_manager.engine.room import SLOT, Room
@@ -189,7 +189,16 @@ def _fold(
         if ev.seq <= last:
             continue  # already folded in (the checkpoint, or a duplicate): never applied twice
         if ev.seq != last + 1:
-            raise ReplayFenced(room_id, f"journal gap: seq {last + 1} missing before {ev.seq}", ev.seq, "gap")
+            raise ReplayFenced(
+                room_id,
+                f"journal gap: seq {last + 1} missing before {ev.seq} (generation {gen}). If no instance's spool "
+                f"holds it, close it with POST /api/admin/rooms/{room_id}/journal/void",
+                ev.seq,
+                "gap",
+            )
+        if ev.type == VOID_TYPE and ctx is not None:
+            ctx.room.event_seq = ev.seq  # an event nobody could recover, closed by an operator: nothing to apply
+            continue
         handler = HANDLERS.get(ev.type)
         if handler is None:
             raise ReplayFenced(room_id, f"unknown event type {ev.type!r}", ev.seq, "unknown_type")
@@ -486,6 +495,11 @@ def _prequeue_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     _forget_join_time(room, joined)
 
 
+def _void(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    """``seq.void``: an event nobody could recover, closed by an operator; it changes nothing (the fold passes
+    over it before the clock and the pacing, since its instant is when it was written, not when it happened)."""
+
+
 Handler = Callable[[_Ctx, Mapping[str, Any]], None]
 
 # Every type this build can replay (docs/events.md). ``slot.release`` and ``return.update`` and the
@@ -512,4 +526,5 @@ HANDLERS: dict[str, Handler] = {
     "prequeue.revoke": _prequeue_revoke,
     "slot.release": _slot_release,
     "return.update": _return_update,
+    VOID_TYPE: _void,
 }

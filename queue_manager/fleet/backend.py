@@ -27,17 +27,19 @@ from queue_manager.engine.events import Event
 from queue_manager.engine.replay import ReplayDeleted, ReplayFenced, replay
 from queue_manager.engine.snapshot import dump
 from queue_manager.fleet.counters import FleetCounters
+from queue_manager.fleet.gapwatch import GapWatch, VoidRefused, outbox_row
 from queue_manager.fleet.hints import Hints
 from queue_manager.fleet.journal_marks import Ahead, JournalMarks
 from queue_manager.fleet.leader import LeaderLease
 from queue_manager.fleet.storage_watch import StorageWatch
 from queue_manager.journal.database import Database, is_tls_verify_failure
+from queue_manager.journal.gaps import JournalGaps
 from queue_manager.journal.pg import PgJournal
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey import ValkeyStore
 from queue_manager.store.valkey.clock import SharedClock
 from queue_manager.store.valkey.heads import LiveHead, live_heads
-from queue_manager.store.valkey.keys import fleet_prefix
+from queue_manager.store.valkey.keys import fleet_prefix, room_key
 
 log = logging.getLogger("queue_manager.backend")
 
@@ -86,6 +88,10 @@ def _pg_tls_refusal(settings: Settings) -> ConfigRefusal:
     )
 
 
+# how long a seq may be missing from the journal before the leader commits it from the outbox (or RESYNC_MS x 2)
+COMMIT_DEADLINE_MS = 10_000
+
+
 class Backend:
     def __init__(self, settings: Settings, database: Database) -> None:
         assert settings.valkey_url and settings.database_url
@@ -103,7 +109,11 @@ class Backend:
             spool_on_failure=settings.spool_on_failure,
         )
         self.store = ValkeyStore(
-            with_timeouts(settings.valkey_url), settings.valkey_prefix, self.clock, journal=_RoomWatch(self)
+            with_timeouts(settings.valkey_url),
+            settings.valkey_prefix,
+            self.clock,
+            journal=_RoomWatch(self),
+            writer=settings.instance_id,
         )
         # the fleet's own keys: one hash tag on a cluster (keys.fleet_prefix), the rooms spread by theirs
         self.fleet_prefix = fleet_prefix(settings.valkey_prefix, self.store.cluster)
@@ -147,6 +157,16 @@ class Backend:
         self.live_ahead: dict[str, LiveHead] = {}  # their Valkey state, and their journal, as last read
         self.journal_ahead: dict[str, tuple[int, int] | None] = {}
         self.journal.on_conflict = self._on_conflict
+        # the journal's gaps closed from the rooms' outboxes (the leader), reported to every instance
+        self.gaps = GapWatch(
+            self.store.redis,
+            settings.valkey_prefix,
+            self.fleet_prefix,
+            JournalGaps(self.database),
+            self.journal.clock,
+            deadline_ms=max(COMMIT_DEADLINE_MS, 2 * settings.resync_ms),
+            publish_ms=3 * max(500, settings.resync_ms),
+        )
 
     async def start(self) -> None:
         try:
@@ -277,6 +297,14 @@ class Backend:
         self.journal_ahead = {
             room: (positions[room][0], positions[room][1]) if room in positions else None for room in ahead
         }
+        try:
+            if self.lease.leader:
+                watched = {room: head for room, head in heads.items() if room not in ahead}
+                await self.gaps.round(watched, live, maintenance=self.journal.maintenance)
+            else:
+                await self.gaps.refresh()
+        except Exception as exc:  # tried again next round
+            log.warning("journal gaps: %s", _first_words(exc))
         rebuilt = []
         held: dict[str, int] | None = None  # read once, when a room needs a rebuild
         for room_id, (gen, seq) in sorted(heads.items()):
@@ -344,6 +372,71 @@ class Backend:
             finally:
                 self.recovering.discard(room_id)
         return rebuilt
+
+    async def void(self, room_id: str, seqs: list[int], by: str) -> dict[str, Any]:
+        """Close seqs of ``room_id``'s current generation that nobody can recover with ``seq.void`` events,
+        then rebuild the room from the journal (so the live line holds nothing the journal does not).
+
+        Refused (``VoidRefused``) unless every seq is missing from the journal, within what was minted, not
+        in Valkey's outbox (the leader commits those itself), no spool holds events the journal lacks and
+        journal maintenance is off: a void must never stand where a writer could still commit."""
+        if self.journal.maintenance:
+            raise VoidRefused(
+                409, "journal_maintenance", "Journal maintenance is on: the spools hold the journal's writes."
+            )
+        positions = await self.journal.positions()
+        if room_id not in positions or positions[room_id][2]:
+            raise VoidRefused(404, "no_room", f"The journal holds no room {room_id!r}.")
+        gen, top, _ = positions[room_id]
+        live = (await live_heads(self.store.redis, self.settings.valkey_prefix, [room_id]))[room_id]
+        minted = max(top, live.seq if live.gen == gen else 0)
+        beyond = [s for s in seqs if s > minted]
+        if beyond:
+            raise VoidRefused(
+                409, "not_missing", f"Seqs {beyond} were never minted (the newest is {minted}).", seqs=beyond
+            )
+        held = await self.gaps.gaps.present(room_id, gen, min(seqs) - 1, max(seqs))
+        if held & set(seqs):
+            there = sorted(held & set(seqs))
+            raise VoidRefused(409, "not_missing", f"The journal holds seqs {there}: they are no gap.", seqs=there)
+        outbox = room_key(self.settings.valkey_prefix, room_id, "ob")
+        in_outbox: list[int] = []
+        for seq in seqs:
+            members: list[Any] = await self.store.redis.zrangebyscore(outbox, seq, seq)
+            for member in members:
+                if outbox_row(room_id, member)[0] == gen:
+                    in_outbox.append(seq)
+        if in_outbox:
+            raise VoidRefused(
+                409,
+                "in_outbox",
+                f"Valkey's outbox holds seqs {in_outbox}: the leader commits them to the journal itself.",
+                seqs=in_outbox,
+            )
+        spools = await self.storage.spool_held()
+        if spools:
+            raise VoidRefused(
+                409,
+                "spool_pending",
+                f"The spools of {', '.join(sorted(spools))} hold events the journal does not have yet: one of them "
+                "may be a missing seq. Let them drain first.",
+                instances=sorted(spools),
+            )
+        now = self.journal.clock.wall_ms()
+        rows = [
+            JournalGaps.void_row(room_id, gen, seq, now, self.settings.instance_id, {"by": by}) for seq in sorted(seqs)
+        ]
+        _, collided = await self.gaps.gaps.complete(rows)
+        landed = sorted(key[2] for key in collided)  # a writer's commit came first: that event stands
+        voided = [s for s in sorted(seqs) if s not in landed]
+        self.gaps.voided_total += len(voided)
+        log.warning("journal: room %s generation %d: seqs %s voided by %s", room_id, gen, voided, by)
+        # rebuilt from the journal now: the live state loses whatever the voided events had done
+        self.unrebuildable.pop(room_id, None)
+        with contextlib.suppress(Exception):
+            await self.store.fence(room_id)
+        self._reconcile_now.set()
+        return {"roomId": room_id, "generation": gen, "voided": voided, "committedMeanwhile": landed}
 
     def _lost_logo(self, room_id: str, gen: int, seq: int) -> None:
         """A rebuild met a logo reference that matched no logo the room held (a journal cut that no
@@ -419,6 +512,8 @@ class Backend:
             "recoveringRooms": len(self.recovering_rooms()),
             # PostgreSQL restored under a Valkey that holds newer state (journal_marks.py): reported, not rebuilt
             "roomsAheadOfJournal": len(self.ahead),
+            # rooms whose journal misses seqs past the commit deadline (gapwatch.py, the leader's report)
+            "journalGapRooms": len(self.gaps.fleet),
             "ok": self.valkey_up and not self.store.breaker.down,
         }
         if full:
@@ -434,7 +529,10 @@ class Backend:
                 "unrebuildable": dict(sorted(self.unrebuildable.items())),
                 "checkpointsSaved": self.checkpoints_saved,
                 "lastCheckpoint": self.last_checkpoint,
+                "rolledForward": self.gaps.rolled_forward_total,
+                "voided": self.gaps.voided_total,
             }
+            out["journalGaps"] = self.gaps.fleet
             out["hints"] = self.hints.health()
         return out
 

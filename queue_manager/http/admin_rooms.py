@@ -16,6 +16,7 @@ from queue_manager import ssrf
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.logo import LOGO_MAX_BYTES, LOGO_TYPES
 from queue_manager.engine.model import ALIASES, READ_ONLY_FIELDS, bare_origin
+from queue_manager.fleet.gapwatch import VoidRefused
 from queue_manager.http import passkeys
 from queue_manager.http.call import Call
 from queue_manager.http.context import Context
@@ -244,6 +245,45 @@ async def room_eject(call: Call) -> None:
         await passkeys.revoke_ticket(call.ctx, room_id, visitor["generation"], visitor["ticket"])
     await call.audit("visitor.eject", target=str(visitor.get("ticket")), room_id=room_id)
     await send_json(call.send, 200, {"ok": True, "visitor": visitor})
+
+
+VOID_MAX = 1000  # seqs one void may name
+
+
+async def room_journal_void(call: Call) -> None:
+    """Close seqs of the room's journal that nobody can recover (``seq.void``), then rebuild the room from it."""
+    room_id = _room(call)
+    body = await call.req.json_object()
+    seqs = body.get("seqs")
+    unknown = sorted(set(body) - {"seqs"})
+    if (
+        unknown
+        or not isinstance(seqs, list)
+        or not 0 < len(seqs) <= VOID_MAX
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in seqs)
+    ):
+        raise HttpError(
+            400,
+            "bad_request",
+            f'Send {{"seqs": [n, …]}}: 1 to {VOID_MAX} seq numbers of the room\'s journal, each 1 or more.',
+            fields=unknown,
+        )
+    backend = call.ctx.backend
+    if backend is None:
+        raise HttpError(409, "no_journal", "This server keeps no events journal (STORE=memory): nothing to void.")
+    try:
+        result = await backend.void(room_id, sorted(set(seqs)), call.who.who)
+    except VoidRefused as refused:
+        raise HttpError(refused.status, refused.code, refused.message, **refused.detail) from None
+    await call.audit(
+        "journal.void",
+        target=room_id,
+        room_id=room_id,
+        generation=result["generation"],
+        seqs=result["voided"],
+        committedMeanwhile=result["committedMeanwhile"],
+    )
+    await send_json(call.send, 200, {"ok": True, **result, "rebuilding": True})
 
 
 async def room_visitor(call: Call) -> None:

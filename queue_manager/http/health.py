@@ -37,7 +37,12 @@ def health_status(ctx: Context) -> tuple[str, bool]:
     backend = ctx.backend
     if backend is not None:
         block = backend.health(full=False)
-        if block["valkey"] == "down" or block["recoveringRooms"] or block["roomsAheadOfJournal"]:  # never unready
+        if (  # never unready
+            block["valkey"] == "down"
+            or block["recoveringRooms"]
+            or block["roomsAheadOfJournal"]
+            or block["journalGapRooms"]
+        ):
             status = "degraded"
         if not _storage_ok(ctx):
             status = "degraded"
@@ -76,9 +81,12 @@ def _public_health(ctx: Context) -> dict[str, Any]:
     }
     if backend is not None:
         block = out["backend"] = backend.health(full=False)
-        if (block["valkey"] == "down" or block["recoveringRooms"] or block["roomsAheadOfJournal"]) and out[
-            "status"
-        ] == "ok":
+        if (
+            block["valkey"] == "down"
+            or block["recoveringRooms"]
+            or block["roomsAheadOfJournal"]
+            or block["journalGapRooms"]
+        ) and out["status"] == "ok":
             out["status"] = "degraded"
     return out
 
@@ -295,6 +303,7 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
                 "holds newer state; they are not rebuilt from the older journal. Start the instances on a new "
                 "VALKEY_PREFIX (or flush this prefix) to rebuild every room from the restored journal"
             )
+        incidents.extend(backend.gaps.incidents(full=full))
         if not _storage_ok(ctx):
             last = backend.journal.last_error or "unknown error"
             failed = f"storage is degraded: events journal commit failed: {last}"
@@ -322,7 +331,18 @@ async def local_exposition(ctx: Context) -> bytes:
         shutting_down=ctx.shutting_down,
         instance=ctx.settings.instance_id if ctx.settings.store == "valkey" else None,
         spool=await asyncio.to_thread(ctx.maintenance.gauges),
+        journal=_journal_figures(ctx),
     )
+
+
+def _journal_figures(ctx: Context) -> tuple[int, int, dict[str, int]]:
+    """(events rolled forward by this instance, seqs voided through it, missing seqs per room: the fleet's view)."""
+    backend = ctx.backend
+    if backend is None:
+        return 0, 0, {}
+    gaps = backend.gaps
+    missing = {room: int(gap.get("missing") or 0) for room, gap in gaps.fleet.items()}
+    return gaps.rolled_forward_total, gaps.voided_total, missing
 
 
 #: ``/metrics?scope=``: ``all`` (the default: with WORKERS>1 every worker) or ``local`` (this process only).

@@ -110,6 +110,13 @@ TABLE: tuple[Route, ...] = (
     a("POST", ROOM + "/schedule", ("write",), admin_rooms.room_schedule, "Schedule the room's opening or draw."),
     a("POST", ROOM + "/purge", ("write",), admin_rooms.room_purge, "Empty the line."),
     a("POST", ROOM + "/eject", ("write", "team"), admin_rooms.room_eject, "Remove one visitor."),
+    a(
+        "POST",
+        ROOM + "/journal/void",
+        ("owner",),
+        admin_rooms.room_journal_void,
+        "Close journal seqs nobody can recover, then rebuild the room.",
+    ),
     a("GET", ROOM + "/visitors/{visitor}", ("team",), admin_rooms.room_visitor, "One visitor, by ticket or Ref."),
     a("GET", ROOM + "/rules", ("team",), admin_rooms.room_rules, "The room's URL rules."),
     a("POST", ROOM + "/rules/test", ("team",), admin_rooms.room_rules_test, "Which rule a URL matches."),

@@ -132,6 +132,7 @@ class Autopilot:
                 storage=storage,
                 storage_window_ms=3 * self.every_ms,
                 sites_failing=sites,
+                journal_gaps=self.backend.gaps.fleet if self.backend is not None else {},
             )
             alerting.step(state, evaluate(frame), now, self.hold_ms, self.repeat_ms)
             if not self.webhook.configured:

@@ -55,6 +55,8 @@ class Frame:
     storage: Sequence[StorageReport] = ()
     storage_window_ms: int = 15_000  # 3 x ALERT_EVERY_MS
     sites_failing: Mapping[str, str] = field(default_factory=dict)  # room id -> what fails
+    # room id -> its journal's open gap as the leader reports it (fleet/gapwatch.py Gap.as_json)
+    journal_gaps: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def room_name(room: Mapping[str, Any]) -> str:
@@ -69,7 +71,21 @@ def evaluate(frame: Frame) -> list[Condition]:
     storage = _storage_condition(frame)
     if storage is not None:
         out.append(storage)
+    names = {str(room["id"]): room_name(room) for room in frame.rooms}
+    for room_id, gap in sorted(frame.journal_gaps.items()):
+        out.append(_journal_gap(room_id, names.get(room_id, room_id), gap))
     return out
+
+
+def _journal_gap(room_id: str, name: str, gap: Mapping[str, Any]) -> Condition:
+    missing = int(gap.get("missing") or 0)
+    lost = int(gap.get("unrecoverableCount") or 0)
+    what = f"{name}: the events journal misses {missing:,} event{'s' if missing != 1 else ''} of this room"
+    if lost:
+        what += f", {lost:,} of them held nowhere else (a rebuild would fence the room; see /api/admin/health)"
+    else:
+        what += " that PostgreSQL has not taken yet (they are kept in Valkey)"
+    return Condition("journal_gap", room_id, "critical", what)
 
 
 def _room_conditions(room: Mapping[str, Any], frame: Frame) -> Iterable[Condition]:

@@ -189,6 +189,32 @@ OPS: dict[tuple[str, str], Op] = {
     ("POST", "/api/admin/rooms/{room}/purge"): Op(
         {200: ok("The line is empty.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,), body_required=False, body=_OBJ
     ),
+    ("POST", "/api/admin/rooms/{room}/journal/void"): Op(
+        {
+            200: ok("The seqs are closed with seq.void events; the room is being rebuilt from the journal.", _OBJ),
+            400: err("Not 1 to 1,000 seq numbers.", "bad_request"),
+            404: err("The journal holds no such room.", "no_room"),
+            409: err(
+                "A seq is no gap, or could still be committed: the journal holds it, it was never minted, Valkey's "
+                "outbox holds it, a spool holds events the journal lacks, journal maintenance is on, or this server "
+                "keeps no journal.",
+                "not_missing",
+                "in_outbox",
+                "spool_pending",
+                "journal_maintenance",
+                "no_journal",
+            ),
+        },
+        (_ROOM_P,),
+        body={
+            "type": "object",
+            "required": ["seqs"],
+            "properties": {
+                "seqs": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "maxItems": 1000}
+            },
+            "additionalProperties": False,
+        },
+    ),
     ("POST", "/api/admin/rooms/{room}/eject"): Op(
         {
             200: ok("The visitor is out.", _OBJ),

@@ -42,6 +42,10 @@ jt/pt   zset   join / promotion instants (mono ms) of the last minute (jt member
 ab      hash   bypass arrivals (joins and door checks) per second: second (mono ms // 1000) ->
                count; only the seconds of the last minute are kept (at most 60 fields)
 rst     hash   rule index -> "matches:lastMatchMs" (URL-targeting rule statistics)
+ob      zset   the outbox: every event a script minted, until the journal holds it; score = seq,
+               member = JSON [gen, type, seq, ts, data, writer instance] (the row that instance
+               commits). The leader rolls an event that never reached the journal forward from here
+               and trims what the journal holds (fleet/gapwatch.py)
 arch0-2 hash   archived generations (gen % 3): Ref -> ticket numbers, for previous_generation
 ======  =====  ==========================================================================
 
@@ -67,6 +71,8 @@ name               type     holds
 leader             str      the instance id holding the leader lease (expires with the lease)
 leader:epoch       str      the leader epoch, incremented by each new leader (fences its writes)
 storage:ok         hash     instance id -> wall ms it last reported its journal storage ok
+jgaps              str      the journal's open gaps as JSON (room -> gen, missing seqs, since), written by
+                            the leader every RESYNC_MS (fleet/gapwatch.py), expiring after 3 rounds
 ctl                channel  pub/sub change hints between the instances (not a key)
 ses:rev:<id>       str      a console session signed out (expires when the session would have)
 sse:<ticket>       str      a single-use stream ticket as JSON (expires with it; taken by GETDEL)
@@ -127,6 +133,7 @@ ROOM_KEYS: tuple[str, ...] = (
     "pt",
     "ab",
     "rst",
+    "ob",
     *ARCHIVE_KEYS,
 )
 FLEET_TAG = "{~fleet}"  # the hash tag of every fleet key on a cluster (never a room id: no '~')
@@ -157,6 +164,10 @@ def leader_epoch_key(prefix: str) -> str:
 
 def storage_ok_key(prefix: str) -> str:
     return f"{prefix}storage:ok"
+
+
+def journal_gaps_key(prefix: str) -> str:
+    return f"{prefix}jgaps"
 
 
 def spool_held_key(prefix: str) -> str:

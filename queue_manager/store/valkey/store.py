@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -147,6 +148,7 @@ class ValkeyStore:
         promote_max: int = 10_000,
         config_fresh_sec: float = CONFIG_FRESH_SEC,
         rng: RandomSource = SYSTEM_RANDOM,
+        writer: str = "",
     ) -> None:
         if isinstance(redis, str):
             self._redis: Redis = open_client(redis)  # waits for a free connection; hiredis packs
@@ -166,6 +168,7 @@ class ValkeyStore:
         self.sweep_max = sweep_max  # deadlines one call may process (more: the store calls again)
         self.promote_max = promote_max  # promotions one tick call may make (more: called again)
         self.held = False  # admission maintenance: every script is told (the header's HOLD)
+        self.writer = writer  # the instance that commits this store's events (kept with them in the outbox)
         self.config_fresh_sec = config_fresh_sec
         self._scripts: dict[str, Script] = load_all()
         self._listeners: list[ChangeListener] = []
@@ -250,6 +253,7 @@ class ValkeyStore:
             *refs,
             str(self.promote_max),
             "1" if self.held else "0",
+            self.writer,
         ]
 
     def set_held(self, held: bool) -> None:
@@ -651,6 +655,9 @@ class ValkeyStore:
         self._next_hint.pop(room_id, None)
         await self._unregister(room_id)
         await self._finish(self._events(room_id, reply))
+        # committed: the deleted generation's outbox (its room.delete) is no longer needed
+        with contextlib.suppress(Exception):
+            await self._redis.delete(room_key(self.prefix, self._slot_id(room_id), "ob"))
 
     async def schedule(self, room_id: str, body: Any) -> dict[str, Any]:
         cur, _ = await self._read_config(room_id)

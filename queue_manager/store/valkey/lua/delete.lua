@@ -17,4 +17,5 @@ redis.call('HSET', K.meta, 'a' .. I(slot), I(S.gen))
 for _, name in ipairs(LIVE) do
   redis.call('DEL', K[name])
 end
+outbox(tonumber(S_raw.gen) or 0)
 return cjson.encode({k = 'ok', ev = EV, gen = S_raw.gen})

@@ -12,6 +12,7 @@
 --   10 the Ref window's "generation:first number"  11 Ref window (the Refs of the next numbers,
 --      concatenated: each REF_WIDTH characters, no separator; one is cut out, nothing decoded)
 --   12 the tick's promotion budget  13 admission maintenance ('1': every room holds its line)
+--   14 the writer: the instance that will commit this call's events (kept with them in the outbox)
 --
 -- Records (JSON, absent field = None / False / 0 as in the Python dataclasses):
 --   ticket   {n, id (ident), fp, f2, ck (hex), j (joined wall), sn (seen mono), ru (return url),
@@ -43,7 +44,8 @@ REFS_GEN, REFS_BASE = tonumber(REFS_GEN), tonumber(REFS_BASE)
 local REFS_WINDOW = ARGV[11]
 local PROMOTE_MAX = tonumber(ARGV[12])
 local HOLD = ARGV[13] == '1'
-local A = 13
+local WRITER = ARGV[14]
+local A = 14
 
 local NULL = cjson.null
 
@@ -908,8 +910,23 @@ local function flush()
   T_dirty = {}
 end
 
+-- every event minted stays in the outbox until the journal holds it: the row its writer commits, so
+-- the leader can commit it instead when the writer never does (a crash between mint and commit)
+local function outbox(gen)
+  if #EV == 0 then
+    return
+  end
+  local put = {}
+  for _, e in ipairs(EV) do
+    put[#put + 1] = I(e[2])
+    put[#put + 1] = cjson.encode({gen, e[1], e[2], e[3], e[4], WRITER})
+  end
+  chunked('ZADD', K.ob, put, 512)
+end
+
 local function done(reply)
   flush()
+  outbox(tonumber(S_raw.gen) or 0)
   reply.ev = EV
   reply.gen = S_raw.gen
   reply.next = S_raw.next
