@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis import exceptions as rx
 
-from queue_manager.background import Job, stop_all
+from queue_manager.background import Job, stop_all, stop_if_cancelled
 from queue_manager.config import ConfigRefusal, Settings
 from queue_manager.engine.events import Event
 from queue_manager.engine.replay import ReplayDeleted, ReplayFenced, replay
@@ -198,10 +198,14 @@ class Backend:
     async def _reconcile_forever(self) -> None:
         interval = max(0.5, self.settings.resync_ms / 1000)
         while True:
+            # each step reads or writes PostgreSQL: a driver can take the stop's cancel for its own and
+            # return (or raise something else), so every step is followed by a look at whether to stop
             try:
                 await self.reconcile()
             except Exception as exc:
+                stop_if_cancelled()
                 log.warning("reconcile: %s", _first_words(exc))
+            stop_if_cancelled()
             try:  # every room's config copy re-read (what gates requests while Valkey is down)
                 await self.store.list_rooms()
             except Exception as exc:
@@ -210,11 +214,14 @@ class Backend:
                 await self.storage.report()
             # journal maintenance set on another instance whose announcement this one missed
             await self.journal.refresh_maintenance()
+            stop_if_cancelled()
             if self.lease.leader:
                 try:
                     await self.checkpoint_round()
                 except Exception as exc:
+                    stop_if_cancelled()
                     log.warning("checkpoints: %s", _first_words(exc))
+                stop_if_cancelled()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._reconcile_now.wait(), interval)
             self._reconcile_now.clear()
@@ -304,6 +311,7 @@ class Backend:
             else:
                 await self.gaps.refresh()
         except Exception as exc:  # tried again next round
+            stop_if_cancelled()
             log.warning("journal gaps: %s", _first_words(exc))
         rebuilt = []
         held: dict[str, int] | None = None  # read once, when a room needs a rebuild

@@ -136,3 +136,17 @@ def test_the_webhook_address_shown_keeps_no_secret() -> None:
     assert shown("https://hooks.slack.com/services/T000/B000/XXXX") == "https://hooks.slack.com/…"
     assert shown("https://user:pw@alerts.example:8443/?token=abc") == "https://alerts.example:8443/…"
     assert shown("https://alerts.example") == "https://alerts.example/"
+
+
+def test_a_journal_gap_pages_per_room_and_says_whether_anything_is_lost() -> None:
+    from queue_manager.jobs.conditions import Frame, evaluate
+
+    rooms = [{"id": "shop", "name": "Shop", "effectiveState": "active", "waiting": 0, "ratePerMinute": 60}]
+    held = {"missing": 2, "seqs": [7, 8], "unrecoverable": [], "unrecoverableCount": 0, "generation": 1}
+    lost = {"missing": 3, "seqs": [7, 8, 9], "unrecoverable": [9], "unrecoverableCount": 1, "generation": 1}
+    (kept,) = [c for c in evaluate(Frame(now=0, rooms=rooms, journal_gaps={"shop": held})) if c.event == "journal_gap"]
+    assert kept.room_id == "shop" and kept.severity == "critical"
+    assert "misses 2 events" in kept.message and "kept in Valkey" in kept.message
+    (gone,) = [c for c in evaluate(Frame(now=0, rooms=rooms, journal_gaps={"shop": lost})) if c.event == "journal_gap"]
+    assert "1 of them held nowhere else" in gone.message
+    assert not [c for c in evaluate(Frame(now=0, rooms=rooms)) if c.event == "journal_gap"]
