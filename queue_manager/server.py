@@ -85,6 +85,9 @@ class Server:
         self.database: Database | None = None
         self.started_ms = self.clock.wall_ms()
         self.runs: InstanceRuns | None = None  # this run's row in instance_runs (a fixed QM_INSTANCE_ID on pg)
+        # how the stop ended, as the stop line says it: None until the lifespan's stop wrote that line
+        # (a stop cut short never does), then whether it was clean (the exit status follows it)
+        self.stopped_clean: bool | None = None
         self._mark_run = Job("qm-run-mark", self._mark_started_later)
         self.timeline: TimelineNotes | None = None
         if store is None:
@@ -382,6 +385,7 @@ class Server:
         on stderr since PostgreSQL may refuse the audit row too. Then this run is marked stopped."""
         await self._mark_run.stop()  # the stop below records the run in any case
         clean = unjournaled is None
+        self.stopped_clean = clean
         detail: dict[str, Any] = {"clean": clean}
         if not clean:
             error = self.backend.journal.last_error if self.backend is not None else None
