@@ -30,7 +30,7 @@ from queue_manager.jobs import webhook
 from queue_manager.jobs.autopilot import Autopilot, shared_for
 from queue_manager.jobs.turn_mail import TurnMail
 from queue_manager.journal.database import describe
-from queue_manager.store.base import Store, StoreUnavailable
+from queue_manager.store.base import JournalCommitFailed, Store, StoreUnavailable
 from queue_manager.store.mailbook import AddressBook, MemoryAddressBook
 from queue_manager.web import connectors
 
@@ -426,6 +426,12 @@ class Server:
                     ctx.history.offer(sampled, ctx.series.last_waits, now_ms)
                 if self.backend is not None:
                     self.backend.note_store_result(True)
+            except JournalCommitFailed as exc:
+                # Valkey answered (its failure would have been raised instead): only the journal failed,
+                # which health reports as the journal's (storage), never as Valkey down
+                if self.backend is not None:
+                    self.backend.note_store_result(True)
+                log.warning("tick: events journal unavailable: %s", exc)
             except StoreUnavailable as exc:
                 if self.backend is not None:
                     self.backend.note_store_result(False)

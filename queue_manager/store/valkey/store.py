@@ -34,7 +34,7 @@ from queue_manager.engine.room import CheckResult, NewDoor, Presented
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import make_ref
 from queue_manager.engine.view import VisitorView
-from queue_manager.store.base import STATUS_BATCH, ChangeListener, Store, StoreUnavailable
+from queue_manager.store.base import STATUS_BATCH, ChangeListener, JournalCommitFailed, Store, StoreUnavailable
 from queue_manager.store.valkey import codec
 from queue_manager.store.valkey.breaker import Breaker
 from queue_manager.store.valkey.client import is_cluster, open_client
@@ -61,7 +61,7 @@ REF_RUN_ROOMS = 1_000  # rooms with a run of Refs kept (beyond: all dropped, der
 
 class Journal(Protocol):
     async def commit(self, events: list[Event]) -> None:
-        """Durably record ``events``; raises StoreUnavailable when it cannot."""
+        """Durably record ``events``; raises StoreUnavailable when it cannot (handed on as JournalCommitFailed)."""
 
 
 @dataclass(slots=True)
@@ -443,11 +443,17 @@ class ValkeyStore:
         raise StoreUnavailable(f"room {room_id!r}: too much contention, try again")
 
     async def _commit(self, events: list[Event]) -> None:
+        """Journal ``events``: a failure is JournalCommitFailed, the journal's and never Valkey's."""
         if not events:
             return
         self.events_total += len(events)
         if self.journal is not None:
-            await self.journal.commit(events)
+            try:
+                await self.journal.commit(events)
+            except JournalCommitFailed:
+                raise
+            except StoreUnavailable as exc:
+                raise JournalCommitFailed(str(exc), exc.retry_after) from exc
 
     async def _finish(self, events: list[Event]) -> None:
         """Commit, then tell the listeners (also when the commit failed: the state moved)."""
@@ -963,10 +969,14 @@ class ValkeyStore:
             events.extend(evs)
         try:
             await self._commit(events)
+        except JournalCommitFailed as exc:
+            if isinstance(failure, StoreUnavailable):  # Valkey failed too: that is the tick's failure
+                raise failure from exc
+            raise
         finally:
             rooms = {e.room for e in events} | set(ids)
             self._notify(rooms)
-        if failure is not None and isinstance(failure, StoreUnavailable):
+        if isinstance(failure, StoreUnavailable):
             raise failure
         return rooms
 
