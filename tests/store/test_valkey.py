@@ -27,6 +27,7 @@ from queue_manager.engine.ticket import make_ref
 from queue_manager.store.base import JournalCommitFailed, StoreUnavailable
 from queue_manager.store.memory import MemoryStore
 from queue_manager.store.valkey import SharedClock, ValkeyStore
+from queue_manager.store.valkey.breaker import ValkeyUnreachable
 from queue_manager.store.valkey.errors import RoomFenced, is_unavailable_reply, translate
 from queue_manager.store.valkey.keys import ROOM_KEYS, room_key, script_keys
 from queue_manager.store.valkey.scripts import Script
@@ -357,6 +358,33 @@ async def test_an_unreachable_valkey_is_store_unavailable() -> None:
     with pytest.raises(StoreUnavailable):
         await store.join("r", client(1), None, None)
     await store.close()
+
+
+async def test_the_tick_probes_through_the_hold_so_the_fast_answers_end_once_valkey_answers(one: Any) -> None:
+    store, clock, _journal = one
+    await store.upsert_room({"id": "r", "targetUrl": TARGET, "ratePerMinute": 0, **QUIET})
+    me = client(1)
+    token = Presented(gen=1, n=(await store.join("r", me, None, None)).ticket)
+    store.breaker.failed(False)  # a failure a moment ago: held as down for the next 5 s
+    with pytest.raises(ValkeyUnreachable):
+        await store.status("r", me, token)  # the fast answer
+    clock.advance(1)
+    await store.tick()  # a second later Valkey answers the tick's probe: not held any longer
+    assert not store.breaker.down and not store.breaker.probing
+    assert (await store.status("r", me, token)).position == 1
+
+
+async def test_while_valkey_is_unreachable_the_tick_probe_keeps_the_hold() -> None:
+    store = ValkeyStore("redis://127.0.0.1:1/15", prefix="qmtest:x:", clock=FakeClock())
+    try:
+        store.breaker.failed(False)
+        with pytest.raises(ValkeyUnreachable):
+            await store.tick()  # its probe failed: the rest of the tick answers at once
+        assert store.breaker.down and not store.breaker.probing and store.breaker.trips == 1
+        with pytest.raises(ValkeyUnreachable):
+            await store.join("r", client(1), None, None)
+    finally:
+        await store.close()
 
 
 def test_driver_errors_map_once() -> None:

@@ -967,8 +967,18 @@ class ValkeyStore:
 
     # ------------------------------------------------------------------ time
 
+    async def probe(self) -> bool:
+        """While Valkey is held as unreachable (breaker.py): one PING past the hold; its answer ends the
+        fast answers at once. The tick calls it every second. True when Valkey is not held as down."""
+        breaker = self.breaker
+        if breaker.claim_probe():
+            with contextlib.suppress(StoreUnavailable), translate(None, breaker, probe=True):
+                await self._redis.ping()
+        return not breaker.down
+
     async def tick(self) -> set[str]:
         self.takebacks.flush()  # the take-backs of a burst that ended, summed up once it is due
+        await self.probe()  # the fast-answer window ends within about a second of Valkey coming back
         now = await self._now()
         with translate(None, self.breaker):
             ids = [_text(i) for i in await self._redis.zrange(rooms_key(self.prefix), 0, -1)]
