@@ -30,7 +30,7 @@ from queue_manager.jobs import webhook
 from queue_manager.jobs.autopilot import Autopilot, shared_for
 from queue_manager.jobs.turn_mail import TurnMail
 from queue_manager.journal.database import describe
-from queue_manager.store.base import Store, StoreUnavailable
+from queue_manager.store.base import JournalCommitFailed, Store, StoreUnavailable
 from queue_manager.store.mailbook import AddressBook, MemoryAddressBook
 from queue_manager.web import connectors
 
@@ -85,6 +85,9 @@ class Server:
         self.database: Database | None = None
         self.started_ms = self.clock.wall_ms()
         self.runs: InstanceRuns | None = None  # this run's row in instance_runs (a fixed QM_INSTANCE_ID on pg)
+        # how the stop ended, as the stop line says it: None until the lifespan's stop wrote that line
+        # (a stop cut short never does), then whether it was clean (the exit status follows it)
+        self.stopped_clean: bool | None = None
         self._mark_run = Job("qm-run-mark", self._mark_started_later)
         self.timeline: TimelineNotes | None = None
         if store is None:
@@ -389,6 +392,7 @@ class Server:
         on stderr since PostgreSQL may refuse the audit row too. Then this run is marked stopped."""
         await self._mark_run.stop()  # the stop below records the run in any case
         clean = unjournaled is None
+        self.stopped_clean = clean
         detail: dict[str, Any] = {"clean": clean}
         if not clean:
             error = self.backend.journal.last_error if self.backend is not None else None
@@ -429,6 +433,12 @@ class Server:
                     ctx.history.offer(sampled, ctx.series.last_waits, now_ms)
                 if self.backend is not None:
                     self.backend.note_store_result(True)
+            except JournalCommitFailed as exc:
+                # Valkey answered (its failure would have been raised instead): only the journal failed,
+                # which health reports as the journal's (storage), never as Valkey down
+                if self.backend is not None:
+                    self.backend.note_store_result(True)
+                log.warning("tick: events journal unavailable: %s", exc)
             except StoreUnavailable as exc:
                 if self.backend is not None:
                     self.backend.note_store_result(False)

@@ -17,8 +17,12 @@ connection to whichever worker accepts it first. The supervisor serves nothing i
   add its siblings' (``http/peers.py``). The directory is removed when the supervisor ends;
 * SIGTERM or SIGINT stops every worker with SIGTERM (each runs the usual graceful stop,
   SHUTDOWN_GRACE_MS then SHUTDOWN_DRAIN_MS); one still running past its drain bound plus
-  :data:`STOP_SLACK_SEC` is killed. A clean stop exits 0. A worker that exits 0 on its own was asked
-  to stop (``POST /api/admin/shutdown``): that stops them all the same way.
+  :data:`STOP_SLACK_SEC` is killed. A clean stop exits 0: every worker exited 0 (each stop clean).
+  Otherwise, a worker killed past its bound or ending with another status (its stop WITH STORAGE
+  FAILING exits :data:`STOPPED_UNCLEAN`), the supervisor names it on stderr and exits
+  :data:`STOPPED_UNCLEAN`. A worker that stops on its own (exit 0, or :data:`STOPPED_UNCLEAN`) was
+  asked to stop (``POST /api/admin/shutdown``, or a SIGTERM sent to it alone): that stops them all
+  the same way.
 
 Each worker asks the kernel to send it SIGTERM if the supervisor dies (Linux ``PR_SET_PDEATHSIG``),
 so a supervisor killed with SIGKILL leaves no worker holding the port.
@@ -46,6 +50,7 @@ from queue_manager.config import INLINE_SHUTDOWN_DRAIN_FLOOR_MS, Settings
 __all__ = [
     "BACKOFF_MAX_SEC",
     "BACKOFF_START_SEC",
+    "STOPPED_UNCLEAN",
     "STOP_SLACK_SEC",
     "WorkerRole",
     "bind_listener",
@@ -61,6 +66,9 @@ BACKOFF_MAX_SEC = 30.0
 HEALTHY_RUN_SEC = 30.0
 #: Time a worker gets past its drain bound (for the lifespan's own stop: the journal's last commit).
 STOP_SLACK_SEC = 10.0
+#: The exit status of a stop that was not clean: a worker stopped WITH STORAGE FAILING (its own status,
+#: the same number), or did not stop in time and was killed (``qm serve``'s, cli/serve.py).
+STOPPED_UNCLEAN = 4
 _POLL_SEC = 0.2
 _PR_SET_PDEATHSIG = 1
 #: The longest temporary directory the peer directory goes under: a unix socket's path is at most 107
@@ -157,6 +165,7 @@ class _Supervisor:
         self.count = count
         self.selector = selectors.DefaultSelector()
         self.signals: list[int] = []
+        self.clean = True  # every worker that stopped since the stop began stopped cleanly
         spool_root = settings.spool_dir or os.path.join("data", "spool")
         self.workers = []
         for k in range(1, count + 1):
@@ -260,12 +269,15 @@ class _Supervisor:
             self.wait_events(_POLL_SEC)
             now = time.monotonic()
             for worker, code, pid in self.exited():
-                if self.signals:
-                    break
-                if code == 0:  # it stopped on its own, cleanly: POST /api/admin/shutdown stops the server
-                    _log(f"worker {worker.index} ({worker.instance_id}, pid {pid}) stopped cleanly; stopping them all")
+                if self.signals:  # stopping anyway (a Ctrl-C reaches the workers too): how it ended still counts
+                    self._note_stop(worker, code)
+                    continue
+                if code in (0, STOPPED_UNCLEAN):  # it stopped on its own: POST /api/admin/shutdown stops the server
+                    how = "stopped cleanly" if code == 0 else "stopped, not cleanly"
+                    _log(f"worker {worker.index} ({worker.instance_id}, pid {pid}) {how}; stopping them all")
+                    self.clean = self.clean and code == 0
                     self.signals.append(signal.SIGTERM)
-                    break
+                    continue
                 if now - worker.started_at >= HEALTHY_RUN_SEC:
                     worker.backoff_sec = BACKOFF_START_SEC
                 delay = worker.backoff_sec
@@ -281,8 +293,15 @@ class _Supervisor:
                         break
                     self.start(worker)
 
-    def stop_all(self) -> None:
-        """SIGTERM to every worker; kill what is still running past the drain bound."""
+    def _note_stop(self, worker: _Worker, code: int) -> None:
+        """A worker ended while the server stops: a stop that was not clean is named, and counts."""
+        if code != 0:
+            self.clean = False
+            _log(f"worker {worker.index} ({worker.instance_id}) did not stop cleanly: it {_how_it_ended(code)}")
+
+    def stop_all(self) -> bool:
+        """SIGTERM to every worker; kill what is still running past the drain bound. True when every
+        worker stopped cleanly (exit 0) since the stop began; each that did not is named on stderr."""
         drain_ms = self.settings.shutdown_drain_ms
         if drain_ms is None:
             drain_ms = INLINE_SHUTDOWN_DRAIN_FLOOR_MS  # the most a worker with an inline room waits
@@ -296,13 +315,15 @@ class _Supervisor:
         for worker in running:
             assert worker.proc is not None
             try:
-                worker.proc.wait(max(0.0, deadline - time.monotonic()))
+                code = worker.proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 _log(f"worker {worker.index} ({worker.instance_id}) did not stop within {bound:g} s; killing it")
                 worker.proc.kill()
-                worker.proc.wait()
+                code = worker.proc.wait()
+            self._note_stop(worker, code)
             self._forget_ready_pipe(worker)
             worker.proc = None
+        return self.clean
 
 
 def supervise(settings: Settings, count: int, announce: Callable[[int], None]) -> int:
@@ -326,10 +347,13 @@ def supervise(settings: Settings, count: int, announce: Callable[[int], None]) -
         if code is None:
             announce(int(listener.getsockname()[1]))
             supervisor.supervise()
-            code = 0
-        supervisor.stop_all()
+            code = 0 if supervisor.stop_all() else STOPPED_UNCLEAN
+        else:  # stopped before every worker was ready (or one failed to start): how they end says nothing more
+            supervisor.stop_all()
         if code == 0:
             print(f"Queue Manager stopped ({count} workers).", file=sys.stderr, flush=True)
+        elif code == STOPPED_UNCLEAN:
+            print(f"Queue Manager stopped ({count} workers), not cleanly.", file=sys.stderr, flush=True)
         return code
     finally:
         for sig, handler in previous.items():

@@ -7,10 +7,11 @@ tools, which parse their own options (queue_manager/rehearse/command.py). Each c
 imported only when it runs: ``qm --version`` and ``qm --help`` load nothing else, and a server
 process never loads the surge tools.
 
-Exit codes: 0 done; 2 settings that refuse start, a command line that does not parse, or a surge
-tool's error; any other non-zero code, the server could not start after reading its settings (3,
-uvicorn's start-up failure: the address in use, Valkey or PostgreSQL refusing; 1 from the
-supervisor of several workers when it cannot bind).
+Exit codes: 0 done (``qm serve``: stopped cleanly); 2 settings that refuse start, a command line that
+does not parse, or a surge tool's error; 4, ``qm serve`` stopped but not cleanly (WITH STORAGE FAILING,
+a stop cut short, a worker killed at the stop); any other non-zero code, the server could not start
+after reading its settings (3, uvicorn's start-up failure: the address in use, Valkey or PostgreSQL
+refusing; 1 from the supervisor of several workers when it cannot bind).
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=_Help,
         description="Queue Manager, a self-hosted virtual waiting room. Every setting comes from the environment "
         "(docs/configuration.md).",
-        epilog="With no command, qm serves. Exit codes: 0 done; 2 settings that refuse start, or a command line "
-        "that does not parse; another non-zero code, the server could not start (the address in use, Valkey or "
-        "PostgreSQL refusing).",
+        epilog="With no command, qm serves. Exit codes: 0 done (qm serve: stopped cleanly); 2 settings that refuse "
+        "start, or a command line that does not parse; 4 qm serve stopped but not cleanly (WITH STORAGE FAILING); "
+        "another non-zero code, the server could not start (the address in use, Valkey or PostgreSQL refusing).",
     )
     qm.add_argument("--version", action="version", version=f"qm {__version__}", help="print qm's version and exit")
     commands = qm.add_subparsers(dest="command", title="commands", metavar="COMMAND")

@@ -7,9 +7,13 @@ because the journal says it happened. Each event is applied through the same pub
 transition live play used to make it (``Room.join_line``, ``Room.promote``, ``Room.admit`` …);
 a handler only checks that the event fits the state and reads its fields.
 
-Time comes from the events: each one is applied on a clock whose wall and monotonic readings both
-equal the event's ``ts``; the result is then rebased onto the live clock through a checkpoint
-dump/load, which also marks every holder seen (as a restart does).
+Time comes from the events: each one is applied on a clock whose wall reading is the event's
+``ts`` exactly, so every instant a transition stamps from the wall clock (a ticket's ``passed``, a
+finished record's end, a draw's instants) is the journaled one. Its monotonic reading is the newest
+``ts`` so far: events of one room come from several instances whose clocks differ by a few
+milliseconds, so ``ts`` can step back a little from one ``seq`` to the next, and deadlines must not.
+The result is then rebased onto the live clock through a checkpoint dump/load, which also marks
+every holder seen (as a restart does).
 
 The journal is guarded per event: a type this build cannot apply, an ``lv`` newer than
 ``EVENT_LOG_VERSION``, a gap in ``seq`` or an event that contradicts the state it lands on raises
@@ -89,10 +93,21 @@ class _Inconsistent(Exception):
 
 
 class ReplayClock:
-    """The clock replay runs on: wall and monotonic both read ``at`` (milliseconds)."""
+    """The clock replay runs on (milliseconds): monotonic reads ``at``, the newest event ``ts`` so far;
+    wall reads ``wall``, the ``ts`` of the event being applied (``at`` unless it stepped back)."""
 
     def __init__(self, at: int) -> None:
         self.at = at
+        self.wall = at
+
+    def set(self, at: int) -> None:
+        """Both readings at ``at`` (between events: the checkpoint's instant, the rebuild's)."""
+        self.at = self.wall = at
+
+    def apply_at(self, ts: int) -> None:
+        """The instant of the next event: its own ``ts`` on the wall, never back on the monotonic clock."""
+        self.at = max(self.at, ts)
+        self.wall = ts
 
     def mono(self) -> float:
         return self.at / 1000
@@ -101,7 +116,7 @@ class ReplayClock:
         return self.at
 
     def wall_ms(self) -> int:
-        return self.at
+        return self.wall
 
 
 # ------------------------------------------------------------------------------------ the driver
@@ -126,7 +141,7 @@ def replay(
     """
     room, rclock = _fold(events, base, lost_logo)
     target = max(rclock.at, clock.wall_ms())
-    rclock.at = target
+    rclock.set(target)
     _accrue(room, target)
     out = load(dump(room), clock, [] if room_events is None else room_events, rng=rng)
     shift = clock.mono_ms() - target
@@ -208,7 +223,7 @@ def _fold(
             )
         if ctx is not None and ctx.deleted:
             raise ReplayFenced(room_id, f"{ev.type!r} after room.delete", ev.seq)
-        rclock.at = max(rclock.at, ev.ts)
+        rclock.apply_at(ev.ts)
         try:
             if ctx is None:
                 if ev.type != "room.create":
@@ -232,6 +247,7 @@ def _fold(
         raise ValueError("nothing to replay: the checkpoint and the events are empty")
     if ctx.deleted:
         raise ReplayDeleted(room_id, gen, ctx.room.event_seq)
+    rclock.set(rclock.at)  # as of the last event: a checkpoint folded here reads one instant
     return ctx.room, rclock
 
 

@@ -117,8 +117,14 @@ class Backend:
         )
         # the fleet's own keys: one hash tag on a cluster (keys.fleet_prefix), the rooms spread by theirs
         self.fleet_prefix = fleet_prefix(settings.valkey_prefix, self.store.cluster)
-        self.lease = LeaderLease(self.store.redis, self.fleet_prefix, settings.instance_id, settings.leader_lease_ms)
-        self.hints = Hints(self.store.redis, self.fleet_prefix, settings.instance_id, enabled=settings.ctl_hints)
+        # an answer from Valkey to either ends the store's fast answers at once (breaker.py)
+        heard = self.store.breaker.heard
+        self.lease = LeaderLease(
+            self.store.redis, self.fleet_prefix, settings.instance_id, settings.leader_lease_ms, reached=heard
+        )
+        self.hints = Hints(
+            self.store.redis, self.fleet_prefix, settings.instance_id, enabled=settings.ctl_hints, reached=heard
+        )
         self.storage = StorageWatch(
             self.journal,
             self.store.redis,

@@ -36,8 +36,17 @@ Handler = Callable[[dict[str, Any]], None]
 
 
 class Hints:
-    def __init__(self, redis: Redis, prefix: str, instance_id: str, *, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str,
+        instance_id: str,
+        *,
+        enabled: bool = True,
+        reached: Callable[[], None] | None = None,
+    ) -> None:
         self.redis = redis
+        self.reached = reached  # told when Valkey answers the subscription (the store's breaker.heard)
         self.channel = control_channel(prefix)
         self.instance_id = instance_id
         self.enabled = enabled
@@ -98,6 +107,8 @@ class Hints:
         try:
             await pubsub.subscribe(self.channel)
             self.subscribed = True
+            if self.reached is not None:  # Valkey answered: the store need not wait out its fast answers
+                self.reached()
             self._dispatch("resync", {})  # anything published while unsubscribed was lost
             while True:
                 # a bounded wait (not listen()): the client's socket timeout must not read as a lost link

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from redis.asyncio import Redis
@@ -52,8 +53,11 @@ return 1
 
 
 class LeaderLease:
-    def __init__(self, client: Redis, prefix: str, instance_id: str, lease_ms: int) -> None:
+    def __init__(
+        self, client: Redis, prefix: str, instance_id: str, lease_ms: int, *, reached: Callable[[], None] | None = None
+    ) -> None:
         self.client = client
+        self.reached = reached  # told when Valkey answers a take or renewal (the store's breaker.heard)
         self.key = leader_key(prefix)
         self.epoch_key = leader_epoch_key(prefix)
         self.instance_id = instance_id
@@ -74,6 +78,8 @@ class LeaderLease:
                 log.warning("leader: lost the lease (Valkey unreachable: %s)", type(exc).__name__)
             self.leader = False
             return False
+        if self.reached is not None:  # Valkey answered: the store need not wait out its fast answers
+            self.reached()
         was = self.leader
         self.leader = epoch > 0
         if self.leader:

@@ -4,10 +4,10 @@
 arrival order — whole callers, up to ``max_batch`` events (a caller larger than that goes alone),
 after lingering ``linger_ms`` for more to arrive when the queue is not full — and writes them with
 ONE statement (``rows.insert_sql``) on its own connection. Every caller in the batch is acknowledged
-only after it committed; if it fails, every caller in it gets ``StoreUnavailable`` (each caller
-counts one ``write_errors``), the error and its time are kept for health, the connection is dropped
-and the writer goes on with the next batch. While a batch is in flight new callers queue up, so the
-batch size follows the load by itself.
+only after it committed; if it fails, every caller in it gets ``JournalCommitFailed`` (a
+``StoreUnavailable``; each caller counts one ``write_errors``), the error and its time are kept for
+health, the connection is dropped and the writer goes on with the next batch. While a batch is in
+flight new callers queue up, so the batch size follows the load by itself.
 
 While the journal spools (``maintenance.py``: maintenance mode, or failover after a transient failure
 with SPOOL_ON_FAILURE) the same writer appends each batch to the disk spool instead. The events of a
@@ -41,7 +41,7 @@ from queue_manager.journal.health import JournalHealth
 from queue_manager.journal.maintenance import ConflictHandler, MaintenanceSpool
 from queue_manager.journal.rows import Row, event_row, insert_args, insert_sql, row_dict, taken_args, taken_sql
 from queue_manager.journal.spool import SpoolFailed
-from queue_manager.store.base import StoreUnavailable
+from queue_manager.store.base import JournalCommitFailed, StoreUnavailable
 
 log = logging.getLogger("queue_manager.journal")
 
@@ -125,11 +125,11 @@ class GroupWriter:
     # ---------------------------------------------------------------------------- commit
 
     async def commit(self, events: list[Event]) -> None:
-        """Return once ``events`` are committed (or spooled in maintenance mode); else StoreUnavailable."""
+        """Return once ``events`` are committed (or spooled in maintenance mode); else JournalCommitFailed."""
         if not events:
             return
         if self._closing or self.job.task is None:
-            raise StoreUnavailable("events journal is closed")
+            raise JournalCommitFailed("events journal is closed")
         rows = [event_row(e, self.instance_id) for e in events]
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(rows, future))
@@ -272,7 +272,7 @@ class GroupWriter:
                 log.warning("events journal: on_conflict: %s", describe(err))
         for item in batch:
             if any((r[0], r[1], r[2]) in taken for r in item.rows) and not item.future.done():
-                item.future.set_exception(StoreUnavailable("the room is being rebuilt from the journal"))
+                item.future.set_exception(JournalCommitFailed("the room is being rebuilt from the journal"))
                 item.future.exception()
 
     def _fail_batch(self, batch: list[_Pending], err: BaseException) -> None:
@@ -282,7 +282,7 @@ class GroupWriter:
         message = str(err) if isinstance(err, StoreUnavailable) else f"events journal commit failed: {describe(err)}"
         for item in batch:
             if not item.future.done():
-                item.future.set_exception(StoreUnavailable(message))
+                item.future.set_exception(JournalCommitFailed(message))
                 # a caller that stopped waiting must not leave "exception never retrieved" behind
                 item.future.exception()
 

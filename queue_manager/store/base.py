@@ -33,6 +33,12 @@ class StoreUnavailable(Exception):
         self.retry_after = retry_after
 
 
+class JournalCommitFailed(StoreUnavailable):
+    """The events journal did not take a commit (PostgreSQL failing, the journal closed, or a seq it
+    already holds): the live state answered, the durable record did not. Answered 503 like any
+    ``StoreUnavailable``; health reports it as the journal's failure, never as Valkey's."""
+
+
 ChangeListener = Callable[[set[str]], None]
 
 #: The most asks one ``status_many`` call sends to the store at once; a longer list is split into parts of

@@ -33,6 +33,17 @@ def test_ctrl_c_stops_gracefully_without_a_traceback(make_server: ServerFactory)
     assert "Queue Manager stopped." in srv.stderr
 
 
+def test_sigterm_stops_gracefully_and_exits_0(make_server: ServerFactory) -> None:
+    """SIGTERM is how a service manager stops the server: a clean stop exits 0, not as killed by the signal."""
+    srv = make_server()
+    with srv.client() as c:
+        assert c.get("/healthz").status_code == 200
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.wait() == 0, srv.stderr
+    assert "Traceback" not in srv.stderr, srv.stderr
+    assert "Queue Manager stopped." in srv.stderr
+
+
 def test_healthz_ok_and_ready(server: Server) -> None:
     r = httpx.get(server.base_url + "/healthz", timeout=5)
     assert r.status_code == 200

@@ -62,7 +62,7 @@ def test_a_pause_and_a_rate_move_are_still_marked_after_a_clean_restart() -> Non
             before = [(m["kind"], m["note"]) for m in marks(admin, room) if m["kind"] in ("pause", "rate")]
         # a clean stop (SIGTERM), leaving the Valkey prefix and the schema in place
         srv.proc.send_signal(signal.SIGTERM)
-        assert srv.wait() in (0, -signal.SIGTERM), srv.stderr  # the server ends as the signal asked
+        assert srv.wait() == 0, srv.stderr  # a clean stop exits 0
         again = start_server({**{k: srv.env[k] for k in SHARED}, "SPOOL_DIR": srv.env["SPOOL_DIR"] + "-2"})
         with again.admin() as admin:
             after = [(m["kind"], m["note"]) for m in marks(admin, room) if m["kind"] in ("pause", "rate")]

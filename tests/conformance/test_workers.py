@@ -5,7 +5,7 @@
   /internal/api/shared-state/stats), health counts them as two instances, and a join taken by one is
   visible from the other;
 * a worker killed with SIGKILL is logged on stderr and restarted (a new process serves under the
-  same id); SIGTERM to the parent stops every worker and exits 0, and so does
+  same id); SIGTERM to the parent stops every worker (each exiting 0 itself) and exits 0, and so does
   ``POST /api/admin/shutdown`` to any one worker;
 * ``/metrics`` on the shared port answers every worker's metrics in one exposition (each series with
   its worker's ``instance``, each family's ``# TYPE`` once, ``qm_workers`` and ``qm_workers_scraped``
@@ -157,9 +157,10 @@ def test_two_workers_share_one_port_and_the_store_and_a_dead_one_comes_back() ->
         assert len(renewed & workers) == 1  # the survivor kept serving
         ids_seen(srv, {f"{base}-w1", f"{base}-w2"}, timeout=40)
 
-        # SIGTERM to the parent: every worker stops, exit 0
+        # SIGTERM to the parent: every worker stops cleanly (each exits 0 itself), exit 0
         srv.proc.send_signal(signal.SIGTERM)
         assert srv.wait(40) == 0, srv.stderr
+        assert "did not stop cleanly" not in srv.stderr, srv.stderr
         for pid in renewed:
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)

@@ -59,3 +59,14 @@ async def test_switched_off_hints_neither_publish_nor_subscribe(client: Redis, p
     finally:
         await on.stop()
         await off.stop()
+
+
+async def test_a_subscription_valkey_answers_tells_the_store_it_is_reachable(client: Redis, prefix: str) -> None:
+    heard: list[str] = []
+    hints = Hints(client, prefix, "a", reached=lambda: heard.append("a"))
+    hints.start()
+    try:
+        await _until(lambda: hints.subscribed, "subscribed")
+        assert heard == ["a"]
+    finally:
+        await hints.stop()

@@ -67,3 +67,20 @@ async def test_nobody_leads_while_valkey_is_unreachable() -> None:
     assert not await lease.try_acquire()
     assert not lease.leader
     await dead.aclose()
+
+
+async def test_an_answer_to_the_lease_tells_the_store_valkey_is_reachable(client: Redis, prefix: str) -> None:
+    heard: list[str] = []
+    a = LeaderLease(client, prefix, "a", 2000, reached=lambda: heard.append("a"))
+    b = LeaderLease(client, prefix, "b", 2000, reached=lambda: heard.append("b"))
+    try:
+        assert await a.try_acquire()
+        assert not await b.try_acquire()  # refused the lease, but Valkey answered
+        assert heard == ["a", "b"]
+    finally:
+        await _cleanup(client, prefix)
+    dead = Redis.from_url("redis://127.0.0.1:1/15", socket_connect_timeout=0.2)
+    silent = LeaderLease(dead, "qmtest:", "c", 1000, reached=lambda: heard.append("c"))
+    assert not await silent.try_acquire()
+    assert heard == ["a", "b"]  # no answer, nothing told
+    await dead.aclose()

@@ -11,6 +11,7 @@ claim kept after its grace).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import orjson
@@ -304,3 +305,46 @@ def test_admit_revoke_restores_a_bounced_pass_without_a_slot():
     again = room.tickets[2]
     assert again.state == "passed" and not again.slot and 2 in room.bounced and room.occupancy() == 0
     assert len(events) < len(run.events)
+
+
+# ------------------------------------------------------------------------------ instants as journaled
+
+
+def test_a_promote_whose_ts_steps_back_passes_the_ticket_at_its_own_ts():
+    # Two instances whose clocks are 3 ms apart: the promote journaled after an event of the faster one
+    # carries an earlier ts. The rebuilt ticket passed at that ts, not at the newest ts seen before it.
+    run = _run([("join", 0, None), ("join", 1, None), ("advance", 1000)], ratePerMinute=0)
+    events = list(run.events)
+    at = run.clock.wall_ms()
+
+    def add(type_: str, ts: int, **data: Any) -> None:
+        events.append(Event(type_, "r", 1, ts, data, seq=events[-1].seq + 1))
+
+    add("promote", at, n=1, slot=True, credit=0)  # the faster instance
+    add("promote", at - 3, n=2, slot=True, credit=0)  # the slower one, 3 ms behind
+    add("expire", at - 2, n=1)  # the slower one again
+    room = replay(events, clock_copy(run.clock), room_events=[])
+    second = room.tickets[2]
+    assert second.passed_ms == at - 3 and second.waited_ms == at - 3 - second.joined_ms
+    first = room.finished[1]
+    assert (first.passed_ms, first.ended_ms) == (at, at - 2)
+    assert dump(room)["tickets"][0]["passed"] == at - 3
+
+
+@SETTINGS
+@given(room_fields(), ops(max_size=60), st.lists(st.integers(0, 3), min_size=1, max_size=16))
+def test_rebuilt_passed_instants_are_the_journaled_ones_whatever_the_instances_clocks(fields, script, skews):
+    # A room's events come from several instances, whose clocks differ by a few milliseconds: from one
+    # seq to the next the ts can step back. Each rebuilt ticket passed exactly at its promote's ts.
+    run, _ = scripted(fields, script)
+    events = [dataclasses.replace(e, ts=e.ts - skews[i % len(skews)]) for i, e in enumerate(run.events)]
+    promoted: dict[int, int] = {}
+    for e in events:
+        if e.type == "promote":
+            promoted.setdefault(int(e.data["n"]), e.ts)  # a pass given back and given again keeps the first
+    room = replay(events, clock_copy(run.clock), room_events=[])
+    rebuilt = {n: (t.passed_ms, t.waited_ms, t.joined_ms) for n, t in room.tickets.items()}
+    rebuilt |= {n: (f.passed_ms, f.waited_ms, f.joined_ms) for n, f in room.finished.items()}
+    for n, (passed, waited, joined) in sorted(rebuilt.items()):
+        assert passed == promoted.get(n), (n, passed, promoted.get(n))
+        assert waited == (None if passed is None else max(0, passed - joined)), n

@@ -79,3 +79,27 @@ def test_translate_tells_the_breaker_what_became_of_each_call() -> None:
     with translate("r", b):
         pass
     assert not b.down and b.trips == 1
+
+
+def test_a_probe_can_be_claimed_before_the_hold_ends_one_at_a_time() -> None:
+    clock = Clock()
+    b = Breaker(clock=clock)
+    assert b.claim_probe() is False  # nothing held: nothing to probe
+    b.failed(False)
+    assert b.claim_probe() is True  # at once, not after HOLD_SEC
+    assert b.claim_probe() is False  # one probe at a time
+    with pytest.raises(ValkeyUnreachable):
+        b.enter()  # the others still answer at once
+    b.answered(True)
+    assert not b.down and not b.probing and b.enter() is False
+
+
+def test_valkey_heard_elsewhere_ends_the_hold_at_once() -> None:
+    clock = Clock()
+    b = Breaker(clock=clock)
+    b.failed(False)
+    assert b.claim_probe() is True
+    b.heard()  # the leader lease or the pub/sub subscription got an answer
+    assert not b.down and b.enter() is False
+    b.failed(True)  # the probe claimed before still reports: its failure holds again
+    assert b.down and not b.probing and b.trips == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -23,12 +24,14 @@ from queue_manager.engine.events import Event
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.room import Presented
 from queue_manager.engine.ticket import make_ref
-from queue_manager.store.base import StoreUnavailable
+from queue_manager.store.base import JournalCommitFailed, StoreUnavailable
 from queue_manager.store.memory import MemoryStore
 from queue_manager.store.valkey import SharedClock, ValkeyStore
+from queue_manager.store.valkey.breaker import ValkeyUnreachable
 from queue_manager.store.valkey.errors import RoomFenced, is_unavailable_reply, translate
 from queue_manager.store.valkey.keys import ROOM_KEYS, room_key, script_keys
 from queue_manager.store.valkey.scripts import Script
+from queue_manager.store.valkey.takebacks import REPORT_EVERY_SEC
 
 from .conftest import TARGET, RecordingJournal, make_valkey
 
@@ -187,6 +190,54 @@ async def test_a_join_whose_commit_fails_is_taken_back(one: Any) -> None:
     assert view.ticket == 2 and view.position == 1
 
 
+async def test_take_backs_while_the_journal_fails_are_summed_up_not_warned_one_by_one(
+    one: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # PostgreSQL down: each join's commit fails, and so does the commit of its join.revoke. The joins
+    # are taken back all the same (their revoke events wait with the failed commits).
+    store, _clock, journal = one
+    now = [0.0]
+    store.takebacks.clock = lambda: now[0]
+    await store.upsert_room({"id": "r", "targetUrl": TARGET, "queueMaxPerIp": None})
+    journal.fail_next = 6
+    with caplog.at_level(logging.DEBUG, logger="queue_manager.store.valkey"):
+        for i in range(3):
+            with pytest.raises(JournalCommitFailed):
+                await store.join("r", client(i + 1), None, None)
+        now[0] += REPORT_EVERY_SEC
+        await store.tick()  # the rest of the burst is summed up once due
+    assert (await store.get_room("r"))["waiting"] == 0
+    for n in (1, 2, 3):
+        with pytest.raises(EngineError):
+            await store.lookup("r", str(n))  # taken back
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [m for m in warned if "could not take back" in m], warned
+    summaries = [m for m in warned if m.startswith("took back")]
+    assert [m.split(" whose")[0] for m in summaries] == ["took back 1 join", "took back 2 joins"], summaries
+    assert all("journal down (test)" in m for m in summaries)
+    each = [
+        r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG and "took back a join" in r.getMessage()
+    ]
+    assert len(each) == 3 and store.takebacks.total == 3 and store.takebacks.failed == 0
+
+
+async def test_a_take_back_that_cannot_be_made_is_warned(one: Any, caplog: pytest.LogCaptureFixture) -> None:
+    store, _clock, _journal = one
+    await store.upsert_room({"id": "r", "targetUrl": TARGET, "queueMaxPerIp": None})
+
+    class FencedMeanwhile(RecordingJournal):
+        async def commit(self, events: list[Event]) -> None:
+            await store.fence("r")  # the room is being rebuilt: the take-back is refused
+            raise StoreUnavailable("journal down (test)")
+
+    store.journal = FencedMeanwhile()
+    with pytest.raises(JournalCommitFailed):
+        await store.join("r", client(1), None, None)
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any(m.startswith("room r: could not take back a join") for m in warned), warned
+    assert store.takebacks.failed == 1 and store.takebacks.total == 0
+
+
 async def test_a_pre_queue_join_whose_commit_fails_is_taken_back(one: Any) -> None:
     store, clock, journal = one
     await store.upsert_room(
@@ -307,6 +358,33 @@ async def test_an_unreachable_valkey_is_store_unavailable() -> None:
     with pytest.raises(StoreUnavailable):
         await store.join("r", client(1), None, None)
     await store.close()
+
+
+async def test_the_tick_probes_through_the_hold_so_the_fast_answers_end_once_valkey_answers(one: Any) -> None:
+    store, clock, _journal = one
+    await store.upsert_room({"id": "r", "targetUrl": TARGET, "ratePerMinute": 0, **QUIET})
+    me = client(1)
+    token = Presented(gen=1, n=(await store.join("r", me, None, None)).ticket)
+    store.breaker.failed(False)  # a failure a moment ago: held as down for the next 5 s
+    with pytest.raises(ValkeyUnreachable):
+        await store.status("r", me, token)  # the fast answer
+    clock.advance(1)
+    await store.tick()  # a second later Valkey answers the tick's probe: not held any longer
+    assert not store.breaker.down and not store.breaker.probing
+    assert (await store.status("r", me, token)).position == 1
+
+
+async def test_while_valkey_is_unreachable_the_tick_probe_keeps_the_hold() -> None:
+    store = ValkeyStore("redis://127.0.0.1:1/15", prefix="qmtest:x:", clock=FakeClock())
+    try:
+        store.breaker.failed(False)
+        with pytest.raises(ValkeyUnreachable):
+            await store.tick()  # its probe failed: the rest of the tick answers at once
+        assert store.breaker.down and not store.breaker.probing and store.breaker.trips == 1
+        with pytest.raises(ValkeyUnreachable):
+            await store.join("r", client(1), None, None)
+    finally:
+        await store.close()
 
 
 def test_driver_errors_map_once() -> None:

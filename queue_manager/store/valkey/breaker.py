@@ -5,6 +5,11 @@ out), every call answers ``ValkeyUnreachable`` at once for ``HOLD_SEC`` instead 
 its own command timeout. Then one call at a time goes through as a probe (the others still get
 the fast answer): when Valkey answers it the store is back; when it fails the hold starts again.
 Any answer from Valkey, an error reply included, counts as reachable.
+
+The hold does not wait for its end to find Valkey back: the store's one-second tick probes through
+it (``claim_probe``), and an answer Valkey gives anywhere else in the process (the pub/sub
+subscription, the leader lease: ``heard``) ends it at once. Service comes back within about a
+second of Valkey, not up to ``HOLD_SEC`` after it.
 """
 
 from __future__ import annotations
@@ -45,6 +50,20 @@ class Breaker:
             raise ValkeyUnreachable("valkey unreachable: answering at once until it is back", retry_after=left)
         self.probing = True
         return True
+
+    def claim_probe(self) -> bool:
+        """While held: make the next call the probe now, before the hold ends (the tick's, once a
+        second). False when Valkey is not held as down, or a probe is already on its way."""
+        if self.down_since is None or self.probing:
+            return False
+        self.probing = True
+        return True
+
+    def heard(self) -> None:
+        """Valkey answered a command made outside the store's calls (the pub/sub subscription, the
+        leader lease): it is reachable, so the fast answers end now. A probe on its way still reports."""
+        self.down_since = None
+        self.hold_until = 0.0
 
     def failed(self, probe: bool) -> None:
         if self.down_since is None:

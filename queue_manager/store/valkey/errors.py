@@ -47,7 +47,8 @@ def is_unavailable_reply(message: str) -> bool:
 
 class translate:  # lower case: used as ``with translate(...)``, like the function it replaced
     """Map driver errors (table above). With ``breaker``: answer at once while Valkey is held as
-    unreachable, and tell the breaker whether Valkey answered.
+    unreachable, and tell the breaker whether Valkey answered (``probe``: this call is the probe its
+    caller claimed, sent whatever the hold).
 
     A class rather than a generator context manager: it wraps every per-request Valkey command, and
     ``__exit__`` costs a fraction of a generator's two resumptions (nested, as this was, four).
@@ -55,13 +56,13 @@ class translate:  # lower case: used as ``with translate(...)``, like the functi
 
     __slots__ = ("breaker", "probe", "room_id")
 
-    def __init__(self, room_id: str | None = None, breaker: Breaker | None = None) -> None:
+    def __init__(self, room_id: str | None = None, breaker: Breaker | None = None, *, probe: bool = False) -> None:
         self.room_id = room_id
         self.breaker = breaker
-        self.probe = False
+        self.probe = probe  # True: the caller claimed the probe already (Breaker.claim_probe)
 
     def __enter__(self) -> None:
-        if self.breaker is not None:
+        if self.breaker is not None and not self.probe:
             self.probe = self.breaker.enter()  # raises at once while Valkey is held as unreachable
 
     def __exit__(self, typ: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:

@@ -35,7 +35,7 @@ from queue_manager.engine.room import CheckResult, NewDoor, Presented
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import make_ref
 from queue_manager.engine.view import VisitorView
-from queue_manager.store.base import STATUS_BATCH, ChangeListener, Store, StoreUnavailable
+from queue_manager.store.base import STATUS_BATCH, ChangeListener, JournalCommitFailed, Store, StoreUnavailable
 from queue_manager.store.valkey import codec
 from queue_manager.store.valkey.breaker import Breaker
 from queue_manager.store.valkey.client import is_cluster, open_client
@@ -46,6 +46,7 @@ from queue_manager.store.valkey.keys import DEFAULT_PREFIX, room_key, rooms_key,
 from queue_manager.store.valkey.lane import ValkeyLane
 from queue_manager.store.valkey.scripts import Script, load_all
 from queue_manager.store.valkey.snapshot import export_document, import_payload
+from queue_manager.store.valkey.takebacks import TakeBacks
 
 log = logging.getLogger("queue_manager.store.valkey")
 
@@ -62,7 +63,7 @@ REF_RUN_ROOMS = 1_000  # rooms with a run of Refs kept (beyond: all dropped, der
 
 class Journal(Protocol):
     async def commit(self, events: list[Event]) -> None:
-        """Durably record ``events``; raises StoreUnavailable when it cannot."""
+        """Durably record ``events``; raises StoreUnavailable when it cannot (handed on as JournalCommitFailed)."""
 
 
 @dataclass(slots=True)
@@ -181,6 +182,7 @@ class ValkeyStore:
         self.events_total = 0
         self.maxmemory_policy: str | None = None
         self.breaker = Breaker()  # the fast answer while Valkey is unreachable
+        self.takebacks = TakeBacks()  # what the log says of changes taken back after a failed commit
         self.cluster = is_cluster(self._redis)  # a Valkey cluster: rooms spread over its masters
         self.fenced_seen: dict[str, float] = {}  # room -> time.monotonic() Valkey last answered it fenced
 
@@ -211,6 +213,7 @@ class ValkeyStore:
             )
 
     async def close(self) -> None:
+        self.takebacks.flush(force=True)
         if self._lane is not None:
             await self._lane.close()
         if self._owns_client:
@@ -447,11 +450,17 @@ class ValkeyStore:
         raise StoreUnavailable(f"room {room_id!r}: too much contention, try again")
 
     async def _commit(self, events: list[Event]) -> None:
+        """Journal ``events``: a failure is JournalCommitFailed, the journal's and never Valkey's."""
         if not events:
             return
         self.events_total += len(events)
         if self.journal is not None:
-            await self.journal.commit(events)
+            try:
+                await self.journal.commit(events)
+            except JournalCommitFailed:
+                raise
+            except StoreUnavailable as exc:
+                raise JournalCommitFailed(str(exc), exc.retry_after) from exc
 
     async def _finish(self, events: list[Event]) -> None:
         """Commit, then tell the listeners (also when the commit failed: the state moved)."""
@@ -713,12 +722,12 @@ class ValkeyStore:
         reply, events = await self._room_op("join", room_id, now, lambda _: args, refs=True)
         try:
             await self._commit(events)
-        except BaseException:
+        except BaseException as exc:
             if reply["k"] == "ok" and reply.get("new"):
                 if reply.get("t") is not None:
-                    await self._revoke(room_id, "join", int(reply["gen"]), n=int(reply["t"]["n"]))
+                    await self._revoke(room_id, "join", int(reply["gen"]), n=int(reply["t"]["n"]), why=exc)
                 elif reply.get("pre") is not None:
-                    await self._revoke(room_id, "prequeue", int(reply["gen"]), handle=reply["pre"]["h"])
+                    await self._revoke(room_id, "prequeue", int(reply["gen"]), handle=reply["pre"]["h"], why=exc)
             raise
         finally:
             self._notify({e.room for e in events})
@@ -769,11 +778,17 @@ class ValkeyStore:
         reply, events = await self._room_op("check", room_id, now, check_args, cv="strict")
         try:
             await self._commit(events)
-        except BaseException:
+        except BaseException as exc:
             undo = reply.get("undo")
             if undo is not None and reply.get("t") is not None:
                 await self._revoke(
-                    room_id, "admit", int(reply["gen"]), n=int(reply["t"]["n"]), door=door[1].hex(), undo=undo
+                    room_id,
+                    "admit",
+                    int(reply["gen"]),
+                    n=int(reply["t"]["n"]),
+                    door=door[1].hex(),
+                    undo=undo,
+                    why=exc,
                 )
             raise
         finally:
@@ -840,15 +855,27 @@ class ValkeyStore:
         handle: str | None = None,
         door: str | None = None,
         undo: Any = None,
+        why: BaseException | str = "",
     ) -> None:
-        """Take back what a change whose journal commit failed minted (best effort: an orphan
-        left behind lapses like a closed tab, as the guide describes)."""
+        """Take back what a change whose journal commit failed (``why``) minted (best effort: an orphan
+        left behind lapses like a closed tab, as the guide describes). Logged by ``takebacks``: a line
+        for a take-back that failed, a summary of those made."""
         args = [what, str(gen), "" if n is None else str(n), handle or "", door or "", _json(undo or {})]
         try:
             reply = await self._eval("revoke", room_id, [*self._header(await self._now(), "*"), *args])
-            await self._commit(self._events(room_id, reply))
         except (StoreUnavailable, EngineError) as exc:
-            log.warning("room %s: could not take back a %s whose journal commit failed: %s", room_id, what, exc)
+            self.takebacks.could_not(room_id, what, why, exc)
+            return
+        events = self._events(room_id, reply)
+        if not events:  # nothing of it left in Valkey (lapsed, ejected, or the room is another generation)
+            log.debug("room %s: nothing left to take back of a %s whose journal commit failed", room_id, what)
+            return
+        # Taken back in Valkey. Its revoke event goes to the journal like any other; a commit that fails
+        # too is held with the failed commits and written, after the change it undoes, once the journal
+        # answers (journal/writer.py): nothing more to do here.
+        with contextlib.suppress(StoreUnavailable):
+            await self._commit(events)
+        self.takebacks.took_back(room_id, what, why)
 
     def _refusal(
         self,
@@ -946,7 +973,18 @@ class ValkeyStore:
 
     # ------------------------------------------------------------------ time
 
+    async def probe(self) -> bool:
+        """While Valkey is held as unreachable (breaker.py): one PING past the hold; its answer ends the
+        fast answers at once. The tick calls it every second. True when Valkey is not held as down."""
+        breaker = self.breaker
+        if breaker.claim_probe():
+            with contextlib.suppress(StoreUnavailable), translate(None, breaker, probe=True):
+                await self._redis.ping()
+        return not breaker.down
+
     async def tick(self) -> set[str]:
+        self.takebacks.flush()  # the take-backs of a burst that ended, summed up once it is due
+        await self.probe()  # the fast-answer window ends within about a second of Valkey coming back
         now = await self._now()
         with translate(None, self.breaker):
             ids = [_text(i) for i in await self._redis.zrange(rooms_key(self.prefix), 0, -1)]
@@ -970,10 +1008,14 @@ class ValkeyStore:
             events.extend(evs)
         try:
             await self._commit(events)
+        except JournalCommitFailed as exc:
+            if isinstance(failure, StoreUnavailable):  # Valkey failed too: that is the tick's failure
+                raise failure from exc
+            raise
         finally:
             rooms = {e.room for e in events} | set(ids)
             self._notify(rooms)
-        if failure is not None and isinstance(failure, StoreUnavailable):
+        if isinstance(failure, StoreUnavailable):
             raise failure
         return rooms
 
