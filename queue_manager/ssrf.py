@@ -12,8 +12,8 @@ import ipaddress
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
-#: Every range the Operations Guide names, IPv4 and IPv6. IPv4-mapped (::ffff:a.b.c.d) and the other
-#: IPv6 forms that carry an IPv4 address are unwrapped and judged by that address.
+#: Every range the Operations Guide names, IPv4 and IPv6. An IPv6 address that carries an IPv4 address
+#: (``embedded_ipv4``) is also judged by each IPv4 address it carries.
 PRIVATE_RANGES: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = tuple(
     ipaddress.ip_network(n)
     for n in (
@@ -28,8 +28,42 @@ PRIVATE_RANGES: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = tupl
         "::/128",  # unspecified
         "fe80::/10",  # link-local
         "fc00::/7",  # unique-local, holds fd00:ec2::254
+        # the NAT64 local-use prefix (RFC 8215): a translator of the network's own, which cuts it to any
+        # length from /48 to /96, so where an address carries its IPv4 address is not written in it
+        "64:ff9b:1::/48",
     )
 )
+
+_V4 = 0xFFFFFFFF
+_COMPATIBLE = ipaddress.IPv6Network("::/96")  # ::a.b.c.d, IPv4-compatible (deprecated)
+_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")  # ::ffff:0:a.b.c.d, IPv4-translated (SIIT)
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # the NAT64 well-known prefix (RFC 6052)
+
+
+def embedded_ipv4(addr: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """Every IPv4 address ``addr`` carries, in every IPv6 form that embeds one.
+
+    IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible ``::a.b.c.d`` (deprecated), IPv4-translated
+    ``::ffff:0:a.b.c.d``, NAT64 ``64:ff9b::a.b.c.d`` (the well-known /96), 6to4 ``2002:AABB:CCDD::/48``
+    and Teredo ``2001:0:SSSS:SSSS:…:~CCCC:~CCCC`` (its server and its client, whose address is stored
+    inverted). The NAT64 local-use prefix is not read here: ``PRIVATE_RANGES`` holds all of it.
+    """
+    value = int(addr)
+    found: list[int] = []
+    if addr.ipv4_mapped is not None:
+        found.append(int(addr.ipv4_mapped))
+    if addr in _COMPATIBLE or addr in _TRANSLATED or addr in _NAT64:
+        found.append(value & _V4)
+    if addr.sixtofour is not None:
+        found.append(int(addr.sixtofour))
+    if addr.teredo is not None:
+        server, client = addr.teredo
+        found.extend((int(server), int(client)))
+    return tuple(ipaddress.IPv4Address(v) for v in found)
+
+
+def _private(addr: IPAddress) -> bool:
+    return any(addr in net for net in PRIVATE_RANGES if net.version == addr.version)
 
 
 class OriginRefused(Exception):
@@ -45,24 +79,22 @@ class OriginRefused(Exception):
         self.address = address
 
 
-def _unwrap(addr: IPAddress) -> IPAddress:
-    if isinstance(addr, ipaddress.IPv6Address):
-        if addr.ipv4_mapped is not None:
-            return addr.ipv4_mapped
-        # ::a.b.c.d (IPv4-compatible, deprecated but still routable on some stacks)
-        if int(addr) >> 32 == 0 and int(addr) > 1:
-            return ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
-    return addr
-
-
 def is_private(address: str) -> bool:
-    """True for every address the guide lists as private or internal (and for anything unparsable)."""
+    """True for every address the guide lists as private or internal (and for anything unparsable).
+
+    The one rule every outbound connection is held to (a proxy origin, the target probe, the alert
+    webhook), at save time, after DNS and on the address actually connected to. An IPv6 address that
+    carries an IPv4 address is private when it is in an IPv6 range or any IPv4 address it carries is
+    (``embedded_ipv4``): ``64:ff9b::7f00:1`` is 127.0.0.1 through a NAT64 gateway.
+    """
     text = address.split("%", 1)[0]  # a scope id (fe80::1%eth0)
     try:
-        addr = _unwrap(ipaddress.ip_address(text))
+        addr = ipaddress.ip_address(text)
     except ValueError:
         return True
-    return any(addr in net for net in PRIVATE_RANGES if net.version == addr.version)
+    if _private(addr):
+        return True
+    return isinstance(addr, ipaddress.IPv6Address) and any(_private(v4) for v4 in embedded_ipv4(addr))
 
 
 def check(host: str, address: str, allow_private: bool) -> None:

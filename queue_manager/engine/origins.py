@@ -19,6 +19,14 @@ _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 _HOST_RE = re.compile(rf"^(?:{_LABEL}\.)*{_LABEL}\.?$|^[0-9a-f:.]+$")
 
 
+def url_host(host: str) -> str:
+    """``host`` as a URL spells it: an IPv6 address in brackets (``[2001:db8::1]``), anything else as it is.
+
+    ``urlsplit(...).hostname`` drops the brackets; a URL rebuilt from it without them reads the last
+    group of the address as a port (``http://2001:db8::1:8080``)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 def _suspicious(text: str) -> bool:
     return "\\" in text or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in text)
 
@@ -38,7 +46,7 @@ class OriginPattern:
         return host == self.host
 
     def __str__(self) -> str:
-        host = ("*" + self.host) if self.wildcard else self.host
+        host = ("*" + self.host) if self.wildcard else url_host(self.host)
         default = _DEFAULT_PORTS[self.scheme]
         return f"{self.scheme}://{host}" + ("" if self.port == default else f":{self.port}")
 

@@ -25,6 +25,7 @@ from typing import Protocol, cast
 import httptools
 
 from queue_manager import ssrf
+from queue_manager.engine.origins import url_host
 
 IDLE_SEC = 3.0
 IDLE_PER_ORIGIN = 256
@@ -36,10 +37,12 @@ class Origin:
     scheme: str
     host: str
     port: int
+    authority: str = field(init=False, compare=False)  # host:port, an IPv6 host in brackets
     key: str = field(init=False, compare=False)  # scheme://host:port, the pool's key (made once)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", f"{self.scheme}://{self.host}:{self.port}")
+        object.__setattr__(self, "authority", f"{url_host(self.host)}:{self.port}")
+        object.__setattr__(self, "key", f"{self.scheme}://{self.authority}")
 
 
 class UpstreamError(Exception):

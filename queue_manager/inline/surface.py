@@ -19,7 +19,8 @@ import orjson
 from queue_manager.config import Settings
 from queue_manager.http import cookies
 from queue_manager.http.wire import HttpError, Message, Request
-from queue_manager.inline.hosts import HostIndex, InlineRoom, is_address_literal, request_host_key
+from queue_manager.inline.forward import split_host
+from queue_manager.inline.hosts import HostIndex, InlineRoom, is_address_literal
 
 PREFIX = "/__qm"
 CONSOLE_PAGES = frozenset({"/", "/index.html", "/progress", "/public/admin.html"})
@@ -39,10 +40,10 @@ def is_console_path(path: str) -> bool:
 
 
 def _name(host: bytes | None) -> str:
+    """A Host header's name without its port (an IPv6 address keeps its brackets: ``[::1]``)."""
     if not host:
         return ""
-    key = request_host_key(host.decode("latin-1"))
-    return key.rsplit(":", 1)[0] if key.count(":") == 1 else key
+    return split_host(host.decode("latin-1"), "http")[0]
 
 
 def console_host(settings: Settings, host: bytes | None) -> bool:

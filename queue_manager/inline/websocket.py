@@ -131,7 +131,7 @@ async def _relay(
         for k, v in upstream_headers(scope["headers"], ident, proxy.trusted_forwarder(ctx, ident))
         if k not in HANDSHAKE and k not in HOP_BY_HOP
     ]
-    host = req.header(b"host") or f"{origin.host}:{origin.port}"
+    host = req.header(b"host") or origin.authority
     raw = scope.get("raw_path") or scope["path"].encode()
     qs = scope.get("query_string") or b""
     uri = f"{'wss' if origin.scheme == 'https' else 'ws'}://{host}{raw.decode('latin-1')}"

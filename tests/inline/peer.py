@@ -16,11 +16,12 @@ PEER = Path(__file__).with_name("peer_app.py")
 
 
 class Peer:
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        """``host``: the address it listens on (``::1`` for IPv6 loopback)."""
+        self.port = free_port(host)
+        self.url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
         self.proc = subprocess.Popen(
-            [sys.executable, str(PEER), str(self.port)],
+            [sys.executable, str(PEER), str(self.port), host],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -1,6 +1,6 @@
 """A small real web application for the inline proxy tests, run as its own process.
 
-``python tests/inline/peer_app.py PORT`` serves, on 127.0.0.1:PORT (uvicorn, raw ASGI):
+``python tests/inline/peer_app.py PORT [HOST]`` serves, on 127.0.0.1:PORT (or HOST, e.g. ``::1``; uvicorn, raw ASGI):
 
 * ``/`` and ``/page/...``: HTML pages; ``/healthz``: the app's own path of that name;
 * ``/api/echo``: JSON describing the request as the app received it (method, target, headers, body size);
@@ -12,7 +12,7 @@
 * ``/broken``: promises 100 bytes, sends 10 and closes;
 * ``/ws``: WebSocket echo that first sends the handshake headers it saw.
 
-It prints ``peer listening on http://127.0.0.1:PORT`` once it accepts connections.
+It prints ``peer listening on http://127.0.0.1:PORT`` (``http://[::1]:PORT``) once it accepts connections.
 """
 
 from __future__ import annotations
@@ -186,12 +186,15 @@ async def websocket(scope: dict[str, Any], receive: Any, send: Any) -> None:
 class _Server(uvicorn.Server):
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
-        print(f"peer listening on http://127.0.0.1:{self.config.port}", flush=True)
+        host = self.config.host
+        shown = f"[{host}]" if ":" in host else host
+        print(f"peer listening on http://{shown}:{self.config.port}", flush=True)
 
 
 def main() -> None:
     port = int(sys.argv[1])
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on", ws="websockets-sansio")
+    host = sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1"
+    config = uvicorn.Config(app, host=host, port=port, log_level="error", lifespan="on", ws="websockets-sansio")
     _Server(config).run()
 
 

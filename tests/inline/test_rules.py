@@ -352,6 +352,34 @@ def test_the_host_index_matches_hosts_as_visitors_send_them() -> None:
     assert index.by_room["shop"].origin.key == "http://10.0.0.5:3000"
 
 
+def test_a_room_with_an_ipv6_proxy_origin_is_in_the_host_index() -> None:
+    """The room's proxyOrigin as the admin API stores it (engine/model.py bare_origin) is in the index,
+    and the origin it connects to is the IPv6 address, spelled with brackets wherever a URL names it."""
+    from queue_manager.engine.model import bare_origin
+    from queue_manager.inline.hosts import HostIndex
+
+    stored = bare_origin("http://[2001:db8::1]:8080")
+    assert stored == "http://[2001:db8::1]:8080"
+    index = HostIndex()
+    index.rebuild([{"id": "v6", "targetUrl": "https://shop.example/", "proxyOrigin": stored}])
+    room = index.lookup(b"shop.example")
+    assert room is not None and room.room_id == "v6"
+    assert (room.origin.host, room.origin.port) == ("2001:db8::1", 8080)
+    assert room.origin.authority == "[2001:db8::1]:8080"
+    assert room.origin.key == "http://[2001:db8::1]:8080"
+
+
+def test_the_console_host_rule_knows_an_ipv6_literal_with_a_port() -> None:
+    from queue_manager.config import load_settings
+    from queue_manager.inline.surface import console_host
+
+    settings = load_settings({"ADMIN_HOST": "admin.example"})
+    for host in (b"[::1]:8080", b"[::1]", b"[2001:db8::5]:443", b"127.0.0.1:8080", b"localhost:8080"):
+        assert console_host(settings, host), host
+    assert not console_host(settings, b"shop.example:8080")
+    assert console_host(settings, b"Admin.Example:8443")
+
+
 def test_a_host_port_in_other_scripts_digits_is_no_port() -> None:
     # "²" and "٣" are digits to str.isdigit but not to int(): the scheme's default port, never an error
     assert split_host("shop.example:²", "https") == ("shop.example", 443)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from queue_manager.engine.origins import origin_allowed, origin_of, parse_origin_pattern
+from queue_manager.engine.errors import EngineError
+from queue_manager.engine.model import apply_fields, bare_origin
+from queue_manager.engine.origins import origin_allowed, origin_of, parse_origin_pattern, url_host
 
 TARGET = "https://www.shop.example/landing"
 
@@ -72,3 +74,61 @@ def test_origin_of() -> None:
     assert origin_of("HTTPS://Shop.Example/x") == ("https", "shop.example", 443)
     assert origin_of("http://[::1]:8080/") == ("http", "::1", 8080)
     assert origin_of("https://shop.example:bad/") is None
+
+
+# ---------------------------------------------------------------------- IPv6 literals keep their brackets
+
+
+@pytest.mark.parametrize(
+    ("text", "stored"),
+    [
+        ("http://[2001:db8::1]:8080", "http://[2001:db8::1]:8080"),
+        ("http://[2001:DB8::1]:8080/", "http://[2001:db8::1]:8080"),
+        ("https://[2001:db8::1]:443", "https://[2001:db8::1]"),
+        ("http://[::1]", "http://[::1]"),
+        ("http://[::ffff:192.0.2.1]:3000", "http://[::ffff:192.0.2.1]:3000"),
+        ("http://192.0.2.1:8080", "http://192.0.2.1:8080"),
+    ],
+)
+def test_an_ipv6_origin_is_spelled_with_brackets(text: str, stored: str) -> None:
+    parsed = parse_origin_pattern(text)
+    assert parsed is not None and str(parsed) == stored
+    again = parse_origin_pattern(stored)  # what is stored reads back as the same origin
+    assert again == parsed
+    assert bare_origin(text) == stored
+
+
+def test_url_host() -> None:
+    assert url_host("2001:db8::1") == "[2001:db8::1]"
+    assert url_host("[2001:db8::1]") == "[2001:db8::1]"
+    assert url_host("192.0.2.1") == "192.0.2.1"
+    assert url_host("shop.example") == "shop.example"
+
+
+def test_a_room_with_ipv6_origins_reads_back_bracketed_and_loads_again() -> None:
+    body = {
+        "id": "v6",
+        "targetUrl": "http://[2001:db8::10]:8080/shop",
+        "proxyOrigin": "http://[2001:db8::1]:8080",
+        "returnOrigins": ["https://[2001:db8::2]"],
+        "tagOrigins": ["http://[2001:db8::3]:3000"],
+    }
+    cfg, _ = apply_fields(None, body)
+    public = cfg.to_public()
+    assert public["proxyOrigin"] == "http://[2001:db8::1]:8080"
+    assert public["returnOrigins"] == ["https://[2001:db8::2]"]
+    assert public["tagOrigins"] == ["http://[2001:db8::3]:3000"]
+    assert public["targetUrl"] == "http://[2001:db8::10]:8080/shop"
+    # a store keeps the public form and rebuilds the room from it (store/valkey/codec.py)
+    again, _ = apply_fields(None, {k: public[k] for k in body})
+    assert again.to_public() == public
+    assert origin_allowed("https://[2001:db8::2]/back", cfg.target_url, cfg.return_origins)
+
+
+def test_an_ipv6_proxy_origin_on_the_rooms_own_public_host_is_a_loop() -> None:
+    # read back without brackets, the origin named no host at all and the loop went unnoticed
+    with pytest.raises(EngineError) as refused:
+        apply_fields(
+            None, {"id": "v6", "targetUrl": "http://[2001:db8::1]/", "proxyOrigin": "http://[2001:db8::1]:8080"}
+        )
+    assert refused.value.code == "proxy_origin_loop"
