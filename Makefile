@@ -122,6 +122,16 @@ fuzz: $(DEVSTAMP)
 	bash scripts/services.sh
 	QM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n 2 tests/conformance/test_fuzz_api.py
 
+## The fault drill, outside CI (docs/OPERATIONS.md, "The fault drill"): two instances on Valkey + PostgreSQL, reached
+## through relays it owns, under 120 joins/s through kill -9, a PostgreSQL cut, a Valkey cut and a clean restart; then
+## every acknowledged join reconciled with the line and the journal, before and after a rebuild. A few minutes.
+## Options: make chaos CHAOS_ARGS="--duration 120 --kills 4" (python -m tests.chaos.drill --help).
+.PHONY: chaos
+CHAOS_ARGS ?=
+chaos: $(DEVSTAMP)
+	bash scripts/services.sh
+	$(BIN)/python -m tests.chaos.drill $(CHAOS_ARGS)
+
 lint: $(DEVSTAMP)
 	$(BIN)/ruff check queue_manager tests bench
 	$(BIN)/ruff format --check queue_manager tests bench

@@ -42,6 +42,7 @@ class Relay:
             except OSError:
                 client.close()
                 continue
+            upstream.settimeout(None)  # 5 s was for the connect: an idle link stays open, as without the relay
             with self.lock:
                 self.conns += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
