@@ -31,6 +31,9 @@ from queue_manager.tokens import TokenError, TokenSigner, hkdf_key
 SESSION_TTL_SEC = 12 * 3600
 TICKET_TTL_MS = 30_000
 OPERATOR_ROLES: tuple[Role, ...] = ("owner", "operator", "viewer")
+#: Console sessions a key that can change nothing (a viewer's) may open per minute on one instance: each
+#: sign-in is an audit row, and a read-only credential must not be able to grow the trail at will.
+READ_ONLY_SIGN_INS_PER_MIN = 10
 
 RevocationListener = Callable[[set[str]], None]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 from harness import Server, clear_of_the_minute_turn, cookie_attributes, create_room, set_cookies, unique_id
@@ -150,6 +151,48 @@ def test_sign_out_clears_and_revokes_server_side(server: Server) -> None:
     assert r.status_code == 401, r.text
     assert r.json()["code"] == "unauthorized"
     assert clears_console_cookie(r), r.headers.get_list("set-cookie")
+
+
+def _audit(admin: httpx.Client) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = admin.get("/api/admin/audit", params={"limit": "10000"}).json()["audit"]
+    return rows
+
+
+def test_only_a_real_sign_out_is_an_audit_row(server: Server, admin: httpx.Client) -> None:
+    _, viewer = mint_operator(admin, "viewer")
+    before = _audit(admin)
+    # a Bearer credential has no console session: nothing is closed, recorded or cleared
+    for key in (viewer, server.admin_key):
+        with server.client(headers={"Authorization": f"Bearer {key}"}) as c:
+            for _ in range(5):
+                r = c.delete("/api/admin/session")
+                assert r.status_code == 200, r.text
+                assert r.json() == {"ok": True, "closed": False}
+                assert "qm_console" not in set_cookies(r)
+    assert _audit(admin) == before
+    # signing a cookie out is: once, and the cookie is dead afterwards
+    value = session_cookie(server, viewer)
+    with with_cookie(server, value, **CSRF) as c:
+        r = c.delete("/api/admin/session")
+        assert r.status_code == 200 and r.json() == {"ok": True, "closed": True}, r.text
+        assert c.delete("/api/admin/session").status_code == 401
+    new = [a for a in _audit(admin) if a not in before]
+    assert sorted(a["action"] for a in new) == ["session.close", "session.open"], new
+
+
+def test_a_read_only_key_cannot_grow_the_trail_by_signing_in(server: Server, admin: httpx.Client) -> None:
+    op_id, viewer = mint_operator(admin, "viewer")
+    answers = [sign_in(server, viewer) for _ in range(12)]
+    codes = [r.status_code for r in answers]
+    assert codes[:10] == [200] * 10 and codes[10:] == [429, 429], codes
+    refused = answers[-1]
+    assert refused.json()["code"] == "rate_limited", refused.text
+    assert refused.headers.get("retry-after", "").isdigit(), refused.headers
+    assert "qm_console" not in set_cookies(refused)
+    opened = [a for a in _audit(admin) if a["action"] == "session.open" and a["actorId"] == op_id]
+    assert len(opened) == 10, opened
+    # a key that can change things is not held to it (its changes are audit rows anyway)
+    assert all(sign_in(server, server.admin_key).status_code == 200 for _ in range(12))
 
 
 def test_revoking_an_operator_ends_their_console_session(server: Server, admin: httpx.Client) -> None:

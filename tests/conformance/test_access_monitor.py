@@ -166,6 +166,19 @@ def test_monitor_changes_nothing(server: Server, monitor: httpx.Client, admin: h
     assert "by-monitor" not in admin.get("/api/admin/operators").text
 
 
+def test_monitor_sign_out_closes_nothing_and_writes_no_audit_row(monitor: httpx.Client, admin: httpx.Client) -> None:
+    """A monitor link has no console session: signing it out, however often, leaves the trail as it was."""
+    before = admin.get("/api/admin/audit", params={"limit": "10000"}).json()["audit"]
+    answers = [monitor.delete("/api/admin/session") for _ in range(50)]
+    after = admin.get("/api/admin/audit", params={"limit": "10000"}).json()["audit"]
+    assert after == before, [a for a in after if a not in before][:3]
+    for r in answers:
+        assert r.status_code == 200, r.text
+        assert r.json() == {"ok": True, "closed": False}, r.text
+        assert "qm_console" not in r.headers.get("set-cookie", "")
+    assert monitor.get("/api/admin/rooms").status_code == 200  # and the link still works
+
+
 def test_reveal_returns_the_same_token_and_is_audited_apart_from_mint(admin: httpx.Client) -> None:
     body = mint(admin)
     link_id = body["link"]["id"]

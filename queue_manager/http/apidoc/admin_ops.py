@@ -63,12 +63,28 @@ _HEALTH: dict[str, Any] = {
 }
 
 
+_SIGNED_OUT: dict[str, Any] = {
+    "type": "object",
+    "required": ["ok", "closed"],
+    "properties": {"ok": {"const": True}, "closed": {"type": "boolean"}},
+}
+
+
 def _rows(description: str) -> Answer:
     return Answer(description, {JSON: _OBJ, CSV: {"type": "string"}})
 
 
 OPS: dict[tuple[str, str], Op] = {
-    ("DELETE", "/api/admin/session"): Op({200: ok("Signed out; the cookie is cleared.", ref("Ok"))}),
+    ("DELETE", "/api/admin/session"): Op(
+        {
+            200: ok(
+                "`closed: true`: the console session of this cookie ended and its cookie is cleared. "
+                "`closed: false`: a key or a monitor link has no console session; nothing changed and "
+                "nothing was audited.",
+                _SIGNED_OUT,
+            )
+        }
+    ),
     ("GET", "/api/admin/whoami"): Op({200: ok("The caller's name, role and grants.", _OBJ)}),
     ("GET", "/api/admin/health"): Op({200: ok("This instance's health, in full.", _HEALTH)}),
     ("GET", "/metrics"): Op(
