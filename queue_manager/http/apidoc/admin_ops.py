@@ -52,7 +52,8 @@ _STATE_CHANGED = err("The room changed state meanwhile.", "state_changed")
 _HEALTH: dict[str, Any] = {
     "type": "object",
     "description": "docs/OPERATIONS.md (Health and metrics) names every field. A monitor link sees no "
-    "`warnings`, `hardening`, `settings` or `keys`.",
+    "`warnings`, `hardening`, `settings` or `keys`, and no error text (`lastError` under `storage`, an inline "
+    "origin's `error`).",
     "properties": {
         "settings": {
             "type": "array",
@@ -94,7 +95,15 @@ OPS: dict[tuple[str, str], Op] = {
         },
         (query("scope", "all (every worker, the default) or local (this worker).", {"enum": ["all", "local"]}),),
     ),
-    ("GET", "/api/admin/security"): Op({200: ok("What bot protection has seen.", _OBJ)}),
+    ("GET", "/api/admin/security"): Op(
+        {
+            200: ok(
+                "What bot protection has seen (docs/protection.md, The Security panel). Each of `recent` has "
+                "`client`, a tag of its address keyed with SECRET; `ip` is null for a monitor link.",
+                _OBJ,
+            )
+        }
+    ),
     ("GET", "/api/admin/alerts"): Op(
         {200: ok("What is firing and the last deliveries.", _OBJ), 404: err("Alerts are off here.", "not_found")}
     ),
