@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import signal
 
 from queue_manager.access.principal import Role
 from queue_manager.access.service import READ_ONLY_SIGN_INS_PER_MIN
+from queue_manager.http import csvout
 from queue_manager.http.authn import CONSOLE_COOKIE, clear_console_cookie
 from queue_manager.http.call import Call
-from queue_manager.http.wire import HttpError, cookie_header, send_json, send_response
+from queue_manager.http.wire import HttpError, cookie_header, send_json
 
 OPERATOR_ROLES: tuple[Role, ...] = ("owner", "operator", "viewer")
 
@@ -149,21 +148,8 @@ async def audit(call: Call) -> None:
         raise HttpError(400, "bad_request", "limit must be a whole number.") from exc
     rows = [r.public() for r in await call.ctx.access.store.list_audit(room_id, limit)]
     if q.get("format") == "csv":
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=AUDIT_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({**row, "detail": "; ".join(f"{k}={v}" for k, v in row["detail"].items())})
-        await send_response(
-            call.send,
-            200,
-            buf.getvalue().encode(),
-            [
-                (b"content-type", b"text/csv; charset=utf-8"),
-                (b"content-disposition", b'attachment; filename="audit.csv"'),
-                (b"cache-control", b"no-store"),
-            ],
-        )
+        flat = [{**row, "detail": "; ".join(f"{k}={v}" for k, v in row["detail"].items())} for row in rows]
+        await csvout.send(call, csvout.render(AUDIT_COLUMNS, flat), "audit.csv")
         return
     await send_json(call.send, 200, {"audit": rows})
 
