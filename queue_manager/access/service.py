@@ -5,7 +5,9 @@
   re-keyed to SECRET on that request, in the form it had (v2 is never downgraded; legacy moves to v2
   once TOKEN_SIGN_V2 is on).
 * A console session is a signed ``qm_console`` cookie naming who signed in and a session id — never
-  the key — revocable server-side.
+  the key — revocable server-side. One opened with ADMIN_KEY also carries ``ak``, an identifier of that
+  key keyed with SECRET (HMAC under HKDF(SECRET, "qm:admin-key-id")), so a changed ADMIN_KEY ends it; it
+  tells a reader of the cookie nothing about the key (an unkeyed hash would let them test guesses).
 * A monitor link is a signed read-only token (purpose ``monitor``) that expires after
   MONITOR_TOKEN_TTL_SEC and can be revoked one by one, all at once, or with its author.
 * Stream tickets are single-use and live 30 s.
@@ -31,12 +33,20 @@ from queue_manager.tokens import TokenError, TokenSigner, hkdf_key
 SESSION_TTL_SEC = 12 * 3600
 TICKET_TTL_MS = 30_000
 OPERATOR_ROLES: tuple[Role, ...] = ("owner", "operator", "viewer")
+#: Console sessions a key that can change nothing (a viewer's) may open per minute on one instance: each
+#: sign-in is an audit row, and a read-only credential must not be able to grow the trail at will.
+READ_ONLY_SIGN_INS_PER_MIN = 10
 
 RevocationListener = Callable[[set[str]], None]
 
 
-def _key_hash(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
+#: HKDF info of the key the ADMIN_KEY identifier is an HMAC under (one purpose, nothing else derives it).
+ADMIN_KEY_ID_INFO = "qm:admin-key-id"
+
+
+def _admin_key_id(secret: str, admin_key: str) -> str:
+    """An identifier of ``admin_key`` that says nothing about it without ``secret`` (128 bits, hex)."""
+    return hmac.new(hkdf_key(secret, ADMIN_KEY_ID_INFO, 32), admin_key.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def _role(value: object) -> Role:
@@ -57,8 +67,13 @@ class Access:
         # ADMIN_AUTH_FAIL_PER_MIN: this process's budget; on STORE=valkey the composition root puts the
         # fleet's in its place (authfail.SharedAuthFailures)
         self.failures: AuthBudget = AuthFailures(settings.admin_auth_fail_per_min, settings.rate_limit_max_keys, clock)
-        self._admin_hash = _key_hash(settings.admin_key)
         self._secrets = [settings.secret] + ([settings.secret_previous] if settings.secret_previous else [])
+        # ADMIN_KEY's identifier under SECRET (what a new session carries), then under SECRET_PREVIOUS (a
+        # session opened before the rotation keeps working while its signature does)
+        self._admin_ids = [_admin_key_id(secret, settings.admin_key) for secret in self._secrets]
+        # compared as digests of one length, so the comparison says nothing about the key's length; this
+        # digest stays in the process (never in a cookie or an answer)
+        self._admin_digest = hashlib.sha256(settings.admin_key.encode()).digest()
         self._listeners: list[RevocationListener] = []
 
     def on_revoke(self, listener: RevocationListener) -> None:
@@ -170,9 +185,7 @@ class Access:
     # ------------------------------------------------------------------ bearer credentials
 
     async def from_bearer(self, credential: str) -> Principal | None:
-        if hmac.compare_digest(_key_hash(credential), self._admin_hash) and hmac.compare_digest(
-            credential.encode(), self.settings.admin_key.encode()
-        ):
+        if hmac.compare_digest(hashlib.sha256(credential.encode()).digest(), self._admin_digest):
             return Principal("ADMIN_KEY", "owner", "admin", rests_on=("admin",))
         if credential.startswith("qmo_"):
             op = await self._operator_from_key(credential)
@@ -206,7 +219,7 @@ class Access:
         if principal.operator_id:
             payload["op"] = principal.operator_id
         else:
-            payload["kh"] = self._admin_hash
+            payload["ak"] = self._admin_ids[0]
         return self.signer.sign(payload, "session"), sid
 
     async def from_session(self, cookie: str) -> Principal | None:
@@ -227,7 +240,11 @@ class Access:
             role = op.role  # a role change applies to open sessions at once
             base = f"op:{op_id}"
         else:
-            if payload.get("kh") != self._admin_hash:  # ADMIN_KEY changed: every session it opened ends
+            # ADMIN_KEY changed: every session it opened ends. A cookie from before ``ak`` (it carried ``kh``,
+            # an unkeyed hash of the key) has none and ends too: its owner signs in again.
+            ak = payload.get("ak")
+            presented = ak.encode() if isinstance(ak, str) else b""
+            if not any(hmac.compare_digest(presented, known.encode()) for known in self._admin_ids):
                 return None
             base = "admin"
         cred = f"ses:{sid}"

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+from typing import Any
+
 from queue_manager.http import admin_team, authn, health
 from queue_manager.http.call import Call
 from queue_manager.http.context import Context
 from queue_manager.http.wire import HttpError, Request, Send, send_json
+from queue_manager.tokens import hkdf_key
 
 
 async def session_open(ctx: Context, req: Request, send: Send) -> None:
@@ -52,5 +57,21 @@ async def security(call: Call) -> None:
         stats.pop(name, None)
     out["fleet"] = fleet
     out["thisInstance"] = {name: getattr(call.ctx.protection, name) for name in FLEET_TOTALS}
+    stats["recent"] = _recent(call, stats["recent"])
     out.update(stats)
     await send_json(call.send, 200, out, head=call.req.method == "HEAD")
+
+
+def _recent(call: Call, recent: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The recent decisions, each with ``client``: a tag of its address keyed with a key derived from SECRET,
+    so decisions from one source can be told apart without the address. ``ip`` itself only for a caller
+    with the team grant: a monitor link sees no visitor's address (an unkeyed digest of an IPv4 address
+    would not do: all 2^32 of them are hashed in minutes)."""
+    key = hkdf_key(call.ctx.settings.secret, "qm:protection-client", 32)
+    team = call.who.may("team")
+    out = []
+    for decision in recent:
+        ip = str(decision.get("ip") or "")
+        tag = hmac.new(key, ip.encode(), hashlib.sha256).hexdigest()[:16]
+        out.append({**decision, "ip": decision.get("ip") if team else None, "client": tag})
+    return out

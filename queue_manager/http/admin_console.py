@@ -10,13 +10,12 @@ otherwise), the open hour as last sampled; ``from`` is floored to its bucket, ``
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 from typing import Any
 
+from queue_manager.http import csvout
 from queue_manager.http.call import Call
-from queue_manager.http.wire import HttpError, send_json, send_response
+from queue_manager.http.wire import HttpError, send_json
 from queue_manager.ops.history import COLUMNS as REPORT_COLUMNS
 from queue_manager.ops.history import RESERVOIR, HistoryUnavailable, bucket_start
 from queue_manager.ops.series import TIERS, block_note
@@ -52,12 +51,8 @@ async def series(call: Call) -> None:
     rows = recorder.rows(room_id, res, call.ctx.clock.wall_ms()) or []
     head = call.req.method == "HEAD"
     if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=("time", *SERIES_COLUMNS), extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({**row, "time": _iso(row["t"] * 1000)})
-        await _send_csv(call, buf.getvalue(), f"{room_id}-{res}.csv", head)
+        timed = [{**row, "time": _iso(row["t"] * 1000)} for row in rows]
+        await csvout.send(call, csvout.render(("time", *SERIES_COLUMNS), timed), f"{room_id}-{res}.csv")
         return
     now_s = call.ctx.clock.wall_ms() // 1000
     if call.ctx.timeline is not None:  # the marks outlive this process: the tier's whole span
@@ -170,12 +165,7 @@ async def reports(call: Call) -> None:
         raise HttpError(404, "no_room", f"No room with id {only[:80]!r}.", roomId=only[:80])
     head = call.req.method == "HEAD"
     if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=REPORT_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _csv(v) for k, v in row.items()})
-        await _send_csv(call, buf.getvalue(), f"report-{bucket}.csv", head)
+        await csvout.send(call, csvout.render(REPORT_COLUMNS, rows), f"report-{bucket}.csv")
         return
     await send_json(
         call.send,
@@ -206,14 +196,6 @@ async def reports(call: Call) -> None:
 
 
 _RETRY = [("retry-after", "5")]
-
-
-def _csv(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return value
 
 
 LAST_INSTANT_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last instant a datetime holds
@@ -248,18 +230,3 @@ def _instant(raw: str | None, name: str, default: int) -> int:
 
 def _iso(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-async def _send_csv(call: Call, text: str, filename: str, head: bool) -> None:
-    safe = "".join(c for c in filename if c.isalnum() or c in "-_.") or "export.csv"
-    await send_response(
-        call.send,
-        200,
-        text.encode(),
-        [
-            (b"content-type", b"text/csv; charset=utf-8"),
-            (b"content-disposition", f'attachment; filename="{safe}"'.encode()),
-            (b"cache-control", b"no-store"),
-        ],
-        head,
-    )

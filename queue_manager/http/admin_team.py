@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import signal
 
 from queue_manager.access.principal import Role
+from queue_manager.access.service import READ_ONLY_SIGN_INS_PER_MIN
+from queue_manager.http import csvout
 from queue_manager.http.authn import CONSOLE_COOKIE, clear_console_cookie
 from queue_manager.http.call import Call
-from queue_manager.http.wire import HttpError, cookie_header, send_json, send_response
+from queue_manager.http.wire import HttpError, cookie_header, send_json
 
 OPERATOR_ROLES: tuple[Role, ...] = ("owner", "operator", "viewer")
 
@@ -23,6 +23,16 @@ async def session_open(call: Call) -> None:
     """POST /api/admin/session: trade a key once for the qm_console cookie (never stored by the console)."""
     if call.who.role == "monitor":
         raise HttpError(403, "insufficient_role", "A monitor link cannot open a console session.")
+    if not call.who.may("write"):
+        allowed, limits = call.ctx.budgets["sign_in_read_only"].take(call.who.credential)
+        if not allowed:
+            raise HttpError(
+                429,
+                "rate_limited",
+                f"This key has opened {READ_ONLY_SIGN_INS_PER_MIN} console sessions in the last minute; "
+                "use the one you have, or wait.",
+                headers=[(k.decode(), v.decode()) for k, v in limits],
+            )
     cookie, sid = call.ctx.access.open_session(call.who)
     secure = call.ctx.identity.secure(call.ident)
     header = cookie_header(
@@ -33,10 +43,18 @@ async def session_open(call: Call) -> None:
 
 
 async def session_close(call: Call) -> None:
+    """DELETE /api/admin/session: end the console session this request was made with (its cookie).
+
+    A request judged on a Bearer credential (a key or a monitor link) has no console session: nothing is
+    ended, nothing is audited and no cookie is touched (``closed: false``). Only a real sign-out is an
+    audit row, so repeating this call with a credential that may change nothing grows no trail."""
+    if call.who.via != "cookie" or call.who.session_id is None:
+        await send_json(call.send, 200, {"ok": True, "closed": False})
+        return
     await call.ctx.access.end_session(call.who)
     await call.audit("session.close", target=call.who.who)
     name, value = clear_console_cookie()
-    await send_json(call.send, 200, {"ok": True}, [(name.lower().encode(), value.encode())])
+    await send_json(call.send, 200, {"ok": True, "closed": True}, [(name.lower().encode(), value.encode())])
 
 
 async def operators_list(call: Call) -> None:
@@ -130,21 +148,8 @@ async def audit(call: Call) -> None:
         raise HttpError(400, "bad_request", "limit must be a whole number.") from exc
     rows = [r.public() for r in await call.ctx.access.store.list_audit(room_id, limit)]
     if q.get("format") == "csv":
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=AUDIT_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({**row, "detail": "; ".join(f"{k}={v}" for k, v in row["detail"].items())})
-        await send_response(
-            call.send,
-            200,
-            buf.getvalue().encode(),
-            [
-                (b"content-type", b"text/csv; charset=utf-8"),
-                (b"content-disposition", b'attachment; filename="audit.csv"'),
-                (b"cache-control", b"no-store"),
-            ],
-        )
+        flat = [{**row, "detail": "; ".join(f"{k}={v}" for k, v in row["detail"].items())} for row in rows]
+        await csvout.send(call, csvout.render(AUDIT_COLUMNS, flat), "audit.csv")
         return
     await send_json(call.send, 200, {"audit": rows})
 

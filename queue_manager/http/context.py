@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from queue_manager import __version__
 from queue_manager.access.protection import Protection
 from queue_manager.access.records import MemoryAccessStore
-from queue_manager.access.service import Access
+from queue_manager.access.service import READ_ONLY_SIGN_INS_PER_MIN, Access
 from queue_manager.clock import SystemClock
 from queue_manager.config import Settings
 from queue_manager.edgepass import PassSigner
@@ -159,6 +159,8 @@ class Context:
             "notify": Budget(settings.notify_limit_per_min, keys, clock),
             # GET /api/rooms/<id>/draw (a drop's proof can be large): the size of the waiting page's
             "draw": Budget(settings.waiting_limit_per_min, keys, clock),
+            # console sign-ins by a key without the write grant (a viewer's), per key: each is an audit row
+            "sign_in_read_only": Budget(READ_ONLY_SIGN_INS_PER_MIN, keys, clock),
         }
         store.on_change(ctx.broadcaster.notify)
         if isinstance(store, MemoryStore):  # its calls never suspend

@@ -311,12 +311,26 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
             if backend.storage.out_of_rotation:
                 incidents.append("storage is degraded on this instance only")
     if not full:
-        for key in ("warnings", "hardening", "settings", "keys", "blockedReturnUrlsByRoom"):
-            payload.pop(key, None)
-        payload["storage"] = {k: v for k, v in payload["storage"].items() if k != "lastError"}
-        payload["counters"] = {k: v for k, v in payload["counters"].items() if k != "refusedOriginChecks"}
-        payload["turnEmails"] = {k: v for k, v in payload["turnEmails"].items() if k not in ("smtp", "from")}
+        _trim_for_share_link(payload)
     await send_json(send, 200, payload, head=req.method == "HEAD")
+
+
+def _trim_for_share_link(payload: dict[str, Any]) -> None:
+    """What a monitor link may not see of the full report: warnings, hardening, settings, keys, and any error
+    text (a PostgreSQL error, an inline origin's connect error), which can name a host or an address."""
+    for key in ("warnings", "hardening", "settings", "keys", "blockedReturnUrlsByRoom"):
+        payload.pop(key, None)
+    storage = {k: v for k, v in payload["storage"].items() if k != "lastError"}
+    for part in ("journal", "history"):  # each has a lastError of its own
+        if isinstance(storage.get(part), dict):
+            storage[part] = {k: v for k, v in storage[part].items() if k != "lastError"}
+    payload["storage"] = storage
+    payload["counters"] = {k: v for k, v in payload["counters"].items() if k != "refusedOriginChecks"}
+    payload["turnEmails"] = {k: v for k, v in payload["turnEmails"].items() if k not in ("smtp", "from")}
+    inline = payload.get("inline")
+    if isinstance(inline, dict) and isinstance(inline.get("origins"), dict):
+        # whether each origin answers, and in which phase it failed: yes; the error, which names it: no
+        inline["origins"] = {room: {**probe, "error": None} for room, probe in inline["origins"].items()}
 
 
 async def local_exposition(ctx: Context) -> bytes:

@@ -80,3 +80,39 @@ def test_room_filter_and_csv(admin: httpx.Client) -> None:
     room_col, action_col = header.index("roomId"), header.index("action")
     assert {row[room_col] for row in body} == {a}
     assert {row[action_col] for row in body} == {"room.create", "room.pause"}
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def formula_cells(table: list[list[str]]) -> list[str]:
+    """Cells a spreadsheet would run as a formula: text beginning with = + - @ tab or CR (a number is fine)."""
+    out = []
+    for row in table:
+        for value in row:
+            if value.startswith(FORMULA_STARTS):
+                try:
+                    float(value)
+                except ValueError:
+                    out.append(value)
+    return out
+
+
+def test_the_audit_csv_never_carries_a_formula(server: Server, admin: httpx.Client) -> None:
+    rid = create_room(admin)["id"]
+    names = ["=cmd|' /C calc'!A0", "+SUM(1+1)", "@SUM(1)", "-2+3", '=HYPERLINK("http://x.example","go")']
+    for name in names:
+        r = admin.post("/api/admin/operators", json={"name": name, "role": "operator"})
+        assert r.status_code == 201, r.text
+        with server.client(headers={"Authorization": f"Bearer {r.json()['key']}"}) as op:
+            assert op.post(f"/api/admin/rooms/{rid}/pause").status_code in (200, 409)
+    r = admin.get("/api/admin/audit", params={"format": "csv"})
+    assert r.status_code == 200, r.text
+    table = list(csv.reader(io.StringIO(r.text)))
+    assert formula_cells(table) == [], formula_cells(table)
+    actors = {row[table[0].index("actor")] for row in table[1:]}
+    for name in names:
+        assert "'" + name in actors, (name, actors)  # kept, as text a spreadsheet shows and never runs
+    assert "\"'=cmd|' /C calc'!A0\"" in r.text  # the escaped cell is quoted
+    # the JSON trail keeps the names as they are
+    assert {n for n in names} <= {a["actor"] for a in rows(admin)}

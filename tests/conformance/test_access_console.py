@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
-from harness import Server, clear_of_the_minute_turn, cookie_attributes, create_room, set_cookies, unique_id
+from harness import (
+    Server,
+    clear_of_the_minute_turn,
+    cookie_attributes,
+    create_room,
+    random_secret,
+    set_cookies,
+    token_payload,
+    unique_id,
+)
 
 ServerFactory = Callable[..., Server]
 
@@ -150,6 +166,121 @@ def test_sign_out_clears_and_revokes_server_side(server: Server) -> None:
     assert r.status_code == 401, r.text
     assert r.json()["code"] == "unauthorized"
     assert clears_console_cookie(r), r.headers.get_list("set-cookie")
+
+
+def _audit(admin: httpx.Client) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = admin.get("/api/admin/audit", params={"limit": "10000"}).json()["audit"]
+    return rows
+
+
+def test_only_a_real_sign_out_is_an_audit_row(server: Server, admin: httpx.Client) -> None:
+    _, viewer = mint_operator(admin, "viewer")
+    before = _audit(admin)
+    # a Bearer credential has no console session: nothing is closed, recorded or cleared
+    for key in (viewer, server.admin_key):
+        with server.client(headers={"Authorization": f"Bearer {key}"}) as c:
+            for _ in range(5):
+                r = c.delete("/api/admin/session")
+                assert r.status_code == 200, r.text
+                assert r.json() == {"ok": True, "closed": False}
+                assert "qm_console" not in set_cookies(r)
+    assert _audit(admin) == before
+    # signing a cookie out is: once, and the cookie is dead afterwards
+    value = session_cookie(server, viewer)
+    with with_cookie(server, value, **CSRF) as c:
+        r = c.delete("/api/admin/session")
+        assert r.status_code == 200 and r.json() == {"ok": True, "closed": True}, r.text
+        assert c.delete("/api/admin/session").status_code == 401
+    new = [a for a in _audit(admin) if a not in before]
+    assert sorted(a["action"] for a in new) == ["session.close", "session.open"], new
+
+
+def test_a_read_only_key_cannot_grow_the_trail_by_signing_in(server: Server, admin: httpx.Client) -> None:
+    op_id, viewer = mint_operator(admin, "viewer")
+    answers = [sign_in(server, viewer) for _ in range(12)]
+    codes = [r.status_code for r in answers]
+    assert codes[:10] == [200] * 10 and codes[10:] == [429, 429], codes
+    refused = answers[-1]
+    assert refused.json()["code"] == "rate_limited", refused.text
+    assert refused.headers.get("retry-after", "").isdigit(), refused.headers
+    assert "qm_console" not in set_cookies(refused)
+    opened = [a for a in _audit(admin) if a["action"] == "session.open" and a["actorId"] == op_id]
+    assert len(opened) == 10, opened
+    # a key that can change things is not held to it (its changes are audit rows anyway)
+    assert all(sign_in(server, server.admin_key).status_code == 200 for _ in range(12))
+
+
+def _digests(key: str) -> dict[str, str]:
+    """Unkeyed digests of ``key`` (hex and base64url) a cookie must not carry even in part."""
+    out = {}
+    for name in ("md5", "sha1", "sha224", "sha256", "sha384", "sha512", "sha3_256", "sha3_512", "blake2b", "blake2s"):
+        raw = hashlib.new(name, key.encode()).digest()
+        out[f"{name}/hex"] = raw.hex()
+        out[f"{name}/b64"] = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    return out
+
+
+def test_the_console_cookie_carries_no_digest_of_admin_key(server: Server) -> None:
+    value = session_cookie(server, server.admin_key)
+    payload = token_payload(value)
+    assert payload["who"] == "ADMIN_KEY" and payload["role"] == "owner"
+    readable = json.dumps(payload) + value
+    for name, digest in _digests(server.admin_key).items():
+        for cut in (8, 12, 16):  # a prefix is as good as the whole for testing guesses offline
+            assert digest[:cut] not in readable, (name, cut, payload)
+            assert digest[:cut].upper() not in readable, (name, cut, payload)
+
+
+def _old_session_cookie(srv: Server) -> str:
+    """An ADMIN_KEY session as servers before this one wrote it: ``kh``, the first 16 hex digits of
+    sha256(ADMIN_KEY), signed in the legacy form (HMAC-SHA256 keyed with SECRET over the first part)."""
+    payload = {
+        "t": "ses",
+        "sid": secrets.token_urlsafe(12),
+        "who": "ADMIN_KEY",
+        "role": "owner",
+        "kh": hashlib.sha256(srv.admin_key.encode()).hexdigest()[:16],
+        "iat": int(time.time() * 1000),
+    }
+    body = base64.urlsafe_b64encode(json.dumps(payload).encode()).rstrip(b"=")
+    sig = base64.urlsafe_b64encode(hmac.new(srv.secret.encode(), body, hashlib.sha256).digest()).rstrip(b"=")
+    return f"{body.decode()}.{sig.decode()}"
+
+
+def test_a_session_opened_before_the_upgrade_ends(server: Server) -> None:
+    """A cookie carrying the old ``kh`` is not honoured: its owner signs in once more."""
+    old = _old_session_cookie(server)
+    with with_cookie(server, old) as c:
+        r = c.get("/api/admin/whoami")
+    assert r.status_code == 401, r.text
+    assert r.json()["code"] == "unauthorized"
+    assert clears_console_cookie(r)
+    assert sign_in(server, server.admin_key).status_code == 200  # signing in again is all it takes
+
+
+def test_a_changed_admin_key_ends_console_sessions_and_a_secret_rotation_does_not(
+    make_server: ServerFactory,
+) -> None:
+    key, secret = "qm-test-admin-" + secrets.token_hex(12), random_secret(48)
+
+    def still_signed_in(env: dict[str, str | None], cookie: str) -> bool:
+        srv = make_server(env)
+        try:
+            with with_cookie(srv, cookie) as c:
+                r = c.get("/api/admin/whoami")
+            assert r.status_code in (200, 401), r.text
+            return r.status_code == 200
+        finally:
+            srv.stop()
+
+    first = make_server({"ADMIN_KEY": key, "SECRET": secret})
+    cookie = session_cookie(first, key)
+    first.stop()
+    assert still_signed_in({"ADMIN_KEY": key, "SECRET": secret}, cookie)  # a restart keeps it
+    assert not still_signed_in({"ADMIN_KEY": key + "-new", "SECRET": secret}, cookie)  # a new ADMIN_KEY ends it
+    rotated = random_secret(48)
+    assert still_signed_in({"ADMIN_KEY": key, "SECRET": rotated, "SECRET_PREVIOUS": secret}, cookie)
+    assert not still_signed_in({"ADMIN_KEY": key, "SECRET": rotated}, cookie)  # SECRET_PREVIOUS removed
 
 
 def test_revoking_an_operator_ends_their_console_session(server: Server, admin: httpx.Client) -> None:

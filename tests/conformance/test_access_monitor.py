@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
-from harness import Server, create_room, join, unique_id
+from harness import Server, create_room, free_port, iter_sse, join, unique_id, wait_until
 
 ServerFactory = Callable[..., Server]
 
@@ -166,6 +167,19 @@ def test_monitor_changes_nothing(server: Server, monitor: httpx.Client, admin: h
     assert "by-monitor" not in admin.get("/api/admin/operators").text
 
 
+def test_monitor_sign_out_closes_nothing_and_writes_no_audit_row(monitor: httpx.Client, admin: httpx.Client) -> None:
+    """A monitor link has no console session: signing it out, however often, leaves the trail as it was."""
+    before = admin.get("/api/admin/audit", params={"limit": "10000"}).json()["audit"]
+    answers = [monitor.delete("/api/admin/session") for _ in range(50)]
+    after = admin.get("/api/admin/audit", params={"limit": "10000"}).json()["audit"]
+    assert after == before, [a for a in after if a not in before][:3]
+    for r in answers:
+        assert r.status_code == 200, r.text
+        assert r.json() == {"ok": True, "closed": False}, r.text
+        assert "qm_console" not in r.headers.get("set-cookie", "")
+    assert monitor.get("/api/admin/rooms").status_code == 200  # and the link still works
+
+
 def test_reveal_returns_the_same_token_and_is_audited_apart_from_mint(admin: httpx.Client) -> None:
     body = mint(admin)
     link_id = body["link"]["id"]
@@ -232,3 +246,71 @@ def test_revoking_an_operator_closes_only_the_links_they_minted(server: Server, 
     assert row["liveLinks"] == 0
     revoke = [a for a in audit(admin) if a["action"] == "operator.revoke"]
     assert revoke and "2" in json.dumps(revoke[0]), revoke
+
+
+# an address literal of the test client (IPv4, or IPv6 loopback; an IPv4-mapped one ends in the IPv4 form)
+ADDRESS = re.compile(r"(?<![0-9.])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9.])|(?<![0-9A-Fa-f:])::1(?![0-9A-Fa-f:])")
+
+
+def _first_frame(srv: Server, client: httpx.Client) -> str:
+    ticket = client.post("/api/admin/sse-ticket").json()["ticket"]
+    with (
+        httpx.Client(base_url=srv.base_url, timeout=httpx.Timeout(5.0, read=10.0)) as c,
+        c.stream("GET", "/api/admin/events", params={"ticket": ticket}) as resp,
+    ):
+        assert resp.status_code == 200
+        for ev in iter_sse(resp):
+            if "data" in ev:
+                return ev["data"]
+    raise AssertionError("the admin stream sent no frame")
+
+
+def test_a_monitor_link_sees_no_address(make_server: ServerFactory) -> None:
+    """Bot protection's recent decisions, an inline origin's probe error and every other read a share link
+    may make: no visitor's or internal address in any of them, where the owner's view still has them."""
+    srv = make_server({"PROXY_ALLOW_PRIVATE": "1"})
+    with srv.admin() as admin:
+        room = create_room(admin)["id"]
+        dead_origin = f"http://127.0.0.1:{free_port()}"  # nothing listens there: the probe's error names it
+        inline = create_room(admin, targetUrl=f"http://localhost:{srv.port}", proxyOrigin=dead_origin)["id"]
+        token = admin.post("/api/admin/monitor-links").json()["token"]
+        with srv.client() as v:
+            assert join(v, room).status_code == 200  # scored by bot protection from 127.0.0.1
+        owner_security = admin.get("/api/admin/security").json()
+        assert [d["ip"] for d in owner_security["recent"]] == ["127.0.0.1"], owner_security["recent"]
+
+        def probed() -> dict[str, Any] | None:
+            origins = admin.get("/api/admin/health").json().get("inline", {}).get("origins", {})
+            found: dict[str, Any] | None = origins.get(inline)
+            return found if found and found.get("error") else None
+
+        assert "127.0.0.1" in str(wait_until(probed, timeout=20, what="the inline origin's probe to fail")["error"])
+        with srv.client(headers={"Authorization": f"Bearer {token}"}) as monitor:
+            reads = {
+                path: monitor.get(path)
+                for path in (
+                    "/api/admin/whoami",
+                    "/api/admin/health",
+                    "/api/admin/security",
+                    "/api/admin/alerts",
+                    "/api/admin/rooms",
+                    f"/api/admin/rooms/{room}",
+                    f"/api/admin/rooms/{inline}",
+                    f"/api/admin/series/{room}",
+                    f"/api/admin/series/{room}?format=csv",
+                    "/api/admin/reports",
+                    "/api/admin/reports?format=csv",
+                    "/metrics",
+                )
+            }
+            texts = {path: r.text for path, r in reads.items()}
+            texts["/api/admin/events"] = _first_frame(srv, monitor)
+        for path, r in reads.items():
+            assert r.status_code == 200, (path, r.status_code, r.text)
+        leaks = {path: (found, text[:600]) for path, text in texts.items() if (found := ADDRESS.findall(text))}
+        assert not leaks, leaks
+        seen = reads["/api/admin/security"].json()
+        assert seen["recent"] and all(d["ip"] is None for d in seen["recent"]), seen["recent"]
+        # a keyed tag still tells one source from another, the same in both views
+        assert [d["client"] for d in seen["recent"]] == [d["client"] for d in owner_security["recent"]]
+        assert all(isinstance(d["client"], str) and len(d["client"]) == 16 for d in seen["recent"])

@@ -164,6 +164,36 @@ def test_ejects_and_edits_are_chart_marks_without_naming_anyone(server: Server, 
         assert [m["t"] for m in shared["marks"]] == sorted(m["t"] for m in shared["marks"])
 
 
+def _formulas(text: str) -> list[str]:
+    """Cells of a CSV a spreadsheet would run: text beginning with = + - @ tab or CR (a number is fine)."""
+    out = []
+    for row in csv.reader(io.StringIO(text)):
+        for value in row:
+            if value.startswith(("=", "+", "-", "@", "\t", "\r")) and not re.fullmatch(r"-?[0-9.]+(e-?[0-9]+)?", value):
+                out.append(value)
+    return out
+
+
+def test_series_and_reports_csv_carry_no_formula(server: Server) -> None:
+    room = unique_id("fx")
+    with server.admin() as admin:
+        create_room(admin, room, name="+SUM(1+1)", brand={"displayName": "=cmd|' /C calc'!A0"})
+        with server.client() as c:
+            join(c, room).raise_for_status()
+        wait_until(lambda: admin.get(f"/api/admin/series/{room}").json()["rows"], timeout=15, what="a sample")
+        wait_until(lambda: admin.get(f"/api/admin/reports?roomId={room}").json()["rows"], timeout=15, what="a row")
+        for path in (
+            f"/api/admin/series/{room}?format=csv",
+            f"/api/admin/series/{room}?res=1m&format=csv",
+            "/api/admin/reports?format=csv",
+            "/api/admin/reports?bucket=day&format=csv",
+        ):
+            r = admin.get(path)
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv"), (path, r.text)
+            assert len(r.text.splitlines()) >= 2, (path, r.text)
+            assert _formulas(r.text) == [], (path, _formulas(r.text))
+
+
 # ---------------------------------------------------------------------------------------------- reports
 
 

@@ -52,7 +52,8 @@ _STATE_CHANGED = err("The room changed state meanwhile.", "state_changed")
 _HEALTH: dict[str, Any] = {
     "type": "object",
     "description": "docs/OPERATIONS.md (Health and metrics) names every field. A monitor link sees no "
-    "`warnings`, `hardening`, `settings` or `keys`.",
+    "`warnings`, `hardening`, `settings` or `keys`, and no error text (`lastError` under `storage`, an inline "
+    "origin's `error`).",
     "properties": {
         "settings": {
             "type": "array",
@@ -63,12 +64,28 @@ _HEALTH: dict[str, Any] = {
 }
 
 
+_SIGNED_OUT: dict[str, Any] = {
+    "type": "object",
+    "required": ["ok", "closed"],
+    "properties": {"ok": {"const": True}, "closed": {"type": "boolean"}},
+}
+
+
 def _rows(description: str) -> Answer:
     return Answer(description, {JSON: _OBJ, CSV: {"type": "string"}})
 
 
 OPS: dict[tuple[str, str], Op] = {
-    ("DELETE", "/api/admin/session"): Op({200: ok("Signed out; the cookie is cleared.", ref("Ok"))}),
+    ("DELETE", "/api/admin/session"): Op(
+        {
+            200: ok(
+                "`closed: true`: the console session of this cookie ended and its cookie is cleared. "
+                "`closed: false`: a key or a monitor link has no console session; nothing changed and "
+                "nothing was audited.",
+                _SIGNED_OUT,
+            )
+        }
+    ),
     ("GET", "/api/admin/whoami"): Op({200: ok("The caller's name, role and grants.", _OBJ)}),
     ("GET", "/api/admin/health"): Op({200: ok("This instance's health, in full.", _HEALTH)}),
     ("GET", "/metrics"): Op(
@@ -78,7 +95,15 @@ OPS: dict[tuple[str, str], Op] = {
         },
         (query("scope", "all (every worker, the default) or local (this worker).", {"enum": ["all", "local"]}),),
     ),
-    ("GET", "/api/admin/security"): Op({200: ok("What bot protection has seen.", _OBJ)}),
+    ("GET", "/api/admin/security"): Op(
+        {
+            200: ok(
+                "What bot protection has seen (docs/protection.md, The Security panel). Each of `recent` has "
+                "`client`, a tag of its address keyed with SECRET; `ip` is null for a monitor link.",
+                _OBJ,
+            )
+        }
+    ),
     ("GET", "/api/admin/alerts"): Op(
         {200: ok("What is firing and the last deliveries.", _OBJ), 404: err("Alerts are off here.", "not_found")}
     ),

@@ -238,9 +238,15 @@ OPS: dict[tuple[str, str], Op] = {
             403: err(
                 "Without X-QM-CSRF, from another origin, or a monitor link.", "csrf_required", "insufficient_role"
             ),
-            429: err("Too many failed sign-ins from this address.", "too_many_auth_failures"),
+            429: err(
+                "Too many failed sign-ins from this address, or a viewer key's 10 sign-ins this minute "
+                "(see Retry-After).",
+                "too_many_auth_failures",
+                "rate_limited",
+            ),
         },
         body={"type": "object", "required": ["key"], "properties": {"key": {"type": "string", "minLength": 1}}},
-        description="Needs `X-QM-CSRF` and a same-origin request; the key is the ADMIN_KEY or an operator's.",
+        description="Needs `X-QM-CSRF` and a same-origin request; the key is the ADMIN_KEY or an operator's. "
+        "A key without the write grant (a viewer's) opens at most 10 sessions a minute on an instance.",
     ),
 }

@@ -57,7 +57,8 @@ $("#signin-form").addEventListener("submit", async (ev) => {
     enter(principal);
   } catch (e) {
     input.value = "";
-    err.textContent = e.status === 429 ? "Too many failed attempts from your address. Wait a minute."
+    err.textContent = e.code === "rate_limited" ? "This key has signed in too often this minute. Wait a minute."
+      : e.status === 429 ? "Too many failed attempts from your address. Wait a minute."
       : e.status === 403 ? "A monitor link cannot sign in; open it as a link instead." : "That key is not valid here.";
     input.focus();
   }
