@@ -9,6 +9,8 @@ on every new connection: a name that later starts resolving to 127.0.0.1 is refu
 from __future__ import annotations
 
 import ipaddress
+import re
+import socket
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -77,6 +79,21 @@ class OriginRefused(Exception):
         )
         self.host = host
         self.address = address
+
+
+_NUMERIC_HOST = re.compile(r"^(?:0[xX][0-9a-fA-F]*|[0-9]+)(?:\.(?:0[xX][0-9a-fA-F]*|[0-9]+)){0,3}$")
+
+
+def numeric_ipv4(host: str) -> str | None:
+    """The dotted IPv4 address a host written in one of the old numeric forms names, as a resolver reads it
+    (``127.1``, ``0x7f000001``, ``2130706433``, ``0177.0.0.1``, ``0``), else None. Such a host is an address
+    literal, not a name, and is judged like one."""
+    if not _NUMERIC_HOST.match(host):
+        return None
+    try:
+        return socket.inet_ntoa(socket.inet_aton(host))
+    except OSError:
+        return None
 
 
 def is_private(address: str) -> bool:

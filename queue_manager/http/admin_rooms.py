@@ -94,7 +94,8 @@ def _private_literal(value: Any) -> str | None:
     try:
         ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
-        return None
+        numeric = ssrf.numeric_ipv4(host)  # 127.1, 0x7f000001, 2130706433: an address literal all the same
+        return host if numeric is not None and ssrf.is_private(numeric) else None
     return host if ssrf.is_private(host) else None
 
 

@@ -176,7 +176,11 @@ async def _redirect_clean(req: Request, send: Send, headers: list[tuple[bytes, b
     raw = req.scope.get("raw_path") or req.scope["path"].encode()
     query = req.scope.get("query_string") or b""
     kept = b"&".join(p for p in query.split(b"&") if p and not p.startswith(_TOKEN_EQ))
-    location = raw.split(b"?", 1)[0] + (b"?" + kept if kept else b"")
+    path = raw.split(b"?", 1)[0]
+    # a path that starts with // or /\ is, as a Location, a scheme-relative URL of another host: keep one slash
+    if path[1:2] in (b"/", b"\\"):
+        path = b"/" + path.lstrip(b"/\\")
+    location = path + (b"?" + kept if kept else b"")
     headers += [(b"location", location), (b"cache-control", b"no-store"), (b"content-length", b"0")]
     await send({"type": "http.response.start", "status": 303, "headers": headers})
     await send({"type": "http.response.body", "body": b""})

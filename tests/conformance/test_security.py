@@ -29,11 +29,11 @@ its body and, for an admin route, the grants it needs ("Needs the grants: …").
 * **Injection into pages** and the headers every page promises (CSP and the rest).
 * **Address spoofing** and **oversized bodies**.
 
-Known open findings fixed elsewhere are not tested here (their fixers add their own tests): URL-rule
-regex backtracking, header size and time limits, monitor-link audit flooding and addresses in
-``/api/admin/security``, CSV formula injection, the console cookie's contents, IPv6 proxy origins losing
-their brackets. The rows marked ``xfail(strict=True)`` are findings still open: each turns red (XPASS)
-the day it is fixed, and its mark is removed then.
+The findings with a module of their own are tested there: URL-rule matching cost
+(``tests/unit/test_targeting.py``), request-head limits and timeouts, monitor links and the audit trail
+(``test_access_monitor.py``, ``test_access_console.py``), CSV formula injection (``test_access_audit.py``),
+the console cookie's contents, IPv6 origins (``tests/inline/test_ipv6_origin.py``). A finding still open
+is marked ``xfail(strict=True)`` here: it turns red (XPASS) the day it is fixed, and its mark goes then.
 
 ``POST /api/admin/shutdown`` is called with every credential that may not use it (refused before it
 acts) but not with one that may: that would stop the module's server. Its allowed case is tested in
@@ -897,9 +897,9 @@ HANDOFF_PATHS = {
     "/account/orders": None,
     "/%2F%2Fevil.example/": None,
     "/%5Cevil.example/": None,
-    "//evil.example/": "open finding: the inline hand-off's 303 echoes a path starting with // as its Location",
-    "///evil.example/": "open finding: the inline hand-off's 303 echoes a path starting with // as its Location",
-    "/\\evil.example/": "open finding: the inline hand-off's 303 echoes a path starting with /\\ as its Location",
+    "//evil.example/": None,
+    "///evil.example/": None,
+    "/\\evil.example/": None,
 }
 NAVIGATION = {"Accept": "text/html", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
 
@@ -969,11 +969,6 @@ def test_the_inline_hand_off_redirect_stays_on_the_host(outbound: Server, handof
 
 # ---------------------------------------------------------------------- SSRF
 
-NAT64 = "IPv4-embedding IPv6 forms: being fixed"
-NON_CANONICAL = (
-    "open finding: a non-canonical IPv4 spelling (127.1, 0x7f000001, 2130706433, 0177.0.0.1, 0) passes the save-time "
-    "check as a host name; every connection to it is still refused"
-)
 #: proxyOrigin hosts that are private or internal address literals: 400 proxy_origin_private when saved.
 PRIVATE_ORIGINS: dict[str, str | None] = {
     "127.0.0.1": None,
@@ -999,15 +994,15 @@ PRIVATE_ORIGINS: dict[str, str | None] = {
     "[fc00::1]": None,
     "[fe80::1]": None,
     "[fe80::1%25eth0]": None,
-    "[64:ff9b::7f00:1]": NAT64,
-    "[64:ff9b::a9fe:a9fe]": NAT64,
-    "[2002:7f00:1::]": NAT64,
-    "[2002:a9fe:a9fe::]": NAT64,
-    "127.1": NON_CANONICAL,
-    "0x7f000001": NON_CANONICAL,
-    "2130706433": NON_CANONICAL,
-    "0177.0.0.1": NON_CANONICAL,
-    "0": NON_CANONICAL,
+    "[64:ff9b::7f00:1]": None,
+    "[64:ff9b::a9fe:a9fe]": None,
+    "[2002:7f00:1::]": None,
+    "[2002:a9fe:a9fe::]": None,
+    "127.1": None,
+    "0x7f000001": None,
+    "2130706433": None,
+    "0177.0.0.1": None,
+    "0": None,
 }
 #: proxyOrigin hosts a save may accept as names: every connection to what they resolve to is refused.
 RESOLVED_ORIGINS = ["localhost", "127.1", "0x7f000001", "2130706433", "0177.0.0.1", "0", "127.000.000.001"]
@@ -1025,8 +1020,8 @@ PRIVATE_TARGETS: dict[str, str | None] = {
     "10.0.0.1": None,
     "192.168.0.1": None,
     "[fd00::1]": None,
-    "[64:ff9b::7f00:1]": NAT64,
-    "[2002:7f00:1::]": NAT64,
+    "[64:ff9b::7f00:1]": None,
+    "[2002:7f00:1::]": None,
 }
 
 

@@ -118,3 +118,24 @@ def test_pin_refuses_a_name_resolving_to_a_nat64_form_of_loopback(monkeypatch: p
         assert pinned.url == "http://[64:ff9b::7f00:1]/x"
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize(
+    ("host", "address"),
+    [
+        ("127.1", "127.0.0.1"),
+        ("0x7f000001", "127.0.0.1"),
+        ("2130706433", "127.0.0.1"),
+        ("0177.0.0.1", "127.0.0.1"),
+        ("0", "0.0.0.0"),
+        ("0x7f.1", "127.0.0.1"),
+        ("8.8.8.8", "8.8.8.8"),
+        ("example.com", None),
+        ("beef.cafe", None),
+        ("1.2.3.4.5", None),
+    ],
+)
+def test_old_numeric_ipv4_spellings_are_read_as_the_address_a_resolver_would_use(
+    host: str, address: str | None
+) -> None:
+    assert ssrf.numeric_ipv4(host) == address
