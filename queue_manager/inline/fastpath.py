@@ -20,7 +20,8 @@ Whichever path answers, every connection's request heads are held to the limits 
 here, before the parser sees more than a head may hold: ``MAX_HEADER_BYTES`` (the bytes fed to the parser
 while a head is being read are counted, and a head that does not end within them is answered 431),
 ``MAX_HEADER_COUNT`` (431 at the head's end) and ``HEADER_TIMEOUT_MS`` (one timer per connection, re-armed
-only when it fires), and past ``MAX_CONNECTIONS`` the connections waiting for a head make room.
+only when it fires: a request costs one store of the time its answer ended); and past ``MAX_CONNECTIONS``
+the connections waiting for a head make room.
 """
 
 from __future__ import annotations
@@ -92,11 +93,16 @@ class InlineProtocol(HttpToolsProtocol):
         ctx = front.ctx if isinstance(front, InlineFront) else None
         self.waiting = waiting_for(server_state, ctx.settings if ctx else None, ctx.counters if ctx else None)
         self.max_head = self.waiting.limits.max_bytes
-        self.in_head = True  # the bytes arriving are a request head's (or the next one's, between requests)
-        self.head_room = self.max_head  # how many more bytes the head being read may take
-        self.heads_seen = 0  # heads completed on this connection
-        self.waiting_since: float | None = None  # loop time; None while a request is being answered
-        self.head_timer: asyncio.TimerHandle | None = None  # the head deadline, then a refusal's linger
+        self.max_fields = self.waiting.limits.max_fields
+        # how many more bytes the head being read may take (the bytes arriving are a head's, or the next
+        # one's between requests); None while a body is being read
+        self.head_room: int | None = self.max_head
+        # loop time since when it waits for a head: it connected, or its last answer ended (a request being
+        # answered meanwhile, as the current cycle tells, is never waiting)
+        self.waiting_since = 0.0
+        # the head deadline, armed from the connection's start to its end (re-armed only when it fires), then a
+        # refusal's linger
+        self.head_timer: asyncio.TimerHandle | None = None
         self.halted = False  # refused, or handed to WebSockets: nothing more is parsed here
 
     # ---------------------------------------------------------------- the connection
@@ -111,8 +117,9 @@ class InlineProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         self.idle_from = None
-        if self.in_head:
-            left = self.head_room - len(data)
+        room = self.head_room
+        if room is not None:
+            left = room - len(data)
             if left < 0:
                 self._past_room(data)
                 return
@@ -128,24 +135,23 @@ class InlineProtocol(HttpToolsProtocol):
         view = memoryview(data)
         while True:
             room = self.head_room
+            if room is None:  # the head ended: its body follows (and what comes after it is not counted)
+                feed(view)
+                return
             if len(view) <= room:
                 self.head_room = room - len(view)
                 feed(view)
                 return
-            heads = self.heads_seen
             self.head_room = 0
             if room:
                 feed(view[:room])
                 view = view[room:]
             if self.halted or self.transport.is_closing():
                 return
-            if self.heads_seen == heads:  # still the same head, and it is already MAX_HEADER_BYTES long
+            if self.head_room == 0:  # still the same head, and it is already MAX_HEADER_BYTES long
                 self._refuse(431, "too_large")
                 return
-            if not self.in_head:  # the head ended: its body follows (and what comes after it is not counted)
-                feed(view)
-                return
-            # the head ended and so did its request: the next head began inside what was just fed
+            # the head ended: a body follows, or its request ended too and the next head's room was renewed
 
     def connection_lost(self, exc: Exception | None) -> None:
         current = self.relay
@@ -192,7 +198,6 @@ class InlineProtocol(HttpToolsProtocol):
     def _halt(self) -> None:
         """Parse nothing more on this connection (every byte is then "past the room", and dropped)."""
         self.halted = True
-        self.in_head = True
         self.head_room = -1
 
     def _refuse(self, status: int, reason: str) -> None:
@@ -232,13 +237,16 @@ class InlineProtocol(HttpToolsProtocol):
     def _head_check(self) -> None:
         """The connection's one timer: close it once it has waited too long for a request head."""
         self.head_timer = None
-        since = self.waiting_since
-        if since is None or self.halted or self.transport.is_closing():
-            return  # a request is being answered: armed again when it has been
+        if self.halted or self.transport.is_closing():
+            return
         limits = self.waiting.limits
+        since = self.waiting_for_head()
+        if since is None:  # a request is being answered: look again a whole deadline later
+            self.head_timer = self.loop.call_later(limits.timeout, self._head_check)
+            return
         silent = self.head_room == limits.max_bytes  # no byte of a head yet
         allowed = limits.timeout
-        if silent and not self.heads_seen:  # a new connection that has sent nothing: the keep-alive allowance
+        if silent and self.cycle is None:  # a new connection that has sent nothing: the keep-alive allowance
             allowed = min(allowed, self.timeout_keep_alive)
         left = since + allowed - self.loop.time()
         if left > 0:
@@ -246,10 +254,18 @@ class InlineProtocol(HttpToolsProtocol):
         else:
             self.close_waiting("idle" if silent else "timeout")
 
+    def waiting_for_head(self) -> float | None:
+        """Since when this connection waits for a request head; None while a request is being answered."""
+        cycle: Any = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            return None
+        return self.waiting_since
+
     def close_waiting(self, reason: str) -> None:
         """Close this connection while it waits for a request head: ``timeout`` (408: part of a head came,
         not all of it in time), ``idle`` (nothing came) or ``ceiling`` (room for others past MAX_CONNECTIONS)."""
-        partial = not self.halted and self.head_room < self.max_head
+        room = self.head_room
+        partial = not self.halted and room is not None and room < self.max_head
         self._forget()
         self._halt()
         self.connections.discard(self)  # at once: it no longer counts against the ceiling
@@ -265,25 +281,17 @@ class InlineProtocol(HttpToolsProtocol):
             self._answer(408, "request_head_timeout", "The request head did not arrive in time.")
         transport.close()
 
-    def _waiting_again(self, now: float) -> None:
-        """A response is complete and the connection stays: it now waits for the next head."""
-        self.waiting_since = now
-        if self.head_timer is None:
-            self.head_timer = self.loop.call_later(self.waiting.limits.timeout, self._head_check)
-
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        cycle: Any = self._cycle()
-        if (cycle is None or cycle.response_complete) and not self.transport.is_closing():
-            self._waiting_again(self.loop.time())
+        cycle: Any = self.cycle
+        if cycle is None or cycle.response_complete:  # nothing queued behind it: it waits for the next head
+            self.waiting_since = self.loop.time()
 
     # ---------------------------------------------------------------- parser callbacks
 
     def on_headers_complete(self) -> None:
-        self.waiting_since = None
-        self.in_head = False
-        self.heads_seen += 1
-        if len(self.headers) > self.waiting.limits.max_fields:
+        self.head_room = None
+        if len(self.headers) > self.max_fields:
             self._refuse(431, "too_many_fields")
             return
         qm = self.qm
@@ -316,8 +324,7 @@ class InlineProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         if self.halted:
             return
-        self.in_head = True  # what follows is the next request's head
-        self.head_room = self.max_head
+        self.head_room = self.max_head  # what follows is the next request's head
         current = self.relay
         if current is None or current is not self._cycle():
             super().on_message_complete()
@@ -485,8 +492,7 @@ class InlineProtocol(HttpToolsProtocol):
             self.server_state.total_requests -= 1  # counted there too
             self.on_response_complete()
             return
-        now = self.idle_from = self.loop.time()
-        self._waiting_again(now)
+        self.idle_from = self.waiting_since = self.loop.time()  # and it waits for the next head
         if self.idle_timer is None:
             self.idle_timer = self.loop.call_later(self.timeout_keep_alive, self._idle_check)
 

@@ -60,8 +60,8 @@ class HeadLimits:
 class Waiter(Protocol):
     """What :class:`Waiting` needs of a connection."""
 
-    #: loop time since when it has been waiting for a request head; None while a request is being answered
-    waiting_since: float | None
+    def waiting_for_head(self) -> float | None:
+        """Loop time since when it has been waiting for a request head; None while a request is being answered."""
 
     def close_waiting(self, reason: str) -> None: ...
 
@@ -100,7 +100,7 @@ class Waiting:
         oldest = now - min(GRACE_SEC, self.limits.timeout)
         order = self.order
         for conn in list(itertools.islice(order, SCAN)):
-            since = conn.waiting_since
+            since = conn.waiting_for_head()
             if since is not None and since <= oldest:
                 conn.close_waiting("ceiling")  # leaves self.connections and self.order
                 excess -= 1

@@ -23,6 +23,9 @@ class Conn:
         self.waiting = waiting
         self.closed: str | None = None
 
+    def waiting_for_head(self) -> float | None:
+        return self.waiting_since
+
     def close_waiting(self, reason: str) -> None:
         self.closed = reason
         self.waiting.connections.discard(self)
