@@ -36,6 +36,10 @@ class Counters:
     visitor_disconnects: dict[str, int] = field(default_factory=dict)  # room
     backend_down: dict[str, int] = field(default_factory=dict)  # onBackendDown mode
     connections_shed: int = 0
+    # request heads (inline/heads.py): heads refused, per reason (too_large, too_many_fields, timeout), and
+    # connections closed while waiting for a head, per reason (idle, ceiling)
+    heads_refused: dict[str, int] = field(default_factory=dict)
+    waiting_closed: dict[str, int] = field(default_factory=dict)
     # turn e-mails (jobs/turn_mail.py, on the leader): sent, given up after the last try, tries repeated
     turn_emails_sent: int = 0
     turn_emails_failed: int = 0
@@ -235,6 +239,7 @@ def render(
         rejected,
         refused_origin,
         *_inline_families(counters, labels, inst),
+        *_head_families(counters, labels, inst),
     ]
     return generate_latest(_Snapshot(metrics))
 
@@ -251,6 +256,31 @@ def workers_exposition(server: str, workers: int, scraped: int) -> bytes:
     )
     answered.add_metric([server], scraped)
     return generate_latest(_Snapshot([configured, answered]))
+
+
+#: The reasons each head family always shows (at 0 until it happens), so a dashboard's query has a series.
+HEAD_REFUSALS = ("too_large", "too_many_fields", "timeout")
+WAITING_CLOSES = ("idle", "ceiling")
+
+
+def _head_families(counters: Counters, labels: list[str], inst: list[str]) -> list[Metric]:
+    refused = CounterMetricFamily(
+        "qm_request_heads_refused",
+        "Request heads refused: over MAX_HEADER_BYTES or MAX_HEADER_COUNT (431), or not whole within "
+        "HEADER_TIMEOUT_MS (408)",
+        labels=["reason", *labels],
+    )
+    for reason in HEAD_REFUSALS:
+        refused.add_metric([reason, *inst], counters.heads_refused.get(reason, 0))
+    closed = CounterMetricFamily(
+        "qm_waiting_connections_closed",
+        "Connections closed while waiting for a request head: sent nothing in time (idle), or closed to make "
+        "room at MAX_CONNECTIONS (ceiling)",
+        labels=["reason", *labels],
+    )
+    for reason in WAITING_CLOSES:
+        closed.add_metric([reason, *inst], counters.waiting_closed.get(reason, 0))
+    return [refused, closed]
 
 
 def _inline_families(counters: Counters, labels: list[str], inst: list[str]) -> list[Metric]:

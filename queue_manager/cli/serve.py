@@ -25,6 +25,7 @@ from queue_manager import __version__
 from queue_manager.config import ConfigRefusal, Settings, load_settings
 from queue_manager.http.peers import Peers
 from queue_manager.inline.fastpath import InlineProtocol
+from queue_manager.inline.heads import waiting_for
 from queue_manager.server import Server
 from queue_manager.workers import STOPPED_UNCLEAN, WorkerRole, die_with_parent, supervise, worker_instance_id
 
@@ -149,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
     server = _Server(config, app, settings, role)
     app.ctx.request_stop = lambda: setattr(server, "should_exit", True)
     app.inline.connection_count = lambda: len(server.server_state.connections)
+    # past the ceiling, connections only waiting for a request head make room before anything is shed
+    app.inline.make_room = waiting_for(server.server_state, settings, app.ctx.counters).make_room
     sockets = None if role is None else [socket.socket(fileno=role.listen_fd)]
     try:
         server.run(sockets=sockets)

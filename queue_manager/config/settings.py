@@ -302,6 +302,30 @@ class Settings:
     connection_reserve: int = integer(
         "CONNECTION_RESERVE", 64, "Sockets kept to answer 503 past MAX_CONNECTIONS.", unit="connections"
     )
+    max_header_bytes: int = integer(
+        "MAX_HEADER_BYTES",
+        16384,
+        "Largest request head (request line and header fields); past it 431.",
+        unit="bytes",
+        minimum=1024,
+        maximum=1048576,
+    )
+    max_header_count: int = integer(
+        "MAX_HEADER_COUNT",
+        100,
+        "Most header fields in one request; past it 431.",
+        unit="fields",
+        minimum=8,
+        maximum=10000,
+    )
+    header_timeout_ms: int = integer(
+        "HEADER_TIMEOUT_MS",
+        10000,
+        "Longest a connection may take to send a whole request head.",
+        unit="milliseconds",
+        minimum=100,
+        maximum=600000,
+    )
     proxy_timeout_ms: int = integer(
         "PROXY_TIMEOUT_MS",
         30000,

@@ -60,6 +60,8 @@ class Inline:
         self.deadlines = Deadlines(self.timeout)  # response heads awaited on the fast path
         self.active_proxied = 0  # proxied responses and sockets in flight (what a stop waits for)
         self.connection_count: Callable[[], int] | None = None  # set by the server (cli)
+        # closes connections waiting for a request head, past the ceiling (inline/heads.py; set by the cli)
+        self.make_room: Callable[[], None] | None = None
         self._dirty = asyncio.Event() if _has_loop() else None
         self.probe = OriginProbe(self.pool, self.index, self.timeout)
         self._refresher_job = Job("qm-inline-index", self._refresher)
@@ -160,9 +162,14 @@ class Inline:
     # ---------------------------------------------------------------- limits
 
     def at_ceiling(self) -> bool:
+        """More than MAX_CONNECTIONS open, after closing those that were only waiting for a request head."""
         limit = self.ctx.settings.max_connections
         count = self.connection_count
-        return bool(limit) and count is not None and count() > limit
+        if not limit or count is None or count() <= limit:
+            return False
+        if self.make_room is not None:
+            self.make_room()
+        return count() > limit
 
 
 def _has_loop() -> bool:

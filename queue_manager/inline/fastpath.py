@@ -15,6 +15,13 @@ sure of, goes through uvicorn and the ASGI app exactly as before:
 
 Both paths call the same functions for every rule (the queue's screen, front.app_room, proxy.skipped and
 proxy.door, proxy.upstream_request, forward.downstream_headers); ``PROXY_FAST_PATH=0`` turns this one off.
+
+Whichever path answers, every connection's request heads are held to the limits of ``inline/heads.py``
+here, before the parser sees more than a head may hold: ``MAX_HEADER_BYTES`` (the bytes fed to the parser
+while a head is being read are counted, and a head that does not end within them is answered 431),
+``MAX_HEADER_COUNT`` (431 at the head's end) and ``HEADER_TIMEOUT_MS`` (one timer per connection, re-armed
+only when it fires: a request costs one store of the time its answer ended); and past ``MAX_CONNECTIONS``
+the connections waiting for a head make room.
 """
 
 from __future__ import annotations
@@ -22,12 +29,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import urllib.parse
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import httptools
+import orjson
 from uvicorn.config import Config
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
 from queue_manager.http.eager import run_now
@@ -35,6 +43,7 @@ from queue_manager.http.wire import Message, Request, api_path
 from queue_manager.inline import gate, proxy
 from queue_manager.inline.client import NO_EVENT
 from queue_manager.inline.front import PREPARED, InlineFront, app_room
+from queue_manager.inline.heads import LINGER_SEC, waiting_for
 from queue_manager.inline.hosts import InlineRoom
 from queue_manager.inline.relay import Relay
 
@@ -80,12 +89,69 @@ class InlineProtocol(HttpToolsProtocol):
         self.relay: Relay | Held | None = None
         self.idle_from: float | None = None
         self.idle_timer: asyncio.TimerHandle | None = None
+        # request heads (inline/heads.py)
+        ctx = front.ctx if isinstance(front, InlineFront) else None
+        self.waiting = waiting_for(server_state, ctx.settings if ctx else None, ctx.counters if ctx else None)
+        self.max_head = self.waiting.limits.max_bytes
+        self.max_fields = self.waiting.limits.max_fields
+        # how many more bytes the head being read may take (the bytes arriving are a head's, or the next
+        # one's between requests); None while a body is being read
+        self.head_room: int | None = self.max_head
+        # loop time since when it waits for a head: it connected, or its last answer ended (a request being
+        # answered meanwhile, as the current cycle tells, is never waiting)
+        self.waiting_since = 0.0
+        # the head deadline, armed from the connection's start to its end (re-armed only when it fires), then a
+        # refusal's linger
+        self.head_timer: asyncio.TimerHandle | None = None
+        self.halted = False  # refused, or handed to WebSockets: nothing more is parsed here
 
     # ---------------------------------------------------------------- the connection
 
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        loop = self.loop
+        self.waiting_since = loop.time()
+        first = min(self.timeout_keep_alive, self.waiting.limits.timeout)
+        self.head_timer = loop.call_later(first, self._head_check)
+        self.waiting.add(self, loop.time)
+
     def data_received(self, data: bytes) -> None:
         self.idle_from = None
+        room = self.head_room
+        if room is not None:
+            left = room - len(data)
+            if left < 0:
+                self._past_room(data)
+                return
+            self.head_room = left
         super().data_received(data)
+
+    def _past_room(self, data: bytes) -> None:
+        """More bytes than the head being read may still take: the parser gets them a head's room at a time,
+        and a head that has not ended within its room is refused (the rest is never parsed or kept)."""
+        if self.halted:
+            return  # refused: what still comes is dropped while the answer lingers
+        feed: Callable[[Any], None] = super().data_received  # the parser takes a memoryview as it is
+        view = memoryview(data)
+        while True:
+            room = self.head_room
+            if room is None:  # the head ended: its body follows (and what comes after it is not counted)
+                feed(view)
+                return
+            if len(view) <= room:
+                self.head_room = room - len(view)
+                feed(view)
+                return
+            self.head_room = 0
+            if room:
+                feed(view[:room])
+                view = view[room:]
+            if self.halted or self.transport.is_closing():
+                return
+            if self.head_room == 0:  # still the same head, and it is already MAX_HEADER_BYTES long
+                self._refuse(431, "too_large")
+                return
+            # the head ended: a body follows, or its request ended too and the next head's room was renewed
 
     def connection_lost(self, exc: Exception | None) -> None:
         current = self.relay
@@ -97,7 +163,21 @@ class InlineProtocol(HttpToolsProtocol):
         if self.idle_timer is not None:
             self.idle_timer.cancel()
             self.idle_timer = None
+        self._forget()
         super().connection_lost(exc)
+
+    def _forget(self) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+        self.waiting.remove(self)
+
+    def handle_websocket_upgrade(self) -> None:
+        if self.halted:  # a handshake refused for its head (431) is not upgraded
+            return
+        self._forget()  # the WebSocket protocol takes the connection over
+        self._halt()
+        super().handle_websocket_upgrade()
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -113,9 +193,107 @@ class InlineProtocol(HttpToolsProtocol):
         """The current cycle: uvicorn's, a Relay or a Held (they stand in for one another)."""
         return self.cycle
 
+    # ---------------------------------------------------------------- request heads
+
+    def _halt(self) -> None:
+        """Parse nothing more on this connection (every byte is then "past the room", and dropped)."""
+        self.halted = True
+        self.head_room = -1
+
+    def _refuse(self, status: int, reason: str) -> None:
+        """A head over MAX_HEADER_BYTES or MAX_HEADER_COUNT: 431, and the connection ends."""
+        self._halt()
+        waiting = self.waiting
+        waiting.count(waiting.counters.heads_refused, reason)
+        cycle: Any = self._cycle()
+        if cycle is not None and not cycle.response_complete:
+            cycle.keep_alive = False  # pipelined behind an answer still being written: that answer ends it
+            return
+        if reason == "too_large":
+            self._answer(status, "request_head_too_large", "The request head is larger than this server accepts.")
+        else:
+            self._answer(
+                status, "too_many_header_fields", "The request has more header fields than this server accepts."
+            )
+        transport = self.transport
+        if transport.can_write_eof():  # the client reads the answer; what it still sends is read and dropped
+            transport.write_eof()
+            self.waiting_since = self.loop.time()  # and the connection may be closed for room meanwhile
+            if self.head_timer is not None:
+                self.head_timer.cancel()
+            self.head_timer = self.loop.call_later(LINGER_SEC, transport.close)
+        else:
+            transport.close()
+
+    def _answer(self, status: int, code: str, message: str) -> None:
+        body = orjson.dumps({"error": message, "code": code})
+        parts = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            parts += [name, b": ", value, b"\r\n"]
+        parts.append(b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % len(body))
+        parts.append(body)
+        self.transport.write(b"".join(parts))
+
+    def _head_check(self) -> None:
+        """The connection's one timer: close it once it has waited too long for a request head."""
+        self.head_timer = None
+        if self.halted or self.transport.is_closing():
+            return
+        limits = self.waiting.limits
+        since = self.waiting_for_head()
+        if since is None:  # a request is being answered: look again a whole deadline later
+            self.head_timer = self.loop.call_later(limits.timeout, self._head_check)
+            return
+        silent = self.head_room == limits.max_bytes  # no byte of a head yet
+        allowed = limits.timeout
+        if silent and self.cycle is None:  # a new connection that has sent nothing: the keep-alive allowance
+            allowed = min(allowed, self.timeout_keep_alive)
+        left = since + allowed - self.loop.time()
+        if left > 0:
+            self.head_timer = self.loop.call_later(left, self._head_check)
+        else:
+            self.close_waiting("idle" if silent else "timeout")
+
+    def waiting_for_head(self) -> float | None:
+        """Since when this connection waits for a request head; None while a request is being answered."""
+        cycle: Any = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            return None
+        return self.waiting_since
+
+    def close_waiting(self, reason: str) -> None:
+        """Close this connection while it waits for a request head: ``timeout`` (408: part of a head came,
+        not all of it in time), ``idle`` (nothing came) or ``ceiling`` (room for others past MAX_CONNECTIONS)."""
+        room = self.head_room
+        partial = not self.halted and room is not None and room < self.max_head
+        self._forget()
+        self._halt()
+        self.connections.discard(self)  # at once: it no longer counts against the ceiling
+        waiting = self.waiting
+        if reason == "timeout":
+            waiting.count(waiting.counters.heads_refused, reason)
+        else:
+            waiting.count(waiting.counters.waiting_closed, reason)
+        transport = self.transport
+        if transport.is_closing():
+            return
+        if partial:
+            self._answer(408, "request_head_timeout", "The request head did not arrive in time.")
+        transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        cycle: Any = self.cycle
+        if cycle is None or cycle.response_complete:  # nothing queued behind it: it waits for the next head
+            self.waiting_since = self.loop.time()
+
     # ---------------------------------------------------------------- parser callbacks
 
     def on_headers_complete(self) -> None:
+        self.head_room = None
+        if len(self.headers) > self.max_fields:
+            self._refuse(431, "too_many_fields")
+            return
         qm = self.qm
         cycle = self.cycle
         if (
@@ -133,6 +311,8 @@ class InlineProtocol(HttpToolsProtocol):
         self._take(qm)
 
     def on_body(self, body: bytes) -> None:
+        if self.halted:
+            return
         current = self.relay
         if current is None or current is not self._cycle():
             super().on_body(body)
@@ -142,6 +322,9 @@ class InlineProtocol(HttpToolsProtocol):
             current.body.append(body)
 
     def on_message_complete(self) -> None:
+        if self.halted:
+            return
+        self.head_room = self.max_head  # what follows is the next request's head
         current = self.relay
         if current is None or current is not self._cycle():
             super().on_message_complete()
@@ -309,7 +492,7 @@ class InlineProtocol(HttpToolsProtocol):
             self.server_state.total_requests -= 1  # counted there too
             self.on_response_complete()
             return
-        self.idle_from = self.loop.time()
+        self.idle_from = self.waiting_since = self.loop.time()  # and it waits for the next head
         if self.idle_timer is None:
             self.idle_timer = self.loop.call_later(self.timeout_keep_alive, self._idle_check)
 

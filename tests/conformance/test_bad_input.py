@@ -246,6 +246,9 @@ def _cases() -> list[Case]:
         )
 
     # -- query strings: status, check, events
+    # longer than a token can be (tokens.MAX_TOKEN_LEN), yet within MAX_HEADER_BYTES: read as no ticket
+    long_token = "eyJ" + "A" * 6000 + "." + "B" * 43
+    # a query string over MAX_HEADER_BYTES: the request head is refused before any route sees it
     huge_token = "eyJ" + "A" * 20000 + "." + "B" * 43
     for route in ("/api/status", "/api/check", "/events", "/api/v1/status", "/api/v1/check"):
         name = route.strip("/").replace("/", "-")
@@ -265,13 +268,23 @@ def _cases() -> list[Case]:
         if "events" not in route:
             cases.append(
                 Case(
-                    f"{name}-huge-token",
+                    f"{name}-long-token",
                     "GET",
                     route,
                     200,
-                    params={"roomId": ROOM, "token": huge_token, "qm_token": huge_token, "dk": "d" * 5000},
+                    params={"roomId": ROOM, "token": long_token, "qm_token": long_token, "dk": "d" * 2000},
                 )
             )
+        cases.append(
+            Case(
+                f"{name}-huge-token",
+                "GET",
+                route,
+                431,
+                "request_head_too_large",
+                params={"roomId": ROOM, "token": huge_token, "qm_token": huge_token, "dk": "d" * 5000},
+            )
+        )
     for cid, url in [
         ("relative", "/page"),
         ("javascript", "javascript:alert(1)"),

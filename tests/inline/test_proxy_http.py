@@ -474,8 +474,9 @@ def test_past_max_connections_a_plain_503_sheds_and_ready_goes_false(make_server
     srv = make_server({"MAX_CONNECTIONS": "3", "CONNECTION_RESERVE": "4"})
     held = []
     try:
-        for _ in range(3):
-            s = socket.create_connection(("127.0.0.1", srv.port))
+        for _ in range(3):  # requests in progress (their bodies still to come): a socket that sends nothing
+            s = socket.create_connection(("127.0.0.1", srv.port))  # would be closed to make room instead
+            s.sendall(b"POST /api/join HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n")
             held.append(s)
         with httpx.Client(base_url=f"http://127.0.0.1:{srv.port}") as c:
 

@@ -5,8 +5,11 @@ moves or changes one of them, this file fails first, naming the name, the releas
 instead of the server failing at run time (`make test-latest` runs it against the newest releases):
 
 * uvicorn: ``protocols.http.httptools_impl.HttpToolsProtocol`` (subclassed by ``inline/fastpath.py``, which
-  reads and sets its request state), ``RequestResponseCycle`` (built there for a held request),
-  ``STATUS_LINE`` (``inline/relay.py``) and ``server.ServerState``; pyproject.toml also caps uvicorn below
+  reads and sets its request state, feeds its ``data_received`` a request head's room at a time and counts
+  the ``headers`` it collects), ``RequestResponseCycle`` (built there for a held request), ``STATUS_LINE``
+  (``inline/relay.py``, and the 431 and 408 of ``inline/fastpath.py``) and ``server.ServerState`` (its
+  ``connections``, which ``inline/heads.py`` closes connections waiting for a head out of, to make room);
+  pyproject.toml also caps uvicorn below
   its next minor release, so a new minor is taken only after this file and ``tests/inline`` pass on it;
 * redis-py: ``_parsers.base.BaseParser.parse_error`` (``store/valkey/lane.py``: an error reply read by
   hiredis becomes redis-py's exception class), ``crc.key_slot`` and ``RedisCluster.nodes_manager.slots_cache``
@@ -49,6 +52,7 @@ PROTOCOL_METHODS = (
     "on_body",
     "on_message_complete",
     "on_response_complete",
+    "handle_websocket_upgrade",
     "_start_asgi_task",
 )
 # what it reads or sets on a protocol instance once a connection is made
@@ -68,6 +72,7 @@ PROTOCOL_STATE = (
     "tasks",
     "limit_concurrency",
     "timeout_keep_alive",
+    "headers",
 )
 CYCLE_PARAMETERS = {
     "scope",
@@ -123,6 +128,11 @@ async def test_uvicorn_protocol_state_after_a_connection() -> None:
         assert not missing, _where("uvicorn", f"HttpToolsProtocol instance attributes {missing}", "inline/fastpath.py")
         assert protocol.cycle is None and protocol.limit_concurrency == 10
         assert callable(protocol.parser.should_upgrade), _where("uvicorn", "parser.should_upgrade()", "fastpath.py")
+        # a head fed in parts, as memoryview slices: the fields seen so far are in ``headers``
+        protocol.data_received(memoryview(b"GET / HTTP/1.1\r\nHost: x\r\nA: b\r\n")[:30])  # type: ignore[arg-type]
+        assert protocol.headers == [(b"host", b"x")], _where(
+            "uvicorn", "data_received(memoryview) filling headers", "inline/fastpath.py"
+        )
         transport.close()
     finally:
         theirs.close()
@@ -144,6 +154,10 @@ def test_uvicorn_status_lines() -> None:
 
     assert STATUS_LINE[200] == b"HTTP/1.1 200 OK\r\n", _where("uvicorn", "STATUS_LINE[status]", "inline/relay.py")
     assert STATUS_LINE[503].startswith(b"HTTP/1.1 503 "), _where("uvicorn", "STATUS_LINE[status]", "inline/relay.py")
+    for status in (408, 431):
+        assert STATUS_LINE[status].startswith(b"HTTP/1.1 %d " % status), _where(
+            "uvicorn", "STATUS_LINE[status]", "inline/fastpath.py"
+        )
 
 
 # ------------------------------------------------------------------------------------------------ redis-py
