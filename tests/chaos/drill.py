@@ -56,6 +56,7 @@ from tests.chaos.reconcile import (
     Join,
     Ledger,
     by_room,
+    drop_schema,
     forget_valkey,
     journal_gaps,
     look_up,
@@ -653,7 +654,7 @@ class Drill:
             forget_valkey(client, self.prefix)
             client.close()
         with contextlib.suppress(Exception):
-            sql(self.o.database_url, f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+            drop_schema(self.o.database_url, self.schema)
         for spool in self.workdir.glob("spool-*"):
             shutil.rmtree(spool, ignore_errors=True)
         if keep_logs:

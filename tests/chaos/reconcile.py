@@ -313,6 +313,29 @@ def sql(database_url: str, statement: str, *args: Any) -> list[asyncpg.Record]:
     return asyncio.run(run())
 
 
+def drop_schema(database_url: str, schema: str) -> None:
+    """Drop the drill's schema. A session of a killed instance can outlive it (its relay gone mid-query) and
+    hold a lock there for good: after a 10 s wait for the lock, such sessions are ended and the drop retried."""
+
+    async def run() -> None:
+        conn = await asyncpg.connect(database_url, timeout=10)
+        try:
+            await conn.execute("SET lock_timeout = '10s'")
+            try:
+                await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            except asyncpg.LockNotAvailableError:
+                await conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                    "AND datname = current_database() AND query LIKE $1",
+                    f'%"{schema}"%',
+                )
+                await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
 @dataclass
 class JournalRoom:
     """A room's newest generation as the journal holds it."""
