@@ -122,6 +122,7 @@ async def install_check(call: Call) -> None:
         raise HttpError(404, "no_room", f"No room with id {room_id!r}.")
     room = await ctx.store.get_room(room_id)
 
+    inline = bool(room.get("proxyOrigin"))
     fetched = await pagefetch.fetch(url, allow_private=ctx.settings.proxy_allow_private)
     page = fetched.final_url if fetched.refused is None and fetched.error is None else url
     page_origin = origin_of(page) or origin_of(url)
@@ -130,6 +131,11 @@ async def install_check(call: Call) -> None:
 
     problems: list[str] = []
     notes: list[str] = []
+    if inline:
+        notes.append(
+            "This room is served inline: the queue answers for its host itself, so its pages need no tag. "
+            "What follows is about a tag or a connector on another origin."
+        )
     tag: dict[str, Any] | None = None
     if fetched.refused is not None:
         problems.append(f"The page was not fetched: {fetched.refused}.")
@@ -143,7 +149,9 @@ async def install_check(call: Call) -> None:
         tags = scan_tags(fetched.body, fetched.content_type)
         mine = [t for t in tags if t["room"] == room_id]
         tag = {"found": bool(tags), "namesRoom": bool(mine), "tags": tags}
-        if not tags:
+        if inline:
+            pass  # an inline room's pages need no tag: what was found is reported, not judged
+        elif not tags:
             where = " in the first megabyte of the page" if fetched.truncated else ""
             problems.append(
                 f'No qm.js script tag{where}. Add <script src="…/qm.js" data-room="{room_id}" async></script> '
@@ -186,6 +194,7 @@ async def install_check(call: Call) -> None:
     out: dict[str, Any] = {
         "ok": not problems,
         "roomId": room_id,
+        "inline": inline,
         "url": url,
         "origin": origin,
         "targetOrigin": target_text,

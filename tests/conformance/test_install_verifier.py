@@ -128,6 +128,17 @@ def test_a_missing_tag_and_a_tag_naming_another_room_are_told_apart(srv: Server,
     assert bare["tagAllowed"] is True and other["tagAllowed"] is True  # the origin is fine: the page is not
 
 
+def test_an_inline_rooms_page_needs_no_tag(srv: Server, site: PageSite) -> None:
+    with srv.admin() as admin:
+        room_id = unique_id("inl")
+        room = create_room(admin, room_id, targetUrl=f"https://{room_id}.shop.test/", proxyOrigin=site.origin)["id"]
+        site.pages["/"] = html()
+        out = verify(admin, room, site.origin + "/")
+    assert out["inline"] is True and out["tag"]["found"] is False
+    assert not any("No qm.js script tag" in p for p in out["problems"])
+    assert out["notes"][0].startswith("This room is served inline: the queue answers for its host itself")
+
+
 def test_redirects_are_followed_to_the_page_and_gzip_is_read(srv: Server, site: PageSite) -> None:
     with srv.admin() as admin:
         room = create_room(admin, targetUrl=site.origin + "/")["id"]

@@ -107,6 +107,7 @@ function renderAnswer(a) {
         (f.redirects.length ? ` after ${f.redirects.length} redirect${f.redirects.length === 1 ? "" : "s"}` : ""));
   let tag;
   if (!a.tag) tag = el("span", { class: "verdict mute", text: "– not read" });
+  else if (a.inline && !a.tag.namesRoom) tag = el("span", { class: "verdict mute", text: "– none needed: the room is served inline" });
   else if (a.tag.namesRoom) tag = yes(true, `present, data-room="${a.roomId}"`);
   else if (a.tag.found) tag = yes(false, `present, but names ${a.tag.tags.map((t) => t.room === null ? "no room" : `"${t.room}"`).join(", ")}`);
   else tag = yes(false, "not on the page");
