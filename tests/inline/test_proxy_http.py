@@ -493,6 +493,22 @@ def test_saving_the_last_inline_room_back_to_snippet_from_its_host_names_where_t
         assert r.status_code == 200 and "console_moved" not in [w["code"] for w in r.json().get("warnings", [])]
 
 
+def test_a_console_session_opened_under_the_inline_prefix_is_scoped_to_it(qm: Server, peer: Peer) -> None:
+    _room_id, host = inline_room(qm, peer.url, host=_host())
+    with visitor(qm, host) as c:
+        r = c.post("/__qm/api/admin/session", json={"key": qm.admin_key}, headers={"X-QM-CSRF": "1"})
+        assert r.status_code == 200, r.text
+        assert "Path=/__qm/api/admin;" in r.headers["set-cookie"]
+        # the browser sends it back under the prefix, where the console's own calls go
+        assert c.get("/__qm/api/admin/whoami").status_code == 200
+        out = c.delete("/__qm/api/admin/session", headers={"X-QM-CSRF": "1"})
+        assert out.status_code == 200 and out.json()["closed"] is True
+        assert "Path=/__qm/api/admin;" in out.headers["set-cookie"] and "Max-Age=0" in out.headers["set-cookie"]
+    with httpx.Client(base_url=f"http://127.0.0.1:{qm.port}") as c:  # on the server's own address: /api/admin
+        r = c.post("/api/admin/session", json={"key": qm.admin_key}, headers={"X-QM-CSRF": "1"})
+        assert r.status_code == 200 and "Path=/api/admin;" in r.headers["set-cookie"]
+
+
 def test_without_public_url_the_move_warning_says_to_set_it(make_server, peer: Peer) -> None:  # type: ignore[no-untyped-def]
     srv = make_server()
     host = _host()
