@@ -191,7 +191,7 @@ function inlineFieldset(room, form) {
       + "Clear the tick to return the room to snippet mode."
     : "Inline deployment needs the owner role: an operator key cannot turn it on or off or change the internal address "
       + (was ? "or the target URL of this inline room. Every other setting of the room is yours to change." : "(the room can still be a snippet room).") });
-  const note = el("ul", { class: "warn-list", id: "ed-inline-warn", "aria-live": "polite", hidden: true });
+  const note = el("ul", { class: "inline-warn", id: "ed-inline-warn", "aria-live": "polite", hidden: true });
   const showNote = () => {
     const leaving = leavesConsoleHost(room, form);
     note.replaceChildren(...(leaving ? [el("li", { text: "⚠ " + consoleMoveText(room, leaving) })] : []));
