@@ -107,8 +107,8 @@ def test_an_inline_save_warns_in_the_editor_and_diagnostics_lists_it_with_the_se
             saved_room = admin.get(f"/api/admin/rooms/{room}").json()["room"]
         assert saved_room["proxyOrigin"] == peer.url
         # it stays until the operator closes it (the next health read, 10 s on, has come and gone meanwhile)
-        health_reads = "performance.getEntriesByType('resource').filter((e) => e.name.endsWith('api/admin/health'))"
-        page.wait_for_function(f"() => {health_reads}.length >= 2", timeout=30_000)
+        with page.expect_request(lambda r: r.url.endswith("/api/admin/health"), timeout=30_000):
+            pass
         assert saved.is_visible()
         page.get_by_role("button", name="Close", exact=True).last.click()
         page.locator("#dlg-editor[open]").wait_for(state="detached", timeout=5_000)
@@ -125,6 +125,8 @@ def test_an_inline_save_warns_in_the_editor_and_diagnostics_lists_it_with_the_se
         config = dlg.locator(".config-warnings")
         item = config.locator('li[data-code="console_host_withheld"]')
         assert "The fix is to set ADMIN_HOST (or PUBLIC_URL) to that hostname and restart." in item.inner_text()
+        item.scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "console-diagnostics-config-warnings.png"))
         assert dlg.locator("li.note.warn", has_text="PROTECTION_MODE").count() == 1  # the settings warning, as before
         # the settings in effect: folded away until asked for, by group, each with its source; secrets never
         block = dlg.locator("details#diag-settings")
