@@ -20,14 +20,25 @@ CONSOLE_COOKIE = cookies.CONSOLE
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
+INLINE_PREFIX = "/__qm"  # an inline host's queue surface (inline/surface.py; http sits below inline)
+
+
+def console_cookie_path(req: Request) -> str:
+    """The path qm_console is scoped to: ``/api/admin``, or ``/__qm/api/admin`` when the console is used under an
+    inline host's prefix (the browser sends the cookie only to the paths it asked under)."""
+    asked = str(req.scope.get("path", ""))
+    return INLINE_PREFIX + "/api/admin" if asked.startswith(INLINE_PREFIX + "/") else "/api/admin"
+
+
 def clear_console_cookie(path: str = "/api/admin") -> tuple[str, str]:
     return "Set-Cookie", f"{CONSOLE_COOKIE}=; Path={path}; Max-Age=0; HttpOnly; SameSite=Strict"
 
 
-def _unauthorized(message: str, *, clear_cookie: bool = False) -> HttpError:
+def _unauthorized(message: str, *, clear_cookie: str | None = None) -> HttpError:
+    """A 401; ``clear_cookie``: the path of the qm_console cookie that failed, which the answer clears."""
     headers = [("WWW-Authenticate", 'Bearer realm="queue-manager"')]
-    if clear_cookie:
-        headers.append(clear_console_cookie())
+    if clear_cookie is not None:
+        headers.append(clear_console_cookie(clear_cookie))
     return HttpError(401, "unauthorized", message, headers=headers)
 
 
@@ -69,7 +80,9 @@ async def authenticate(ctx: Context, req: Request, ident: Identity, *, allow_tic
         principal = await access.from_session(cookie)
         if principal is None:
             raise await failed(
-                ctx, ident.ip, _unauthorized("Your console session has ended. Sign in again.", clear_cookie=True)
+                ctx,
+                ident.ip,
+                _unauthorized("Your console session has ended. Sign in again.", clear_cookie=console_cookie_path(req)),
             )
         if req.method not in SAFE_METHODS:
             site = req.header(b"sec-fetch-site")

@@ -111,7 +111,14 @@ def test_config_json_is_one_object_in_healths_form() -> None:
     assert set(report) == {"settings", "warnings", "hardening"}
     assert [s["name"] for s in report["settings"]] == list(ENV_VARS)
     port = next(s for s in report["settings"] if s["name"] == "PORT")
-    assert port == {"name": "PORT", "value": 9000, "source": "environment", "sensitive": False, "set": True}
+    assert port == {
+        "name": "PORT",
+        "value": 9000,
+        "source": "environment",
+        "sensitive": False,
+        "set": True,
+        "group": "Core and storage",
+    }
     assert {w["variable"] for w in report["warnings"]} == {"ADMIN_KEY", "SECRET"}
     assert set(report["warnings"][0]) == {"variable", "set", "effective", "message"}
     assert HARDENING_ADMIN_KEY in report["hardening"]

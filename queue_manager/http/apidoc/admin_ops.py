@@ -156,8 +156,13 @@ OPS: dict[tuple[str, str], Op] = {
     ("GET", "/api/admin/rooms"): Op({200: ok("Every room with its live numbers.", _OBJ)}),
     ("POST", "/api/admin/rooms"): Op(
         {
-            200: ok("Changed.", _OBJ),
-            201: ok("Created.", _OBJ),
+            200: ok(
+                "Changed. `warnings[]` when the save has a consequence to tell: `console_host_withheld` (the console's "
+                "host is withheld from the next request on), `console_moved` (the last inline room left the host the "
+                "console was used through; `consoleUrl` is PUBLIC_URL, or null).",
+                _OBJ,
+            ),
+            201: ok("Created. `warnings[]` as for a change.", _OBJ),
             400: err("A field is unknown or invalid (`field` names it).", *_ROOM_CODES),
             403: err("Serving a room inline (proxyOrigin) needs the owner role.", "inline_requires_owner"),
         },
