@@ -15,8 +15,19 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import Server, create_room, join, start_server, status, sync_valkey, unique_id, wait_until
+from harness import (
+    Server,
+    create_room,
+    join,
+    start_server,
+    status,
+    sync_valkey,
+    unique_id,
+    valkey_services,
+    wait_until,
+)
 from passkit import PUBLIC_KEY, Visitor, admitted, parts
+from relay import relayed
 
 ServerFactory = Callable[..., Server]
 
@@ -182,3 +193,34 @@ def test_a_flush_survives_a_restart_with_the_room_rebuilt_from_the_journal() -> 
         if again is not None:
             again.stop()
         srv.stop()
+
+
+@pytest.mark.stores("valkey")
+def test_a_flush_the_journal_cannot_commit_answers_503_and_a_retry_is_safe() -> None:
+    with relayed(valkey_services()["database"], 5432) as (relay, url):
+        srv = start_server({"DATABASE_URL": url, "PUBLIC_API_KEY": PUBLIC_KEY})
+        try:
+            inside = admitted(srv, sessionTtlSec=600, presenceSec=None)
+            room = inside.room_id
+            with srv.admin() as admin:
+                relay.cut()
+                r = admin.post(f"/api/admin/rooms/{room}/flush")
+                assert r.status_code == 503, r.text
+                assert r.json()["code"] == "storage_unavailable" and "retry-after" in r.headers
+                relay.restore()
+
+                def retried() -> dict[str, Any] | None:
+                    again = admin.post(f"/api/admin/rooms/{room}/flush")
+                    return dict(again.json()) if again.status_code == 200 else None
+
+                # nothing is released twice: the first flush's change stands, the retry finds nobody admitted
+                assert wait_until(retried, timeout=30, what="the flush retried once the journal is back") == {
+                    "ok": True,
+                    "flushed": 0,
+                }
+                assert _room(admin, room)["activeSessions"] == 0
+            body = inside.check().json()
+            assert body["admit"] is False and body["reason"] == "flushed"
+        finally:
+            relay.restore()
+            srv.stop()
