@@ -47,6 +47,9 @@ def test_flush_from_the_card_after_a_confirm_and_its_chart_mark(browser: Any, qm
         assert kind in title, (kind, title)
 
     # the confirm says who is sent back; cancelling it changes nothing
+    # the destructive group wraps as one: Purge, Flush and Delete on one row, never a lone Delete
+    boxes = [card.get_by_role("button", name=n, exact=True).bounding_box() for n in ("Purge", "Flush", "Delete")]
+    assert all(box is not None for box in boxes) and max(b["y"] for b in boxes) - min(b["y"] for b in boxes) < 2, boxes
     flush = card.get_by_role("button", name="Flush", exact=True)
     flush.click()
     dialog = page.locator("#dlg-confirm[open]")
@@ -89,6 +92,13 @@ def test_flush_from_the_card_after_a_confirm_and_its_chart_mark(browser: Any, qm
                 return str(tip.inner_text())
         return None
 
+    # the card's next live frame shows the site empty: nobody in session, no pass held
+    page.wait_for_function(
+        '(id) => document.querySelector(`article.card[data-room="${id}"] [data-k="capacity"]`)'
+        ".textContent.startsWith('0/10')",
+        arg=room,
+        timeout=10_000,
+    )
     note = wait_until(hovered, timeout=15, what="the flush mark's tip")
     assert "site flushed: 2 passes and sessions released" in note, note
     page.screenshot(path=str(artifacts / "console-flush-mark.png"))

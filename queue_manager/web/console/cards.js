@@ -96,9 +96,11 @@ function buildCard(r) {
       may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVisitor(id, ev.currentTarget) }, "Visitors") : null,
       el("button", { type: "button", class: "btn small", onclick: () => selectChart(id, true) }, "Chart"),
       el("span", { class: "spacer" }),
-      el("button", { type: "button", class: "btn small danger", onclick: (ev) => purge(id, ev.currentTarget) }, "Purge"),
-      el("button", { type: "button", class: "btn small danger", onclick: (ev) => flush(id, ev.currentTarget) }, "Flush"),
-      may("owner") ? el("button", { type: "button", class: "btn small danger", onclick: (ev) => removeRoom(id, ev.currentTarget) }, "Delete") : null));
+      // the destructive group wraps as one: never a lone Delete under Purge and Flush
+      el("span", { class: "destructive" },
+        el("button", { type: "button", class: "btn small danger", onclick: (ev) => purge(id, ev.currentTarget) }, "Purge"),
+        el("button", { type: "button", class: "btn small danger", onclick: (ev) => flush(id, ev.currentTarget) }, "Flush"),
+        may("owner") ? el("button", { type: "button", class: "btn small danger", onclick: (ev) => removeRoom(id, ev.currentTarget) }, "Delete") : null)));
   } else {
     node.append(el("div", { class: "actions" },
       may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVisitor(id, ev.currentTarget) }, "Visitors") : null,
