@@ -135,7 +135,8 @@ async def route(ctx: Context, inline: Inline, req: Request, send: Send) -> str |
         inner = surface.strip_prefix(path)
         if inner is None:
             if _console_literal(ctx, host, path):
-                return path  # that address is the console's too: the queue answers, never the app (QM-439)
+                # an admin path on an address literal is the console's: the queue answers it, never the app
+                return path
             await proxy.serve(ctx, inline, req, room, send)
             return None
         inner = api_path(inner)

@@ -7,6 +7,7 @@ import { siteHealth } from "./health.js";
 import { openEditor } from "./editor.js";
 import { openVisitor } from "./visitors.js";
 import { selectChart, syncChartRooms } from "./chart.js";
+import { openVerifier, returnLine } from "./verify.js";
 
 function estimate(r) {
   const st = r.effectiveState;
@@ -78,7 +79,9 @@ function buildCard(r) {
   const stats = el("dl", { class: "stats" },
     stat("Waiting", "waiting"), stat("Capacity", "capacity"), stat("Est. wait", "est"), stat("Passes/min", "passes"));
   const siteLine = el("p", { class: "site-line", "data-k": "site-line", role: "status", hidden: true });
-  node.append(skip, el("div", { class: "card-head" }, title, badges), stats, siteLine);
+  // where admitted visitors land, said plainly when a tag or connector origin is not returned to (verify.js)
+  const returnLineNode = el("p", { class: "return-line", "data-k": "return-line", hidden: true });
+  node.append(skip, el("div", { class: "card-head" }, title, badges), stats, siteLine, returnLineNode);
   const card = { node, id, dial: null, num: null, pending: null };
   if (may("write")) {
     const dialId = `rate-${cssId(id)}`;
@@ -95,6 +98,7 @@ function buildCard(r) {
       el("button", { type: "button", class: "btn small", onclick: (ev) => openEditor(id, ev.currentTarget) }, "Edit"),
       may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVisitor(id, ev.currentTarget) }, "Visitors") : null,
       el("button", { type: "button", class: "btn small", onclick: () => selectChart(id, true) }, "Chart"),
+      may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVerifier(id, ev.currentTarget) }, "Verify install") : null,
       el("span", { class: "spacer" }),
       // the destructive group wraps as one: never a lone Delete under Purge and Flush
       el("span", { class: "destructive" },
@@ -144,6 +148,7 @@ function updateCard(card, r) {
   card.node.dataset.opens = r.opensAt ? String(Date.parse(r.opensAt)) : "";
   tickCountdown(card, r);
   siteHealth(card);
+  returnLine(card, r);
   if (card.dial) {
     const busy = document.activeElement === card.dial || document.activeElement === card.num || card.pending;
     if (!busy) setDial(card, r.ratePerMinute);
