@@ -225,6 +225,7 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     keysLoading: null,
     generation: null, // null: no usable revocation list (not fetched yet, or the room is gone)
     revoked: new Set(),
+    revokedBefore: null, // a flush's cutoff (s): a pass issued (iat) before it is refused
     timer: null,
     verified: new Map(), // "<pass> <door key>" -> claims whose signature, room and binding were checked
   };
@@ -275,6 +276,7 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
       } else if (body && Number.isInteger(body.generation) && Array.isArray(body.revoked)) {
         state.generation = body.generation;
         state.revoked = new Set(body.revoked);
+        state.revokedBefore = Number.isInteger(body.revokedBefore) ? body.revokedBefore : null;
       }
     } catch (_) {
       // unreachable: keep the last list; a pass still expires within EDGE_PASS_TTL_SEC
@@ -290,6 +292,11 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     if (typeof state.timer.unref === 'function') state.timer.unref();
   }
 
+  /** A flush revoked every pass issued before its cutoff (revokedBefore on the revocation list). */
+  function flushed(claims) {
+    return state.revokedBefore !== null && !(Number.isInteger(claims.iat) && claims.iat >= state.revokedBefore);
+  }
+
   /** null when the pass admits its holder here and now; otherwise why the queue must be asked. */
   function refusal(token, doorKey) {
     if (!state.keys || state.generation === null) return 'not_ready';
@@ -299,7 +306,7 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     const known = state.verified.get(cacheKey);
     if (known !== undefined) {
       if (known.exp * 1000 <= Date.now()) return 'expired';
-      if (known.gen !== state.generation || state.revoked.has(known.sub)) return 'revoked';
+      if (known.gen !== state.generation || state.revoked.has(known.sub) || flushed(known)) return 'revoked';
       return null;
     }
     const parts = String(token).split('.');
@@ -324,7 +331,7 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     if (!claims || typeof claims !== 'object') return 'malformed';
     if (claims.room !== roomId) return 'wrong_room';
     if (!Number.isInteger(claims.exp) || claims.exp * 1000 <= Date.now()) return 'expired';
-    if (claims.gen !== state.generation || state.revoked.has(claims.sub)) return 'revoked';
+    if (claims.gen !== state.generation || state.revoked.has(claims.sub) || flushed(claims)) return 'revoked';
     if (claims.bnd !== bindingOf(doorKey)) return 'unbound';
     // signature, room and binding hold for the pass's life: later requests check only time and revocation
     if (state.verified.size >= 10000) state.verified.clear();

@@ -237,6 +237,16 @@ async def room_purge(call: Call) -> None:
     await send_json(call.send, 200, {"ok": True, "purged": purged})
 
 
+async def room_flush(call: Call) -> None:
+    """Release every admitted visitor's pass and session at once (their edge passes too); the line stays."""
+    room_id = _room(call)
+    await call.req.body()
+    flushed = await call.ctx.store.flush(room_id)
+    await passkeys.revoke_room(call.ctx, room_id)
+    await call.audit("room.flush", target=room_id, room_id=room_id, flushed=flushed)
+    await send_json(call.send, 200, {"ok": True, "flushed": flushed})
+
+
 async def room_eject(call: Call) -> None:
     room_id = _room(call)
     body = await call.req.json_object()

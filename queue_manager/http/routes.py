@@ -110,6 +110,7 @@ TABLE: tuple[Route, ...] = (
     a("DELETE", ROOM + "/logo", ("write",), admin_rooms.room_logo_delete, "Remove the room's logo."),
     a("POST", ROOM + "/schedule", ("write",), admin_rooms.room_schedule, "Schedule the room's opening or draw."),
     a("POST", ROOM + "/purge", ("write",), admin_rooms.room_purge, "Empty the line."),
+    a("POST", ROOM + "/flush", ("write",), admin_rooms.room_flush, "Release every pass and session at once."),
     a("POST", ROOM + "/eject", ("write", "team"), admin_rooms.room_eject, "Remove one visitor."),
     a(
         "POST",

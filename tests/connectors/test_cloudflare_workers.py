@@ -370,6 +370,29 @@ def test_edge_passes_are_checked_in_the_worker(rig: Rig) -> None:
     assert two.local("/two")
 
 
+def test_a_flush_reaches_the_worker_through_the_revocation_list(rig: Rig) -> None:
+    """A flush revokes every pass issued before it with one cutoff (revokedBefore): passes the Worker would
+    have let in alone until they expire are refused within QM_REVOKED_REFRESH_MS, and the queue, asked
+    instead, sends their holders to the line."""
+    room = rig.room
+    with rig.passes.admin() as admin:
+        assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 600}).status_code == 200
+    one, two = pass_browser(rig, "/one"), pass_browser(rig, "/two")
+    wait_until(lambda: one.local("/one") and two.local("/two"), 10, 0.05, "passes let in by the Worker alone")
+    with rig.passes.admin() as admin:  # no outflow: the flushed visitors stay in the line
+        assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 0}).status_code == 200
+        r = admin.post(f"/api/admin/rooms/{room}/flush")
+        assert r.status_code == 200 and r.json()["flushed"] >= 2, r.text
+    for b, path in ((one, "/one"), (two, "/two")):
+
+        def sent_back(b: PassBrowser = b, path: str = path) -> httpx.Response | None:
+            r = b.get(path)
+            return r if r.status_code == 302 else None
+
+        refused = wait_until(sent_back, 10, 0.05, "the flush seen")
+        assert refused.headers["location"].startswith(f"{rig.counted.url}/w/{room}")
+
+
 def test_queue_not_running_fails_open_unreachable(rig: Rig) -> None:
     r = get(rig, "gate-down", "/shoes", headers=NAV)
     assert r.status_code == 200 and "origin served /shoes" in r.text

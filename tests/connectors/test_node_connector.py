@@ -658,6 +658,30 @@ def admitted_browser(rig: Rig, page: str) -> Browser:
     return b
 
 
+def test_a_flush_reaches_the_connector_through_the_revocation_list(rig: Rig) -> None:
+    """A flush revokes every pass issued before it with one cutoff (revokedBefore): a pass the connector
+    would have let in alone until it expired is refused within its refresh, and the queue, asked instead,
+    sends its holder to the line."""
+    room = rig.edge_room
+    one = admitted_browser(rig, "/one")
+    wait_until(lambda: one.get("/one").status_code == 200 and gate_stats(rig)["local"] > 0, 10, 0.05, "a local pass")
+    seen = gate_stats(rig)["refused"].get("revoked", 0)
+    with rig.edge.admin() as admin:
+        rate = admin.get(f"/api/admin/rooms/{room}").json()["room"]["ratePerMinute"]
+        # no outflow while the flushed visitor is looked at: they stay in the line
+        assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 0}).status_code == 200
+        r = admin.post(f"/api/admin/rooms/{room}/flush")
+        assert r.status_code == 200 and r.json()["flushed"] >= 1, r.text
+        try:
+            refused = wait_until(
+                lambda: (r := one.get("/one")).status_code == 302 and r, 10, 0.05, "the flushed visitor sent back"
+            )
+        finally:
+            assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": rate}).status_code == 200
+    assert refused.headers["location"].startswith(f"{rig.edge.base_url}/w/{room}")
+    assert gate_stats(rig)["refused"].get("revoked", 0) > seen
+
+
 def test_edge_passes_are_checked_in_the_connector(rig: Rig) -> None:
     """A valid pass costs the queue nothing; every bad one (expired, another room, another key, tampered,
     bound to another door key, revoked) is refused here and the queue asked; a revocation reaches the

@@ -138,6 +138,7 @@ const passes = {
   keysLoading: null,
   generation: null, // null: no usable revocation list (none yet, or the room is gone)
   revoked: new Set(),
+  revokedBefore: null, // a flush's cutoff (s): a pass issued (iat) before it is refused
   revokedAt: 0,
   revokedTried: 0,
   revokedLoading: null,
@@ -212,6 +213,7 @@ function loadRevoked(base, room) {
       } else if (body && Number.isInteger(body.generation) && Array.isArray(body.revoked)) {
         passes.generation = body.generation;
         passes.revoked = new Set(body.revoked);
+        passes.revokedBefore = Number.isInteger(body.revokedBefore) ? body.revokedBefore : null;
         passes.revokedAt = Date.now();
       }
     } catch (e) {
@@ -223,11 +225,16 @@ function loadRevoked(base, room) {
   return passes.revokedLoading;
 }
 
+// a flush revoked every pass issued before its cutoff (revokedBefore on the revocation list)
+function flushed(claims) {
+  return passes.revokedBefore !== null && !(Number.isInteger(claims.iat) && claims.iat >= passes.revokedBefore);
+}
+
 // null when the pass admits its holder here and now; otherwise why the queue must be asked.
 async function passRefusal(env, ctx, base, room, token, doorKey) {
   const source = `${base} ${room}`;
   if (passes.source !== source) {
-    Object.assign(passes, { source, keys: null, keysUntil: 0, keysTried: 0, generation: null, revokedAt: 0, revokedTried: 0 });
+    Object.assign(passes, { source, keys: null, keysUntil: 0, keysTried: 0, generation: null, revokedBefore: null, revokedAt: 0, revokedTried: 0 });
     passes.verified.clear();
   }
   const refreshMs = Number(env.QM_REVOKED_REFRESH_MS) > 0 ? Number(env.QM_REVOKED_REFRESH_MS) : REVOKED_REFRESH_MS;
@@ -267,7 +274,7 @@ async function passRefusal(env, ctx, base, room, token, doorKey) {
     if (!claims || typeof claims !== "object") return "malformed";
     if (claims.room !== room) return "wrong_room";
     if (!Number.isInteger(claims.exp) || claims.exp * 1000 <= Date.now()) return "expired";
-    if (claims.gen !== passes.generation || passes.revoked.has(claims.sub)) return "revoked";
+    if (claims.gen !== passes.generation || passes.revoked.has(claims.sub) || flushed(claims)) return "revoked";
     const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(doorKey)));
     if (claims.bnd !== toB64url(digest.subarray(0, 16))) return "unbound";
     // signature, room and binding hold for the pass's life: later requests check only time and revocation
@@ -276,7 +283,7 @@ async function passRefusal(env, ctx, base, room, token, doorKey) {
     return null;
   }
   if (claims.exp * 1000 <= Date.now()) return "expired";
-  if (claims.gen !== passes.generation || passes.revoked.has(claims.sub)) return "revoked";
+  if (claims.gen !== passes.generation || passes.revoked.has(claims.sub) || flushed(claims)) return "revoked";
   return null;
 }
 

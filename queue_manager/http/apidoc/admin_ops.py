@@ -236,6 +236,23 @@ OPS: dict[tuple[str, str], Op] = {
     ("POST", "/api/admin/rooms/{room}/purge"): Op(
         {200: ok("The line is empty.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,), body_required=False, body=_OBJ
     ),
+    ("POST", "/api/admin/rooms/{room}/flush"): Op(
+        {
+            200: ok(
+                "Every pass and live session of the room is released (flushed: the number released); the line "
+                "and the room stay.",
+                _OBJ,
+            ),
+            404: _NO_ROOM,
+        },
+        (_ROOM_P,),
+        body_required=False,
+        body=_OBJ,
+        description="Every admitted visitor (a live session, or a pass not used yet) is sent back: their next "
+        "page view finds the ticket ended (reason flushed) and they join the line again at the back. Edge passes "
+        "issued until now are refused (revokedBefore on GET /api/passes/revoked). Answers only once the flush "
+        "is committed to the journal; retrying is safe.",
+    ),
     ("POST", "/api/admin/rooms/{room}/journal/void"): Op(
         {
             200: ok("The seqs are closed with seq.void events; the room is being rebuilt from the journal.", _OBJ),

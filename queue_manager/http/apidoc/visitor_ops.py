@@ -159,7 +159,14 @@ OPS: dict[tuple[str, str], Op] = {
         store=False,
     ),
     ("GET", "/api/passes/revoked"): Op(
-        {200: ok("The room's revoked edge passes not yet expired.", {"type": "object"}), 400: _BAD, 404: _NO_ROOM},
+        {
+            200: ok(
+                "The room's revoked edge passes not yet expired, and a flush's cutoff still in force (revokedBefore).",
+                {"type": "object"},
+            ),
+            400: _BAD,
+            404: _NO_ROOM,
+        },
         (_ROOM_Q,),
     ),
     ("GET", "/qm.js"): Op({200: page("The snippet.", "text/javascript"), 304: empty("Not modified.")}, store=False),

@@ -100,8 +100,11 @@ function buildCard(r) {
       el("button", { type: "button", class: "btn small", onclick: () => selectChart(id, true) }, "Chart"),
       may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVerifier(id, ev.currentTarget) }, "Verify install") : null,
       el("span", { class: "spacer" }),
-      el("button", { type: "button", class: "btn small danger", onclick: (ev) => purge(id, ev.currentTarget) }, "Purge"),
-      may("owner") ? el("button", { type: "button", class: "btn small danger", onclick: (ev) => removeRoom(id, ev.currentTarget) }, "Delete") : null));
+      // the destructive group wraps as one: never a lone Delete under Purge and Flush
+      el("span", { class: "destructive" },
+        el("button", { type: "button", class: "btn small danger", onclick: (ev) => purge(id, ev.currentTarget) }, "Purge"),
+        el("button", { type: "button", class: "btn small danger", onclick: (ev) => flush(id, ev.currentTarget) }, "Flush"),
+        may("owner") ? el("button", { type: "button", class: "btn small danger", onclick: (ev) => removeRoom(id, ev.currentTarget) }, "Delete") : null)));
   } else {
     node.append(el("div", { class: "actions" },
       may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVisitor(id, ev.currentTarget) }, "Visitors") : null,
@@ -246,6 +249,13 @@ async function purge(id, opener) {
   const ok = await confirmDialog(`Purge ${id}?`, `Everybody waiting in ${id} (${fmtInt(r ? r.waiting : 0)} people) leaves the line unserved. Passes and live sessions are kept; the room stays.`, "Purge the line", opener);
   if (!ok) return;
   try { const res = await api("POST", `api/admin/rooms/${encodeURIComponent(id)}/purge`); toast(`Purged ${fmtInt(res.purged)} from ${id}.`); } catch (err) { fail(err); }
+}
+async function flush(id, opener) {
+  const r = state.rooms.get(id);
+  const on = fmtInt(r ? r.activeSessions : 0); const holding = fmtInt(r ? r.passesOutstanding : 0);
+  const ok = await confirmDialog(`Flush ${id}?`, `Everybody admitted to ${id} (${on} on the site, ${holding} holding a pass) is sent back: their pass and session end now, and their next page view puts them at the back of the line. The line and the room stay as they are.`, "Flush the site", opener);
+  if (!ok) return;
+  try { const res = await api("POST", `api/admin/rooms/${encodeURIComponent(id)}/flush`); toast(`Flushed ${fmtInt(res.flushed)} from ${id}.`); } catch (err) { fail(err); }
 }
 async function removeRoom(id, opener) {
   const ok = await confirmDialog(`Delete ${id}?`, `This cannot be undone: everybody in the line is discarded, and the room, its configuration and its schedule are gone.`, "Delete the room", opener);
