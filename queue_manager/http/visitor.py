@@ -317,8 +317,8 @@ def _vouching_header(ctx: Context, req: Request) -> str | None:
     """
     if "key" in req.query:
         ctx.counters.refused_key_checks += 1
-        print(
-            "WARNING /api/check: a Public API key was sent in the URL (?key=); send it as Authorization: Bearer",
+        print(  # the route called (/api/check or /api/verify), so the caller to fix can be found
+            f"WARNING {req.path[:100]}: a Public API key was sent in the URL (?key=); send it as Authorization: Bearer",
             file=sys.stderr,
             flush=True,
         )

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from harness import Server, clear_of_the_minute_turn, create_room, metric
+from harness import Server, clear_of_the_minute_turn, create_room, metric, wait_until
 
 ServerFactory = Callable[..., Server]
 
@@ -72,6 +72,8 @@ def test_key_in_query_is_refused_and_counted(server: Server, room_id: str) -> No
     assert r.json()["code"] == "credential_in_query"
     assert PUBLIC_KEY not in r.text
     assert refused_count(server) == before + 1
+    wait_until(lambda: "WARNING /api/check: a Public API key was sent in the URL (?key=)" in server.stderr)
+    assert PUBLIC_KEY not in server.stderr
 
 
 def test_wrong_key_is_refused_and_counted(server: Server, room_id: str) -> None:
@@ -102,6 +104,9 @@ def test_verify(server: Server) -> None:
         assert r.status_code == 401, r.text
         assert r.json()["ok"] is False and r.json()["keyInUrl"] is True and r.json()["keyAccepted"] is False
         assert "Public API key sent in the URL" in r.json()["problems"]
+        # the stderr line names the route that was called, not the door check
+        line = "WARNING /api/verify: a Public API key was sent in the URL (?key=)"
+        wait_until(lambda: line in server.stderr, what="the ?key= warning")
         r = c.get("/api/verify")
         assert r.status_code == 401, r.text
         assert r.json()["ok"] is False
