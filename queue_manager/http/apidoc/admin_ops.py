@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from queue_manager.engine.logo import LOGO_MAX_BYTES
 from queue_manager.http.apidoc.components import ROOM_ID
 from queue_manager.http.apidoc.model import CSV, EVENTS, JSON, Answer, Op, err, ok, path, query, ref
 
@@ -228,7 +229,8 @@ OPS: dict[tuple[str, str], Op] = {
         (_ROOM_P,),
         body={"type": "string", "contentMediaType": "application/octet-stream"},
         body_media=("image/png", "image/svg+xml"),
-        description="The body is the image itself, at most the logo's size limit (docs/OPERATIONS.md).",
+        body_max=LOGO_MAX_BYTES,
+        description=f"The body is the image itself, at most {LOGO_MAX_BYTES // 1024} KiB (docs/OPERATIONS.md).",
     ),
     ("DELETE", "/api/admin/rooms/{room}/logo"): Op(
         {200: ok("The room, without a logo.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,)

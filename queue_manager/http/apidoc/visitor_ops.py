@@ -122,7 +122,15 @@ OPS: dict[tuple[str, str], Op] = {
                 ("unauthorized", "credential_in_query"),
             ),
         },
-        (query("roomId", "A room to check the key against.", ROOM_ID),),
+        (
+            query("roomId", "A room to check the key against.", ROOM_ID),
+            query(
+                "origin",
+                "With roomId: an origin to judge. The room block then says whether a tag there is answered "
+                "(`originAllowed`) and whether the waiting room sends visitors back to it (`returnAllowed`); "
+                "a connector asks this about its own origin when it starts.",
+            ),
+        ),
     ),
     ("POST", "/api/notify"): Op(
         {
