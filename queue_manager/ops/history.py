@@ -144,6 +144,7 @@ class Reading:
     depth: int
     active: int
     waits: list[float] = field(default_factory=list)
+    created_ms: int = 0  # when this generation of the room began (epoch ms; 0: unknown)
 
     @classmethod
     def of(cls, summary: Mapping[str, Any], waits: Iterable[float] = ()) -> Reading:
@@ -155,6 +156,7 @@ class Reading:
             int(summary.get("waiting") or 0),
             int(summary.get("activeSessions") or 0),
             list(waits),
+            int(summary.get("createdAt") or 0),
         )
 
 
@@ -188,7 +190,9 @@ def fold(
     """``reading`` (taken at ``now_ms``) folded into the room's row of the hour holding ``now_ms``.
 
     A new row starts its baseline at ``previous`` (the room as last read by this writer, when that was
-    this generation) so the joins between the hour's turn and its first sample are not lost, and covers
+    this generation) so the joins between the hour's turn and its first sample are not lost, or at zero
+    when the room's generation began within this hour (every join it has counted is this hour's, also those
+    made before any writer's first sample of it), and covers
     the time since ``covered_since_ms`` (when this writer's unbroken run of samples began), or since the
     hour's start if later. A reading older than the row's latest changes no sum (a writer that lost
     its lead late)."""
@@ -198,6 +202,8 @@ def fold(
         base = previous if previous is not None and previous.gen == reading.gen else reading
         if base.joins_total > reading.joins_total or base.passes_total > reading.passes_total:
             base = reading
+        if reading.created_ms >= hour * 1000:  # born this hour: its counters began at zero within it
+            base = Reading(reading.room, reading.gen, 0, 0, 0, 0)
         row.base_joins, row.base_passes = base.joins_total, base.passes_total
         row.cur_joins, row.cur_passes = row.base_joins, row.base_passes
         row.covered_ms = max(0, now_ms - max(hour * 1000, covered_since_ms))

@@ -202,6 +202,9 @@ class SeriesRecorder:
         self.rooms: dict[str, RoomSeries] = {}
         self.sink = sink
         self.started_ms: int | None = None
+        # when this process began watching its store: a room generation created since then has had every
+        # join counted by this recorder's samples, also one created before the first sample
+        self.watching_since_ms: int | None = None
         self._last_ms = 0
         self._rng = random.Random()
         self._sampled = False
@@ -247,7 +250,7 @@ class SeriesRecorder:
             if series is not None:  # a new generation keeps the room's history, restarts its counters
                 fresh.tiers, fresh.marks = series.tiers, series.marks
                 self._mark(fresh, now_ms, "room", f"room re-created (generation {gen})")
-            elif self._first:
+            elif self._first and not self._born_watched(s):
                 # counters from before this process was watching are not ours to spread over one sample
                 fresh.joins_total, fresh.passes_total, fresh.exits, fresh.waiting = joins, passes, exits, waiting
                 fresh.base_joins = joins
@@ -290,6 +293,12 @@ class SeriesRecorder:
         series.joins_total, series.passes_total, series.exits = joins, passes, exits
         series.state, series.rate, series.waiting = state, rate, waiting
         series.trim()
+
+    def _born_watched(self, s: dict[str, Any]) -> bool:
+        """Whether the room's generation began after this process began watching: then its joins so far were
+        all made since, and are stamped at this first sample as any sample's new joins are."""
+        created = int(s.get("createdAt") or 0)
+        return self.watching_since_ms is not None and created > 0 and created >= self.watching_since_ms
 
     def _mark(self, series: RoomSeries, now_ms: int, kind: str, note: str) -> None:
         t = now_ms // 1000
