@@ -87,6 +87,21 @@ def test_a_new_writer_continues_the_hour_exactly() -> None:
     assert b.covered_ms == a.covered_ms + 2000 + 9 * 2000  # the handover gap was short: covered
 
 
+def test_a_room_born_this_hour_counts_from_zero_whoever_writes_its_first_row() -> None:
+    """Joins made before any writer's first sample of a room created this hour are this hour's joins."""
+    born = Reading("r", 1, 3, 2, 1, 0, [], T0 + 60_000)
+    previous = Reading("r", 1, 2, 0, 2, 0, [], T0 + 60_000)  # the new leader read it as a follower
+    row = fold(None, born, T0 + 70_000, covered_since_ms=T0 + 70_000, previous=previous, rng=random.Random())
+    assert row.joins == 3 and row.passes == 2
+    # a room of an earlier hour is still counted from the writer's baseline, never from zero
+    older = Reading("r", 1, 3, 2, 1, 0, [], T0 - 60_000)
+    row = fold(None, older, T0 + 70_000, covered_since_ms=T0 + 70_000, previous=None, rng=random.Random())
+    assert row.joins == 0 and row.passes == 0
+    unknown = Reading("r", 1, 3, 2, 1, 0, [], 0)  # restored from a checkpoint that did not keep it
+    row = fold(None, unknown, T0 + 70_000, covered_since_ms=T0 + 70_000, previous=None, rng=random.Random())
+    assert row.joins == 0
+
+
 def test_a_late_reading_changes_no_sum_and_a_long_gap_is_not_covered() -> None:
     row = run([(T0 + 10_000, reading(1, 0)), (T0 + 12_000, reading(2, 0))], since=T0)
     samples, covered = row.samples, row.covered_ms
