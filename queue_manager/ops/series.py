@@ -209,7 +209,9 @@ class SeriesRecorder:
         self._rng = random.Random()
         self._sampled = False
         self._first = False
-        self.last_waits: dict[str, list[float]] = {}  # room -> the waits measured in the latest sample
+        # room -> the waits measured in the latest sample: (k, seconds), the k-th exit of the room's generation
+        # (the same k on every instance reading the same store, so a wait handed over twice is folded once)
+        self.last_waits: dict[str, list[tuple[int, float]]] = {}
 
     def due(self, now_ms: int) -> bool:
         return now_ms - self._last_ms >= SAMPLE_SEC * 1000 - 50
@@ -261,13 +263,15 @@ class SeriesRecorder:
         if d_joins:
             series.curve_n.append(joins)
             series.curve_t.append(now_ms)
-        waits = []
+        waits: list[float] = []
+        measured: list[tuple[int, float]] = []
         for k in range(series.exits + 1, series.exits + min(d_passes, d_exits) + 1):
             joined = series.join_time(k)
             if joined is not None:
                 waits.append(max(0.0, (now_ms - joined) / 1000.0))
-        if waits:
-            self.last_waits[room_id] = waits
+                measured.append((k, waits[-1]))
+        if measured:
+            self.last_waits[room_id] = measured
         purged = d_exits - min(d_passes, d_exits)
         if state != series.state:
             kind = STATE_MARKS.get(state, state)

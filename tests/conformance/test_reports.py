@@ -246,6 +246,40 @@ def test_reports_survive_a_restart_and_count_two_instances_once() -> None:
 
 
 @pytest.mark.stores("valkey")
+def test_a_new_rooms_first_joins_count_on_the_fleet_whoever_writes_its_first_row() -> None:
+    """Two instances on one Valkey + PostgreSQL, the lease still held by a third that was killed: a room is
+    created and joined at once through both, everyone let through, before any instance writes its row. The
+    leader that takes over counts the room from zero (it was created this hour) and folds the waits the
+    instances measured while nobody wrote: joins 3, passes 3, measuredWaits 3 on both instances."""
+    clear_of_the_hour_turn(90.0)
+    lease = {"LEADER_LEASE_MS": "20000"}  # renewed every ~7 s: at least 13 s without a writer after the kill
+    old = start_server(lease)
+    a: Server | None = None
+    b: Server | None = None
+    try:
+        with old.client() as c:
+            wait_until(lambda: c.get("/healthz").json().get("leader") is True, timeout=15, what="the first leader")
+        a, b = again(old, "-a", lease), again(old, "-b", lease)
+        old.kill()  # the lease stays held until it expires: nobody writes the history meanwhile
+        room = unique_id("rep")
+        with a.admin() as admin:
+            create_room(admin, room, ratePerMinute=60, queueMaxPerIp=None)
+        clients = let_through(a, room, 2) + let_through(b, room, 1)
+        for c in clients:
+            wait_for_state(c, room, None, ("passed", "admitted"), timeout=20)
+            c.close()
+        for srv in (a, b):
+            with srv.admin() as admin:
+                row = open_row(admin, room, lambda r: r["passes"] >= 3, "the new leader's row", timeout=45)
+                assert (row["joins"], row["passes"]) == (3, 3), row
+                assert row["measuredWaits"] == 3 and row["waitMaxSec"] is not None, row
+    finally:
+        for srv in (b, a, old):
+            if srv is not None:
+                srv.stop()
+
+
+@pytest.mark.stores("valkey")
 def test_a_killed_leader_leaves_a_partial_row() -> None:
     """About 25 s: the hole is the killed leader's lease running out, and it has to be longer than the 10 s
     that two samples may lie apart and still count as covered (lease 18 s, renewed every 6 s)."""

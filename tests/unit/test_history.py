@@ -27,7 +27,7 @@ T0 = H * 1000  # ... in ms
 
 
 def reading(joins: int, passes: int, *, gen: int = 1, depth: int = 0, waits: list[float] | None = None) -> Reading:
-    return Reading("r", gen, joins, passes, depth, 0, waits or [])
+    return Reading("r", gen, joins, passes, depth, 0, list(enumerate(waits or [], start=1)))
 
 
 def run(samples: list[tuple[int, Reading]], row: HourRow | None = None, since: int = T0) -> HourRow:
@@ -163,7 +163,7 @@ def test_the_writer_folds_refusals_writes_only_while_leading_and_prunes() -> Non
         history.note("r", "blocked")
         history.note("r", "warned")
         history.note("r", "warned")
-        history.offer([summary], {"r": [4.0]}, now[0])
+        history.offer([summary], {"r": [(1, 4.0)]}, now[0])
         assert await history.write() == 1
         await history.prune()
         assert ("gone", old.hour) not in warehouse.rows
@@ -174,6 +174,37 @@ def test_the_writer_folds_refusals_writes_only_while_leading_and_prunes() -> Non
         rows = await history.fold_open_hour()
         assert rows[0]["blocked"] == 1 and rows[0]["warned"] == 2 and rows[0]["measuredWaits"] == 1
         await history.stop()
+
+    asyncio.run(go())
+
+
+def test_a_follower_that_takes_the_lead_folds_the_waits_the_row_does_not_hold_yet() -> None:
+    """The leader wrote the first two waits and was killed; the follower measured all four meanwhile and
+    held them: when it leads, the row gets the other two, none twice."""
+
+    async def go() -> None:
+        now = [T0 + 60_000]
+        warehouse = MemoryWarehouse()
+        leading_b = [False]
+        a = HourlyHistory(warehouse, MemoryRefusals(), lambda: now[0], retain_days=1, seed=1)
+        b = HourlyHistory(warehouse, MemoryRefusals(), lambda: now[0], retain_days=1, leads=lambda: leading_b[0])
+        summary = {"id": "r", "generation": 1, "joinsTotal": 4, "passesTotal": 2, "waiting": 2}
+        a.offer([summary], {"r": [(1, 3.0), (2, 4.0)]}, now[0])
+        b.offer([summary], {"r": [(1, 3.0), (2, 4.0)]}, now[0])
+        assert await a.write() == 1 and await b.write() == 0
+        now[0] += 2000
+        b.offer([{**summary, "passesTotal": 4, "waiting": 0}], {"r": [(3, 5.0), (4, 6.0)]}, now[0])
+        assert await b.write() == 0  # still a follower: the waits stay held
+        now[0] += 2000
+        leading_b[0] = True
+        b.offer([{**summary, "passesTotal": 4, "waiting": 0}], {}, now[0])
+        assert await b.write() == 1
+        row = warehouse.rows[("r", H)]
+        assert row.measured == 4 and row.wait_sum == 18.0 and row.wait_max == 6.0 and row.wait_ord == 4
+        now[0] += 2000
+        b.offer([{**summary, "passesTotal": 4, "waiting": 0}], {"r": [(4, 6.0)]}, now[0])  # handed over again
+        await b.write()
+        assert warehouse.rows[("r", H)].measured == 4
 
     asyncio.run(go())
 
@@ -202,13 +233,13 @@ def test_waits_of_a_failed_write_are_written_once_with_the_next() -> None:
         warehouse = Flaky()
         history = HourlyHistory(warehouse, MemoryRefusals(), lambda: now[0], retain_days=1, seed=1)
         summary = {"id": "r", "generation": 1, "joinsTotal": 3, "passesTotal": 1, "waiting": 2}
-        history.offer([summary], {"r": [1.0, 2.0]}, now[0])
+        history.offer([summary], {"r": [(1, 1.0), (2, 2.0)]}, now[0])
         try:
             await history.write()
         except OSError:
             pass
         now[0] += 2000
-        history.offer([summary], {"r": [3.0]}, now[0])
+        history.offer([summary], {"r": [(3, 3.0)]}, now[0])
         assert await history.write() == 1
         row = warehouse.rows[("r", H)]
         assert row.measured == 3 and row.wait_sum == 6.0

@@ -92,7 +92,7 @@ def test_a_room_born_since_the_process_began_watching_has_its_waits_measured_fro
     rec.sample([summary(3, 0, 3, **born)], T0)  # the process's first sample: three already in line
     rec.sample([summary(3, 1, 2, **born)], T0 + 2_000)
     rec.sample([summary(3, 3, 0, **born)], T0 + 4_000)
-    assert rec.last_waits == {"shop": [4.0, 4.0]}
+    assert rec.last_waits == {"shop": [(2, 4.0), (3, 4.0)]}  # the 2nd and 3rd exits, both 4 s
     minute = (rec.rows("shop", "1m", T0 + 4_000) or [])[-1]
     assert minute["joins"] == 3 and minute["passes"] == 3 and minute["measuredWaits"] == 3
     assert minute["waitMaxSec"] == 4.0 and minute["waitAvgSec"] is not None
