@@ -199,8 +199,8 @@ def fold(
     when the room's generation began within this hour (every join it has counted is this hour's, also those
     made before any writer's first sample of it), and covers
     the time since ``covered_since_ms`` (when this writer's unbroken run of samples began), or since the
-    hour's start if later. A reading older than the row's latest changes no sum (a writer that lost
-    its lead late)."""
+    hour's start if later. A reading older than the row's latest changes no counter or sum (a writer
+    that lost its lead late) but its waits the row does not hold yet: each wait is folded once, by its k."""
     hour = hour_of(now_ms)
     if row is None:
         row = HourRow(reading.room, hour, gen=reading.gen)
@@ -220,6 +220,8 @@ def fold(
         row.last_ms = now_ms
     else:
         _absolute(row, reading)
+        if reading.gen == row.gen:
+            _add_waits(row, reading, rng)  # only those the row does not hold: none is counted twice
         return row
     if reading.gen != row.gen:  # the room was deleted and created again: its counters start over
         row.done_joins, row.done_passes = row.joins, row.passes
@@ -232,11 +234,15 @@ def fold(
     row.depth_sum += reading.depth
     row.samples += 1
     _absolute(row, reading)
+    _add_waits(row, reading, rng)
+    return row
+
+
+def _add_waits(row: HourRow, reading: Reading, rng: random.Random) -> None:
     for k, wait in sorted(reading.waits):
         if k > row.wait_ord:  # a wait this row already holds (folded by an earlier writer) is not added again
             add_wait(row, rng, wait)
             row.wait_ord = k
-    return row
 
 
 def _absolute(row: HourRow, reading: Reading) -> None:

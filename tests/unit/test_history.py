@@ -109,6 +109,10 @@ def test_a_late_reading_changes_no_sum_and_a_long_gap_is_not_covered() -> None:
     assert row.samples == samples and row.covered_ms == covered and row.peak_depth == 50
     fold(row, reading(3, 0), T0 + 12_000 + GAP_MS + 1, covered_since_ms=T0, rng=random.Random())
     assert row.covered_ms == covered and row.joins == 2
+    # a late reading's waits: those the row holds already are not added again, the others are
+    fold(row, reading(2, 2, waits=[5.0, 7.0]), T0 + 11_000, covered_since_ms=T0, rng=random.Random())
+    fold(row, reading(2, 2, waits=[5.0, 7.0, 9.0]), T0 + 11_500, covered_since_ms=T0, rng=random.Random())
+    assert row.measured == 3 and row.wait_sum == 21.0 and row.joins == 2
 
 
 def test_a_new_generation_keeps_what_was_counted() -> None:
