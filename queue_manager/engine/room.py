@@ -981,6 +981,7 @@ class Room:
             blocked_returns=self.blocked_returns,
             next_ticket=self.next_n,
             rule_counts=[(r.matches, r.last_match_ms) for r in self.cfg.rules],
+            created_ms=self.created_ms,
         )
 
     def lookup(self, query: str) -> dict[str, Any]:

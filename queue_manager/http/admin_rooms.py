@@ -152,13 +152,14 @@ async def rooms_upsert(call: Call) -> None:
     fields = sorted(k for k in body if k != "id" and k not in READ_ONLY_FIELDS)  # a read's figures are ignored
     try:
         room, created, changed = await call.ctx.store.upsert_room(body)
-    except EngineError:
+    except EngineError as exc:
         await call.audit(
             "room.create" if creating else "room.update",
             target=room_id,
             room_id=room_id,
             ok=False,
-            fields=[ALIASES.get(f, f) for f in fields],
+            refused=exc.code,
+            fields=sorted({ALIASES.get(f, f) for f in fields}),  # rate and ratePerMinute are one field
         )
         raise
     await call.audit("room.create" if created else "room.update", target=room["id"], room_id=room["id"], fields=changed)

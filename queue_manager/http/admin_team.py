@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
@@ -148,7 +149,11 @@ async def audit(call: Call) -> None:
         raise HttpError(400, "bad_request", "limit must be a whole number.") from exc
     rows = [r.public() for r in await call.ctx.access.store.list_audit(room_id, limit)]
     if q.get("format") == "csv":
-        flat = [{**row, "detail": "; ".join(f"{k}={v}" for k, v in row["detail"].items())} for row in rows]
+        # the detail as the JSON answer carries it (true/false, null, lists and objects as JSON), compact
+        flat = [
+            {**row, "detail": json.dumps(row["detail"], separators=(",", ":"), ensure_ascii=False, default=str)}
+            for row in rows
+        ]
         await csvout.send(call, csvout.render(AUDIT_COLUMNS, flat), "audit.csv")
         return
     await send_json(call.send, 200, {"audit": rows})
@@ -157,7 +162,8 @@ async def audit(call: Call) -> None:
 async def shutdown(call: Call) -> None:
     await call.req.body()
     await call.audit("server.shutdown", target=call.ctx.settings.instance_id)
-    await send_json(call.send, 200, {"ok": True, "stopping": True, "uptimeSec": round(call.ctx.uptime(), 3)})
+    # whole seconds, as on /api/admin/health
+    await send_json(call.send, 200, {"ok": True, "stopping": True, "uptimeSec": int(call.ctx.uptime())})
     if call.ctx.request_stop is not None:
         call.ctx.request_stop()  # the same graceful path SIGTERM takes, exiting 0
     else:
