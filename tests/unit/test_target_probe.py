@@ -16,8 +16,8 @@ import pytest
 
 from queue_manager.clock import FakeClock
 from queue_manager.config import load_settings
-from queue_manager.jobs.shared import MemoryShared
 from queue_manager.jobs.autotune import Signals, measurement
+from queue_manager.jobs.shared import MemoryShared
 from queue_manager.jobs.targets import REFUSED_PRIVATE, USER_AGENT, TargetProbe, failing, reserved_name
 
 DEADLINE_SEC = 10.0
