@@ -258,6 +258,7 @@ def test_on_an_inline_host_the_docs_live_under_the_queue_prefix(make_server: Ser
         assert r.status_code == 200
         assert 'href="/__qm/docs/integration"' in r.text and 'href="/__qm/docs/th/operations"' in r.text
         assert 'url("/__qm/fonts/' in r.text
+        assert "BASE=http://shop.test/__qm " in r.text  # this server's address there: the queue's prefix on the host
         assert not re.search(r'(href|src)="/(?!__qm/)', r.text), "every link stays under the queue's prefix"
         assert _plain(c, "/__qm/docs/OPERATIONS.md").headers["location"] == "/__qm/docs/operations"
         thai = _plain(c, "/__qm/docs/th/integration")
