@@ -7,7 +7,7 @@ import signal
 
 from queue_manager.access.principal import Role
 from queue_manager.access.service import READ_ONLY_SIGN_INS_PER_MIN
-from queue_manager.http import csvout
+from queue_manager.http import cookies, csvout
 from queue_manager.http.authn import CONSOLE_COOKIE, clear_console_cookie
 from queue_manager.http.call import Call
 from queue_manager.http.wire import HttpError, cookie_header, send_json
@@ -35,9 +35,9 @@ async def session_open(call: Call) -> None:
             )
     cookie, sid = call.ctx.access.open_session(call.who)
     secure = call.ctx.identity.secure(call.ident)
-    header = cookie_header(
-        CONSOLE_COOKIE, cookie, max_age=12 * 3600, secure=secure, same_site="Strict", path="/api/admin"
-    )
+    # scoped to the admin API the console calls: under /__qm/ on an inline host, that is /__qm/api/admin
+    path = cookies.console_path(call.req.prefix)
+    header = cookie_header(CONSOLE_COOKIE, cookie, max_age=12 * 3600, secure=secure, same_site="Strict", path=path)
     await call.audit("session.open", target=call.who.who, session=sid)
     await send_json(call.send, 200, {"ok": True, "principal": call.who.public(), "expiresInSec": 12 * 3600}, [header])
 
@@ -53,7 +53,7 @@ async def session_close(call: Call) -> None:
         return
     await call.ctx.access.end_session(call.who)
     await call.audit("session.close", target=call.who.who)
-    name, value = clear_console_cookie()
+    name, value = clear_console_cookie(call.req)
     await send_json(call.send, 200, {"ok": True, "closed": True}, [(name.lower().encode(), value.encode())])
 
 

@@ -20,14 +20,18 @@ CONSOLE_COOKIE = cookies.CONSOLE
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def clear_console_cookie(path: str = "/api/admin") -> tuple[str, str]:
+def clear_console_cookie(req: Request) -> tuple[str, str]:
+    """The ``Set-Cookie`` that ends ``qm_console`` in the browser, on the path this request came in on
+    (``/api/admin``, or ``/__qm/api/admin`` under an inline host's prefix): a clear on another path than the
+    one the cookie was set with leaves it in place."""
+    path = cookies.console_path(req.prefix)
     return "Set-Cookie", f"{CONSOLE_COOKIE}=; Path={path}; Max-Age=0; HttpOnly; SameSite=Strict"
 
 
-def _unauthorized(message: str, *, clear_cookie: bool = False) -> HttpError:
+def _unauthorized(message: str, *, clear_for: Request | None = None) -> HttpError:
     headers = [("WWW-Authenticate", 'Bearer realm="queue-manager"')]
-    if clear_cookie:
-        headers.append(clear_console_cookie())
+    if clear_for is not None:
+        headers.append(clear_console_cookie(clear_for))
     return HttpError(401, "unauthorized", message, headers=headers)
 
 
@@ -69,7 +73,7 @@ async def authenticate(ctx: Context, req: Request, ident: Identity, *, allow_tic
         principal = await access.from_session(cookie)
         if principal is None:
             raise await failed(
-                ctx, ident.ip, _unauthorized("Your console session has ended. Sign in again.", clear_cookie=True)
+                ctx, ident.ip, _unauthorized("Your console session has ended. Sign in again.", clear_for=req)
             )
         if req.method not in SAFE_METHODS:
             site = req.header(b"sec-fetch-site")
