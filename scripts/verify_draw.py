@@ -163,6 +163,10 @@ def fetch(base: str, room: str) -> Any:
         raise SystemExit(f"{url}: {err}") from None
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Check a Queue Manager drop draw (qm-draw-v1).")
     parser.add_argument("server", nargs="?", help="the server's base URL, e.g. http://localhost:8080")
@@ -195,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     order = doc["order"]
     groups = len(set(doc["groups"]))
     print(f"OK: room {doc.get('roomId')!r}: sha256(seed) is the commitment {doc['commitment']}")
-    print(f"OK: the order of {len(order)} handles ({groups} identities) is qm-draw-v1 of the seed")
+    counted = f"{_count(len(order), 'handle', 'handles')} ({_count(groups, 'identity', 'identities')})"
+    print(f"OK: the order of {counted} is qm-draw-v1 of the seed")
     previous = doc.get("previousCommitments") or []
     if previous:
         print(f"note: {len(previous)} earlier commitment(s) were replaced by a reschedule before their draw")

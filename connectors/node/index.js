@@ -35,6 +35,8 @@ const STATIC_EXTENSIONS = new Set([
 ]);
 const BROWSING_DESTS = new Set(['document', 'iframe', 'frame', 'object', 'embed']);
 const EXPOSE = 'X-QM-Queued, X-QM-Failover, Retry-After';
+const RETURN_CHECK_ORIGINS_MAX = 32; // origins asked about per gate: the Host header is the visitor's to choose
+const RETURN_CHECK_RETRY_MS = 60000; // a start-up question the queue could not answer is asked again after this
 const TOKEN_SHAPE = /^[A-Za-z0-9._~-]{1,4096}$/; // a signed token: base64url parts and a dot; nothing a cookie could misread
 
 let warnedUnconfigured = false;
@@ -225,6 +227,7 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     keysLoading: null,
     generation: null, // null: no usable revocation list (not fetched yet, or the room is gone)
     revoked: new Set(),
+    revokedBefore: null, // a flush's cutoff (s): a pass issued (iat) before it is refused
     timer: null,
     verified: new Map(), // "<pass> <door key>" -> claims whose signature, room and binding were checked
   };
@@ -275,6 +278,7 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
       } else if (body && Number.isInteger(body.generation) && Array.isArray(body.revoked)) {
         state.generation = body.generation;
         state.revoked = new Set(body.revoked);
+        state.revokedBefore = Number.isInteger(body.revokedBefore) ? body.revokedBefore : null;
       }
     } catch (_) {
       // unreachable: keep the last list; a pass still expires within EDGE_PASS_TTL_SEC
@@ -290,6 +294,11 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     if (typeof state.timer.unref === 'function') state.timer.unref();
   }
 
+  /** A flush revoked every pass issued before its cutoff (revokedBefore on the revocation list). */
+  function flushed(claims) {
+    return state.revokedBefore !== null && !(Number.isInteger(claims.iat) && claims.iat >= state.revokedBefore);
+  }
+
   /** null when the pass admits its holder here and now; otherwise why the queue must be asked. */
   function refusal(token, doorKey) {
     if (!state.keys || state.generation === null) return 'not_ready';
@@ -299,7 +308,7 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     const known = state.verified.get(cacheKey);
     if (known !== undefined) {
       if (known.exp * 1000 <= Date.now()) return 'expired';
-      if (known.gen !== state.generation || state.revoked.has(known.sub)) return 'revoked';
+      if (known.gen !== state.generation || state.revoked.has(known.sub) || flushed(known)) return 'revoked';
       return null;
     }
     const parts = String(token).split('.');
@@ -324,7 +333,7 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     if (!claims || typeof claims !== 'object') return 'malformed';
     if (claims.room !== roomId) return 'wrong_room';
     if (!Number.isInteger(claims.exp) || claims.exp * 1000 <= Date.now()) return 'expired';
-    if (claims.gen !== state.generation || state.revoked.has(claims.sub)) return 'revoked';
+    if (claims.gen !== state.generation || state.revoked.has(claims.sub) || flushed(claims)) return 'revoked';
     if (claims.bnd !== bindingOf(doorKey)) return 'unbound';
     // signature, room and binding hold for the pass's life: later requests check only time and revocation
     if (state.verified.size >= 10000) state.verified.clear();
@@ -356,6 +365,52 @@ function createGate(options = {}) {
   const refreshMs = Number(options.revokedRefreshMs) > 0 ? Number(options.revokedRefreshMs) : DEFAULT_REVOKED_REFRESH_MS;
   const passes = edgePasses(queueUrl, roomId, timeoutMs, refreshMs);
   const stats = { local: 0, checks: 0, refused: {} };
+
+  // Origins this gate has asked the queue about: origin -> true (answered) or the time to ask again.
+  const returnChecks = new Map();
+
+  /**
+   * Once per origin this app is reached on: may the waiting room send a visitor back here? (GET /api/verify
+   * ?roomId=&origin=, in the background, never delaying the request). When the room's targetUrl and
+   * returnOrigins do not cover this origin, every visitor the waiting room admits lands on targetUrl
+   * instead of back on this app, and nothing else says so: one warning in the log.
+   */
+  function checkReturnOrigin(asked) {
+    let origin;
+    try {
+      origin = new URL(asked).origin;
+    } catch (_) {
+      return;
+    }
+    const seen = returnChecks.get(origin);
+    if (seen === true || (seen !== undefined && Date.now() < seen)) return;
+    if (seen === undefined && returnChecks.size >= RETURN_CHECK_ORIGINS_MAX) return;
+    returnChecks.set(origin, true);
+    const retry = () => returnChecks.set(origin, Date.now() + RETURN_CHECK_RETRY_MS);
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), timeoutMs);
+    if (typeof timer.unref === 'function') timer.unref();
+    fetch(`${queueUrl}/api/verify?${new URLSearchParams({ roomId, origin })}`, {
+      headers: { Authorization: `Bearer ${key}`, Accept: 'application/json', 'User-Agent': `qm-node-connector/${VERSION}` },
+      redirect: 'manual',
+      signal: controller.signal,
+    })
+      .then((answer) => (answer.ok ? answer.json() : Promise.reject(new Error(`http-${answer.status}`))))
+      .then((body) => {
+        const room = body && typeof body === 'object' ? body.room : null;
+        if (!room || typeof room !== 'object') return retry();
+        if (room.exists === true && room.returnAllowed === false) {
+          console.warn(
+            `[qm] ${roomId}: the queue does not send visitors back to ${origin}: the room's targetUrl ` +
+              `(${room.targetUrl}) and returnOrigins do not cover it, so everyone the waiting room admits lands ` +
+              `on ${room.targetUrl} instead of this app. Add ${origin} to the room's returnOrigins, or make it the targetUrl.`,
+          );
+        }
+        return undefined;
+      })
+      .catch(retry)
+      .finally(() => clearTimeout(timer));
+  }
 
   function failOpen(res, reason) {
     decorate(res, [], [['X-QM-Failover', reason]]);
@@ -397,6 +452,7 @@ function createGate(options = {}) {
 
   async function check(req, res) {
     const asked = visitorUrl(req, trustProxy);
+    checkReturnOrigin(asked);
     const { token: queryToken, clean } = handOff(asked);
     const cookies = parseCookies(req);
     const params = new URLSearchParams({

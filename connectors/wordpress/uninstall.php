@@ -1,6 +1,6 @@
 <?php
 /**
- * Deleting the plugin (Plugins -> Delete) removes what it stored: its three options and its caches.
+ * Deleting the plugin (Plugins -> Delete) removes what it stored: its options and its caches.
  *
  * @package QueueManager
  */
@@ -9,7 +9,7 @@ if ( ! defined( 'WP_UNINSTALL_PLUGIN' ) ) {
 	exit;
 }
 
-foreach ( array( 'qm_queue_url', 'qm_room_id', 'qm_public_api_key' ) as $qm_option ) {
+foreach ( array( 'qm_queue_url', 'qm_room_id', 'qm_public_api_key', 'qm_return_check' ) as $qm_option ) {
 	delete_option( $qm_option );
 }
 delete_site_transient( 'qm_update_feed' );

@@ -22,7 +22,7 @@ from typing import Any
 import uvicorn
 
 from queue_manager import __version__
-from queue_manager.config import ConfigRefusal, Settings, load_settings
+from queue_manager.config import DEFAULT_ADMIN_KEY, DEFAULT_PUBLIC_API_KEY, ConfigRefusal, Settings, load_settings
 from queue_manager.http.peers import Peers
 from queue_manager.inline.fastpath import InlineProtocol
 from queue_manager.inline.heads import waiting_for
@@ -77,10 +77,19 @@ def announce(s: Settings, port: int) -> None:
     shown = f"[{host}]" if ":" in host else host
     workers = f", WORKERS={s.workers}" if s.workers > 1 else ""
     print(f"Queue Manager {__version__} listening on http://{shown}:{port} (STORE={s.store}{workers})", flush=True)
-    key_hint = "the default key qm-dev-admin-key" if s.admin_key_is_default else "your ADMIN_KEY"
+    key_hint = f"the default key {DEFAULT_ADMIN_KEY}" if s.admin_key_is_default else "your ADMIN_KEY"
+    if s.public_api_key_is_default:
+        connectors = (
+            f"Public API key {DEFAULT_PUBLIC_API_KEY} (the development key; set PUBLIC_API_KEY before going live)"
+        )
+    elif s.public_api_key:
+        connectors = "Public API key: your PUBLIC_API_KEY"
+    else:  # ADMIN_KEY set, PUBLIC_API_KEY not: a connector given no key lets every request through
+        connectors = "PUBLIC_API_KEY is not set: set it (and restart) before creating rooms for a connector"
     print(
         f"  console:   http://{shown}:{port}/ (sign in with {key_hint}); guides at http://{shown}:{port}/docs\n"
-        f"  admin API: curl -H 'Authorization: Bearer <ADMIN_KEY>' http://{shown}:{port}/api/admin/rooms",
+        f"  admin API: curl -H 'Authorization: Bearer <ADMIN_KEY>' http://{shown}:{port}/api/admin/rooms\n"
+        f"  connectors: {connectors}",
         flush=True,
     )
 

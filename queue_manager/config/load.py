@@ -54,6 +54,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     settings = Settings(
         **values,
         admin_key_is_default=False,
+        public_api_key_is_default=False,
         secret_is_default=False,
         instance_id_per_boot=r.raw("QM_INSTANCE_ID") is None,
         warnings=(),

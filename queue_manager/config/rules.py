@@ -14,12 +14,19 @@ from email.utils import parseaddr
 
 from queue_manager.config.declare import HIDDEN, Reader
 from queue_manager.config.outcomes import ConfigRefusal
-from queue_manager.config.settings import DEFAULT_ADMIN_KEY, DEFAULT_SECRET, MIN_SECRET_LEN, Settings
+from queue_manager.config.settings import (
+    DEFAULT_ADMIN_KEY,
+    DEFAULT_PUBLIC_API_KEY,
+    DEFAULT_SECRET,
+    MIN_SECRET_LEN,
+    Settings,
+)
 
 __all__ = [
     "HARDENING_ADMIN_KEY",
     "HARDENING_EDGE_SECRET",
     "HARDENING_PUBLIC_API_KEY",
+    "HARDENING_PUBLIC_API_KEY_DEFAULT",
     "HARDENING_SECRET_DEFAULT",
     "HARDENING_SECRET_SHORT",
     "RULES",
@@ -44,6 +51,10 @@ HARDENING_SECRET_SHORT = (
 HARDENING_PUBLIC_API_KEY = (
     "PUBLIC_API_KEY is not set: server-side connectors can only vouch for visitors with ADMIN_KEY. "
     "Set PUBLIC_API_KEY and give connectors that key instead"
+)
+HARDENING_PUBLIC_API_KEY_DEFAULT = (
+    "PUBLIC_API_KEY is the built-in development key: anyone who has read the docs can vouch for visitors. "
+    "Set PUBLIC_API_KEY to a long random value (openssl rand -hex 32) and give connectors that key"
 )
 
 
@@ -179,9 +190,19 @@ def proxy_ips_need_proxy_hops(s: Settings, r: Reader) -> None:
 
 
 def with_key_flags(s: Settings) -> Settings:
-    """``admin_key_is_default`` and ``secret_is_default`` (an explicit default value counts too)."""
+    """``admin_key_is_default``, ``secret_is_default`` and ``public_api_key_is_default`` (an explicit default
+    value counts too). On the development defaults (ADMIN_KEY unset) an unset PUBLIC_API_KEY is the development
+    key, so ``make run`` can be tried with a connector at once; once ADMIN_KEY is set it must be set too."""
+    admin_default = s.admin_key == DEFAULT_ADMIN_KEY
+    public = s.public_api_key
+    if public is None and admin_default:
+        public = DEFAULT_PUBLIC_API_KEY
     return replace(
-        s, admin_key_is_default=s.admin_key == DEFAULT_ADMIN_KEY, secret_is_default=s.secret == DEFAULT_SECRET
+        s,
+        admin_key_is_default=admin_default,
+        secret_is_default=s.secret == DEFAULT_SECRET,
+        public_api_key=public,
+        public_api_key_is_default=public == DEFAULT_PUBLIC_API_KEY,
     )
 
 
@@ -196,6 +217,16 @@ def default_admin_key_warns(s: Settings, r: Reader) -> None:
             "(default)",
             "ADMIN_KEY is the built-in default, which anyone who has read the docs knows. "
             "Set ADMIN_KEY to a long random value (openssl rand -hex 32).",
+        )
+
+
+def default_public_api_key_warns(s: Settings, r: Reader) -> None:
+    if s.public_api_key_is_default:
+        r.warn(
+            "PUBLIC_API_KEY",
+            "(default)",
+            "PUBLIC_API_KEY is the built-in development key, which anyone who has read the docs "
+            "knows. Set PUBLIC_API_KEY to a long random value (openssl rand -hex 32) and give connectors that key.",
         )
 
 
@@ -344,6 +375,7 @@ RULES: tuple[Rule, ...] = (
     Rule("trust_proxy", proxy_ips_need_proxy_hops),
     Rule("admin_key", default_admin_key_warns),
     Rule("admin_key", public_api_key_differs_from_admin_key),
+    Rule("admin_key", default_public_api_key_warns),
     Rule("secret", default_or_short_secret_warns),
     Rule("secret_previous", secret_previous_differs_from_secret),
     Rule("token_refresh_after_ms", token_refresh_before_lifetime_ends),
@@ -367,4 +399,6 @@ def hardening(s: Settings) -> tuple[str, ...]:
         items.append(HARDENING_SECRET_SHORT)
     if s.public_api_key is None:
         items.append(HARDENING_PUBLIC_API_KEY)
+    elif s.public_api_key_is_default:
+        items.append(HARDENING_PUBLIC_API_KEY_DEFAULT)
     return tuple(items)

@@ -43,6 +43,7 @@ from queue_manager.config.outcomes import ConfigWarning
 __all__ = [
     "DECLARATIONS",
     "DEFAULT_ADMIN_KEY",
+    "DEFAULT_PUBLIC_API_KEY",
     "DEFAULT_SECRET",
     "DEFAULT_SHUTDOWN_DRAIN_MS",
     "ENV_VARS",
@@ -63,6 +64,9 @@ ProtectionMode = Literal["monitor", "enforce"]
 PassSigning = Literal["hmac", "ed25519"]
 
 DEFAULT_ADMIN_KEY = "qm-dev-admin-key"
+#: The Public API key a server on the development defaults (ADMIN_KEY unset) accepts when PUBLIC_API_KEY is unset,
+#: so a connector can be tried against ``make run`` without a restart (which on STORE=memory loses every room).
+DEFAULT_PUBLIC_API_KEY = "qm-dev-public-key"
 DEFAULT_SECRET = "qm-dev-secret-change-me"
 MIN_SECRET_LEN = 32
 MIN_EDGE_SECRET_LEN = 16
@@ -176,8 +180,11 @@ class Settings:
     )
     cookie_secure: bool = flag("COOKIE_SECURE", False, "Every cookie carries Secure, TLS seen or not.")
     public_api_key: str | None = optional_text(
-        "PUBLIC_API_KEY", "The key for server-side connectors (instead of ADMIN_KEY).", sensitive=True
+        "PUBLIC_API_KEY",
+        "The key for server-side connectors (instead of ADMIN_KEY); qm-dev-public-key while ADMIN_KEY is the default.",
+        sensitive=True,
     )
+    public_api_key_is_default: bool
     public_url: str | None = http_url(
         "PUBLIC_URL",
         "This server's public base URL, for absolute URLs and the console host.",

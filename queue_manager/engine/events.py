@@ -33,6 +33,7 @@ EVENT_TYPES = frozenset(
         "bounce",
         "eject",
         "purge",
+        "flush",
         "expire",
         "session.end",
         "session.touch",

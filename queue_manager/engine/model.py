@@ -97,6 +97,7 @@ READ_ONLY_FIELDS = frozenset(
         "unscopedChecks",
         "blockedReturnUrls",
         "nextTicket",
+        "createdAt",
         "autoSelf",
     }
 )

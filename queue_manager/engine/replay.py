@@ -475,6 +475,14 @@ def _purge(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     room.empty_line()
 
 
+def _flush(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    room = ctx.room
+    count = len(room.passes | room.sessions)
+    if "count" in data and int(data["count"]) != count:
+        raise _Inconsistent(f"flush of {count} passes and sessions, the journal says {data['count']}")
+    room.release_all()
+
+
 def _forget_join_time(room: Room, at: int) -> None:
     """The per-minute window forgets a revoked join (replay's monotonic clock is the wall clock)."""
     with contextlib.suppress(ValueError):
@@ -538,6 +546,7 @@ HANDLERS: dict[str, Handler] = {
     "expire": _expire,
     "eject": _eject,
     "purge": _purge,
+    "flush": _flush,
     "join.revoke": _join_revoke,
     "prequeue.revoke": _prequeue_revoke,
     "slot.release": _slot_release,

@@ -83,7 +83,7 @@ class CheckResult:
 class Room:
     """One room generation's live state.
 
-    The operations (``join``, ``status``, ``check``, ``tick``, ``eject``, ``purge`` …) decide what
+    The operations (``join``, ``status``, ``check``, ``tick``, ``eject``, ``purge``, ``flush`` …) decide what
     happens; each change they make goes through one public *transition* (``join_line``,
     ``promote``, ``admit``, ``expire_pass`` …), which changes the state and emits its event. A rebuild
     from the journal (``replay.py``) calls the same transitions, so live play and replay cannot drift
@@ -545,6 +545,28 @@ class Room:
         self.emit("purge", count=len(numbers) + dropped)
         return len(numbers) + dropped
 
+    def release_all(self) -> int:
+        """Every pass and every live session ends at once: each such ticket is finished (``flushed``),
+        its slot, bounced claim and door key gone with it; the line, the pre-queue and the room stay.
+        Returns how many tickets were released.
+
+        One event for the lot (``flush`` with the count), never one per ticket, and the three deadline
+        heaps are emptied whole: every entry in them names a pass, a slot or a session, and none is left."""
+        numbers = sorted(self.passes | self.sessions)
+        for n in numbers:
+            t = self.tickets.get(n)
+            if t is not None:
+                self._finish(t, "flushed")
+        self.passes.clear()
+        self.sessions.clear()
+        self.slot_holders.clear()
+        self.bounced.clear()
+        self._pass_heap.clear()
+        self._slot_heap.clear()
+        self._session_heap.clear()
+        self.emit("flush", count=len(numbers))
+        return len(numbers)
+
     def unmint(self, n: int) -> Ticket | Finished | None:
         """A join is taken back (its journal commit failed): ticket ``n`` leaves wherever it is (line,
         pass, session or finished record), uncharged, its Ref forgotten; the number stays used.
@@ -906,6 +928,11 @@ class Room:
         self.advance()
         return self.empty_line()
 
+    def flush(self) -> int:
+        """Release every admitted visitor's pass and session at once; the line and the room survive."""
+        self.advance()
+        return self.release_all()
+
     # ------------------------------------------------------------------ reading
 
     def position(self, t: Ticket) -> int | None:
@@ -954,6 +981,7 @@ class Room:
             blocked_returns=self.blocked_returns,
             next_ticket=self.next_n,
             rule_counts=[(r.matches, r.last_match_ms) for r in self.cfg.rules],
+            created_ms=self.created_ms,
         )
 
     def lookup(self, query: str) -> dict[str, Any]:

@@ -115,6 +115,7 @@ def dump(room: Room) -> dict[str, Any]:
         "room": room.cfg.id,
         "gen": room.gen,
         "seq": room.event_seq,
+        "createdAt": room.created_ms,
         "refWall": clock.wall_ms(),
         "refMono": clock.mono_ms(),
         "config": room.cfg.to_public(),
@@ -192,6 +193,7 @@ def _load(data: Mapping[str, Any], clock: Clock, events: list[Event], rng: Rando
 
     room = Room(cfg, _int(data, "gen"), clock, events, rng=rng)
     room.event_seq = _int(data, "seq")
+    room.created_ms = int(data.get("createdAt") or 0)  # 0: a checkpoint written before it was kept
     room.next_n = _int(data, "next")
     room.credit = _int(data, "credit")
     room.last_tick = _int(data, "lastTick") + shift

@@ -150,12 +150,15 @@ def render_stats(
     blocked_returns: int,
     next_ticket: int,
     rule_counts: Sequence[tuple[int, int | None]],
+    created_ms: int | None = None,
 ) -> dict[str, Any]:
     """The room stats of the operator API, from raw counts.
 
     ``passes`` counts unused passes, ``slot_holders`` those of them holding a capacity slot;
     ``head_joined_ms`` is when the ticket at the front of the line joined (None: nobody waits);
-    ``rule_counts`` holds (matches, last match ms) for each of ``cfg.rules``, in order.
+    ``rule_counts`` holds (matches, last match ms) for each of ``cfg.rules``, in order; ``created_ms`` is
+    when this generation of the room began (epoch ms; None or 0 when unknown: a room restored from a
+    checkpoint written before it was kept).
     """
     oldest = 0.0 if head_joined_ms is None else max(0.0, (now_wall - head_joined_ms) / 1000.0)
     return {
@@ -178,6 +181,7 @@ def render_stats(
         "unscopedChecks": unscoped_checks,
         "blockedReturnUrls": blocked_returns,
         "nextTicket": next_ticket,
+        "createdAt": created_ms or None,
         "rules": [
             {**rule.to_public(), "matchCount": matches, "lastMatchAt": last}
             for rule, (matches, last) in zip(cfg.rules, rule_counts, strict=True)

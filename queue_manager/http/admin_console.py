@@ -76,10 +76,12 @@ async def series(call: Call) -> None:
     )
 
 
-# Room changes the recorder cannot see in its samples, taken from the audit trail. Rate moves, state flips and
-# purges are already marks of the recorder's own (one per change it saw), so they are not repeated here.
+# Room changes the recorder cannot see in its samples, taken from the audit trail (ejects, flushes, edits, …).
+# Rate moves, state flips and purges are already marks of the recorder's own (one per change it saw), so they
+# are not repeated here.
 AUDIT_MARKS = {
     "visitor.eject": ("eject", "visitor ejected"),
+    "room.flush": ("flush", "site flushed"),
     "room.update": ("edit", "room settings edited"),
     "room.schedule": ("schedule", "schedule changed"),
     "room.inline": ("edit", "inline settings changed"),
@@ -109,6 +111,9 @@ async def _marks(call: Call, room_id: str, since: int) -> list[dict[str, Any]]:
         kind, note = kind_note
         if row.action == "visitor.eject" and named and row.target:
             note = f"visitor #{row.target} ejected"
+        elif row.action == "room.flush":
+            flushed = row.detail.get("flushed")
+            note = f"site flushed: {flushed} passes and sessions released" if isinstance(flushed, int) else note
         elif row.action == "room.update":
             fields = row.detail.get("fields")
             if not fields:

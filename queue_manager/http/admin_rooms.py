@@ -152,13 +152,14 @@ async def rooms_upsert(call: Call) -> None:
     fields = sorted(k for k in body if k != "id" and k not in READ_ONLY_FIELDS)  # a read's figures are ignored
     try:
         room, created, changed = await call.ctx.store.upsert_room(body)
-    except EngineError:
+    except EngineError as exc:
         await call.audit(
             "room.create" if creating else "room.update",
             target=room_id,
             room_id=room_id,
             ok=False,
-            fields=[ALIASES.get(f, f) for f in fields],
+            refused=exc.code,
+            fields=sorted({ALIASES.get(f, f) for f in fields}),  # rate and ratePerMinute are one field
         )
         raise
     await call.audit("room.create" if created else "room.update", target=room["id"], room_id=room["id"], fields=changed)
@@ -235,6 +236,16 @@ async def room_purge(call: Call) -> None:
     purged = await call.ctx.store.purge(room_id)
     await call.audit("room.purge", target=room_id, room_id=room_id, purged=purged)
     await send_json(call.send, 200, {"ok": True, "purged": purged})
+
+
+async def room_flush(call: Call) -> None:
+    """Release every admitted visitor's pass and session at once (their edge passes too); the line stays."""
+    room_id = _room(call)
+    await call.req.body()
+    flushed = await call.ctx.store.flush(room_id)
+    await passkeys.revoke_room(call.ctx, room_id)
+    await call.audit("room.flush", target=room_id, room_id=room_id, flushed=flushed)
+    await send_json(call.send, 200, {"ok": True, "flushed": flushed})
 
 
 async def room_eject(call: Call) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
 from queue_manager.access.principal import Role
 from queue_manager.access.service import READ_ONLY_SIGN_INS_PER_MIN
-from queue_manager.http import cookies, csvout
-from queue_manager.http.authn import CONSOLE_COOKIE, clear_console_cookie
+from queue_manager.http import csvout
+from queue_manager.http.authn import CONSOLE_COOKIE, clear_console_cookie, console_cookie_path
 from queue_manager.http.call import Call
 from queue_manager.http.wire import HttpError, cookie_header, send_json
 
@@ -35,9 +36,9 @@ async def session_open(call: Call) -> None:
             )
     cookie, sid = call.ctx.access.open_session(call.who)
     secure = call.ctx.identity.secure(call.ident)
-    # scoped to the admin API the console calls: under /__qm/ on an inline host, that is /__qm/api/admin
-    path = cookies.console_path(call.req.prefix)
-    header = cookie_header(CONSOLE_COOKIE, cookie, max_age=12 * 3600, secure=secure, same_site="Strict", path=path)
+    header = cookie_header(
+        CONSOLE_COOKIE, cookie, max_age=12 * 3600, secure=secure, same_site="Strict", path=console_cookie_path(call.req)
+    )
     await call.audit("session.open", target=call.who.who, session=sid)
     await send_json(call.send, 200, {"ok": True, "principal": call.who.public(), "expiresInSec": 12 * 3600}, [header])
 
@@ -53,7 +54,7 @@ async def session_close(call: Call) -> None:
         return
     await call.ctx.access.end_session(call.who)
     await call.audit("session.close", target=call.who.who)
-    name, value = clear_console_cookie(call.req)
+    name, value = clear_console_cookie(console_cookie_path(call.req))
     await send_json(call.send, 200, {"ok": True, "closed": True}, [(name.lower().encode(), value.encode())])
 
 
@@ -148,7 +149,11 @@ async def audit(call: Call) -> None:
         raise HttpError(400, "bad_request", "limit must be a whole number.") from exc
     rows = [r.public() for r in await call.ctx.access.store.list_audit(room_id, limit)]
     if q.get("format") == "csv":
-        flat = [{**row, "detail": "; ".join(f"{k}={v}" for k, v in row["detail"].items())} for row in rows]
+        # the detail as the JSON answer carries it (true/false, null, lists and objects as JSON), compact
+        flat = [
+            {**row, "detail": json.dumps(row["detail"], separators=(",", ":"), ensure_ascii=False, default=str)}
+            for row in rows
+        ]
         await csvout.send(call, csvout.render(AUDIT_COLUMNS, flat), "audit.csv")
         return
     await send_json(call.send, 200, {"audit": rows})
@@ -157,7 +162,8 @@ async def audit(call: Call) -> None:
 async def shutdown(call: Call) -> None:
     await call.req.body()
     await call.audit("server.shutdown", target=call.ctx.settings.instance_id)
-    await send_json(call.send, 200, {"ok": True, "stopping": True, "uptimeSec": round(call.ctx.uptime(), 3)})
+    # whole seconds, as on /api/admin/health
+    await send_json(call.send, 200, {"ok": True, "stopping": True, "uptimeSec": int(call.ctx.uptime())})
     if call.ctx.request_stop is not None:
         call.ctx.request_stop()  # the same graceful path SIGTERM takes, exiting 0
     else:

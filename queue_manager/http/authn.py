@@ -20,18 +20,22 @@ CONSOLE_COOKIE = cookies.CONSOLE
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def clear_console_cookie(req: Request) -> tuple[str, str]:
-    """The ``Set-Cookie`` that ends ``qm_console`` in the browser, on the path this request came in on
-    (``/api/admin``, or ``/__qm/api/admin`` under an inline host's prefix): a clear on another path than the
-    one the cookie was set with leaves it in place."""
-    path = cookies.console_path(req.prefix)
+def console_cookie_path(req: Request) -> str:
+    """The path qm_console is scoped to: ``/api/admin``, or ``/__qm/api/admin`` when the console is used under an
+    inline host's prefix (the inline front set ``req.prefix``; the browser sends the cookie only to the paths it
+    asked under). A clear on another path than the one the cookie was set with would leave it in place."""
+    return cookies.console_path(req.prefix)
+
+
+def clear_console_cookie(path: str = cookies.CONSOLE_PATH) -> tuple[str, str]:
     return "Set-Cookie", f"{CONSOLE_COOKIE}=; Path={path}; Max-Age=0; HttpOnly; SameSite=Strict"
 
 
-def _unauthorized(message: str, *, clear_for: Request | None = None) -> HttpError:
+def _unauthorized(message: str, *, clear_cookie: str | None = None) -> HttpError:
+    """A 401; ``clear_cookie``: the path of the qm_console cookie that failed, which the answer clears."""
     headers = [("WWW-Authenticate", 'Bearer realm="queue-manager"')]
-    if clear_for is not None:
-        headers.append(clear_console_cookie(clear_for))
+    if clear_cookie is not None:
+        headers.append(clear_console_cookie(clear_cookie))
     return HttpError(401, "unauthorized", message, headers=headers)
 
 
@@ -73,7 +77,9 @@ async def authenticate(ctx: Context, req: Request, ident: Identity, *, allow_tic
         principal = await access.from_session(cookie)
         if principal is None:
             raise await failed(
-                ctx, ident.ip, _unauthorized("Your console session has ended. Sign in again.", clear_for=req)
+                ctx,
+                ident.ip,
+                _unauthorized("Your console session has ended. Sign in again.", clear_cookie=console_cookie_path(req)),
             )
         if req.method not in SAFE_METHODS:
             site = req.header(b"sec-fetch-site")

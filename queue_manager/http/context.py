@@ -142,6 +142,7 @@ class Context:
         )
         ctx = cls(settings, store, clock, signer, IdentityResolver(settings), Broadcaster())
         ctx.started_ms = clock.wall_ms()
+        ctx.series.watching_since_ms = ctx.started_ms
         ctx.started_mono = clock.mono()
         if settings.pass_signing == "ed25519":
             ctx.passes = PassSigner(settings.secret, clock, previous=settings.secret_previous)

@@ -264,7 +264,8 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
     if ctx.inline is not None and ctx.inline.index:
         payload["inline"] = ctx.inline.health(c)
         incidents.extend(f"origin down — {room}" for room in ctx.inline.probe.failing())
-        if full and not s.admin_hosts and not s.public_url:  # QM-454: the console is now withheld from names
+        # an inline room without ADMIN_HOST or PUBLIC_URL: the console answers only on address literals and localhost
+        if full and not s.admin_hosts and not s.public_url:
             payload["configWarnings"] = [
                 {
                     "code": "console_host_withheld",

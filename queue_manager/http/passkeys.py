@@ -50,7 +50,8 @@ async def jwks(ctx: Context, req: Request, send: Send) -> None:
 
 
 async def revoked(ctx: Context, req: Request, send: Send) -> None:
-    """GET /api/passes/revoked?roomId=: the room's generation and its revoked pass ids not yet expired."""
+    """GET /api/passes/revoked?roomId=: the room's generation, its revoked pass ids not yet expired and the
+    cutoff of a flush still in force (``revokedBefore``, seconds: a pass issued before it is refused)."""
     room_id = req.query.get("roomId")
     if not room_id:
         raise HttpError(400, "bad_request", "roomId is required.")
@@ -62,6 +63,7 @@ async def revoked(ctx: Context, req: Request, send: Send) -> None:
         "roomId": room_id,
         "generation": room["generation"],
         "revoked": await ctx.revocations.revoked(room_id),
+        "revokedBefore": await ctx.revocations.revoked_before(room_id),
         "passTtlSec": ctx.settings.edge_pass_ttl_sec,
         "now": ctx.clock.wall_ms(),
     }
@@ -84,6 +86,9 @@ async def refusal(ctx: Context, room_id: str, token: str, door_hash: bytes | Non
     if door_hash is None:  # no door key beside it: the pass is bound to nothing this request holds
         return "unbound"
     if claims.sub in await ctx.revocations.revoked(room_id):
+        return "revoked"
+    before = await ctx.revocations.revoked_before(room_id)
+    if before is not None and claims.iat < before:
         return "revoked"
     room = await ctx.store.get_room(room_id)
     return "revoked" if claims.gen != room["generation"] else None
@@ -119,4 +124,25 @@ async def revoke_ticket(ctx: Context, room_id: str, gen: int, n: int) -> None:
     await ctx.revocations.revoke(room_id, ctx.passes.pass_ids(room_id, gen, n), until)
 
 
-__all__ = ["JWKS_MAX_AGE_SEC", "issue", "jwks", "key_set", "presented", "refusal", "revoke_ticket", "revoked"]
+async def revoke_room(ctx: Context, room_id: str) -> None:
+    """A flush: refuse every edge pass of the room issued until now, with one cutoff rather than one id per
+    pass. ``iat`` is in whole seconds, so the cutoff is the next whole second: a pass issued in the flush's
+    own second is refused too, and its holder's connector asks the queue, which judges the ticket itself."""
+    if ctx.passes is None:
+        return
+    now = ctx.clock.wall_ms()
+    until = now + ctx.settings.edge_pass_ttl_sec * 1000 + 1000  # + the seconds' rounding
+    await ctx.revocations.revoke_before(room_id, -(-now // 1000), until)
+
+
+__all__ = [
+    "JWKS_MAX_AGE_SEC",
+    "issue",
+    "jwks",
+    "key_set",
+    "presented",
+    "refusal",
+    "revoke_room",
+    "revoke_ticket",
+    "revoked",
+]

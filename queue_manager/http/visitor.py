@@ -317,8 +317,8 @@ def _vouching_header(ctx: Context, req: Request) -> str | None:
     """
     if "key" in req.query:
         ctx.counters.refused_key_checks += 1
-        print(
-            "WARNING /api/check: a Public API key was sent in the URL (?key=); send it as Authorization: Bearer",
+        print(  # the route called (/api/check or /api/verify), so the caller to fix can be found
+            f"WARNING {req.path[:100]}: a Public API key was sent in the URL (?key=); send it as Authorization: Bearer",
             file=sys.stderr,
             flush=True,
         )
@@ -525,7 +525,10 @@ async def verify(ctx: Context, req: Request, send: Send) -> None:
 async def _verify_room(ctx: Context, room_id: str, origin: str | None) -> dict[str, Any]:
     """What a connector's installer needs to know of its room: that it exists, whether the queue serves it
     inline, and the origins a tag may call from (tagOrigins, or returnOrigins when that is null, and the
-    target's own origin always); given ``origin``, whether a tag on that origin is answered."""
+    target's own origin always); given ``origin``, whether a tag on that origin is answered
+    (``originAllowed``) and whether the waiting room sends a visitor back to a page on it (``returnAllowed``:
+    the target's origin or returnOrigins; a connector's own origin must be, or its admitted visitors land
+    on targetUrl instead)."""
     policy = await ctx.store.room_policy(room_id)
     if policy is None:
         return {"id": room_id, "exists": False}
@@ -544,6 +547,7 @@ async def _verify_room(ctx: Context, room_id: str, origin: str | None) -> dict[s
     if origin:
         out["origin"] = origin[:200]
         out["originAllowed"] = policy.tag_allowed(origin[:200])
+        out["returnAllowed"] = policy.return_allowed(origin[:200])
     return out
 
 

@@ -135,7 +135,8 @@ async def route(ctx: Context, inline: Inline, req: Request, send: Send) -> str |
         inner = surface.strip_prefix(path)
         if inner is None:
             if _console_literal(ctx, host, path):
-                return path  # that address is the console's too: the queue answers, never the app (QM-439)
+                # an admin path on an address literal is the console's: the queue answers it, never the app
+                return path
             await proxy.serve(ctx, inline, req, room, send)
             return None
         inner = api_path(inner)
@@ -154,10 +155,14 @@ async def route(ctx: Context, inline: Inline, req: Request, send: Send) -> str |
 
 
 def admin_send(ctx: Context, inline: Inline, req: Request, send: Send) -> Send:
-    """Room saves refresh the host index, and warn when this console's host is about to be withheld.
+    """Room saves refresh the host index, and warn when this console's host is about to be withheld, or when
+    the save took the last inline room off the host this console is used through.
 
     For a write under ``/api/admin/rooms`` (the front calls it for those only)."""
     state: dict[str, Any] = {"status": 0}  # the status seen, and a held POST's start message
+    # the inline host this console is used through (under /__qm/), as it was before the save
+    host = req.headers.get(b"host")
+    before = inline.index.lookup(host) if surface.strip_prefix(req.scope["path"]) is not None else None
 
     async def wrapped(message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -172,6 +177,8 @@ def admin_send(ctx: Context, inline: Inline, req: Request, send: Send) -> Send:
             start: Message = state.pop("start")
             state["hold"] = 0
             body = _with_warning(ctx, inline, req, message.get("body", b""))
+            if before is not None and inline.index.lookup(host) is None:
+                body = _with_move(ctx, host, body)
             headers = [(k, v) for k, v in start["headers"] if k != b"content-length"]
             headers.append((b"content-length", str(len(body)).encode()))
             await send({**start, "headers": headers})
@@ -204,5 +211,27 @@ def _with_warning(ctx: Context, inline: Inline, req: Request, body: bytes) -> by
             f"from the next request on. Set ADMIN_HOST={name} (or PUBLIC_URL) and restart."
         ),
     }
+    data.setdefault("warnings", []).append(warning)
+    return orjson.dumps(data)
+
+
+def _with_move(ctx: Context, host: bytes | None, body: bytes) -> bytes:
+    """The save took the last inline room off the host this console was used through (under ``/__qm/``):
+    that host's ``/__qm/*``, this console included, answers ``404 not_inline_host`` from the next request
+    on. The answer names where the console is now (PUBLIC_URL), so the console can move there."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body
+    if not isinstance(data, dict):
+        return body
+    name = request_host_key(host.decode("latin-1")) if host else ""
+    where = surface.console_url(ctx.settings)
+    message = (
+        f"{name} no longer fronts an inline room, so the queue's own /__qm/* surface is off that host, "
+        "including this console."
+    )
+    message += f" The console is at {where}." if where else " Set PUBLIC_URL so the console can name where it went."
+    warning = {"code": "console_moved", "host": name, "consoleUrl": where, "message": message}
     data.setdefault("warnings", []).append(warning)
     return orjson.dumps(data)

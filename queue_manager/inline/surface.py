@@ -69,10 +69,15 @@ def console_allowed(settings: Settings, index: HostIndex, host: bytes | None, ro
     return console_host(settings, host)
 
 
+def console_url(settings: Settings) -> str | None:
+    """Where the console lives off the customer's hosts: the PUBLIC_URL address, None when it is unset."""
+    return settings.public_url.rstrip("/") + "/" if settings.public_url else None
+
+
 def not_inline_host(settings: Settings) -> HttpError:
     if settings.admin_hosts:
         return HttpError(404, "not_found", "No such route.")
-    where = settings.public_url.rstrip("/") + "/" if settings.public_url else None
+    where = console_url(settings)
     message = "This host no longer fronts an inline room, so the queue's /__qm/ pages are not here."
     if where:
         message += f" The console is at {where}."

@@ -47,6 +47,7 @@ RESERVOIR = 256  # waits kept per room and hour: a uniform sample; the percentil
 GAP_MS = 10_000  # two samples at most this far apart cover the time between them
 TOLERANCE_SEC = 10  # a row short of its span by at most this much is not partial
 PRUNE_EVERY_SEC = 3600.0
+HELD_WAITS = 4096  # waits per room an instance holds until it writes (a follower: until it leads, this hour)
 
 COLUMNS = (
     "roomId",
@@ -98,6 +99,7 @@ class HourRow:
     warned: int = 0
     covered_ms: int = 0
     last_ms: int = 0  # when the fleet last sampled this row (epoch ms)
+    wait_ord: int = 0  # the highest exit (k-th of generation ``gen``) whose wait is folded in: none twice
 
     @property
     def joins(self) -> int:
@@ -119,6 +121,7 @@ class HourRow:
             "donePasses": self.done_passes,
             "coveredMs": self.covered_ms,
             "lastMs": self.last_ms,
+            "waitOrd": self.wait_ord,
         }
 
     def load_state(self, state: Mapping[str, Any]) -> None:
@@ -131,11 +134,13 @@ class HourRow:
         self.done_passes = int(state.get("donePasses") or 0)
         self.covered_ms = int(state.get("coveredMs") or 0)
         self.last_ms = int(state.get("lastMs") or 0)
+        self.wait_ord = int(state.get("waitOrd") or 0)
 
 
 @dataclass(slots=True)
 class Reading:
-    """One room at one sample: its summary's counters and the waits measured since the previous sample."""
+    """One room at one sample: its summary's counters and the waits measured since the previous write, each
+    as (k, seconds): the wait of the generation's k-th exit from the line."""
 
     room: str
     gen: int
@@ -143,10 +148,11 @@ class Reading:
     passes_total: int
     depth: int
     active: int
-    waits: list[float] = field(default_factory=list)
+    waits: list[tuple[int, float]] = field(default_factory=list)
+    created_ms: int = 0  # when this generation of the room began (epoch ms; 0: unknown)
 
     @classmethod
-    def of(cls, summary: Mapping[str, Any], waits: Iterable[float] = ()) -> Reading:
+    def of(cls, summary: Mapping[str, Any], waits: Iterable[tuple[int, float]] = ()) -> Reading:
         return cls(
             str(summary["id"]),
             int(summary.get("generation") or 0),
@@ -155,6 +161,7 @@ class Reading:
             int(summary.get("waiting") or 0),
             int(summary.get("activeSessions") or 0),
             list(waits),
+            int(summary.get("createdAt") or 0),
         )
 
 
@@ -188,16 +195,20 @@ def fold(
     """``reading`` (taken at ``now_ms``) folded into the room's row of the hour holding ``now_ms``.
 
     A new row starts its baseline at ``previous`` (the room as last read by this writer, when that was
-    this generation) so the joins between the hour's turn and its first sample are not lost, and covers
+    this generation) so the joins between the hour's turn and its first sample are not lost, or at zero
+    when the room's generation began within this hour (every join it has counted is this hour's, also those
+    made before any writer's first sample of it), and covers
     the time since ``covered_since_ms`` (when this writer's unbroken run of samples began), or since the
-    hour's start if later. A reading older than the row's latest changes no sum (a writer that lost
-    its lead late)."""
+    hour's start if later. A reading older than the row's latest changes no counter or sum (a writer
+    that lost its lead late) but its waits the row does not hold yet: each wait is folded once, by its k."""
     hour = hour_of(now_ms)
     if row is None:
         row = HourRow(reading.room, hour, gen=reading.gen)
         base = previous if previous is not None and previous.gen == reading.gen else reading
         if base.joins_total > reading.joins_total or base.passes_total > reading.passes_total:
             base = reading
+        if reading.created_ms >= hour * 1000:  # born this hour: its counters began at zero within it
+            base = Reading(reading.room, reading.gen, 0, 0, 0, 0)
         row.base_joins, row.base_passes = base.joins_total, base.passes_total
         row.cur_joins, row.cur_passes = row.base_joins, row.base_passes
         row.covered_ms = max(0, now_ms - max(hour * 1000, covered_since_ms))
@@ -209,20 +220,29 @@ def fold(
         row.last_ms = now_ms
     else:
         _absolute(row, reading)
+        if reading.gen == row.gen:
+            _add_waits(row, reading, rng)  # only those the row does not hold: none is counted twice
         return row
     if reading.gen != row.gen:  # the room was deleted and created again: its counters start over
         row.done_joins, row.done_passes = row.joins, row.passes
-        row.gen, row.base_joins, row.base_passes = reading.gen, 0, 0
+        row.gen, row.base_joins, row.base_passes, row.wait_ord = reading.gen, 0, 0, 0
     elif reading.joins_total < row.cur_joins or reading.passes_total < row.cur_passes:
         row.done_joins, row.done_passes = row.joins, row.passes  # counters went back: count on from here
         row.base_joins, row.base_passes = reading.joins_total, reading.passes_total
+        row.wait_ord = 0
     row.cur_joins, row.cur_passes = reading.joins_total, reading.passes_total
     row.depth_sum += reading.depth
     row.samples += 1
     _absolute(row, reading)
-    for wait in reading.waits:
-        add_wait(row, rng, wait)
+    _add_waits(row, reading, rng)
     return row
+
+
+def _add_waits(row: HourRow, reading: Reading, rng: random.Random) -> None:
+    for k, wait in sorted(reading.waits):
+        if k > row.wait_ord:  # a wait this row already holds (folded by an earlier writer) is not added again
+            add_wait(row, rng, wait)
+            row.wait_ord = k
 
 
 def _absolute(row: HourRow, reading: Reading) -> None:
@@ -496,15 +516,17 @@ class HourlyHistory:
         """A join bot protection refused (``blocked``) or let through with a warning (``warned``)."""
         self.refusals.add(room, hour_of(self.wall_ms()), kind)
 
-    def offer(self, summaries: list[dict[str, Any]], waits: Mapping[str, list[float]], now_ms: int) -> None:
-        """One sample of every room (the recorder's): kept for the next write, waits added up."""
+    def offer(self, summaries: list[dict[str, Any]], waits: Mapping[str, list[tuple[int, float]]], now_ms: int) -> None:
+        """One sample of every room (the recorder's): kept for the next write, waits added up (at most
+        ``HELD_WAITS`` a room, the newest, and only of the room's current generation and hour)."""
         fresh: dict[str, Reading] = {}
         for summary in summaries:
             room = str(summary["id"])
             held = self._pending.get(room)
-            reading = Reading.of(summary, (held.waits if held is not None else []) + list(waits.get(room, ())))
-            if held is not None and hour_of(self._pending_ms) != hour_of(now_ms):
-                reading.waits = list(waits.get(room, ()))  # a write missed at the hour's turn: waits stay approximate
+            reading = Reading.of(summary, waits.get(room, ()))
+            if held is not None and held.gen == reading.gen and hour_of(self._pending_ms) == hour_of(now_ms):
+                reading.waits[:0] = held.waits  # else a write missed at the hour's turn: waits stay approximate
+                del reading.waits[:-HELD_WAITS]
             fresh[room] = reading
         self._pending, self._pending_ms = fresh, now_ms
         self._wake.set()
@@ -568,8 +590,10 @@ class HourlyHistory:
             if now_ms <= self._last_write_ms:
                 return 0
             if not self.leads():
-                self._pending, self._since_ms = {}, None
-                self._previous, self._previous_ms = dict(pending), now_ms
+                # the waits stay held: a follower that takes the lead folds those the row does not hold yet
+                # (the fleet's leader may have been killed before it wrote them)
+                self._since_ms = None
+                self._previous, self._previous_ms = {room: replace(r, waits=[]) for room, r in pending.items()}, now_ms
                 self._last_write_ms = now_ms
                 return 0
             if self._since_ms is None or now_ms - self._last_write_ms > GAP_MS:
@@ -621,7 +645,7 @@ class HourlyHistory:
             newer = self._pending.get(room)
             if newer is None:
                 self._pending[room] = reading
-            elif reading.waits:
+            elif reading.waits and newer.gen == reading.gen:
                 newer.waits[:0] = reading.waits
 
     async def _close_refusals(self, hour: int) -> None:

@@ -202,11 +202,16 @@ class SeriesRecorder:
         self.rooms: dict[str, RoomSeries] = {}
         self.sink = sink
         self.started_ms: int | None = None
+        # when this process began watching its store: a room generation created since then has had every
+        # join counted by this recorder's samples, also one created before the first sample
+        self.watching_since_ms: int | None = None
         self._last_ms = 0
         self._rng = random.Random()
         self._sampled = False
         self._first = False
-        self.last_waits: dict[str, list[float]] = {}  # room -> the waits measured in the latest sample
+        # room -> the waits measured in the latest sample: (k, seconds), the k-th exit of the room's generation
+        # (the same k on every instance reading the same store, so a wait handed over twice is folded once)
+        self.last_waits: dict[str, list[tuple[int, float]]] = {}
 
     def due(self, now_ms: int) -> bool:
         return now_ms - self._last_ms >= SAMPLE_SEC * 1000 - 50
@@ -247,7 +252,7 @@ class SeriesRecorder:
             if series is not None:  # a new generation keeps the room's history, restarts its counters
                 fresh.tiers, fresh.marks = series.tiers, series.marks
                 self._mark(fresh, now_ms, "room", f"room re-created (generation {gen})")
-            elif self._first:
+            elif self._first and not self._born_watched(s):
                 # counters from before this process was watching are not ours to spread over one sample
                 fresh.joins_total, fresh.passes_total, fresh.exits, fresh.waiting = joins, passes, exits, waiting
                 fresh.base_joins = joins
@@ -258,13 +263,15 @@ class SeriesRecorder:
         if d_joins:
             series.curve_n.append(joins)
             series.curve_t.append(now_ms)
-        waits = []
+        waits: list[float] = []
+        measured: list[tuple[int, float]] = []
         for k in range(series.exits + 1, series.exits + min(d_passes, d_exits) + 1):
             joined = series.join_time(k)
             if joined is not None:
                 waits.append(max(0.0, (now_ms - joined) / 1000.0))
-        if waits:
-            self.last_waits[room_id] = waits
+                measured.append((k, waits[-1]))
+        if measured:
+            self.last_waits[room_id] = measured
         purged = d_exits - min(d_passes, d_exits)
         if state != series.state:
             kind = STATE_MARKS.get(state, state)
@@ -290,6 +297,12 @@ class SeriesRecorder:
         series.joins_total, series.passes_total, series.exits = joins, passes, exits
         series.state, series.rate, series.waiting = state, rate, waiting
         series.trim()
+
+    def _born_watched(self, s: dict[str, Any]) -> bool:
+        """Whether the room's generation began after this process began watching: then its joins so far were
+        all made since, and are stamped at this first sample as any sample's new joins are."""
+        created = int(s.get("createdAt") or 0)
+        return self.watching_since_ms is not None and created > 0 and created >= self.watching_since_ms
 
     def _mark(self, series: RoomSeries, now_ms: int, kind: str, note: str) -> None:
         t = now_ms // 1000

@@ -132,6 +132,11 @@ class Store(Protocol):
 
     async def purge(self, room_id: str) -> int: ...
 
+    async def flush(self, room_id: str) -> int:
+        """Release every pass and live session of the room at once (each ticket finished, ``flushed``);
+        the line, the pre-queue and the room stay. Returns how many were released; answers only once
+        the change is committed, like ``purge``."""
+
     async def lookup(self, room_id: str, query: str) -> dict[str, Any]: ...
 
     async def match_rule(self, room_id: str, url: str) -> dict[str, Any]: ...

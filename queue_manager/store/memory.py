@@ -197,6 +197,12 @@ class MemoryStore:
         self._changed()
         return count
 
+    async def flush(self, room_id: str) -> int:
+        room = self.engine.room(room_id)
+        count = room.flush()
+        self._changed()
+        return count
+
     async def lookup(self, room_id: str, query: str) -> dict[str, Any]:
         return self.engine.lookup(room_id, query)
 

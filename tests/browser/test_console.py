@@ -219,7 +219,18 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
     _card(mpage, room).wait_for(timeout=10_000)
     mpage.locator("#live.on").wait_for(timeout=10_000)
     assert "read-only" in mpage.locator("#who").inner_text()
-    hidden = ("Pause", "Resume", "Purge", "Delete", "Edit", "Visitors", "+ New room", "Share monitor", "Diagnostics")
+    hidden = (
+        "Pause",
+        "Resume",
+        "Purge",
+        "Flush",
+        "Delete",
+        "Edit",
+        "Visitors",
+        "+ New room",
+        "Share monitor",
+        "Diagnostics",
+    )
     for name in hidden:
         assert mpage.get_by_role("button", name=name, exact=True).count() == 0, name
     assert mpage.get_by_role("slider").count() == 0
@@ -237,10 +248,11 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
     page.set_viewport_size({"width": 390, "height": 844})
     wait_until(lambda: page.evaluate("() => document.documentElement.scrollWidth") <= 390, what="no sideways scroll")
     page.screenshot(path=str(artifacts / "console-narrow.png"), full_page=True)
-    # on a phone the destructive pair shares a row of its own: no lone Delete wrapped under Purge
-    buttons = ("Pause", "Purge", "Delete")
+    # on a phone the destructive group shares a row of its own: no lone Delete wrapped under Purge and Flush
+    buttons = ("Pause", "Purge", "Flush", "Delete")
     boxes = {n: _card(page, room).get_by_role("button", name=n, exact=True).bounding_box() for n in buttons}
     assert abs(boxes["Purge"]["y"] - boxes["Delete"]["y"]) < 2 and boxes["Purge"]["y"] > boxes["Pause"]["y"], boxes
+    assert abs(boxes["Flush"]["y"] - boxes["Delete"]["y"]) < 2, boxes
 
     # the only refusal is the "am I signed in?" probe on each load before signing in
     assert {(status, urlsplit(u).path) for status, u in failed} == {(401, "/api/admin/whoami")}, failed
@@ -336,7 +348,7 @@ def test_viewer_key_sees_no_controls(browser: Any, qm: Any) -> None:
     _card(page, room).wait_for(timeout=10_000)
     assert "viewer" in page.locator("#who").inner_text()
     assert page.get_by_role("slider").count() == 0
-    for name in ("Pause", "Purge", "Delete", "+ New room", "Share monitor"):
+    for name in ("Pause", "Purge", "Flush", "Delete", "+ New room", "Share monitor"):
         assert page.get_by_role("button", name=name, exact=True).count() == 0, name
     # a viewer is on the team: the drill-down is there, read-only (no Eject)
     with qm.client() as c:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from typing import Any
 
 import httpx
@@ -116,3 +117,38 @@ def test_the_audit_csv_never_carries_a_formula(server: Server, admin: httpx.Clie
     assert "\"'=cmd|' /C calc'!A0\"" in r.text  # the escaped cell is quoted
     # the JSON trail keeps the names as they are
     assert {n for n in names} <= {a["actor"] for a in rows(admin)}
+
+
+def test_a_refused_rate_conflict_is_audited_with_each_field_once(admin: httpx.Client) -> None:
+    """rate is ratePerMinute's alias: an update naming both (and disagreeing) is refused, and its audit row
+    names the field once, with why it was refused."""
+    rid = create_room(admin)["id"]
+    r = admin.post("/api/admin/rooms", json={"id": rid, "rate": 8, "ratePerMinute": 9, "name": "x"})
+    assert r.status_code == 400 and r.json()["code"] == "conflicting_field"
+    refused = [a for a in rows(admin, roomId=rid) if a["action"] == "room.update" and a["ok"] is False]
+    assert len(refused) == 1, refused
+    assert refused[0]["detail"]["fields"] == ["name", "ratePerMinute"]
+    assert refused[0]["detail"]["refused"] == "conflicting_field"
+
+
+def test_the_audit_csv_writes_booleans_and_detail_as_json(server: Server, admin: httpx.Client) -> None:
+    """ok is true/false and detail is the JSON answer's detail as JSON (true/false, lists), never Python's."""
+    rid = create_room(admin)["id"]
+    admin.post("/api/admin/rooms", json={"id": rid, "rate": 8, "ratePerMinute": 9})  # a refusal: ok false
+    assert admin.post("/api/admin/rooms", json={"id": rid, "name": "Shop", "returnOrigins": []}).status_code == 200
+    trail = rows(admin, roomId=rid)
+    r = admin.get("/api/admin/audit", params={"roomId": rid, "format": "csv"})
+    assert r.status_code == 200, r.text
+    table = list(csv.DictReader(io.StringIO(r.text)))
+    assert len(table) == len(trail) >= 3
+    for cells, row in zip(table, trail, strict=True):
+        assert cells["action"] == row["action"]
+        assert cells["ok"] == ("true" if row["ok"] else "false")
+        assert json.loads(cells["detail"]) == row["detail"], cells["detail"]
+    assert {c["ok"] for c in table} == {"true", "false"}
+    assert "True" not in r.text and "False" not in r.text and "['" not in r.text
+    # the server's own rows too: the start line's booleans
+    whole = admin.get("/api/admin/audit", params={"format": "csv"}).text
+    start = next(c for c in csv.DictReader(io.StringIO(whole)) if c["action"] == "server.start")
+    assert isinstance(json.loads(start["detail"]), dict)
+    assert "True" not in start["detail"] and "False" not in start["detail"]

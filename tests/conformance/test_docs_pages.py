@@ -305,6 +305,17 @@ def test_the_api_reference_lists_every_operation_of_the_document(docs_server: Se
     assert 'id="post_api_join"' in r.text and "<code>no_room</code>" in r.text
 
 
+def test_the_api_reference_renders_inline_code_not_backticks(client: httpx.Client) -> None:
+    """The descriptions are written with Markdown inline code for the OpenAPI document; the page shows it as code."""
+    r = _plain(client, "/docs/api")
+    assert r.status_code == 200
+    assert "`" not in r.text, re.findall(r".{60}`.{60}", r.text)[:5]
+    verify = re.search(r'<section class="api-op" id="get_api_verify">(.*?)</section>', r.text)
+    assert verify is not None
+    assert "(<code>originAllowed</code>)" in verify.group(1) and "(<code>returnAllowed</code>)" in verify.group(1)
+    assert "(<code>ok: false</code> with <code>code</code> and <code>problems</code>)" in verify.group(1)
+
+
 def test_the_api_reference_is_linked_from_both_indexes_and_has_a_thai_address(client: httpx.Client) -> None:
     assert 'href="/docs/api"' in _plain(client, "/docs").text
     th = _plain(client, "/docs/th")

@@ -244,7 +244,7 @@ def plain(make_module_server: ServerFactory) -> Server:
 
 @pytest.fixture(scope="module")
 def plain_loopback(make_module_server: ServerFactory) -> Server:
-    """No proxy declared; the forwarded headers come from 127.0.0.1 (the brief's setup)."""
+    """No proxy declared; the forwarded headers come from 127.0.0.1, as from an undeclared proxy on the host."""
     return make_module_server({})
 
 

@@ -18,7 +18,7 @@ import pytest
 from harness import Server, server_command
 
 ROOT = Path(__file__).resolve().parents[2]
-FIELDS = {"name", "value", "source", "sensitive", "set"}
+FIELDS = {"name", "value", "source", "sensitive", "set", "group"}
 
 
 def _documented_settings() -> list[str]:
@@ -47,6 +47,7 @@ def test_health_lists_every_setting_once(server: Server, store: str) -> None:
         "source": "environment",
         "sensitive": False,
         "set": True,
+        "group": "Core and storage",
     }
     assert by_name["STORE"]["value"] == store
     assert by_name["JOIN_LIMIT_PER_MIN"]["value"] == 0  # the harness turns the limits off
@@ -69,7 +70,14 @@ def test_health_never_shows_a_secret(make_server: Any) -> None:
         assert not value or value not in text
     by_name = {s["name"]: s for s in listing}
     for name in ("ADMIN_KEY", "SECRET", *[n for n in extra if n != "ALERT_ALLOW_PRIVATE"]):
-        assert by_name[name] == {"name": name, "value": None, "source": "environment", "sensitive": True, "set": True}
+        assert by_name[name] == {
+            "name": name,
+            "value": None,
+            "source": "environment",
+            "sensitive": True,
+            "set": True,
+            "group": by_name[name]["group"],
+        }
     assert (by_name["EDGE_SECRET"]["set"], by_name["EDGE_SECRET"]["value"]) == (False, None)
 
 

@@ -20,7 +20,17 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import Server, create_room, join, spawn_server, start_server, unique_id, valkey_services, wait_until
+from harness import (
+    Server,
+    create_room,
+    join,
+    spawn_server,
+    start_server,
+    unique_id,
+    valkey_services,
+    wait_for_state,
+    wait_until,
+)
 from relay import relayed
 
 ServerFactory = Callable[..., Server]
@@ -153,6 +163,44 @@ def test_csv_columns_filters_and_refusals(make_server: ServerFactory) -> None:
             assert r.status_code == 400 and r.json()["code"] == "bad_request" and r.json()["field"] == name
 
 
+def let_through(srv: Server, room: str, n: int) -> list[httpx.Client]:
+    """``n`` visitors join ``room`` (a client each) and are returned once each holds a pass."""
+    clients = [srv.client() for _ in range(n)]
+    for c in clients:
+        join(c, room).raise_for_status()
+    return clients
+
+
+def test_waits_of_a_room_created_and_joined_at_once_are_measured() -> None:
+    """A room created and joined on a server that has only just started (before its first sample): every
+    pass minted from the line is a measured wait, and the wait columns come from those waits."""
+    clear_of_the_hour_turn()
+    srv = start_server()
+    try:
+        room = unique_id("rep")
+        with srv.admin() as admin:
+            began = time.time()
+            create_room(admin, room, ratePerMinute=60, queueMaxPerIp=None)
+            clients = let_through(srv, room, 3)
+            for c in clients:
+                wait_for_state(c, room, None, ("passed", "admitted"), timeout=20)
+                c.close()
+            took = time.time() - began
+            row = open_row(admin, room, lambda r: r["passes"] >= 3 and r["measuredWaits"] >= 3, "three waits")
+            assert row["joins"] == 3 and row["passes"] == 3 and row["measuredWaits"] == 3
+            assert row["waitMaxSec"] is not None and row["waitAvgSec"] is not None
+            # waits are measured between samples (SAMPLE_SEC apart): within one sample of the truth
+            assert 0 <= row["waitAvgSec"] <= row["waitMaxSec"] <= took + 2.5
+            assert row["waitP50Sec"] is not None and row["waitP90Sec"] is not None
+            assert row["waitP50Sec"] <= row["waitP90Sec"] <= row["waitMaxSec"]
+            # a stats refresh folds the open hour again: nothing counted twice, nothing lost
+            assert admin.post("/api/v1/stats/refresh").status_code == 200
+            again_row = rows(admin, room)[-1]
+            assert (again_row["joins"], again_row["passes"], again_row["measuredWaits"]) == (3, 3, 3)
+    finally:
+        srv.stop()
+
+
 # ------------------------------------------------------------------------------------------ valkey + pg
 
 
@@ -193,6 +241,40 @@ def test_reports_survive_a_restart_and_count_two_instances_once() -> None:
             assert kept and kept[-1]["joins"] == 5 and kept[-1]["start"] == row["start"]
     finally:
         for srv in (c2, b, a):
+            if srv is not None:
+                srv.stop()
+
+
+@pytest.mark.stores("valkey")
+def test_a_new_rooms_first_joins_count_on_the_fleet_whoever_writes_its_first_row() -> None:
+    """Two instances on one Valkey + PostgreSQL, the lease still held by a third that was killed: a room is
+    created and joined at once through both, everyone let through, before any instance writes its row. The
+    leader that takes over counts the room from zero (it was created this hour) and folds the waits the
+    instances measured while nobody wrote: joins 3, passes 3, measuredWaits 3 on both instances."""
+    clear_of_the_hour_turn(90.0)
+    lease = {"LEADER_LEASE_MS": "20000"}  # renewed every ~7 s: at least 13 s without a writer after the kill
+    old = start_server(lease)
+    a: Server | None = None
+    b: Server | None = None
+    try:
+        with old.client() as c:
+            wait_until(lambda: c.get("/healthz").json().get("leader") is True, timeout=15, what="the first leader")
+        a, b = again(old, "-a", lease), again(old, "-b", lease)
+        old.kill()  # the lease stays held until it expires: nobody writes the history meanwhile
+        room = unique_id("rep")
+        with a.admin() as admin:
+            create_room(admin, room, ratePerMinute=60, queueMaxPerIp=None)
+        clients = let_through(a, room, 2) + let_through(b, room, 1)
+        for c in clients:
+            wait_for_state(c, room, None, ("passed", "admitted"), timeout=20)
+            c.close()
+        for srv in (a, b):
+            with srv.admin() as admin:
+                row = open_row(admin, room, lambda r: r["passes"] >= 3, "the new leader's row", timeout=45)
+                assert (row["joins"], row["passes"]) == (3, 3), row
+                assert row["measuredWaits"] == 3 and row["waitMaxSec"] is not None, row
+    finally:
+        for srv in (b, a, old):
             if srv is not None:
                 srv.stop()
 

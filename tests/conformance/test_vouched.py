@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from harness import Server, clear_of_the_minute_turn, create_room, metric
+from harness import Server, clear_of_the_minute_turn, create_room, metric, wait_until
 
 ServerFactory = Callable[..., Server]
 
@@ -72,6 +72,8 @@ def test_key_in_query_is_refused_and_counted(server: Server, room_id: str) -> No
     assert r.json()["code"] == "credential_in_query"
     assert PUBLIC_KEY not in r.text
     assert refused_count(server) == before + 1
+    wait_until(lambda: "WARNING /api/check: a Public API key was sent in the URL (?key=)" in server.stderr)
+    assert PUBLIC_KEY not in server.stderr
 
 
 def test_wrong_key_is_refused_and_counted(server: Server, room_id: str) -> None:
@@ -102,6 +104,9 @@ def test_verify(server: Server) -> None:
         assert r.status_code == 401, r.text
         assert r.json()["ok"] is False and r.json()["keyInUrl"] is True and r.json()["keyAccepted"] is False
         assert "Public API key sent in the URL" in r.json()["problems"]
+        # the stderr line names the route that was called, not the door check
+        line = "WARNING /api/verify: a Public API key was sent in the URL (?key=)"
+        wait_until(lambda: line in server.stderr, what="the ?key= warning")
         r = c.get("/api/verify")
         assert r.status_code == 401, r.text
         assert r.json()["ok"] is False
@@ -128,12 +133,34 @@ def test_verify_reports_what_a_connector_needs_of_its_room(server: Server) -> No
         }
         body = c.get("/api/verify", params={"roomId": room["id"], "origin": "https://www.brand.example"}).json()
         assert body["ok"] is True and body["room"]["originAllowed"] is True
+        # a tag may call from there, but the waiting room never sends a visitor back to it (not in returnOrigins)
+        assert body["room"]["returnAllowed"] is False
+        body = c.get("/api/verify", params={"roomId": room["id"], "origin": "https://shop.example"}).json()
+        assert body["room"]["originAllowed"] is True and body["room"]["returnAllowed"] is True
         body = c.get("/api/verify", params={"roomId": room["id"], "origin": "https://elsewhere.example"}).json()
         assert body["ok"] is False and body["room"]["originAllowed"] is False
+        assert body["room"]["returnAllowed"] is False
         assert body["problems"] == ["https://elsewhere.example is not in the room's tagOrigins: a tag on it fails open"]
         body = c.get("/api/verify", params={"roomId": "no-such-room"}).json()
         assert body["ok"] is False and body["room"] == {"id": "no-such-room", "exists": False}
         assert body["keyAccepted"] is True
+
+
+def test_verify_says_whether_visitors_are_sent_back_to_an_origin(server: Server) -> None:
+    """What a connector asks at start about its own origin: returnOrigins and the target's origin count."""
+    with server.admin() as a:
+        room = create_room(a, targetUrl="https://shop.example/", returnOrigins=["https://*.app.example"])
+    bearer = {"Authorization": f"Bearer {PUBLIC_KEY}"}
+    with server.client(headers=bearer) as c:
+        for origin, allowed in [
+            ("https://api.app.example", True),  # returnOrigins, by its wildcard
+            ("https://shop.example", True),  # the target's own origin, always
+            ("http://shop.example", False),  # the scheme must match
+            ("https://app.example:8443", False),  # the wildcard needs a subdomain; the port must match
+            ("not an origin", False),
+        ]:
+            body = c.get("/api/verify", params={"roomId": room["id"], "origin": origin}).json()
+            assert body["room"]["returnAllowed"] is allowed, (origin, body)
 
 
 def test_wrong_public_keys_spend_the_admin_allowance(make_server: ServerFactory) -> None:

@@ -129,6 +129,7 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             gate_spec("gate-edge", QM_URL=r.edge.base_url, QM_EDGE_SECRET=EDGE_SECRET),
             gate_spec("gate-edge-missing", QM_URL=r.edge.base_url),
             gate_spec("gate-pass", QM_URL=r.counted.url, QM_REVOKED_REFRESH_MS="200"),
+            gate_spec("gate-stray", QM_URL=r.qm.base_url, QM_ROOM=r.room + "-stray"),
             WorkerSpec("fo-live", r.failover_js, {"ORIGIN_URL": r.qm.base_url}),
             WorkerSpec("fo-down", r.failover_js, {"ORIGIN_URL": dead_url()}),
             WorkerSpec("fo-fake", r.failover_js, {"ORIGIN_URL": r.fake_fo.url}),
@@ -138,6 +139,8 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
         r.stack.append(r.workerd)
         with r.qm.admin() as admin:
             create_room(admin, r.room, targetUrl=r.workerd.url("gate-live") + "/", ratePerMinute=0)
+            # the README's first mistake: the room's target is another site, and this Worker is not a return origin
+            create_room(admin, r.room + "-stray", targetUrl="https://shop.example/", ratePerMinute=0)
         with r.limited.admin() as admin:
             create_room(admin, r.room, targetUrl=r.workerd.url("gate-limited") + "/", ratePerMinute=0)
         with r.passes.admin() as admin:
@@ -174,7 +177,7 @@ def assert_counted(rig: Rig, worker: str, reason: str) -> None:
 
 
 def test_served_scripts_are_the_build(rig: Rig) -> None:
-    assert b"__QM_CONNECTOR_VERSION__" not in rig.gate_js and b"1.3.0" in rig.gate_js
+    assert b"__QM_CONNECTOR_VERSION__" not in rig.gate_js and b"1.4.0" in rig.gate_js
     assert b"__QM_OFFLINE_HTML__" not in rig.failover_js
 
 
@@ -191,7 +194,7 @@ def _node() -> str:
 def test_downloads_are_wrangler_projects_with_a_pre_deploy_check(rig: Rig, name: str, top: str, tmp_path: Path) -> None:
     manifest = httpx.get(rig.qm.base_url + "/connectors/manifest.json").json()
     entry = next(c for c in manifest["connectors"] if c["name"] == name)
-    assert entry["version"] == {"cloudflare": "1.3.0", "cloudflare-failover": "1.2.0"}[name]
+    assert entry["version"] == {"cloudflare": "1.4.0", "cloudflare-failover": "1.2.0"}[name]
     tgz = httpx.get(entry["downloads"]["archive"]["latest"]).content
     with tarfile.open(fileobj=io.BytesIO(tgz)) as tar:
         names = sorted(tar.getnames())
@@ -370,6 +373,29 @@ def test_edge_passes_are_checked_in_the_worker(rig: Rig) -> None:
     assert two.local("/two")
 
 
+def test_a_flush_reaches_the_worker_through_the_revocation_list(rig: Rig) -> None:
+    """A flush revokes every pass issued before it with one cutoff (revokedBefore): passes the Worker would
+    have let in alone until they expire are refused within QM_REVOKED_REFRESH_MS, and the queue, asked
+    instead, sends their holders to the line."""
+    room = rig.room
+    with rig.passes.admin() as admin:
+        assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 600}).status_code == 200
+    one, two = pass_browser(rig, "/one"), pass_browser(rig, "/two")
+    wait_until(lambda: one.local("/one") and two.local("/two"), 10, 0.05, "passes let in by the Worker alone")
+    with rig.passes.admin() as admin:  # no outflow: the flushed visitors stay in the line
+        assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 0}).status_code == 200
+        r = admin.post(f"/api/admin/rooms/{room}/flush")
+        assert r.status_code == 200 and r.json()["flushed"] >= 2, r.text
+    for b, path in ((one, "/one"), (two, "/two")):
+
+        def sent_back(b: PassBrowser = b, path: str = path) -> httpx.Response | None:
+            r = b.get(path)
+            return r if r.status_code == 302 else None
+
+        refused = wait_until(sent_back, 10, 0.05, "the flush seen")
+        assert refused.headers["location"].startswith(f"{rig.counted.url}/w/{room}")
+
+
 def test_queue_not_running_fails_open_unreachable(rig: Rig) -> None:
     r = get(rig, "gate-down", "/shoes", headers=NAV)
     assert r.status_code == 200 and "origin served /shoes" in r.text
@@ -398,12 +424,13 @@ def test_error_status_fails_open_http_status(rig: Rig) -> None:
     r = get(rig, "gate-fake", "/p", headers=NAV)
     assert r.status_code == 200 and r.headers["x-qm-failover"] == "http-500"
     assert_counted(rig, "gate-fake", "http-500")
-    path, headers = rig.fake.requests[-1]
+    # the last door check (a new origin also brings one background GET /api/verify, the return-origin question)
+    path, headers = [(p, h) for p, h in rig.fake.requests if urlsplit(p).path == "/api/check"][-1]
     query = parse_qs(urlsplit(path).query)
     # the key travels as Bearer, never in the URL; the visitor is named
     assert headers["authorization"] == f"Bearer {KEY}" and KEY not in path
     assert query["roomId"] == [rig.room] and query["ip"] == ["127.0.0.1"] and query["agent"] == [UA]
-    assert headers["x-qm-connector"] == "cloudflare/1.3.0"
+    assert headers["x-qm-connector"] == "cloudflare/1.4.0"
 
 
 def test_unusable_200_fails_open_invalid_response(rig: Rig) -> None:
@@ -430,6 +457,23 @@ def test_rate_limited_check_sends_to_the_waiting_room_unmarked(rig: Rig) -> None
     assert points(rig, "gate-limited") == []
     log = wait_until(lambda: rig.workerd.log if "429" in rig.workerd.log else None, timeout=3, what="the 429 log line")
     assert log.count("the queue answered 429") == 1  # once per isolate, not once per request
+
+
+def test_warns_once_when_the_room_does_not_send_visitors_back_here(rig: Rig) -> None:
+    """The Worker asks the queue about its own origin (GET /api/verify?roomId=&origin=) on its first request:
+    a room whose targetUrl and returnOrigins leave it out sends every admitted visitor elsewhere. Once."""
+    stray = rig.workerd.url("gate-stray")
+    for path in ("/", "/cart", "/checkout"):
+        r = get(rig, "gate-stray", path, headers=NAV)
+        assert r.status_code == 302 and urlsplit(r.headers["location"]).path == f"/w/{rig.room}-stray", r.text
+    get(rig, "gate-live", "/", headers=NAV)  # a room that does send visitors back to its Worker
+    what = f"the queue does not send visitors back to {stray}"
+    log = wait_until(lambda: rig.workerd.log if what in rig.workerd.log else None, timeout=10, what="the warning")
+    assert log.count(what) == 1, log  # once per isolate, not once per request
+    line = next(x for x in log.splitlines() if what in x)
+    assert f"[qm-edge-gate] {rig.room}-stray:" in line and "lands on https://shop.example/" in line, line
+    assert "returnOrigins" in line
+    assert f"back to {rig.workerd.url('gate-live')}" not in log
 
 
 def test_unconfigured_forwards_unmarked(rig: Rig) -> None:

@@ -11,6 +11,8 @@ node process serves every site the tests need, each on a port of its own with it
 * ``hole``, ``e500``, ``bogus``: a socket that never answers, a queue answering 500, a 200 that is not
   a pass (timeout, http-500, invalid-response);
 * ``bare``: no key (unconfigured: the app, unmarked, one warning);
+* ``stray``: the live queue's room whose targetUrl is another site (``https://shop.example/``) and whose
+  returnOrigins leave this app out: one warning at start that admitted visitors land there;
 * ``edge``: a server with ``PASS_SIGNING=ed25519`` (edge passes checked in the connector), stopped by the
   last test.
 
@@ -238,6 +240,7 @@ class Rig:
     edge_room: str
     room: str
     limited_room: str
+    stray_room: str
     ports: dict[str, int]
     modules: Path
     app: subprocess.Popen[str]
@@ -272,11 +275,12 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
         edge = start_server({"PUBLIC_API_KEY": "pk-edge-" + unique_id(), "PASS_SIGNING": "ed25519"}, store=store)
         started.append(edge)
         modules = install(live)
-        names = ("express", "http", "limited", "hole", "e500", "bogus", "bare", "wrongkey", "edge")
+        names = ("express", "http", "limited", "hole", "e500", "bogus", "bare", "wrongkey", "edge", "stray")
         ports = {name: free_port() for name in names}
         origins = [f"http://127.0.0.1:{ports[n]}" for n in ("express", "http")]
         with live.admin() as admin:
             room = create_room(admin, targetUrl=origins[0] + "/", returnOrigins=origins, ratePerMinute=0)["id"]
+            stray_room = create_room(admin, targetUrl="https://shop.example/", ratePerMinute=0)["id"]
         with limited.admin() as admin:
             limited_room = create_room(admin, targetUrl=f"http://127.0.0.1:{ports['limited']}/", state="bypass")["id"]
         with edge.admin() as admin:
@@ -305,6 +309,7 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             site("wrongkey", "express", queueUrl=live.base_url, roomId=room, key="not-the-key"),
             site("edge", "http", queueUrl=edge.base_url, roomId=edge_room, key=edge.env["PUBLIC_API_KEY"],
                  revokedRefreshMs=200),
+            site("stray", "express", queueUrl=live.base_url, roomId=stray_room, key=live.env["PUBLIC_API_KEY"]),
         ]  # fmt: skip
         script = Path(tmp) / "app.js"
         script.write_text(APP_JS)
@@ -336,6 +341,7 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             edge_room,
             room,
             limited_room,
+            stray_room,
             ports,
             modules,
             app,
@@ -375,10 +381,10 @@ def test_the_package_is_the_servers_build(rig: Rig) -> None:
     manifest = httpx.get(f"{rig.live.base_url}/connectors/manifest.json").json()
     node = next(c for c in manifest["connectors"] if c["name"] == "node")
     installed = json.loads((rig.modules / PACKAGE / "package.json").read_text())
-    assert node["version"] == installed["version"] == "1.2.0"
+    assert node["version"] == installed["version"] == "1.3.0"
     assert installed.get("dependencies") in (None, {})
     source = (rig.modules / PACKAGE / "index.js").read_text()
-    assert "const VERSION = '1.2.0';" in source and "__QM_CONNECTOR_VERSION__" not in source
+    assert "const VERSION = '1.3.0';" in source and "__QM_CONNECTOR_VERSION__" not in source
     esm = (rig.modules / PACKAGE / "index.mjs").as_uri()
     probe = (
         f"import c, {{ createGate, middleware, VERSION }} from '{esm}';"
@@ -387,7 +393,7 @@ def test_the_package_is_the_servers_build(rig: Rig) -> None:
     done = subprocess.run(
         [NODE, "--input-type=module", "-e", probe], capture_output=True, text=True, timeout=20, check=False
     )
-    assert done.stdout.split() == ["function", "function", "1.2.0", "function"], done.stderr
+    assert done.stdout.split() == ["function", "function", "1.3.0", "function"], done.stderr
 
 
 # (method, path, Sec-Fetch-Dest or None, skips?): the four conditions of "What skips the gate"
@@ -583,8 +589,9 @@ def test_the_check_is_made_for_the_visitor(rig: Rig) -> None:
             rig.seen[site].clear()
             r = c.get(rig.url(site, "/cart?a=1&qm_token=pass1&b=2"), headers=headers)
             assert r.status_code == 200 and "x-qm-failover" in r.headers
-    (proxied,) = rig.seen["bogus"]
-    (direct,) = rig.seen["e500"]
+    # the door checks; a new origin also brings one background GET /api/verify (the return-origin question)
+    (proxied,) = [s for s in rig.seen["bogus"] if urlsplit(s["path"]).path == "/api/check"]
+    (direct,) = [s for s in rig.seen["e500"] if urlsplit(s["path"]).path == "/api/check"]
     for seen in (proxied, direct):
         path = urlsplit(seen["path"])
         assert path.path == "/api/check"
@@ -598,6 +605,27 @@ def test_the_check_is_made_for_the_visitor(rig: Rig) -> None:
     assert q["ip"] == ["198.51.100.7"] and q["url"] == ["https://www.shop.example/cart?a=1&b=2"]
     q = parse_qs(urlsplit(direct["path"]).query)
     assert q["ip"] == ["127.0.0.1"] and q["url"] == ["http://shop.example:8443/cart?a=1&b=2"]
+
+
+def test_warns_once_at_start_when_the_room_does_not_send_visitors_back_here(rig: Rig) -> None:
+    """The README's first mistake: a room whose targetUrl is another site. The waiting room then sends every
+    admitted visitor to that site, not back to this app; the connector asks the queue about its own origin
+    when it starts (GET /api/verify?roomId=&origin=) and says so once."""
+    stray = f"http://127.0.0.1:{rig.ports['stray']}"
+    with visitor() as c:
+        for path in ("/", "/cart", "/checkout"):
+            r = c.get(stray + path, headers=NAV)
+            assert r.status_code == 302 and "/w/" in r.headers["location"], r.text  # the room has a line
+        for site in ("express", "http"):  # rooms that do send visitors back to them
+            c.get(rig.url(site, "/"), headers=API)
+    what = f"the queue does not send visitors back to {stray}"
+    wait_until(lambda: what in rig.stderr(), 10, 0.05, "the return-origin warning")
+    log = rig.stderr()
+    assert log.count(what) == 1, log  # once, not once per request
+    line = next(x for x in log.splitlines() if what in x)
+    assert f"[qm] {rig.stray_room}:" in line and "https://shop.example/" in line and "returnOrigins" in line, line
+    for site in ("express", "http"):
+        assert f"back to http://127.0.0.1:{rig.ports[site]}" not in log, log
 
 
 def test_unconfigured_continues_unmarked_with_one_warning(rig: Rig) -> None:
@@ -656,6 +684,30 @@ def admitted_browser(rig: Rig, page: str) -> Browser:
     assert handoff.status_code == 303, handoff.text
     assert {f"qm_{rig.edge_room}", f"qm_dk_{rig.edge_room}", f"qmp_{rig.edge_room}"} <= set(b.jar), b.jar
     return b
+
+
+def test_a_flush_reaches_the_connector_through_the_revocation_list(rig: Rig) -> None:
+    """A flush revokes every pass issued before it with one cutoff (revokedBefore): a pass the connector
+    would have let in alone until it expired is refused within its refresh, and the queue, asked instead,
+    sends its holder to the line."""
+    room = rig.edge_room
+    one = admitted_browser(rig, "/one")
+    wait_until(lambda: one.get("/one").status_code == 200 and gate_stats(rig)["local"] > 0, 10, 0.05, "a local pass")
+    seen = gate_stats(rig)["refused"].get("revoked", 0)
+    with rig.edge.admin() as admin:
+        rate = admin.get(f"/api/admin/rooms/{room}").json()["room"]["ratePerMinute"]
+        # no outflow while the flushed visitor is looked at: they stay in the line
+        assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 0}).status_code == 200
+        r = admin.post(f"/api/admin/rooms/{room}/flush")
+        assert r.status_code == 200 and r.json()["flushed"] >= 1, r.text
+        try:
+            refused = wait_until(
+                lambda: (r := one.get("/one")).status_code == 302 and r, 10, 0.05, "the flushed visitor sent back"
+            )
+        finally:
+            assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": rate}).status_code == 200
+    assert refused.headers["location"].startswith(f"{rig.edge.base_url}/w/{room}")
+    assert gate_stats(rig)["refused"].get("revoked", 0) > seen
 
 
 def test_edge_passes_are_checked_in_the_connector(rig: Rig) -> None:

@@ -389,6 +389,33 @@ def test_settings_are_sanitized(site: Site) -> None:
     assert room == "shop-1_a" and key == "pk-abc"
 
 
+def test_warns_once_when_the_room_does_not_send_visitors_back_here(queue: Server, site: Site) -> None:
+    """The first mistake of a new install: a room whose targetUrl is another site. The waiting room then sends
+    every admitted visitor there, not back to this site; the plugin asks the queue about this site's origin
+    (GET /api/verify?roomId=&origin=) and says so once, in the PHP error log and on its settings page."""
+    with queue.admin() as a:
+        stray = str(create_room(a, targetUrl="https://shop.example/", ratePerMinute=0)["id"])
+    site.configure(queue.base_url, stray)
+    log = site.root.parent / "php-server.log"
+    what = f"the queue does not send visitors back to {site.url}"
+    for path in ("/", "/sample-page/", "/"):
+        waiting_room_of(site.get(path), queue, stray)
+    text = wait_until(lambda: what in log.read_text(errors="replace") and log.read_text(errors="replace"), 5.0)
+    assert text.count(what) == 1, text[-3000:]  # once, not once per page view
+    line = next(x for x in text.splitlines() if what in x)
+    assert f"[qm] {stray}:" in line and "lands on https://shop.example/" in line and "returnOrigins" in line, line
+    kept = json.loads(site.php("echo json_encode(get_option('qm_return_check'));"))
+    assert what in kept["message"], kept
+    # a room that does send visitors back here: asked again (another room), and nothing to say
+    with queue.admin() as a:
+        good = str(create_room(a, targetUrl=site.url + "/", ratePerMinute=0)["id"])
+    site.configure(queue.base_url, good)
+    waiting_room_of(site.get("/"), queue, good)
+    kept = json.loads(site.php("echo json_encode(get_option('qm_return_check'));"))
+    assert kept["message"] == "" and kept["id"] != "", kept
+    assert log.read_text(errors="replace").count(what) == 1
+
+
 def test_unconfigured_plugin_does_nothing(site: Site, queue: Server) -> None:
     site.configure("", "", "")
     r = site.get("/sample-page/")
@@ -478,16 +505,16 @@ def test_wordpress_update_check_finds_the_servers_newer_plugin_and_installs_it(
     queue: Server, site: Site, room: str
 ) -> None:
     feed = httpx.get(f"{queue.base_url}/connectors/wordpress/update.json", timeout=10.0).json()
-    assert feed["version"] == "1.2.0"
+    assert feed["version"] == "1.3.0"
     main = site.root / "wp-content" / "plugins" / "queue-manager" / "queue-manager.php"
-    main.write_text(main.read_text().replace("Version:           1.2.0", "Version:           1.1.0"))
+    main.write_text(main.read_text().replace("Version:           1.3.0", "Version:           1.2.0"))
     try:
         for org in (False, True):  # WordPress.org unreachable (this machine), and answering
             found = _update_check(site, wordpress_org_answers=org)
             offer = found["response"]
             assert isinstance(offer, dict), found
-            assert offer["new_version"] == "1.2.0" and offer["slug"] == "queue-manager", offer
-            assert offer["package"] == feed["package"] == f"{queue.base_url}/connectors/wordpress/wordpress-1.2.0.zip"
+            assert offer["new_version"] == "1.3.0" and offer["slug"] == "queue-manager", offer
+            assert offer["package"] == feed["package"] == f"{queue.base_url}/connectors/wordpress/wordpress-1.3.0.zip"
             assert offer["requires_php"] == feed["requires_php"] and offer["tested"] == feed["tested"]
         # "View details"
         info = json.loads(
@@ -497,7 +524,7 @@ def test_wordpress_update_check_finds_the_servers_newer_plugin_and_installs_it(
                 "echo json_encode(is_wp_error($i) ? $i->get_error_message() : $i);\n"
             )
         )
-        assert info["version"] == "1.2.0" and "changelog" in info["sections"], info
+        assert info["version"] == "1.3.0" and "changelog" in info["sections"], info
         # a zip whose SHA-256 is not the feed's is refused
         refused = site.php(
             f"$r = QM_Updater::fetch_verified({php_str(feed['package'])}, str_repeat('0', 64));\n"
@@ -519,7 +546,7 @@ def test_wordpress_update_check_finds_the_servers_newer_plugin_and_installs_it(
             timeout=120.0,
         )
         assert json.loads(out)["result"] is True, out
-        assert "Version:           1.2.0" in main.read_text()
+        assert "Version:           1.3.0" in main.read_text()
         body = httpx.get(feed["package"], timeout=10.0).content
         assert hashlib.sha256(body).hexdigest() == feed["sha256"]
         assert (
@@ -533,7 +560,7 @@ def test_wordpress_update_check_finds_the_servers_newer_plugin_and_installs_it(
         found = _update_check(site, wordpress_org_answers=False)
         assert found["response"] is None and isinstance(found["no_update"], dict), found
     finally:
-        main.write_text(main.read_text().replace("Version:           1.1.0", "Version:           1.2.0"))
+        main.write_text(main.read_text().replace("Version:           1.2.0", "Version:           1.3.0"))
 
 
 def test_uninstall_removes_the_options(queue: Server, site: Site, room: str) -> None:
@@ -541,8 +568,8 @@ def test_uninstall_removes_the_options(queue: Server, site: Site, room: str) -> 
         "require_once ABSPATH . 'wp-admin/includes/plugin.php';\n"
         f"uninstall_plugin('{PLUGIN}');\n"
         "echo json_encode(array(get_option('qm_queue_url', null), get_option('qm_room_id', null), "
-        "get_option('qm_public_api_key', null)));\n"
+        "get_option('qm_public_api_key', null), get_option('qm_return_check', null)));\n"
     )
-    assert json.loads(out) == [None, None, None]
+    assert json.loads(out) == [None, None, None, None]
     r = site.get("/sample-page/")  # and an unconfigured plugin does nothing
     assert r.status_code == 200 and "x-qm-failover" not in r.headers

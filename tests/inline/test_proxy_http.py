@@ -465,6 +465,61 @@ def test_saving_the_first_inline_room_from_a_hostname_warns(make_server, peer: P
     assert [w["code"] for w in warnings] == ["console_host_withheld"]
 
 
+def test_saving_the_last_inline_room_back_to_snippet_from_its_host_names_where_the_console_went(  # type: ignore[no-untyped-def]
+    make_server, peer: Peer
+) -> None:
+    srv = make_server({"PUBLIC_URL": "http://qm.example"})
+    host, other = _host(), _host()
+    room_id, _ = inline_room(srv, peer.url, host=host)
+    second, _ = inline_room(srv, peer.url, host=other)
+    auth = {"Authorization": f"Bearer {srv.admin_key}"}
+    with visitor(srv, host, headers=auth) as c:
+        # a save that keeps the host inline says nothing of the kind
+        r = c.post("/__qm/api/admin/rooms", json={"id": room_id, "name": "Still inline"})
+        assert r.status_code == 200, r.text
+        assert "console_moved" not in [w["code"] for w in r.json().get("warnings", [])]
+        # clearing proxyOrigin of the host's last inline room from the console under /__qm/ on that host
+        r = c.post("/__qm/api/admin/rooms", json={"id": room_id, "proxyOrigin": None})
+        assert r.status_code == 200, r.text
+        assert r.json()["room"].get("proxyOrigin") is None
+        moved = [w for w in r.json()["warnings"] if w["code"] == "console_moved"]
+        assert len(moved) == 1 and moved[0]["host"] == host and moved[0]["consoleUrl"] == "http://qm.example/"
+        assert "http://qm.example/" in moved[0]["message"] and "/__qm/" in moved[0]["message"]
+        stale = c.get("/__qm/api/admin/rooms")
+        assert stale.status_code == 404 and stale.json()["consoleUrl"] == "http://qm.example/"
+    # the same change sent to the console's own address moves no console: no such warning
+    with srv.admin() as admin:
+        r = admin.post("/api/admin/rooms", json={"id": second, "proxyOrigin": None})
+        assert r.status_code == 200 and "console_moved" not in [w["code"] for w in r.json().get("warnings", [])]
+
+
+def test_a_console_session_opened_under_the_inline_prefix_is_scoped_to_it(qm: Server, peer: Peer) -> None:
+    _room_id, host = inline_room(qm, peer.url, host=_host())
+    with visitor(qm, host) as c:
+        r = c.post("/__qm/api/admin/session", json={"key": qm.admin_key}, headers={"X-QM-CSRF": "1"})
+        assert r.status_code == 200, r.text
+        assert "Path=/__qm/api/admin;" in r.headers["set-cookie"]
+        # the browser sends it back under the prefix, where the console's own calls go
+        assert c.get("/__qm/api/admin/whoami").status_code == 200
+        out = c.delete("/__qm/api/admin/session", headers={"X-QM-CSRF": "1"})
+        assert out.status_code == 200 and out.json()["closed"] is True
+        assert "Path=/__qm/api/admin;" in out.headers["set-cookie"] and "Max-Age=0" in out.headers["set-cookie"]
+    with httpx.Client(base_url=f"http://127.0.0.1:{qm.port}") as c:  # on the server's own address: /api/admin
+        r = c.post("/api/admin/session", json={"key": qm.admin_key}, headers={"X-QM-CSRF": "1"})
+        assert r.status_code == 200 and "Path=/api/admin;" in r.headers["set-cookie"]
+
+
+def test_without_public_url_the_move_warning_says_to_set_it(make_server, peer: Peer) -> None:  # type: ignore[no-untyped-def]
+    srv = make_server()
+    host = _host()
+    room_id, _ = inline_room(srv, peer.url, host=host)
+    with visitor(srv, host, headers={"Authorization": f"Bearer {srv.admin_key}"}) as c:
+        r = c.post("/__qm/api/admin/rooms", json={"id": room_id, "proxyOrigin": None})
+        assert r.status_code == 200, r.text
+        moved = [w for w in r.json()["warnings"] if w["code"] == "console_moved"]
+        assert len(moved) == 1 and moved[0]["consoleUrl"] is None and "Set PUBLIC_URL" in moved[0]["message"]
+
+
 # ---------------------------------------------------------------------- limits
 
 

@@ -191,6 +191,7 @@ def ops(
         st.tuples(st.just("check"), b, st.integers(0, len(URLS) - 1), st.sampled_from([0, 0, 0, 1, 2])),
         st.tuples(st.just("eject"), st.integers(1, 10)),
         st.tuples(st.just("purge")),
+        st.tuples(st.just("flush")),
         st.tuples(
             st.just("wait"), st.sampled_from([1, 250, 1000, 1000, 1000, 2000, 3000, 7000, 15000, 45000, 70000, 130000])
         ),
@@ -295,6 +296,8 @@ def visit(room: Room, people: list[Browser], op: tuple[Any, ...], doors: Iterato
             return ("eject", room.eject(op[1]))
         if kind == "purge":
             return ("purge", room.purge())
+        if kind == "flush":
+            return ("flush", room.flush())
     except EngineError as err:
         return ("error", err.status, err.code)
     raise AssertionError(f"unknown op {op!r}")

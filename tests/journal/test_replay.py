@@ -156,6 +156,30 @@ def test_a_gap_fences_and_a_duplicate_is_applied_once():
     assert room.event_seq == 3 and not room.line and room.finished[1].reason == "purged"
 
 
+def test_a_flush_replays_to_the_same_room_and_a_count_that_does_not_fit_fences():
+    # two admitted (one walked in, one holding a pass), two waiting; the flush ends the first two only
+    script = [
+        ("join", 0, None),
+        ("join", 1, None),
+        ("wait", 2000),
+        ("check", 0, 0, 0),
+        ("join", 2, None),
+        ("join", 3, None),
+        ("flush",),
+    ]
+    run, _ = scripted({"ratePerMinute": 60, "maxConcurrent": 2, "presenceSec": None}, script)
+    flushes = [e for e in run.events if e.type == "flush"]
+    assert [e.data for e in flushes] == [{"count": 2}]
+    assert {n: f.reason for n, f in run.room.finished.items()} == {1: "flushed", 2: "flushed"}
+    assert list(run.room.line) == [3, 4] and not run.room.passes and not run.room.sessions
+    here = clock_copy(run.clock)
+    assert_same_room(replay(run.events, here, room_events=[]), run, here, pacing_exact=False)
+    wrong = [*run.events[:-1], dataclasses.replace(run.events[-1], data={"count": 3})]
+    with pytest.raises(ReplayFenced) as err:
+        replay(wrong, FakeClock())
+    assert "flush of 2" in err.value.reason
+
+
 def test_an_event_that_does_not_fit_the_state_fences():
     with pytest.raises(ReplayFenced):
         replay(journal(("promote", {"n": 9, "slot": True}, 1)), FakeClock())

@@ -77,9 +77,12 @@ def test_the_documented_example_shape():
     )
     data = dump(run.room)
     assert set(data) == {
-        "v", "room", "gen", "seq", "refWall", "refMono", "config", "next", "credit", "lastTick", "line",
-        "tickets", "finished", "prequeue", "drawn", "draw", "purgedHandles", "counters",
+        "v", "room", "gen", "seq", "createdAt", "refWall", "refMono", "config", "next", "credit", "lastTick",
+        "line", "tickets", "finished", "prequeue", "drawn", "draw", "purgedHandles", "counters",
     }  # fmt: skip
+    assert data["createdAt"] == run.room.created_ms > 0
+    assert load(data, FakeClock(), []).created_ms == data["createdAt"]  # a restored room keeps when it began
+    assert load({k: v for k, v in data.items() if k != "createdAt"}, FakeClock(), []).created_ms == 0
     assert data["v"] == 1 and data["room"] == "r" and data["gen"] == 1
     assert set(data["tickets"][0]) == {
         "n", "ident", "fp", "fp2", "ck", "joined", "ret", "state", "reason", "charged", "passed", "waited",

@@ -1092,6 +1092,48 @@ async def test_purge_empties_the_line_and_keeps_passes_and_sessions(stores: Env)
     assert [e.data for e in env.events() if e.type == "purge"] == [{"count": 2}]
 
 
+async def test_flush_releases_every_pass_and_session_and_keeps_the_line(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=60, maxConcurrent=2, presenceSec=None)
+    people = [env.visitor() for _ in range(4)]
+    for p in people:
+        await p.join()
+    await env.run(3)
+    assert (await people[0].check()).admit  # a live session
+    assert await env.state(people[1]) == "passed"  # a pass not used yet
+    assert (await env.stats())["waiting"] == 2  # the room is at its ceiling: nobody else moves
+    await env.run(3)
+    assert (await env.stats())["waiting"] == 2
+    env.events()
+    assert await env.store.flush("r") == 2
+    stats = await env.stats()
+    assert (stats["waiting"], stats["activeSessions"], stats["passesOutstanding"], stats["occupancy"]) == (2, 0, 0, 0)
+    refused = await people[0].check()
+    assert not refused.admit and refused.reason == "flushed"
+    assert (await people[1].check()).reason == "flushed"
+    for p in people[:2]:
+        assert (await p.status()).reason == "flushed"
+        assert (await env.describe(p))["reason"] == "flushed"
+    # the line is untouched: the same two tickets, in order
+    assert (await env.describe(people[2]))["position"] == 1
+    assert (await env.describe(people[3]))["position"] == 2
+    assert [(e.type, e.data) for e in env.events()] == [("flush", {"count": 2})]
+    # the freed capacity lets the line move again
+    await env.run(3)
+    assert await env.state(people[2]) == "passed"
+    again = await people[0].join()
+    assert again.new and again.reason == "flushed" and again.ticket == 5
+    # nothing left to release: a second flush is a no-op that still says so
+    assert (await people[2].check()).admit
+    assert await env.store.flush("r") == 2
+    assert await env.store.flush("r") == 0
+
+
+async def test_flush_of_no_room_is_no_room(stores: Env) -> None:
+    err = await raises(stores.store.flush("nope"))
+    assert (err.status, err.code) == (404, "no_room")
+
+
 async def test_purged_pre_queue_handle_resolves_purged(stores: Env) -> None:
     env = stores
     await env.room(opensAt=env.clock.wall_ms() + 60_000)

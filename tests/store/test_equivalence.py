@@ -381,7 +381,7 @@ class Equivalence(RuleBasedStateMachine):
         self.settle_events()
 
     @rule(
-        action=st.sampled_from(["eject", "eject", "eject", "purge", "lookup", "blocked", "match"]),
+        action=st.sampled_from(["eject", "eject", "eject", "purge", "flush", "lookup", "blocked", "match"]),
         number=st.integers(1, 12),
         who=st.integers(0, 5),
         by=st.sampled_from(["number", "ref", "odd"]),
@@ -400,6 +400,8 @@ class Equivalence(RuleBasedStateMachine):
             m, v = self.both(lambda s, _: s.eject(ROOM, query))
         elif action == "purge":
             m, v = self.both(lambda s, _: s.purge(ROOM))
+        elif action == "flush":
+            m, v = self.both(lambda s, _: s.flush(ROOM))
         elif action == "lookup":
             m, v = self.both(lambda s, _: s.lookup(ROOM, query))
         elif action == "blocked":
@@ -544,8 +546,10 @@ def test_long_runs_with_a_crowd(seed: int) -> None:
                 )
             elif op < 0.965:
                 machine.schedule(rng.choice([None, 4_000]), ..., None)
-            elif op < 0.975:
+            elif op < 0.972:
                 machine.operate("purge", 1, who, "number", "", URLS[1])
+            elif op < 0.975:
+                machine.operate("flush", 1, who, "number", "", URLS[1])
             elif op < 0.98:
                 machine.delete_or_recreate(600, 3, 0)
             else:
@@ -565,6 +569,7 @@ def test_long_runs_with_a_crowd(seed: int) -> None:
             "reclaim",
             "eject",
             "purge",
+            "flush",
             "prequeue.draw",
             "room.schedule",
             "room.delete",

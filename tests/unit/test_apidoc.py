@@ -41,6 +41,18 @@ def test_a_route_without_a_description_stops_the_document() -> None:
         build((*TABLE, extra), __version__)
 
 
+def test_each_413_names_the_body_limit_its_route_reads() -> None:
+    """A logo may be 64 KiB (engine/logo.py); every other body is the server's 16 KiB (http/wire.py)."""
+    from queue_manager.engine.logo import LOGO_MAX_BYTES
+    from queue_manager.http.wire import MAX_BODY
+
+    ops = _operations(build(TABLE, __version__))
+    limits = {key: op["responses"]["413"]["description"] for key, op in ops.items() if "413" in op["responses"]}
+    logo = ("POST", "/api/admin/rooms/{room}/logo")
+    assert LOGO_MAX_BYTES == 64 * 1024 and limits.pop(logo).startswith("The body is over 64 KiB.")
+    assert limits and all(d.startswith(f"The body is over {MAX_BODY // 1024} KiB.") for d in limits.values()), limits
+
+
 def test_the_document_is_valid_openapi_3_1() -> None:
     doc = rendered().document
     assert doc["openapi"] == "3.1.0"

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from queue_manager import __version__
@@ -111,8 +114,15 @@ def test_config_json_is_one_object_in_healths_form() -> None:
     assert set(report) == {"settings", "warnings", "hardening"}
     assert [s["name"] for s in report["settings"]] == list(ENV_VARS)
     port = next(s for s in report["settings"] if s["name"] == "PORT")
-    assert port == {"name": "PORT", "value": 9000, "source": "environment", "sensitive": False, "set": True}
-    assert {w["variable"] for w in report["warnings"]} == {"ADMIN_KEY", "SECRET"}
+    assert port == {
+        "name": "PORT",
+        "value": 9000,
+        "source": "environment",
+        "sensitive": False,
+        "set": True,
+        "group": "Core and storage",
+    }
+    assert {w["variable"] for w in report["warnings"]} == {"ADMIN_KEY", "SECRET", "PUBLIC_API_KEY"}
     assert set(report["warnings"][0]) == {"variable", "set", "effective", "message"}
     assert HARDENING_ADMIN_KEY in report["hardening"]
 
@@ -176,3 +186,69 @@ def test_the_surge_tools_keep_their_options_and_errors() -> None:
     assert bad.returncode == 2 and bad.stderr.startswith("qm simulate: 'nonsense' is not an arrival curve")
     missing = qm("rehearse")
     assert missing.returncode == 2 and "--room" in missing.stderr
+
+
+def _serve_and_read_the_announcement(env: dict[str, str]) -> tuple[list[str], str]:
+    """Start the server as ``make run`` does (``python -m queue_manager``, a clean environment plus ``env``, any
+    free port); its lines up to the connectors hint, and its base URL. The caller stops it (``_served``)."""
+    clean = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "queue_manager"],
+        env={**clean, "PORT": "0", **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+    )
+    _served.append(proc)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x.rstrip("\n")) for x in proc.stdout or ()], daemon=True).start()
+    seen: list[str] = []
+    while not any(x.startswith("  connectors:") for x in seen):
+        try:
+            seen.append(lines.get(timeout=60))  # an upper bound for a slow machine, not a timing assertion
+        except queue.Empty:
+            raise AssertionError(f"no connectors line: {seen}") from None
+    base = seen[0].split(" listening on ")[1].split()[0]
+    return seen, base
+
+
+_served: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=False)
+def served() -> Any:
+    yield
+    while _served:
+        proc = _served.pop()
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def test_make_run_prints_a_public_api_key_that_a_connector_can_use_at_once(served: None) -> None:
+    """make run (the development defaults) prints the development Public API key beside the admin key, and the
+    server accepts it: a connector set up from the README works without restarting (and losing the rooms)."""
+    lines, base = _serve_and_read_the_announcement({})
+    assert "sign in with the default key qm-dev-admin-key" in lines[1], lines
+    connectors = lines[-1]
+    assert connectors.startswith("  connectors: Public API key qm-dev-public-key "), connectors
+    key = connectors.split("Public API key ")[1].split()[0]
+    verified = httpx.get(f"{base}/api/verify", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    assert verified.status_code == 200, verified.text
+    assert verified.json()["keyAccepted"] is True and verified.json()["problems"] == []
+
+
+def test_with_an_admin_key_of_ones_own_the_development_public_key_is_gone(served: None) -> None:
+    lines, base = _serve_and_read_the_announcement({"ADMIN_KEY": "a" * 40, "SECRET": "s" * 48})
+    assert (
+        lines[-1]
+        == "  connectors: PUBLIC_API_KEY is not set: set it (and restart) before creating rooms for a connector"
+    )
+    refused = httpx.get(f"{base}/api/verify", headers={"Authorization": "Bearer qm-dev-public-key"}, timeout=10)
+    assert refused.status_code == 401 and refused.json()["keyAccepted"] is False
+    lines, _ = _serve_and_read_the_announcement({"ADMIN_KEY": "a" * 40, "PUBLIC_API_KEY": "p" * 40})
+    assert lines[-1] == "  connectors: Public API key: your PUBLIC_API_KEY" and "p" * 40 not in "\n".join(lines)

@@ -13,8 +13,11 @@ import pytest
 from queue_manager.config import (
     DECLARATIONS,
     DEFAULT_ADMIN_KEY,
+    DEFAULT_PUBLIC_API_KEY,
     DEFAULT_SECRET,
     ENV_VARS,
+    HARDENING_PUBLIC_API_KEY,
+    HARDENING_PUBLIC_API_KEY_DEFAULT,
     ConfigRefusal,
     ConfigWarning,
     Settings,
@@ -99,7 +102,8 @@ def test_defaults() -> None:
     assert s.cookie_secure is False
     assert s.edge_secrets == ()
     assert not s.edge_enforced
-    assert s.public_api_key is None
+    assert s.public_api_key == DEFAULT_PUBLIC_API_KEY == "qm-dev-public-key"  # with the default ADMIN_KEY only
+    assert s.public_api_key_is_default
     assert s.public_url is None
     assert s.admin_hosts == ()
     assert s.join_limit_per_min == 600
@@ -125,8 +129,8 @@ def test_defaults() -> None:
     assert s.lapsed_ttl_ms == 86_400_000
     assert s.email_notify is False
     assert s.autotune is False
-    # Only the two default keys warn on a bare install.
-    assert sorted(w.variable for w in s.warnings) == ["ADMIN_KEY", "SECRET"]
+    # Only the default keys warn on a bare install (the development Public API key comes with the admin key's).
+    assert sorted(w.variable for w in s.warnings) == ["ADMIN_KEY", "PUBLIC_API_KEY", "SECRET"]
 
 
 def test_instance_id_default_is_random_per_load() -> None:
@@ -660,6 +664,24 @@ def test_fully_hardened_valkey_install_has_no_hardening_items() -> None:
     s = quiet(EDGE_SECRET=EDGE_A, **VALKEY)
     assert s.hardening == ()
     assert s.warnings == ()
+
+
+def test_the_development_public_api_key_comes_with_the_default_admin_key_only() -> None:
+    """On the development defaults a connector can be tried at once (make run prints the key); once ADMIN_KEY is
+    set, an unset PUBLIC_API_KEY is unset again, and the development key, set on purpose, is still named."""
+    dev = load()
+    assert dev.public_api_key == DEFAULT_PUBLIC_API_KEY and dev.public_api_key_is_default
+    assert HARDENING_PUBLIC_API_KEY_DEFAULT in dev.hardening and HARDENING_PUBLIC_API_KEY not in dev.hardening
+    (warning,) = [w for w in dev.warnings if w.variable == "PUBLIC_API_KEY"]
+    assert "development key" in warning.message and DEFAULT_PUBLIC_API_KEY not in warning.message
+    real = load(ADMIN_KEY=GOOD_ADMIN_KEY)
+    assert real.public_api_key is None and not real.public_api_key_is_default
+    assert HARDENING_PUBLIC_API_KEY in real.hardening and HARDENING_PUBLIC_API_KEY_DEFAULT not in real.hardening
+    assert not any(w.variable == "PUBLIC_API_KEY" for w in real.warnings)
+    chosen = load(ADMIN_KEY=GOOD_ADMIN_KEY, PUBLIC_API_KEY=DEFAULT_PUBLIC_API_KEY)
+    assert chosen.public_api_key_is_default and HARDENING_PUBLIC_API_KEY_DEFAULT in chosen.hardening
+    own = load(PUBLIC_API_KEY="p" * 40)  # the default ADMIN_KEY with a key of one's own: that key, as set
+    assert own.public_api_key == "p" * 40 and not own.public_api_key_is_default
 
 
 def test_short_secret_is_a_hardening_item() -> None:

@@ -5,12 +5,37 @@ The list ``qm config`` prints and ``/api/admin/health`` answers under ``settings
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
+from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
-from queue_manager.config import DECLARATIONS, ENV_VARS, EffectiveSetting, effective_settings, load_settings
+from queue_manager.config import (
+    DECLARATIONS,
+    ENV_VARS,
+    EffectiveSetting,
+    Settings,
+    effective_settings,
+    load_settings,
+)
+from queue_manager.config.effective import GROUPS
+
+CONFIG = Path(__file__).resolve().parents[2] / "queue_manager" / "config"
+#: The fields of Settings that no variable sets: worked out from the others once they are read.
+NOT_READ = {
+    "instance_id_per_boot",
+    "admin_key_is_default",
+    "secret_is_default",
+    "public_api_key_is_default",
+    "warnings",
+    "hardening",
+    "set_variables",
+    "applied_variables",
+}
 
 #: A value for every sensitive setting, each one a marker that must never be shown.
 SECRETS = {
@@ -139,10 +164,67 @@ def test_an_unset_secret_is_shown_unset() -> None:
 
 
 @pytest.mark.parametrize("environ", [{}, {**SECRETS, "STORE": "valkey", "TRUST_PROXY": "1"}])
-def test_the_json_form_has_the_five_fields_and_plain_values(environ: dict[str, str]) -> None:
+def test_the_json_form_has_the_six_fields_and_plain_values(environ: dict[str, str]) -> None:
     for s in effective_settings(load_settings(environ)):
         item = json.loads(json.dumps(s.as_json()))
-        assert set(item) == {"name", "value", "source", "sensitive", "set"}
+        assert set(item) == {"name", "value", "source", "sensitive", "set", "group"}
         assert item["source"] in ("environment", "default", "derived")
         value = item["value"]
         assert value is None or isinstance(value, bool | int | str) or all(isinstance(v, str) for v in value)
+
+
+def _variables_named_in_the_config_package() -> set[str]:
+    """Every environment variable the config package reads, found in its source rather than in DECLARATIONS: the
+    first argument of every call in settings.py whose first argument is an upper-case name (the declaration
+    factories: ``integer("PORT", ...)``), and every ``r.raw("NAME")`` anywhere in the package."""
+    names: set[str] = set()
+    for path in CONFIG.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            first = node.args[0]
+            if not isinstance(first, ast.Constant) or not isinstance(first.value, str):
+                continue
+            raw = isinstance(node.func, ast.Attribute) and node.func.attr == "raw"
+            if (path.name == "settings.py" or raw) and re.fullmatch(r"[A-Z][A-Z0-9_]+", first.value):
+                names.add(first.value)
+    return names
+
+
+def test_every_variable_the_config_package_reads_is_listed() -> None:
+    """A setting declared (or read raw) anywhere in queue_manager/config/ and missing from the list would be a
+    setting health and qm config leave out: read from the source, independently of DECLARATIONS."""
+    named = _variables_named_in_the_config_package()
+    assert {"PORT", "ADMIN_KEY", "TARGET_PROBE_EVERY_MS", "WORKERS", "QM_INSTANCE_ID"} <= named  # the scan sees them
+    listed = {s.name for s in effective_settings(load_settings({}))}
+    assert named - listed == set(), f"settings read but missing from the effective list: {sorted(named - listed)}"
+    assert listed == named
+
+
+def test_every_field_of_settings_is_a_declared_setting_or_worked_out_from_them() -> None:
+    undeclared = {f.name for f in fields(Settings)} - set(DECLARATIONS) - NOT_READ
+    assert not undeclared, f"Settings fields with no declaration, so missing from the effective list: {undeclared}"
+
+
+def test_each_setting_is_in_the_group_of_its_section_in_settings_py() -> None:
+    """The groups follow the ``# -- title ---`` sections of settings.py: a new section needs its line in GROUPS."""
+    source = (CONFIG / "settings.py").read_text(encoding="utf-8")
+    headings = [
+        (n, m.group(1)) for n, line in enumerate(source.splitlines(), 1) if (m := re.match(r"\s*# -- (.+?) -+$", line))
+    ]
+    expected: dict[str, str] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            name = node.args[0].value
+            above = [title for n, title in headings if n < node.lineno]
+            if name in ENV_VARS and above:
+                expected[name] = above[-1]
+    assert set(expected) == set(ENV_VARS)
+
+    def words(title: str) -> str:  # "connections, inline proxy, shutdown" is "Connections, inline proxy and shutdown"
+        return re.sub(r"\band\b|[^a-z]", "", title.split(" (")[0].lower())  # and "rate limits (0 = off)" "Rate limits"
+
+    for s in effective_settings(load_settings({})):
+        assert words(expected[s.name]) == words(s.group), (s.name, expected[s.name], s.group)
+    assert [title for title, _ in GROUPS] == list(dict.fromkeys(s.group for s in effective_settings(load_settings({}))))

@@ -175,6 +175,14 @@ def test_the_checker_accepts_a_true_draw(tmp_path: Path) -> None:
     assert "MISMATCH" not in done.stdout
 
 
+def test_the_checker_counts_in_the_singular_too(tmp_path: Path) -> None:
+    one = _run(_doc(handles=["0a1f"], groups=[0]), tmp_path)
+    assert one.returncode == 0, one.stdout + one.stderr
+    assert "OK: the order of 1 handle (1 identity) is qm-draw-v1 of the seed" in one.stdout
+    many = _run(_doc(), tmp_path)
+    assert "OK: the order of 6 handles (3 identities) is qm-draw-v1 of the seed" in many.stdout
+
+
 def _flip_seed(doc: dict[str, Any]) -> None:
     seed = bytearray(bytes.fromhex(doc["seed"]))
     seed[7] ^= 0x01

@@ -27,7 +27,7 @@ T0 = H * 1000  # ... in ms
 
 
 def reading(joins: int, passes: int, *, gen: int = 1, depth: int = 0, waits: list[float] | None = None) -> Reading:
-    return Reading("r", gen, joins, passes, depth, 0, waits or [])
+    return Reading("r", gen, joins, passes, depth, 0, list(enumerate(waits or [], start=1)))
 
 
 def run(samples: list[tuple[int, Reading]], row: HourRow | None = None, since: int = T0) -> HourRow:
@@ -87,6 +87,21 @@ def test_a_new_writer_continues_the_hour_exactly() -> None:
     assert b.covered_ms == a.covered_ms + 2000 + 9 * 2000  # the handover gap was short: covered
 
 
+def test_a_room_born_this_hour_counts_from_zero_whoever_writes_its_first_row() -> None:
+    """Joins made before any writer's first sample of a room created this hour are this hour's joins."""
+    born = Reading("r", 1, 3, 2, 1, 0, [], T0 + 60_000)
+    previous = Reading("r", 1, 2, 0, 2, 0, [], T0 + 60_000)  # the new leader read it as a follower
+    row = fold(None, born, T0 + 70_000, covered_since_ms=T0 + 70_000, previous=previous, rng=random.Random())
+    assert row.joins == 3 and row.passes == 2
+    # a room of an earlier hour is still counted from the writer's baseline, never from zero
+    older = Reading("r", 1, 3, 2, 1, 0, [], T0 - 60_000)
+    row = fold(None, older, T0 + 70_000, covered_since_ms=T0 + 70_000, previous=None, rng=random.Random())
+    assert row.joins == 0 and row.passes == 0
+    unknown = Reading("r", 1, 3, 2, 1, 0, [], 0)  # restored from a checkpoint that did not keep it
+    row = fold(None, unknown, T0 + 70_000, covered_since_ms=T0 + 70_000, previous=None, rng=random.Random())
+    assert row.joins == 0
+
+
 def test_a_late_reading_changes_no_sum_and_a_long_gap_is_not_covered() -> None:
     row = run([(T0 + 10_000, reading(1, 0)), (T0 + 12_000, reading(2, 0))], since=T0)
     samples, covered = row.samples, row.covered_ms
@@ -94,6 +109,10 @@ def test_a_late_reading_changes_no_sum_and_a_long_gap_is_not_covered() -> None:
     assert row.samples == samples and row.covered_ms == covered and row.peak_depth == 50
     fold(row, reading(3, 0), T0 + 12_000 + GAP_MS + 1, covered_since_ms=T0, rng=random.Random())
     assert row.covered_ms == covered and row.joins == 2
+    # a late reading's waits: those the row holds already are not added again, the others are
+    fold(row, reading(2, 2, waits=[5.0, 7.0]), T0 + 11_000, covered_since_ms=T0, rng=random.Random())
+    fold(row, reading(2, 2, waits=[5.0, 7.0, 9.0]), T0 + 11_500, covered_since_ms=T0, rng=random.Random())
+    assert row.measured == 3 and row.wait_sum == 21.0 and row.joins == 2
 
 
 def test_a_new_generation_keeps_what_was_counted() -> None:
@@ -148,7 +167,7 @@ def test_the_writer_folds_refusals_writes_only_while_leading_and_prunes() -> Non
         history.note("r", "blocked")
         history.note("r", "warned")
         history.note("r", "warned")
-        history.offer([summary], {"r": [4.0]}, now[0])
+        history.offer([summary], {"r": [(1, 4.0)]}, now[0])
         assert await history.write() == 1
         await history.prune()
         assert ("gone", old.hour) not in warehouse.rows
@@ -159,6 +178,37 @@ def test_the_writer_folds_refusals_writes_only_while_leading_and_prunes() -> Non
         rows = await history.fold_open_hour()
         assert rows[0]["blocked"] == 1 and rows[0]["warned"] == 2 and rows[0]["measuredWaits"] == 1
         await history.stop()
+
+    asyncio.run(go())
+
+
+def test_a_follower_that_takes_the_lead_folds_the_waits_the_row_does_not_hold_yet() -> None:
+    """The leader wrote the first two waits and was killed; the follower measured all four meanwhile and
+    held them: when it leads, the row gets the other two, none twice."""
+
+    async def go() -> None:
+        now = [T0 + 60_000]
+        warehouse = MemoryWarehouse()
+        leading_b = [False]
+        a = HourlyHistory(warehouse, MemoryRefusals(), lambda: now[0], retain_days=1, seed=1)
+        b = HourlyHistory(warehouse, MemoryRefusals(), lambda: now[0], retain_days=1, leads=lambda: leading_b[0])
+        summary = {"id": "r", "generation": 1, "joinsTotal": 4, "passesTotal": 2, "waiting": 2}
+        a.offer([summary], {"r": [(1, 3.0), (2, 4.0)]}, now[0])
+        b.offer([summary], {"r": [(1, 3.0), (2, 4.0)]}, now[0])
+        assert await a.write() == 1 and await b.write() == 0
+        now[0] += 2000
+        b.offer([{**summary, "passesTotal": 4, "waiting": 0}], {"r": [(3, 5.0), (4, 6.0)]}, now[0])
+        assert await b.write() == 0  # still a follower: the waits stay held
+        now[0] += 2000
+        leading_b[0] = True
+        b.offer([{**summary, "passesTotal": 4, "waiting": 0}], {}, now[0])
+        assert await b.write() == 1
+        row = warehouse.rows[("r", H)]
+        assert row.measured == 4 and row.wait_sum == 18.0 and row.wait_max == 6.0 and row.wait_ord == 4
+        now[0] += 2000
+        b.offer([{**summary, "passesTotal": 4, "waiting": 0}], {"r": [(4, 6.0)]}, now[0])  # handed over again
+        await b.write()
+        assert warehouse.rows[("r", H)].measured == 4
 
     asyncio.run(go())
 
@@ -187,13 +237,13 @@ def test_waits_of_a_failed_write_are_written_once_with_the_next() -> None:
         warehouse = Flaky()
         history = HourlyHistory(warehouse, MemoryRefusals(), lambda: now[0], retain_days=1, seed=1)
         summary = {"id": "r", "generation": 1, "joinsTotal": 3, "passesTotal": 1, "waiting": 2}
-        history.offer([summary], {"r": [1.0, 2.0]}, now[0])
+        history.offer([summary], {"r": [(1, 1.0), (2, 2.0)]}, now[0])
         try:
             await history.write()
         except OSError:
             pass
         now[0] += 2000
-        history.offer([summary], {"r": [3.0]}, now[0])
+        history.offer([summary], {"r": [(3, 3.0)]}, now[0])
         assert await history.write() == 1
         row = warehouse.rows[("r", H)]
         assert row.measured == 3 and row.wait_sum == 6.0

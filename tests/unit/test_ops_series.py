@@ -83,6 +83,27 @@ def test_state_and_rate_changes_are_marked_and_rooms_seen_at_start_are_not_back_
     assert row["measuredWaits"] == 0  # the 41st joiner's join time is unknown: no wait is invented
 
 
+def test_a_room_born_since_the_process_began_watching_has_its_waits_measured_from_the_first_sample() -> None:
+    """A room created and joined before the recorder's first sample: its joins were all made while this
+    process ran, so they are stamped at that sample like any sample's new joins, and their waits count."""
+    rec = SeriesRecorder()
+    rec.watching_since_ms = T0 - 1_000
+    born = {"createdAt": T0 - 500}
+    rec.sample([summary(3, 0, 3, **born)], T0)  # the process's first sample: three already in line
+    rec.sample([summary(3, 1, 2, **born)], T0 + 2_000)
+    rec.sample([summary(3, 3, 0, **born)], T0 + 4_000)
+    assert rec.last_waits == {"shop": [(2, 4.0), (3, 4.0)]}  # the 2nd and 3rd exits, both 4 s
+    minute = (rec.rows("shop", "1m", T0 + 4_000) or [])[-1]
+    assert minute["joins"] == 3 and minute["passes"] == 3 and minute["measuredWaits"] == 3
+    assert minute["waitMaxSec"] == 4.0 and minute["waitAvgSec"] is not None
+    # a room whose generation began before the process began watching is still not back-dated
+    old = SeriesRecorder()
+    old.watching_since_ms = T0 - 1_000
+    old.sample([summary(3, 0, 3, createdAt=T0 - 60_000)], T0)
+    old.sample([summary(3, 3, 0, createdAt=T0 - 60_000)], T0 + 2_000)
+    assert old.last_waits == {}
+
+
 def test_a_room_recreated_keeps_its_history_and_a_deleted_one_is_forgotten() -> None:
     rec = SeriesRecorder()
     rec.sample([], T0)

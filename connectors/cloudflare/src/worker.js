@@ -28,6 +28,43 @@ function logOnce(key, line) {
   console.log(`[qm-edge-gate] ${line}`);
 }
 
+// Origins this isolate has asked the queue about (GET /api/verify?roomId=&origin=): origin -> true, or the
+// time to ask again when the queue could not answer. Capped: the Host a request names is the client's.
+const RETURN_CHECK_ORIGINS_MAX = 32;
+const RETURN_CHECK_RETRY_MS = 60000;
+const returnChecks = new Map();
+
+/** Once per origin: may the waiting room send a visitor back here? If the room's targetUrl and returnOrigins
+ * do not cover this Worker's origin, everyone the waiting room admits lands on targetUrl instead: say so
+ * once in the log. In the background (ctx.waitUntil): the request never waits for it. */
+function checkReturnOrigin(ctx, base, room, key, env, origin) {
+  const seen = returnChecks.get(origin);
+  if (seen === true || (seen !== undefined && Date.now() < seen)) return;
+  if (seen === undefined && returnChecks.size >= RETURN_CHECK_ORIGINS_MAX) return;
+  returnChecks.set(origin, true);
+  const retry = () => returnChecks.set(origin, Date.now() + RETURN_CHECK_RETRY_MS);
+  const url = new URL(`${base}/api/verify`);
+  url.searchParams.set("roomId", room);
+  url.searchParams.set("origin", origin);
+  const headers = new Headers({ Authorization: `Bearer ${key}`, Accept: "application/json", "X-QM-Connector": `cloudflare/${VERSION}` });
+  if (env.QM_EDGE_SECRET) headers.set("X-QM-Edge", env.QM_EDGE_SECRET);
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), CHECK_TIMEOUT_MS);
+  const asked = fetch(url.href, { headers, signal: abort.signal, redirect: "manual" })
+    .then((answer) => (answer.ok ? answer.json() : Promise.reject(new Error(`http-${answer.status}`))))
+    .then((body) => {
+      const info = body && typeof body === "object" ? body.room : null;
+      if (!info || typeof info !== "object") return retry();
+      if (info.exists === true && info.returnAllowed === false) {
+        logOnce(`return ${origin}`, `${room}: the queue does not send visitors back to ${origin}: the room's targetUrl (${info.targetUrl}) and returnOrigins do not cover it, so everyone the waiting room admits lands on ${info.targetUrl} instead of this site. Add ${origin} to the room's returnOrigins, or make it the targetUrl.`);
+      }
+      return undefined;
+    })
+    .catch(retry)
+    .finally(() => clearTimeout(timer));
+  ctx.waitUntil(asked);
+}
+
 function staticExtension(path) {
   const last = path.slice(path.lastIndexOf("/") + 1);
   const dot = last.lastIndexOf(".");
@@ -138,6 +175,7 @@ const passes = {
   keysLoading: null,
   generation: null, // null: no usable revocation list (none yet, or the room is gone)
   revoked: new Set(),
+  revokedBefore: null, // a flush's cutoff (s): a pass issued (iat) before it is refused
   revokedAt: 0,
   revokedTried: 0,
   revokedLoading: null,
@@ -212,6 +250,7 @@ function loadRevoked(base, room) {
       } else if (body && Number.isInteger(body.generation) && Array.isArray(body.revoked)) {
         passes.generation = body.generation;
         passes.revoked = new Set(body.revoked);
+        passes.revokedBefore = Number.isInteger(body.revokedBefore) ? body.revokedBefore : null;
         passes.revokedAt = Date.now();
       }
     } catch (e) {
@@ -223,11 +262,16 @@ function loadRevoked(base, room) {
   return passes.revokedLoading;
 }
 
+// a flush revoked every pass issued before its cutoff (revokedBefore on the revocation list)
+function flushed(claims) {
+  return passes.revokedBefore !== null && !(Number.isInteger(claims.iat) && claims.iat >= passes.revokedBefore);
+}
+
 // null when the pass admits its holder here and now; otherwise why the queue must be asked.
 async function passRefusal(env, ctx, base, room, token, doorKey) {
   const source = `${base} ${room}`;
   if (passes.source !== source) {
-    Object.assign(passes, { source, keys: null, keysUntil: 0, keysTried: 0, generation: null, revokedAt: 0, revokedTried: 0 });
+    Object.assign(passes, { source, keys: null, keysUntil: 0, keysTried: 0, generation: null, revokedBefore: null, revokedAt: 0, revokedTried: 0 });
     passes.verified.clear();
   }
   const refreshMs = Number(env.QM_REVOKED_REFRESH_MS) > 0 ? Number(env.QM_REVOKED_REFRESH_MS) : REVOKED_REFRESH_MS;
@@ -267,7 +311,7 @@ async function passRefusal(env, ctx, base, room, token, doorKey) {
     if (!claims || typeof claims !== "object") return "malformed";
     if (claims.room !== room) return "wrong_room";
     if (!Number.isInteger(claims.exp) || claims.exp * 1000 <= Date.now()) return "expired";
-    if (claims.gen !== passes.generation || passes.revoked.has(claims.sub)) return "revoked";
+    if (claims.gen !== passes.generation || passes.revoked.has(claims.sub) || flushed(claims)) return "revoked";
     const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(doorKey)));
     if (claims.bnd !== toB64url(digest.subarray(0, 16))) return "unbound";
     // signature, room and binding hold for the pass's life: later requests check only time and revocation
@@ -276,7 +320,7 @@ async function passRefusal(env, ctx, base, room, token, doorKey) {
     return null;
   }
   if (claims.exp * 1000 <= Date.now()) return "expired";
-  if (claims.gen !== passes.generation || passes.revoked.has(claims.sub)) return "revoked";
+  if (claims.gen !== passes.generation || passes.revoked.has(claims.sub) || flushed(claims)) return "revoked";
   return null;
 }
 
@@ -296,6 +340,7 @@ export default {
     }
     if (skipsGate(request, url)) return toOrigin(request, env);
 
+    checkReturnOrigin(ctx, base, room, key, env, url.origin);
     const { clean, token } = splitToken(url);
     const forward = clean === url ? request : new Request(clean.href, request);
     const cookieHeader = request.headers.get("cookie");

@@ -26,6 +26,8 @@ class QM_Gate {
 
 	const TIMEOUT_SEC = 2;
 	const TOKEN_PARAM = 'qm_token';
+	/** The last answer to "does the waiting room send visitors back to this site?" (see check_return_origin). */
+	const RETURN_CHECK_OPTION = 'qm_return_check';
 	/** File extensions a static subresource ends in (never .json, .txt or .xml: those are as often an API's answer). */
 	const STATIC_EXT = 'js|mjs|cjs|css|map|png|jpe?g|gif|webp|avif|svg|ico|bmp|tiff?|woff2?|ttf|otf|eot|mp3|mp4|m4a|m4v|webm|ogg|oga|ogv|wav|flac|aac|mov';
 
@@ -125,6 +127,7 @@ class QM_Gate {
 		$room  = QM_Settings::room_id();
 		$page  = self::current_url();
 		$token = self::token_from_url();
+		self::check_return_origin( $page );
 		$query = array(
 			'roomId' => $room,
 			'url'    => $page,
@@ -176,6 +179,67 @@ class QM_Gate {
 			self::to_waiting_room( $page );
 		}
 		self::relay_cookies( $response, $room, $token );
+	}
+
+	/**
+	 * Once per queue, room and site origin: may the waiting room send a visitor back here?
+	 * (GET {queue}/api/verify?roomId=&origin=, 2 s.) When the room's targetUrl and returnOrigins do not cover
+	 * this site, everyone the waiting room admits lands on targetUrl instead of back on this site, and
+	 * nothing else says so: one line in the PHP error log, and the settings page says it too. The answer is
+	 * kept (an option); a question the queue could not answer is asked again a minute later.
+	 *
+	 * @param string $page The page being viewed (absolute).
+	 */
+	public static function check_return_origin( $page ) {
+		$origin = preg_replace( '#^(https?://[^/?\#]+).*$#s', '$1', $page );
+		$room   = QM_Settings::room_id();
+		$id     = md5( QM_Settings::queue_url() . '|' . $room . '|' . $origin );
+		$known  = get_option( self::RETURN_CHECK_OPTION );
+		if ( is_array( $known ) && isset( $known['id'] ) && $known['id'] === $id ) {
+			return;
+		}
+		$wait = 'qm_return_check_' . substr( $id, 0, 16 );
+		if ( false !== get_transient( $wait ) ) {
+			return; // asked less than a minute ago (by a concurrent page view, or the queue did not answer)
+		}
+		set_transient( $wait, 1, MINUTE_IN_SECONDS );
+		$response = wp_remote_get(
+			QM_Settings::queue_url() . '/api/verify?' . http_build_query( array( 'roomId' => $room, 'origin' => $origin ), '', '&', PHP_QUERY_RFC3986 ),
+			array(
+				'timeout'     => self::TIMEOUT_SEC,
+				'redirection' => 0,
+				'headers'     => array( 'Authorization' => 'Bearer ' . QM_Settings::api_key() ),
+				'user-agent'  => 'QueueManager-WordPress/' . QM_PLUGIN_VERSION,
+			)
+		);
+		if ( is_wp_error( $response ) || 200 !== (int) wp_remote_retrieve_response_code( $response ) ) {
+			return;
+		}
+		$body = json_decode( wp_remote_retrieve_body( $response ), true );
+		if ( ! is_array( $body ) || ! isset( $body['room'] ) || ! is_array( $body['room'] ) ) {
+			return;
+		}
+		$info    = $body['room'];
+		$refused = ! empty( $info['exists'] ) && isset( $info['returnAllowed'] ) && false === $info['returnAllowed'];
+		$target  = isset( $info['targetUrl'] ) ? (string) $info['targetUrl'] : '';
+		$message = '';
+		if ( $refused ) {
+			$message = sprintf(
+				'[qm] %1$s: the queue does not send visitors back to %2$s: the room\'s targetUrl (%3$s) and returnOrigins do not cover it, so everyone the waiting room admits lands on %3$s instead of this site. Add %2$s to the room\'s returnOrigins, or make it the targetUrl.',
+				$room,
+				$origin,
+				$target
+			);
+			error_log( $message ); // phpcs:ignore WordPress.PHP.DevelopmentFunctions.error_log_error_log
+		}
+		update_option(
+			self::RETURN_CHECK_OPTION,
+			array(
+				'id'      => $id,
+				'message' => $message,
+			),
+			false
+		);
 	}
 
 	/**

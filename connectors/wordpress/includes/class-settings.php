@@ -158,6 +158,10 @@ class QM_Settings {
 		do_settings_sections( self::PAGE );
 		submit_button();
 		echo '</form>';
+		$return = get_option( QM_Gate::RETURN_CHECK_OPTION );
+		if ( is_array( $return ) && ! empty( $return['message'] ) ) {
+			printf( '<div class="notice notice-warning inline"><p>%s</p></div>', esc_html( preg_replace( '/^\[qm\] /', '', (string) $return['message'] ) ) );
+		}
 		$result = get_transient( 'qm_verify_result' );
 		if ( is_array( $result ) ) {
 			$class = ! empty( $result['ok'] ) ? 'notice-success' : 'notice-error';

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from queue_manager.engine.logo import LOGO_MAX_BYTES
 from queue_manager.http.apidoc.components import ROOM_ID
 from queue_manager.http.apidoc.model import CSV, EVENTS, JSON, Answer, Op, err, ok, path, query, ref
 
@@ -46,6 +47,23 @@ _ENABLED = {"type": "object", "required": ["enabled"], "properties": {"enabled":
 _ROOM_OK = ok(
     "Done; the room as it is now.", {"type": "object", "properties": {"ok": {"const": True}, "room": ref("Room")}}
 )
+_INSTALL_CHECK: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "ok": {"type": "boolean"},
+        "url": {"type": "string"},
+        "origin": {"type": "string"},
+        "fetch": _OBJ,
+        "tag": {"type": ["object", "null"]},
+        "tagAllowed": {"type": "boolean"},
+        "tagAllowedBy": {"enum": ["targetUrl", "tagOrigins", "returnOrigins", None]},
+        "refusedChecks": {"type": "integer"},
+        "returnAllowed": {"type": "boolean"},
+        "problems": {"type": "array", "items": {"type": "string"}},
+        "notes": {"type": "array", "items": {"type": "string"}},
+        "fix": {"type": ["object", "null"]},
+    },
+}
 _STATE_CHANGED = err("The room changed state meanwhile.", "state_changed")
 
 
@@ -150,8 +168,13 @@ OPS: dict[tuple[str, str], Op] = {
     ("GET", "/api/admin/rooms"): Op({200: ok("Every room with its live numbers.", _OBJ)}),
     ("POST", "/api/admin/rooms"): Op(
         {
-            200: ok("Changed.", _OBJ),
-            201: ok("Created.", _OBJ),
+            200: ok(
+                "Changed. `warnings[]` when the save has a consequence to tell: `console_host_withheld` (the console's "
+                "host is withheld from the next request on), `console_moved` (the last inline room left the host the "
+                "console was used through; `consoleUrl` is PUBLIC_URL, or null).",
+                _OBJ,
+            ),
+            201: ok("Created. `warnings[]` as for a change.", _OBJ),
             400: err("A field is unknown or invalid (`field` names it).", *_ROOM_CODES),
             403: err("Serving a room inline (proxyOrigin) needs the owner role.", "inline_requires_owner"),
         },
@@ -217,13 +240,31 @@ OPS: dict[tuple[str, str], Op] = {
         (_ROOM_P,),
         body={"type": "string", "contentMediaType": "application/octet-stream"},
         body_media=("image/png", "image/svg+xml"),
-        description="The body is the image itself, at most the logo's size limit (docs/OPERATIONS.md).",
+        body_max=LOGO_MAX_BYTES,
+        description=f"The body is the image itself, at most {LOGO_MAX_BYTES // 1024} KiB (docs/OPERATIONS.md).",
     ),
     ("DELETE", "/api/admin/rooms/{room}/logo"): Op(
         {200: ok("The room, without a logo.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,)
     ),
     ("POST", "/api/admin/rooms/{room}/purge"): Op(
         {200: ok("The line is empty.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,), body_required=False, body=_OBJ
+    ),
+    ("POST", "/api/admin/rooms/{room}/flush"): Op(
+        {
+            200: ok(
+                "Every pass and live session of the room is released (flushed: the number released); the line "
+                "and the room stay.",
+                _OBJ,
+            ),
+            404: _NO_ROOM,
+        },
+        (_ROOM_P,),
+        body_required=False,
+        body=_OBJ,
+        description="Every admitted visitor (a live session, or a pass not used yet) is sent back: their next "
+        "page view finds the ticket ended (reason flushed) and they join the line again at the back. Edge passes "
+        "issued until now are refused (revokedBefore on GET /api/passes/revoked). Answers only once the flush "
+        "is committed to the journal; retrying is safe.",
     ),
     ("POST", "/api/admin/rooms/{room}/journal/void"): Op(
         {
@@ -266,6 +307,55 @@ OPS: dict[tuple[str, str], Op] = {
     ("GET", "/api/admin/rooms/{room}/visitors/{visitor}"): Op(
         {200: ok("The visitor.", _OBJ), 404: err("No such room or ticket.", "no_room", "no_ticket")},
         (_ROOM_P, path("visitor", "A ticket number or a Ref.")),
+    ),
+    ("POST", "/api/admin/rooms/{room}/install-check"): Op(
+        {
+            200: ok(
+                "What the page and the room say: whether the fetch reached the page (`fetch`: its status, "
+                "redirects, and `refused` when a hop named a private address), the qm.js tags on it and whether "
+                "one names this room (`tag`, null when the page could not be read), whether the room answers a tag "
+                "on the page's `origin` (`tagAllowed`, `tagAllowedBy`), the refusals counted for that origin "
+                "(`refusedChecks`), whether an admitted visitor is sent back there (`returnAllowed`), `problems`, "
+                "`notes`, and `fix` (`addTagOrigin`) when adding the origin to tagOrigins would unblock the tag.",
+                _INSTALL_CHECK,
+            ),
+            400: err("url is missing or not an absolute http(s) address.", "invalid_page_url", "unknown_field"),
+            404: _NO_ROOM,
+        },
+        (_ROOM_P,),
+        body={
+            "type": "object",
+            "required": ["url"],
+            "properties": {"url": {"type": "string", "maxLength": 2048, "description": "A page of the site."}},
+            "additionalProperties": False,
+        },
+        description="The page is fetched by this server with GET (8 s for the whole exchange, at most 5 "
+        "redirects, the first megabyte of the body), every hop held to the private-address rule "
+        "(PROXY_ALLOW_PRIVATE=1 lifts it). A page that cannot be fetched is still answered 200: the origin "
+        "questions do not need it.",
+    ),
+    ("POST", "/api/admin/rooms/{room}/tag-origins"): Op(
+        {
+            200: ok(
+                "The origin was added to tagOrigins (`added`: true), or a tag on it was already answered "
+                "(`added`: false); `tagOrigins` as it is now. returnOrigins is never changed.",
+                _OBJ,
+            ),
+            400: err(
+                "origin is not one bare http(s) origin, or tagOrigins is full.", "invalid_origin", "unknown_field"
+            ),
+            404: _NO_ROOM,
+        },
+        (_ROOM_P,),
+        body={
+            "type": "object",
+            "required": ["origin"],
+            "properties": {"origin": {"type": "string", "description": "scheme://host[:port], no wildcard."}},
+            "additionalProperties": False,
+        },
+        description="The install verifier's one-click fix, audited as room.update. A blank tagOrigins (which "
+        "means returnOrigins) becomes returnOrigins plus the origin, so nothing answered before stops being "
+        "answered.",
     ),
     ("GET", "/api/admin/rooms/{room}/rules"): Op({200: ok("The room's URL rules.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,)),
     ("POST", "/api/admin/rooms/{room}/rules/test"): Op(

@@ -137,7 +137,7 @@ ROOM_WRITE: dict[str, Any] = {
 EFFECTIVE_SETTING: dict[str, Any] = {
     "type": "object",
     "description": "One setting as it is in effect (docs/configuration.md); a secret never shows its value.",
-    "required": ["name", "value", "source", "sensitive", "set"],
+    "required": ["name", "value", "source", "sensitive", "set", "group"],
     "properties": {
         "name": {"type": "string", "description": "The environment variable."},
         "value": {
@@ -153,6 +153,12 @@ EFFECTIVE_SETTING: dict[str, Any] = {
         },
         "sensitive": {"type": "boolean", "description": "A secret: only `set` is shown."},
         "set": {"type": "boolean", "description": "Whether the environment holds a value for it."},
+        "group": {
+            "type": "string",
+            "description": "The part of the configuration it belongs to (`Core and storage`, `Trust and access`, "
+            "`Keys and signing`, `Several instances`, `Rate limits`, `Connections, inline proxy and shutdown`, "
+            "`Bot protection`, `Operations jobs`).",
+        },
     },
 }
 

@@ -78,7 +78,7 @@ def _common(route: Route, op: Op) -> list[tuple[int, Answer]]:
     if op.body is not None:
         if JSON in op.body_media:
             out.append((400, err("The body is not a JSON object.", "bad_request")))
-        out.append((413, err("The body is over 16 KiB.", "payload_too_large")))
+        out.append((413, err(f"The body is over {op.body_max // 1024} KiB.", "payload_too_large")))
     if route.ticket or any(p.where == "query" for p in op.params):
         out.append((400, err("The query string could not be parsed.", "bad_request")))
     if op.limited:

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from queue_manager.http.wire import MAX_BODY
+
 Schema = Mapping[str, Any]
 
 JSON = "application/json"
@@ -41,7 +43,8 @@ class Op:
 
     ``body``: the JSON Schema of a JSON request body (None: the route reads none). ``security``: the
     schemes that sign a caller in; empty on a visitor route (open to anyone). ``limited``: the answer
-    can be ``429 rate_limited`` (the caller's address spent its budget).
+    can be ``429 rate_limited`` (the caller's address spent its budget). ``body_max``: the largest body
+    the handler reads (``413 payload_too_large`` above it): the server's 16 KiB unless the route says more.
     """
 
     answers: Mapping[int, Answer]
@@ -52,6 +55,7 @@ class Op:
     limited: bool = False
     store: bool = True  # reads the store: ``503 storage_unavailable`` when it is unreachable
     body_media: tuple[str, ...] = (JSON,)  # the media types the body may be sent as
+    body_max: int = MAX_BODY
 
 
 def ok(description: str, schema: Schema | None = None, media: str = JSON) -> Answer:

@@ -8,6 +8,7 @@ call it, parameters, body and every answer with its codes), grouped by tag, with
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,6 +40,15 @@ def _code(text: object) -> str:
     return f"<code>{_e(text)}</code>"
 
 
+_INLINE_CODE = re.compile(r"`([^`]+)`")
+
+
+def _prose(text: object) -> str:
+    """A description, escaped, with its Markdown inline code (`like this`) as <code>: the descriptions are
+    written once for both the OpenAPI document (where Markdown is the convention) and this page."""
+    return _INLINE_CODE.sub(r"<code>\1</code>", _e(text))
+
+
 def _sign_in(security: list[Mapping[str, Any]]) -> str:
     if not security:
         return "Anyone (no sign-in)."
@@ -60,7 +70,7 @@ def _schema_text(schema: Mapping[str, Any]) -> str:
 def _params(op: Mapping[str, Any]) -> str:
     rows = [
         f"<tr><td>{_code(p['name'])}</td><td>{_e(p['in'])}</td><td>{'yes' if p.get('required') else 'no'}</td>"
-        f"<td>{_schema_text(p.get('schema', {}))}</td><td>{_e(p.get('description', ''))}</td></tr>"
+        f"<td>{_schema_text(p.get('schema', {}))}</td><td>{_prose(p.get('description', ''))}</td></tr>"
         for p in op.get("parameters", [])
     ]
     if not rows:
@@ -94,7 +104,7 @@ def _answers(op: Mapping[str, Any]) -> str:
     for status, answer in op["responses"].items():
         media = ", ".join(answer.get("content", {})) or "no body"
         codes = " ".join(_code(c) for c in answer.get("x-codes", []))
-        meaning = _e(answer["description"].split(" Codes: ", 1)[0])
+        meaning = _prose(answer["description"].split(" Codes: ", 1)[0])
         rows.append(f"<tr><td>{_e(status)}</td><td>{meaning}</td><td>{codes}</td><td>{_e(media)}</td></tr>")
     head = "<tr><th>status</th><th>meaning</th><th>codes</th><th>media</th></tr>"
     return f'<table class="api-answers"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
@@ -102,11 +112,11 @@ def _answers(op: Mapping[str, Any]) -> str:
 
 def _operation(path: str, method: str, op: Mapping[str, Any], aliases: list[str], schemas: Mapping[str, Any]) -> str:
     also = f"<p>Also at {', '.join(_code(a) for a in aliases)}.</p>" if aliases else ""
-    about = f"<p>{_e(op['description'])}</p>" if op.get("description") else ""
+    about = f"<p>{_prose(op['description'])}</p>" if op.get("description") else ""
     return (
         f'<section class="api-op" id="{_e(op["operationId"])}">'
         f"<h3>{_code(f'{method.upper()} {path}')}</h3>"
-        f"<p>{_e(op['summary'])}</p>{about}{also}"
+        f"<p>{_prose(op['summary'])}</p>{about}{also}"
         f"<p>Sign-in: {_sign_in(op.get('security', []))}</p>"
         f"{_params(op)}{_body(op, schemas)}{_answers(op)}</section>"
     )

@@ -122,7 +122,15 @@ OPS: dict[tuple[str, str], Op] = {
                 ("unauthorized", "credential_in_query"),
             ),
         },
-        (query("roomId", "A room to check the key against.", ROOM_ID),),
+        (
+            query("roomId", "A room to check the key against.", ROOM_ID),
+            query(
+                "origin",
+                "With roomId: an origin to judge. The room block then says whether a tag there is answered "
+                "(`originAllowed`) and whether the waiting room sends visitors back to it (`returnAllowed`); "
+                "a connector asks this about its own origin when it starts.",
+            ),
+        ),
     ),
     ("POST", "/api/notify"): Op(
         {
@@ -159,7 +167,14 @@ OPS: dict[tuple[str, str], Op] = {
         store=False,
     ),
     ("GET", "/api/passes/revoked"): Op(
-        {200: ok("The room's revoked edge passes not yet expired.", {"type": "object"}), 400: _BAD, 404: _NO_ROOM},
+        {
+            200: ok(
+                "The room's revoked edge passes not yet expired, and a flush's cutoff still in force (revokedBefore).",
+                {"type": "object"},
+            ),
+            400: _BAD,
+            404: _NO_ROOM,
+        },
         (_ROOM_Q,),
     ),
     ("GET", "/qm.js"): Op({200: page("The snippet.", "text/javascript"), 304: empty("Not modified.")}, store=False),

@@ -31,7 +31,7 @@ Data model (every key in ``keys.py``; a room's keys share the hash tag ``{<room>
 
 Round trips
 -----------
-join, status, check, door_replay (an admitted visitor's ``/api/check``), eject, purge, lookup,
+join, status, check, door_replay (an admitted visitor's ``/api/check``), eject, purge, flush, lookup,
 get_room, a room's tick: one EVALSHA each. room_policy and room_exists (asked on every request)
 answer from this process's copy of the room's config while a script confirmed it within
 ``config_fresh_sec`` (2 s; every reply carries the config version, and the config itself when it

@@ -199,6 +199,7 @@ def stats(gen: int, cfg: RoomConfig, r: dict[str, Any], now_wall: int) -> dict[s
         blocked_returns=r["blocked"],
         next_ticket=r["next"],
         rule_counts=rule_counts,
+        created_ms=r.get("created"),
     )
 
 

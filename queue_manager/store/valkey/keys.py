@@ -93,6 +93,8 @@ hist:ref:<hour>    hash     bot protection's refusals per room in one hour (``<r
                             ``<room>|w`` warned), added by every instance, expiring after 3 hours
 passrev:<room>     zset     revoked edge passes of a room: member = pass id, score = wall ms when the
                             last pass it could name expires (dropped then); the key expires with it
+passflush:<room>   zset     a room's flushes: member = the cutoff (s; a pass issued before it is
+                            refused), score = wall ms when the last such pass expires; expires with it
 =================  =======  ==================================================================
 """
 
@@ -268,3 +270,7 @@ def pop_maintenance_key(prefix: str) -> str:
 
 def pass_revoked_key(prefix: str, room_id: str) -> str:
     return f"{prefix}passrev:{room_id}"
+
+
+def pass_flushed_key(prefix: str, room_id: str) -> str:
+    return f"{prefix}passflush:{room_id}"

@@ -34,6 +34,7 @@ OPERATIONS = (
     "lookup",
     "eject",
     "purge",
+    "flush",
     "blocked",
     "revoke",
     "export",

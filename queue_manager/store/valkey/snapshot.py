@@ -87,6 +87,7 @@ def export_document(room_id: str, reply: dict[str, Any]) -> dict[str, Any]:
         "room": room_id,
         "gen": num("gen"),
         "seq": num("seq"),
+        "createdAt": num("created"),
         "refWall": int(reply["now_wall"]),
         "refMono": int(reply["now_mono"]),
         "config": cfg.to_public(),
@@ -246,7 +247,7 @@ def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tu
         "next": next_n,
         "credit": int(snapshot.get("credit") or 0),
         "last": rebase(int(snapshot.get("lastTick") or ref_mono)),
-        "created": now_wall,
+        "created": int(snapshot.get("createdAt") or 0),  # 0: a checkpoint written before it was kept
         "seq": int(snapshot.get("seq") or 0),
         "lseq": len(line),
         "joins": int(counters.get("joinsTotal") or 0),

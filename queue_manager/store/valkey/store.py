@@ -926,6 +926,11 @@ class ValkeyStore:
         await self._finish(events)
         return int(reply["count"])
 
+    async def flush(self, room_id: str) -> int:
+        reply, events = await self._room_op("flush", room_id, await self._now(), lambda _: [], cv="any")
+        await self._finish(events)
+        return int(reply["count"])
+
     async def lookup(self, room_id: str, query: str) -> dict[str, Any]:
         now = await self._now()
         stripped, kind, number, ref = _query(query)

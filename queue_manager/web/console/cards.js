@@ -7,6 +7,7 @@ import { siteHealth } from "./health.js";
 import { openEditor } from "./editor.js";
 import { openVisitor } from "./visitors.js";
 import { selectChart, syncChartRooms } from "./chart.js";
+import { openVerifier, returnLine } from "./verify.js";
 
 function estimate(r) {
   const st = r.effectiveState;
@@ -78,7 +79,9 @@ function buildCard(r) {
   const stats = el("dl", { class: "stats" },
     stat("Waiting", "waiting"), stat("Capacity", "capacity"), stat("Est. wait", "est"), stat("Passes/min", "passes"));
   const siteLine = el("p", { class: "site-line", "data-k": "site-line", role: "status", hidden: true });
-  node.append(skip, el("div", { class: "card-head" }, title, badges), stats, siteLine);
+  // where admitted visitors land, said plainly when a tag or connector origin is not returned to (verify.js)
+  const returnLineNode = el("p", { class: "return-line", "data-k": "return-line", hidden: true });
+  node.append(skip, el("div", { class: "card-head" }, title, badges), stats, siteLine, returnLineNode);
   const card = { node, id, dial: null, num: null, pending: null };
   if (may("write")) {
     const dialId = `rate-${cssId(id)}`;
@@ -95,9 +98,13 @@ function buildCard(r) {
       el("button", { type: "button", class: "btn small", onclick: (ev) => openEditor(id, ev.currentTarget) }, "Edit"),
       may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVisitor(id, ev.currentTarget) }, "Visitors") : null,
       el("button", { type: "button", class: "btn small", onclick: () => selectChart(id, true) }, "Chart"),
+      may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVerifier(id, ev.currentTarget) }, "Verify install") : null,
       el("span", { class: "spacer" }),
-      el("button", { type: "button", class: "btn small danger", onclick: (ev) => purge(id, ev.currentTarget) }, "Purge"),
-      may("owner") ? el("button", { type: "button", class: "btn small danger", onclick: (ev) => removeRoom(id, ev.currentTarget) }, "Delete") : null));
+      // the destructive group wraps as one: never a lone Delete under Purge and Flush
+      el("span", { class: "destructive" },
+        el("button", { type: "button", class: "btn small danger", onclick: (ev) => purge(id, ev.currentTarget) }, "Purge"),
+        el("button", { type: "button", class: "btn small danger", onclick: (ev) => flush(id, ev.currentTarget) }, "Flush"),
+        may("owner") ? el("button", { type: "button", class: "btn small danger", onclick: (ev) => removeRoom(id, ev.currentTarget) }, "Delete") : null)));
   } else {
     node.append(el("div", { class: "actions" },
       may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVisitor(id, ev.currentTarget) }, "Visitors") : null,
@@ -141,6 +148,7 @@ function updateCard(card, r) {
   card.node.dataset.opens = r.opensAt ? String(Date.parse(r.opensAt)) : "";
   tickCountdown(card, r);
   siteHealth(card);
+  returnLine(card, r);
   if (card.dial) {
     const busy = document.activeElement === card.dial || document.activeElement === card.num || card.pending;
     if (!busy) setDial(card, r.ratePerMinute);
@@ -241,6 +249,13 @@ async function purge(id, opener) {
   const ok = await confirmDialog(`Purge ${id}?`, `Everybody waiting in ${id} (${fmtInt(r ? r.waiting : 0)} people) leaves the line unserved. Passes and live sessions are kept; the room stays.`, "Purge the line", opener);
   if (!ok) return;
   try { const res = await api("POST", `api/admin/rooms/${encodeURIComponent(id)}/purge`); toast(`Purged ${fmtInt(res.purged)} from ${id}.`); } catch (err) { fail(err); }
+}
+async function flush(id, opener) {
+  const r = state.rooms.get(id);
+  const on = fmtInt(r ? r.activeSessions : 0); const holding = fmtInt(r ? r.passesOutstanding : 0);
+  const ok = await confirmDialog(`Flush ${id}?`, `Everybody admitted to ${id} (${on} on the site, ${holding} holding a pass) is sent back: their pass and session end now, and their next page view puts them at the back of the line. The line and the room stay as they are.`, "Flush the site", opener);
+  if (!ok) return;
+  try { const res = await api("POST", `api/admin/rooms/${encodeURIComponent(id)}/flush`); toast(`Flushed ${fmtInt(res.flushed)} from ${id}.`); } catch (err) { fail(err); }
 }
 async function removeRoom(id, opener) {
   const ok = await confirmDialog(`Delete ${id}?`, `This cannot be undone: everybody in the line is discarded, and the room, its configuration and its schedule are gone.`, "Delete the room", opener);

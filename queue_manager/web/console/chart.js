@@ -10,7 +10,8 @@ const SERIES = [
   { key: "estWaitSec", label: "est. wait", color: "--violet", scale: "s", dash: [6, 4] },
   { key: "waitP50Sec", label: "actual wait p50", color: "--teal", scale: "s" },
   { key: "waitP90Sec", label: "actual wait p90", color: "--rose", scale: "s" },
-  { key: "marks", label: "events", color: "--mark", scale: null },
+  { key: "marks", label: "events", color: "--mark", scale: null,
+    title: "Marks for everything that changed the room: rate moves, state flips, threshold activation, autotune, flushes, purges, ejects, edits, schedule changes, the room re-created and protection blocks" },
 ];
 const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
 const WAIT_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 432000];
@@ -78,7 +79,7 @@ function renderLegend(split) {
   const box = $("#legend");
   box.replaceChildren(...SERIES.map((s) => {
     const scale = s.scale === "rate" ? (split ? " (own scale)" : " (rate scale)") : "";
-    return el("button", { type: "button", "aria-pressed": state.hidden.has(s.key) ? "false" : "true", onclick: () => {
+    return el("button", { type: "button", title: s.title || null, "aria-pressed": state.hidden.has(s.key) ? "false" : "true", onclick: () => {
       if (state.hidden.has(s.key)) state.hidden.delete(s.key); else state.hidden.add(s.key);
       drawChart(true);
     } }, el("span", { class: "sw", style: null }), s.label, scale ? el("span", { class: "scale", text: scale }) : null);

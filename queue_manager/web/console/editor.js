@@ -2,8 +2,10 @@
 import { $, $$, el, fmtInt, toast } from "./ui.js";
 import { may, state } from "./state.js";
 import { api } from "./api.js";
-import { head, openDialog } from "./dialogs.js";
+import { confirmDialog, head, openDialog } from "./dialogs.js";
 import { brandFieldset, collectBrand, uploadLogo } from "./brand.js";
+import { settingValue } from "./health.js";
+import { warningList } from "./warnings.js";
 
 const FIELDS = [
   ["name", "Display name", "text", "Shown on the waiting page."],
@@ -22,7 +24,6 @@ const FIELDS = [
   ["protection", "Bot protection", ["", "monitor", "enforce"], "Blank: the server default."],
   ["returnOrigins", "Return origins", "lines", "One per line; https://*.shop.example covers subdomains."],
   ["tagOrigins", "Tag origins", "lines?", "One per line. Blank: same as return origins."],
-  ["proxyOrigin", "Inline: internal address", "text?", "Blank: snippet room. Changing it needs the owner role."],
 ];
 const AT_DEFAULT = { enabled: false, minRate: 10, maxRate: 600, targetLatencyMs: 1000 };
 const DEFAULTS = { ratePerMinute: 60, passedTtlSec: 600, sessionTtlSec: 1800, presenceSec: 30, queueMaxPerIp: 16, preQueueMaxPerIp: 16 };
@@ -57,13 +58,14 @@ function openEditor(roomId, opener) {
       if (kind.startsWith("int")) input.min = "0";
       input.value = kind === "datetime" ? toLocalInput(v) : v === null || v === undefined ? (creating && key in DEFAULTS ? String(DEFAULTS[key]) : "") : String(v);
     }
-    const helpText = key === "proxyOrigin" && !may("owner") ? "Inline deployment needs the owner role; ask an owner to change it." : help;
-    if (key === "proxyOrigin" && !may("owner")) input.disabled = true;
+    const helpText = key === "targetUrl" && inline && !may("owner")
+      ? "An inline room's target URL decides whose traffic this server captures: changing it needs the owner role." : help;
     if (key === "targetUrl" && inline && !may("owner")) input.disabled = true;
-    if (!may("team") && ["returnOrigins", "tagOrigins", "proxyOrigin"].includes(key)) continue;
+    if (!may("team") && ["returnOrigins", "tagOrigins"].includes(key)) continue;
     fields.append(el("div", { class: "field", "data-field": key }, el("label", { for: id, text: label }), input, el("span", { class: "help", id: `${id}-help`, text: helpText })));
     input.setAttribute("aria-describedby", `${id}-help`);
   }
+  const inlineSet = may("team") ? inlineFieldset(room, form) : null;
   // threshold activation: the room stays open until joins/min stays above the threshold
   const aa = (room && room.autoActivate) || { enabled: false, joinsPerMin: 120, sustainSec: 60, releaseAfterSec: 300 };
   const num = (id, label, value) => el("div", { class: "field" }, el("label", { for: id, text: label }),
@@ -136,7 +138,7 @@ function openEditor(roomId, opener) {
   }
   const err = el("p", { class: "error", role: "alert" });
   const brandSet = brandFieldset(room);
-  form.append(el("div", { class: "dlg-body" }, fields, autoSet, tuneSet, brandSet, rulesSet),
+  form.append(el("div", { class: "dlg-body" }, fields, inlineSet, autoSet, tuneSet, brandSet, rulesSet),
     el("div", { class: "dlg-foot" }, err, el("button", { type: "button", class: "btn", onclick: () => dlg.close() }, "Cancel"),
       el("button", { type: "submit", class: "btn primary" }, creating ? "Create room" : "Save changes")));
   form.addEventListener("submit", async (ev) => {
@@ -147,11 +149,21 @@ function openEditor(roomId, opener) {
     try { body = collect(form, room, rulesBox); } catch (e) { err.textContent = e.message; return; }
     const brand = collectBrand(form, room);
     if (Object.keys(brand).length) body.brand = brand;
+    // the save that takes this console's own host off the queue: said before it is made (unless the untick just did)
+    const leaving = leavesConsoleHost(room, form);
+    if (leaving && !form.dataset.moveConfirmed) {
+      const ok = await confirmDialog("Move the console?", consoleMoveText(room, leaving), "Save and move", ev.submitter);
+      if (!ok) return;
+    }
     try {
       const res = await api("POST", "api/admin/rooms", body);
       state.rooms.set(res.room.id, { ...(state.rooms.get(res.room.id) || {}), ...res.room });
       const withLogo = await uploadLogo(form, res.room.id);
       if (withLogo) state.rooms.set(withLogo.id, { ...(state.rooms.get(withLogo.id) || {}), ...withLogo });
+      const warnings = res.warnings || [];
+      const moved = warnings.find((w) => w.code === "console_moved" && w.consoleUrl);
+      if (moved) { location.assign(moved.consoleUrl); return; }
+      if (warnings.length) { savedWithWarnings(dlg, res, warnings); return; }
       toast(res.created ? `Created ${res.room.id}.` : `Saved ${res.room.id}.`);
       dlg.close();
     } catch (e) {
@@ -163,6 +175,95 @@ function openEditor(roomId, opener) {
   dlg.replaceChildren(head(creating ? "New room" : `Edit ${room.id}`, "editor-h"), form);
   openDialog("editor", opener, roomId);
   (creating ? $("#ed-id") : $("#ed-name")).focus();
+}
+// The inline switch as the guide draws it: a "Serve this room inline" tick with the internal address beside it.
+// Clearing the tick of an inline room asks first; for an operator key both are disabled, and it says why.
+function inlineFieldset(room, form) {
+  const owner = may("owner");
+  const was = !!(room && room.proxyOrigin);
+  const tick = el("input", { type: "checkbox", id: "ed-inline-on", checked: was ? true : null, disabled: owner ? null : true,
+    "aria-describedby": "ed-inline-why" });
+  const address = el("input", { id: "ed-proxyOrigin", name: "proxyOrigin", type: "text", spellcheck: "false", autocomplete: "off",
+    placeholder: "http://10.0.0.5:3000", value: (room && room.proxyOrigin) || "", disabled: owner && was ? null : true,
+    "aria-describedby": "ed-proxyOrigin-help" });
+  const why = el("p", { class: "muted small", id: "ed-inline-why", text: owner
+    ? "Inline: this server answers for the target URL's host and forwards admitted visitors to the internal address. "
+      + "Clear the tick to return the room to snippet mode."
+    : "Inline deployment needs the owner role: an operator key cannot turn it on or off or change the internal address "
+      + (was ? "or the target URL of this inline room. Every other setting of the room is yours to change." : "(the room can still be a snippet room).") });
+  const note = el("ul", { class: "inline-warn", id: "ed-inline-warn", "aria-live": "polite", hidden: true });
+  const showNote = () => {
+    const leaving = leavesConsoleHost(room, form);
+    note.replaceChildren(...(leaving ? [el("li", { text: "⚠ " + consoleMoveText(room, leaving) })] : []));
+    note.hidden = !leaving;
+  };
+  tick.addEventListener("change", async () => {
+    if (tick.checked) {
+      address.disabled = false;
+      address.focus();
+      delete form.dataset.moveConfirmed;
+      showNote();
+      return;
+    }
+    if (was) {
+      const leaving = leavesConsoleHost(room, form);
+      const text = `Clearing Serve this room inline returns ${room.id} to snippet mode: this server stops answering for `
+        + `${hostOf(room.targetUrl) || "its target URL's host"} and stops forwarding visitors to ${room.proxyOrigin}. `
+        + "The site's own script tag decides who waits again, and if this server is down the pages load unqueued. "
+        + "Nothing changes until you save." + (leaving ? " " + consoleMoveText(room, leaving) : "");
+      const ok = await confirmDialog("Return to snippet mode?", text, "Return to snippet mode", tick);
+      if (!ok) { tick.checked = true; return; }
+      if (leaving) form.dataset.moveConfirmed = "1";
+    }
+    address.disabled = true;
+    showNote();
+  });
+  form.addEventListener("input", (ev) => { if (ev.target && ev.target.id === "ed-targetUrl") { delete form.dataset.moveConfirmed; showNote(); } });
+  return el("fieldset", { id: "ed-inline" }, el("legend", { text: "Inline deployment" }),
+    el("div", { class: "inline-row" },
+      el("label", { class: "check", for: "ed-inline-on" }, tick, " Serve this room inline"),
+      el("div", { class: "field", "data-field": "proxyOrigin" },
+        el("label", { for: "ed-proxyOrigin", text: "Internal address of the site behind the queue" }), address,
+        el("span", { class: "help", id: "ed-proxyOrigin-help", text: "Where the inline proxy forwards this host's traffic: scheme, host and port only, reachable from this server." }))),
+    why, note);
+}
+// "shop.example" (with a port only when it is not the scheme's default), as URL.host has it; "" when not a URL
+function hostOf(url) {
+  try { return new URL(url).host.toLowerCase(); } catch (e) { return ""; }
+}
+// the console is used through an inline host (under /__qm/ on the customer's domain): that host, else null
+function consoleInlineHost() {
+  return location.pathname === "/__qm" || location.pathname.startsWith("/__qm/") ? location.host.toLowerCase() : null;
+}
+// The host this save takes off the queue while this console is used through it: the room is the last inline one on
+// the console's host and the form clears its tick or moves its target URL elsewhere. Null otherwise.
+function leavesConsoleHost(room, form) {
+  const here = consoleInlineHost();
+  if (!here || !room || !room.proxyOrigin || hostOf(room.targetUrl) !== here) return null;
+  const tick = $("#ed-inline-on", form);
+  const target = $("#ed-targetUrl", form);
+  const stays = tick && tick.checked && hostOf(target && !target.disabled ? target.value.trim() : room.targetUrl) === here;
+  if (stays) return null;
+  const others = [...state.rooms.values()].some((r) => r.id !== room.id && r.proxyOrigin && hostOf(r.targetUrl) === here);
+  return others ? null : here;
+}
+function consoleMoveText(room, host) {
+  const where = settingValue("PUBLIC_URL");
+  const base = `${room.id} is the last inline room on ${host}. Switching it back to snippet mode takes the queue's own `
+    + "/__qm/* surface off that host with it — including this console.";
+  return where
+    ? `${base} After the save the console moves you to PUBLIC_URL, ${String(where).replace(/\/?$/, "/")}, where you sign in again.`
+    : `${base} PUBLIC_URL is not set, so the console cannot name where it went: set PUBLIC_URL, or open the console on this server's own address (an address literal or localhost) before you save.`;
+}
+// A save the server answered with warnings: the dialog stays open on them until the operator closes it.
+function savedWithWarnings(dlg, res, warnings) {
+  const id = res.room.id;
+  const body = el("div", { class: "dlg-body saved-view", role: "alert" },
+    el("p", { text: `${res.created ? "Created" : "Saved"} ${id}, with ${warnings.length === 1 ? "a warning" : `${warnings.length} warnings`} from the server:` }),
+    warningList(warnings));
+  const done = el("button", { type: "button", class: "btn primary", onclick: () => dlg.close() }, "Close");
+  dlg.replaceChildren(head(`${res.created ? "Created" : "Saved"} ${id}`, "editor-h"), body, el("div", { class: "dlg-foot" }, done));
+  done.focus();
 }
 // "https://shop.example" for a rule pattern or URL naming an origin; null for a path pattern ("/checkout*")
 function patternOrigin(text) {
@@ -216,6 +317,13 @@ function collect(form, room, rulesBox) {
     if (room) { const cur = room[key]; if (JSON.stringify(cur === undefined ? null : cur) === JSON.stringify(v)) continue; }
     else if (v === null || (Array.isArray(v) && !v.length) || v === "") continue;
     body[key] = v;
+  }
+  const tick = $("#ed-inline-on", form);
+  if (tick && !tick.disabled) {
+    const address = $("#ed-proxyOrigin", form).value.trim();
+    if (tick.checked && !address) throw new Error("Fill in Internal address of the site behind the queue, or clear Serve this room inline.");
+    const v = tick.checked ? address : null;
+    if (room ? (room.proxyOrigin || null) !== v : v !== null) body.proxyOrigin = v;
   }
   const aaNow = { enabled: $("#ed-aa-enabled", form).checked, joinsPerMin: Number($("#ed-aa-joins", form).value),
     sustainSec: Number($("#ed-aa-sustain", form).value), releaseAfterSec: Number($("#ed-aa-release", form).value) };

@@ -5,6 +5,7 @@ import { cards, may, state } from "./state.js";
 import { api, fail } from "./api.js";
 import { head, openDialog } from "./dialogs.js";
 import { alertingSection } from "./alerts.js";
+import { warningList } from "./warnings.js";
 
 let health = null;
 // per inline room: its origin-error total as last read, and when that total last grew
@@ -76,6 +77,7 @@ async function loadHealth() {
   if (health.keys && health.keys.secretDefault) reasons.push("SECRET is the default");
   if (health.proxy && health.proxy.ok === false) reasons.push("proxy settings incomplete");
   for (const w of health.warnings || []) reasons.push(warnText(w));
+  for (const w of health.configWarnings || []) reasons.push(warnText(w));
   const badge = $("#insecure");
   badge.hidden = !reasons.length || !may("team");
   badge.title = reasons.join("\n");
@@ -99,6 +101,50 @@ function inlineRows(inline) {
     ["Visitor disconnects", `${fmtInt(inline.visitorDisconnectsTotal || 0)}${gone.length ? " · " + gone.join(" · ") : ""} (not origin errors)`],
   ];
 }
+// the value in effect of a setting as health last reported it (undefined: not known to this console yet)
+function settingValue(name) {
+  const s = ((health && health.settings) || []).find((x) => x.name === name);
+  return s ? s.value : undefined;
+}
+// Diagnostics' settings block: every setting in effect, by group, with its source; a secret only as set or unset
+function settingText(s) {
+  if (s.sensitive) return s.set ? "set (hidden)" : "unset";
+  const v = s.value;
+  if (v === null || v === undefined) return "unset";
+  if (v === true) return "on";
+  if (v === false) return "off";
+  if (Array.isArray(v)) return v.length ? v.join(", ") : "none";
+  return String(v);
+}
+function sourceText(s) {
+  if (s.source === "environment") return "environment";
+  const what = s.source === "derived" ? "derived" : "default";
+  return s.set ? `${what} · the value set is not used` : what;
+}
+function settingsBlock(list) {
+  if (!Array.isArray(list) || !list.length) return null;
+  const groups = new Map();
+  for (const s of list) {
+    const g = s.group || "Other";
+    if (!groups.has(g)) groups.set(g, []);
+    groups.get(g).push(s);
+  }
+  const fromEnv = list.filter((s) => s.source === "environment").length;
+  return el("details", { class: "settings", id: "diag-settings" },
+    el("summary", {}, el("span", { class: "settings-title", text: `Settings in effect (${list.length})` }),
+      el("span", { class: "muted small", text: ` · ${fromEnv} from the environment` })),
+    el("p", { class: "muted small", text: "The values this server runs with, as qm config prints them. Source: "
+      + "environment (the value set), default, or derived from other settings. A secret shows only whether it is set." }),
+    [...groups].map(([group, items]) => el("section", { class: "settings-group" },
+      el("h4", { text: group }),
+      el("table", { class: "settings-table" },
+        el("thead", {}, el("tr", {}, el("th", { scope: "col", text: "Setting" }), el("th", { scope: "col", text: "Value" }),
+          el("th", { scope: "col", text: "Source" }))),
+        el("tbody", {}, items.map((s) => el("tr", { "data-setting": s.name, class: s.source === "environment" ? "from-env" : null },
+          el("th", { scope: "row" }, el("code", { text: s.name })),
+          el("td", { class: s.sensitive ? "secret" : null, text: settingText(s) }),
+          el("td", { class: "source", text: sourceText(s) }))))))));
+}
 const cap = (n) => (n ? fmtInt(n) : "no cap");
 const perMin = (n) => (n ? `${fmtInt(n)}/min` : "off");
 async function openDiagnostics(opener) {
@@ -113,6 +159,8 @@ async function openDiagnostics(opener) {
   const st = h.storage || {};
   const body = el("div", { class: "dlg-body" },
     alertingSection(),
+    (h.configWarnings || []).length ? el("section", { class: "config-warnings", "aria-labelledby": "config-warnings-h" },
+      el("h3", { class: "section-h", id: "config-warnings-h", text: "Configuration warnings" }), warningList(h.configWarnings)) : null,
     el("h3", { class: "section-h", text: "Server" }),
     kv([
       ["Status", `${h.status}${h.ready ? " · ready" : " · not ready"}${h.leader ? " · leader" : ""}`],
@@ -137,7 +185,8 @@ async function openDiagnostics(opener) {
     (h.incidents || []).length ? el("div", {}, el("h3", { class: "small", text: "Incidents" }), el("ul", {}, h.incidents.map((i) => el("li", { text: typeof i === "string" ? i : (i.message || JSON.stringify(i)) })))) : null,
     el("div", {}, el("h3", { class: "small", text: "Warnings" }),
       (h.warnings || []).length ? el("ul", {}, h.warnings.map((w) => el("li", { class: "note warn", text: warnText(w) }))) : el("p", { class: "muted", text: may("team") ? "None." : "Not shown to this credential." })),
-    (h.hardening || []).length ? el("div", {}, el("h3", { class: "small", text: "Hardening" }), el("ul", {}, h.hardening.map((w) => el("li", { text: warnText(w) })))) : null);
+    (h.hardening || []).length ? el("div", {}, el("h3", { class: "small", text: "Hardening" }), el("ul", {}, h.hardening.map((w) => el("li", { text: warnText(w) })))) : null,
+    settingsBlock(h.settings));
   dlg.replaceChildren(head("Diagnostics", "diagnostics-h"), body);
 }
 
@@ -161,4 +210,4 @@ async function openSecurity(opener) {
     el("p", { class: "muted small", text: "Totals are summed over the live instances (fleet); the signals, crawler names and recent decisions are this server's own." }), kv(flat.slice(0, 80))));
 }
 
-export { loadHealth, openDiagnostics, openSecurity, renderIncidents, siteHealth, siteState };
+export { loadHealth, openDiagnostics, openSecurity, renderIncidents, settingValue, siteHealth, siteState };

@@ -47,6 +47,7 @@ return done({
   head_joined = head_joined,
   joins = S.joins,
   passes_total = S.passes,
+  created = S.created,
   unscoped = S.unscoped,
   blocked = S.blocked,
   rules = rules,
