@@ -28,7 +28,7 @@ from pathlib import Path
 from queue_manager.http import pageguard
 from queue_manager.http.apidoc import reference
 from queue_manager.http.apidoc import serve as apidoc
-from queue_manager.http.apidoc.document import OPENAPI_PATH
+from queue_manager.http.apidoc.document import CONSOLE_OPENAPI_PATH
 from queue_manager.http.context import Context
 from queue_manager.http.sendfile import serve_payload
 from queue_manager.http.wire import Request, Send, send_response
@@ -201,7 +201,7 @@ def _api_item(lang: str, base: str) -> str:
     attr = ' lang="en"' if lang != "en" else ""
     return (
         f'<ul class="guides"><li><a href="{href}"{attr}>HTTP API reference</a><p{attr}>Every route, its '
-        f"parameters, answers and codes, from <code>{OPENAPI_PATH}</code>.</p></li></ul>"
+        f"parameters, answers and codes, from <code>{CONSOLE_OPENAPI_PATH}</code>.</p></li></ul>"
     )
 
 
@@ -218,7 +218,7 @@ def api_reference(lang: str, base: str = "") -> Body:
         main=main,
         toc=render.toc_html(headings, lang, "en"),
         name=API_PAGE,
-        footer=f"{render.UI[lang]['source']} <code>{OPENAPI_PATH}</code>",
+        footer=f"{render.UI[lang]['source']} <code>{CONSOLE_OPENAPI_PATH}</code>",
         base=base,
     )
     return Body.of(200, lang, text)
