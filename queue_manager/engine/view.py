@@ -22,7 +22,6 @@ from queue_manager.engine.model import RoomConfig
 from queue_manager.engine.states import EffectiveState, TicketState, ViewState
 from queue_manager.engine.ticket import make_ref
 
-
 #: Waits a room keeps of its latest passes minted from the line (``Room.waits``; the Valkey key ``wt``):
 #: a reader that comes back within this many passes reads every one of them. 8 bytes each on Valkey at
 #: most (a list of small integers), about as much in the memory store; 32 KB a busy room.
@@ -51,9 +50,7 @@ class MintedWaits:
         return [(first + i, ms) for i, ms in enumerate(self.waits_ms)]
 
 
-def waits_after(
-    gen: int, last: int, total_ms: int, kept: Sequence[int], after: tuple[int, int] | None
-) -> MintedWaits:
+def waits_after(gen: int, last: int, total_ms: int, kept: Sequence[int], after: tuple[int, int] | None) -> MintedWaits:
     """What a reader that has read up to ``after`` (generation, ordinal; None: nothing of this room) gets of
     the waits ``kept`` (the newest ends at ordinal ``last``): those past its ordinal in the same generation,
     every one kept in another."""

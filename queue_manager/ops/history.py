@@ -640,7 +640,8 @@ class HourlyHistory:
                 # the waits stay held: a follower that takes the lead folds those the row does not hold yet
                 # (the fleet's leader may have been killed before it wrote them)
                 self._since_ms = None
-                self._previous, self._previous_ms = {room: replace(r, waits=[], lumps=[]) for room, r in pending.items()}, now_ms
+                self._previous = {room: replace(r, waits=[], lumps=[]) for room, r in pending.items()}
+                self._previous_ms = now_ms
                 self._last_write_ms = now_ms
                 return 0
             if self._since_ms is None or now_ms - self._last_write_ms > GAP_MS:

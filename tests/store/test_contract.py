@@ -1279,7 +1279,9 @@ async def test_listeners_hear_the_rooms_that_changed(stores: Env) -> None:
 # ---------------------------------------------------------------------- the waits of the passes minted
 
 
-async def _walk_until_passed(env: Env, visitors: list[Any], joined: dict[int, int], step: float = 0.1) -> dict[int, int]:
+async def _walk_until_passed(
+    env: Env, visitors: list[Any], joined: dict[int, int], step: float = 0.1
+) -> dict[int, int]:
     """Tick in ``step`` s steps until every visitor holds a pass: each one's wait (ms) by the test's clock,
     from its join to the tick that minted its pass."""
     waits: dict[int, int] = {}
@@ -1382,7 +1384,6 @@ async def test_the_recorder_counts_every_pass_with_its_exact_wait(stores: Env) -
     assert rec.last_waits == {}  # read once
     # the recorder falls behind: more passes than the room keeps between two of its reads
     await env.store.upsert_room({"id": "r", "ratePerMinute": 1_000_000})
-    t0 = env.clock.wall_ms()
     await fill(env, WAITS_KEPT + 5)
     env.clock.advance(0.5)
     await env.store.tick()

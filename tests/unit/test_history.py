@@ -10,6 +10,7 @@ from typing import Any
 from queue_manager.ops.history import (
     COLUMNS,
     GAP_MS,
+    HELD_WAITS,
     HOUR,
     RESERVOIR,
     HourlyHistory,
@@ -21,6 +22,7 @@ from queue_manager.ops.history import (
     fold,
     report,
 )
+from queue_manager.ops.series import WaitLump
 
 H = 1_800_000 * 1000 // 3600 * 3600  # an hour's start, epoch s (a whole hour)
 T0 = H * 1000  # ... in ms
@@ -209,6 +211,51 @@ def test_a_follower_that_takes_the_lead_folds_the_waits_the_row_does_not_hold_ye
         b.offer([{**summary, "passesTotal": 4, "waiting": 0}], {"r": [(4, 6.0)]}, now[0])  # handed over again
         await b.write()
         assert warehouse.rows[("r", H)].measured == 4
+
+    asyncio.run(go())
+
+
+def test_waits_known_by_their_sum_count_exactly_once_each() -> None:
+    """A lump (waits a reader missed one by one: their count and sum) adds to measuredWaits and the average,
+    not to the maximum; passes a row holds already are not added again, also when part of a lump."""
+    row = run(
+        [(T0 + 2000, Reading("r", 1, 10, 10, 0, 0, [(8, 5.0), (9, 6.0), (10, 7.0)], 0, [WaitLump(1, 7, 7, 21.0)]))]
+    )
+    assert (row.measured, row.wait_sum, row.wait_max, row.wait_ord) == (10, 39.0, 7.0, 10)
+    assert len(row.reservoir) == 3
+    out = report("r", "hour", H, [row], T0 + 4000)
+    assert out["measuredWaits"] == 10 and out["waitAvgSec"] == 3.9 and out["waitMaxSec"] == 7.0
+    # another writer read passes 1 … 4 one by one; a lump of passes 1 … 8 adds the other four, pro rata
+    other = run([(T0 + 2000, reading(4, 4, waits=[1.0, 1.0, 1.0, 1.0]))])
+    fold(other, Reading("r", 1, 8, 8, 0, 0, [], 0, [WaitLump(1, 8, 8, 16.0)]), T0 + 4000, covered_since_ms=T0,
+         rng=random.Random())  # fmt: skip
+    assert (other.measured, other.wait_sum, other.wait_ord) == (8, 12.0, 8)
+
+
+def test_a_follower_holds_its_oldest_waits_as_a_count_and_a_sum() -> None:
+    """Held waits beyond HELD_WAITS become one lump: the row still counts each wait and their exact sum."""
+
+    async def go() -> None:
+        now = [T0 + 60_000]
+        warehouse = MemoryWarehouse()
+        leading = [False]
+        history = HourlyHistory(warehouse, MemoryRefusals(), lambda: now[0], retain_days=1, leads=lambda: leading[0])
+        total, k = HELD_WAITS + 100, 0
+        summary = {"id": "r", "generation": 1, "joinsTotal": total, "passesTotal": 0, "waiting": 0}
+        for chunk in (1000, 2000, HELD_WAITS + 100 - 3000):
+            waits = [(k + i + 1, float((k + i) % 10)) for i in range(chunk)]
+            k += chunk
+            history.offer([{**summary, "passesTotal": k}], {"r": waits}, now[0])
+            assert await history.write() == 0
+            now[0] += 2000
+        held = history._pending["r"]
+        assert len(held.waits) == HELD_WAITS and len(held.lumps) == 1 and held.lumps[0].count == 100
+        leading[0] = True
+        history.offer([{**summary, "passesTotal": k}], {}, now[0])
+        assert await history.write() == 1
+        row = warehouse.rows[("r", H)]
+        assert row.measured == total and row.wait_sum == sum(float(i % 10) for i in range(total))
+        assert row.wait_ord == total and row.wait_max == 9.0
 
     asyncio.run(go())
 
