@@ -425,9 +425,12 @@ class Room:
         heapq.heappush(self._pass_heap, (now + self.cfg.passed_ttl_sec * 1000, t.n))
         self._grant_slot(t, slot, now)
         self.passes_total += 1
-        wait_ms = max(0, now_ms - t.joined_ms)
-        self.waits.append(wait_ms)
-        self.wait_ms_total += wait_ms
+        wait_ms = now_ms - t.joined_ms
+        if wait_ms > 0:  # a clock set back since the join: no negative wait
+            self.waits.append(wait_ms)
+            self.wait_ms_total += wait_ms
+        else:
+            self.waits.append(0)
         self.pass_times.append(now)
         self.emit("promote", n=t.n, slot=slot, credit=self.credit)
 
