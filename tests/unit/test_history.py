@@ -327,3 +327,52 @@ def test_a_stop_ends_the_writer_even_when_a_write_swallows_the_cancellation() ->
         stop.result()
 
     asyncio.run(go())
+
+
+def test_an_hour_row_holds_each_pass_exact_wait_from_the_store() -> None:
+    """The whole chain on the memory store and a fake clock: the store measures each wait, the recorder
+    reads it every 2 s, the history folds it: measuredWaits, waitMaxSec and waitAvgSec are the waits the
+    test's own clock gives, to the report's rounding, however they fall between the samples."""
+    from queue_manager.clock import FakeClock
+    from queue_manager.engine.model import ClientId
+    from queue_manager.ops.series import SeriesRecorder
+    from queue_manager.store.memory import MemoryStore
+
+    async def go() -> None:
+        clock = FakeClock()
+        store = MemoryStore(clock)
+        warehouse = MemoryWarehouse()
+        history = HourlyHistory(warehouse, MemoryRefusals(), clock.wall_ms, retain_days=1, seed=1)
+        rec = SeriesRecorder()
+        rec.watching_since_ms = clock.wall_ms()  # the process began watching before the room was created
+        await store.upsert_room({"id": "r", "targetUrl": "https://shop.example", "ratePerMinute": 60})
+        joined: dict[int, int] = {}
+        waits: dict[int, int] = {}
+        for step in range(1, 200):  # 0.1 s steps: joins at 0.3, 0.7 and 1.9 s; a tick every 0.5 s
+            clock.advance(0.1)
+            if step in (3, 7, 19):
+                i = len(joined)
+                view = await store.join("r", ClientId(ident=f"10.0.0.{i}", fp=bytes([i])), None, None)
+                assert view.ticket is not None
+                joined[view.ticket] = clock.wall_ms()
+            if step % 5 == 0:
+                await store.tick()
+                for n in joined:
+                    if n not in waits and (await store.lookup("r", str(n)))["state"] == "passed":
+                        waits[n] = clock.wall_ms() - joined[n]
+            if step % 20 == 0:  # the recorder's sample, every 2 s
+                sampled = await rec.feed(store, clock.wall_ms())
+                assert sampled is not None
+                history.offer(sampled, rec.last_waits, clock.wall_ms(), rec.last_lumps)
+                await history.write()
+        assert len(waits) == 3 and len({ms % 2000 for ms in waits.values()}) > 1
+        hour = clock.wall_ms() // 1000 - clock.wall_ms() // 1000 % HOUR
+        row = warehouse.rows[("r", hour)]
+        assert row.measured == 3 and row.wait_max == max(waits.values()) / 1000.0
+        assert abs(row.wait_sum - sum(waits.values()) / 1000.0) < 1e-9
+        out = report("r", "hour", hour, [row], clock.wall_ms())
+        assert out["measuredWaits"] == 3 and out["passes"] == 3
+        assert out["waitMaxSec"] == round(max(waits.values()) / 1000.0, 1)
+        assert out["waitAvgSec"] == round(sum(waits.values()) / 3000.0, 1)
+
+    asyncio.run(go())
