@@ -22,7 +22,14 @@ from typing import Any
 import uvicorn
 
 from queue_manager import __version__
-from queue_manager.config import DEFAULT_ADMIN_KEY, DEFAULT_PUBLIC_API_KEY, ConfigRefusal, Settings, load_settings
+from queue_manager.config import (
+    DEFAULT_ADMIN_KEY,
+    DEFAULT_PUBLIC_API_KEY,
+    HARDENING_EDGE_SECRET,
+    ConfigRefusal,
+    Settings,
+    load_settings,
+)
 from queue_manager.http.peers import Peers
 from queue_manager.inline.fastpath import InlineProtocol
 from queue_manager.inline.heads import waiting_for
@@ -94,6 +101,13 @@ def announce(s: Settings, port: int) -> None:
     )
 
 
+def startup_notices(s: Settings) -> list[str]:
+    """The hardening items the guide has the server print at start as well as list on /api/admin/health:
+    a missing EDGE_SECRET with STORE=valkey or NODE_ENV=production (printed once, by the process that reads
+    the settings: with WORKERS>1 the supervisor, never each worker)."""
+    return [item for item in s.hardening if item == HARDENING_EDGE_SECRET]
+
+
 def _peers(role: WorkerRole | None, settings: Settings) -> Peers | None:
     """A worker's siblings (WORKERS>1), where they serve their own metrics; None for a single process."""
     if role is None or role.peer_dir is None or role.count < 2:
@@ -120,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
     if role is None:  # a worker's warnings were printed by its supervisor
         for warning in settings.warnings:
             print(warning.line, file=sys.stderr, flush=True)
+        for line in startup_notices(settings):
+            print(line, file=sys.stderr, flush=True)
     if role is None and settings.workers > 1:
         return supervise(settings, settings.workers, lambda port: announce(settings, port))
     # Large lines are hundreds of thousands of long-lived objects: collect the young generation less often,

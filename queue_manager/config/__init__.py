@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from queue_manager.config.declare import Declaration, IPNetwork
 from queue_manager.config.effective import EffectiveSetting, effective_settings
-from queue_manager.config.load import load_settings
+from queue_manager.config.load import load_settings, read_settings
 from queue_manager.config.outcomes import ConfigRefusal, ConfigWarning
 from queue_manager.config.rules import (
     HARDENING_ADMIN_KEY,
@@ -96,4 +96,5 @@ __all__ = [
     "StoreName",
     "effective_settings",
     "load_settings",
+    "read_settings",
 ]

@@ -18,10 +18,10 @@ from typing import Any
 
 from queue_manager.config import rules
 from queue_manager.config.declare import Reader
-from queue_manager.config.outcomes import ConfigRefusal
+from queue_manager.config.outcomes import ConfigRefusal, ConfigWarning
 from queue_manager.config.settings import DECLARATIONS, Settings
 
-__all__ = ["load_settings"]
+__all__ = ["load_settings", "read_settings"]
 
 #: The step of each declared setting, by field name: its position in the order settings are read.
 _STEP = {field_name: step for step, field_name in enumerate(DECLARATIONS)}
@@ -84,3 +84,21 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
 def _replaced(before: Settings, after: Settings) -> set[str]:
     """The variables whose value a rule replaced."""
     return {d.env for name, d in DECLARATIONS.items() if getattr(before, name) != getattr(after, name)}
+
+
+def read_settings(
+    *fields: str, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], tuple[ConfigWarning, ...]]:
+    """A few settings on their own, by field name, each read and checked exactly as ``load_settings`` reads
+    it (its default, bounds and warnings; a refusal is raised), with none of the rules across settings: what a
+    tool that talks to a server (``qm rehearse``: HOST, PORT, ADMIN_KEY) needs of the server's environment,
+    without being refused for a setting only the server uses. Only settings whose default is not derived
+    from another one can be read this way."""
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    wanted = [DECLARATIONS[name] for name in fields]
+    r = Reader(env, tuple(wanted))
+    values: dict[str, Any] = {}
+    for name, declaration in zip(fields, wanted, strict=True):
+        r.step = _STEP[name]
+        values[name] = declaration.read(r, values)
+    return values, r.warnings

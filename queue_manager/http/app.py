@@ -26,6 +26,12 @@ log = logging.getLogger("queue_manager")
 _EXACT = ROUTER.exact
 
 
+def withheld() -> HttpError:
+    """A route that is not a visitor path, asked for on a host where only those remain: the same 404 as a path
+    this server has no route for, so the customer's host says nothing of what the admin host serves."""
+    return HttpError(404, "not_found", "No such route.")
+
+
 def _no_foreign_host(scope: Scope) -> bool:
     return False
 
@@ -85,10 +91,12 @@ class App:
         if resource is None:
             found = ROUTER.match_pattern(path)
             if found is None:
-                if admin_area(path):  # an anonymous caller learns nothing of the admin API, not even a 404
-                    return self._admin(req, send, None)
+                if admin_area(path) and not req.visitors_only:  # an anonymous caller learns nothing of the
+                    return self._admin(req, send, None)  # admin API, not even a 404
                 raise HttpError(404, "not_found", "No such route.")
             resource, req.params = found  # a literal path has none: the Request's default
+        if req.visitors_only and not resource.visitor_path:  # a host where only the visitor paths remain
+            raise withheld()
         route = resource.methods.get(req.method)
         if resource.admin and (route is None or route.admin is not None):
             return self._admin(req, send, resource)

@@ -20,17 +20,14 @@ CONSOLE_COOKIE = cookies.CONSOLE
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-INLINE_PREFIX = "/__qm"  # an inline host's queue surface (inline/surface.py; http sits below inline)
-
-
 def console_cookie_path(req: Request) -> str:
     """The path qm_console is scoped to: ``/api/admin``, or ``/__qm/api/admin`` when the console is used under an
-    inline host's prefix (the browser sends the cookie only to the paths it asked under)."""
-    asked = str(req.scope.get("path", ""))
-    return INLINE_PREFIX + "/api/admin" if asked.startswith(INLINE_PREFIX + "/") else "/api/admin"
+    inline host's prefix (the inline front set ``req.prefix``; the browser sends the cookie only to the paths it
+    asked under). A clear on another path than the one the cookie was set with would leave it in place."""
+    return cookies.console_path(req.prefix)
 
 
-def clear_console_cookie(path: str = "/api/admin") -> tuple[str, str]:
+def clear_console_cookie(path: str = cookies.CONSOLE_PATH) -> tuple[str, str]:
     return "Set-Cookie", f"{CONSOLE_COOKIE}=; Path={path}; Max-Age=0; HttpOnly; SameSite=Strict"
 
 

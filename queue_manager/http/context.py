@@ -27,6 +27,7 @@ from queue_manager.http.peers import Peers
 from queue_manager.http.proxywatch import ProxyWatch
 from queue_manager.http.ratelimit import Budget
 from queue_manager.http.sse import AdminStreams, Broadcaster
+from queue_manager.http.ticket_bursts import TicketBursts
 from queue_manager.metrics import Counters
 from queue_manager.ops.history import HourlyHistory, MemoryRefusals, MemoryWarehouse
 from queue_manager.ops.series import SeriesRecorder
@@ -107,6 +108,7 @@ class Context:
     edge: EdgeGate = field(init=False)
     protection: Protection = field(init=False)
     proxywatch: ProxyWatch = field(init=False)
+    ticket_bursts: TicketBursts = field(init=False)  # refused tickets per room: the warning on a burst
     admin_streams: AdminStreams = field(default_factory=lambda: AdminStreams())
     series: SeriesRecorder = field(default_factory=SeriesRecorder)  # the console's per-room chart data
     pid: int = field(default_factory=os.getpid)
@@ -186,6 +188,7 @@ class Context:
             allow_ips=settings.protection_allow_ips,
         )
         ctx.proxywatch = ProxyWatch(settings, clock)
+        ctx.ticket_bursts = TicketBursts(clock)
         ctx.access.on_revoke(ctx.admin_streams.revoke)
         return ctx
 
@@ -218,19 +221,23 @@ class Context:
         try:
             payload = self.signer.verify(token, "visitor")
         except TokenError as err:
-            self.counters.reject_token(err.reason)
+            self._refused(room_id, err.reason)
             return None, None
         kind, gen = payload.get("t"), payload.get("g")
         if payload.get("r") != room_id or not isinstance(gen, int) or isinstance(gen, bool):
-            self.counters.reject_token("wrong_room")
+            self._refused(room_id, "wrong_room")
             return None, None
         iat = payload.get("iat")
         if kind == "tk" and isinstance(payload.get("n"), int) and not isinstance(payload.get("n"), bool):
             return Presented(gen=gen, n=payload["n"]), iat
         if kind == "pq" and isinstance(payload.get("h"), str):
             return Presented(gen=gen, handle=payload["h"]), iat
-        self.counters.reject_token("malformed")
+        self._refused(room_id, "malformed")
         return None, None
+
+    def _refused(self, room_id: str, reason: str) -> None:
+        self.counters.reject_token(reason)
+        self.ticket_bursts.note(room_id, reason)
 
     def sign_ticket(self, view: VisitorView) -> str | None:
         if view.ticket is not None:

@@ -12,7 +12,10 @@ Per room (``<room>`` is the room id, which is why room ids are limited to letter
 
 For the whole site:
 
-* ``qm_console``: the operator console's signed-in session.
+* ``qm_console``: the operator console's signed-in session, scoped to the admin API: ``Path=/api/admin``,
+  or ``Path=/__qm/api/admin`` when the console is served under an inline host's queue prefix
+  (:func:`console_path`). It is set, cleared and cleared again on a refused session with the path the
+  request came in on, so the browser sends it to exactly the admin API the console calls.
 * ``qm_lang``: the language a visitor picked on the waiting page.
 * ``qm_token`` (a query parameter, not a cookie): the token the waiting page hands to the site.
 * ``qm_pass`` (a query parameter of ``/api/check``): an edge pass, when the caller sends it that way.
@@ -21,6 +24,7 @@ For the whole site:
 from __future__ import annotations
 
 CONSOLE = "qm_console"
+CONSOLE_PATH = "/api/admin"
 LANGUAGE = "qm_lang"
 TOKEN_PARAM = "qm_token"
 PASS_PARAM = "qm_pass"
@@ -31,3 +35,8 @@ SESSION = "qms_"
 DOOR_KEY = "qm_dk_"
 RETURN_TO = "qmr_"
 EDGE_PASS = "qmp_"
+
+
+def console_path(prefix: str) -> str:
+    """The ``Path`` of ``qm_console`` for a request that came in under ``prefix`` ("" or "/__qm")."""
+    return prefix + CONSOLE_PATH

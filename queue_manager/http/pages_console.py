@@ -1,4 +1,5 @@
-"""Page routes (console): the operator console at / and its content-hashed assets under /assets/.
+"""Page routes (console): the operator console at / and its content-hashed assets under /assets/; the
+console's former addresses (/progress, /public/admin.html) redirect to it.
 
 ``/`` is charged to the "pages" budget (WAITING_LIMIT_PER_MIN per address, see pageguard) and served
 ``no-store`` with a strict CSP (nothing but this origin). Assets are named by a hash of their content
@@ -102,6 +103,18 @@ async def console_page(ctx: Context, req: Request, send: Send) -> None:
         ],
         req.method == "HEAD",
     )
+
+
+async def to_console(ctx: Context, req: Request, send: Send) -> None:
+    """``/progress`` and ``/public/admin.html``, the console's addresses in earlier versions: a redirect to
+    the console (under ``/__qm/`` on an inline host), charged to the same "pages" budget as the console
+    page. 302, not 301: a browser keeps no permanent answer for an address a later version may serve."""
+    limit_headers = await pageguard.admit(ctx, req, send, "pages")
+    if limit_headers is None:
+        return
+    location = (req.prefix + "/").encode()
+    headers = [(b"location", location), (b"cache-control", b"no-store"), (b"x-robots-tag", b"noindex")]
+    await send_response(send, 302, b"", [*headers, *limit_headers], req.method == "HEAD")
 
 
 async def console_asset(ctx: Context, req: Request, send: Send) -> bool:

@@ -8,6 +8,11 @@ Every load is charged to the "pages" budget (pageguard). Each page is rendered o
 is made from (path, mtime, size), off the event loop, then served from memory through web/static.py: Brotli or gzip
 when accepted, an ETag per form, ``private, no-cache`` (a reload is a 304). The page carries a CSP with no script
 source at all.
+
+The guides write this server's address as ``render.ADDRESS_PLACEHOLDER``; a page that names it is served filled in
+with the base of every absolute URL the server hands out (``IdentityResolver.public_base``: PUBLIC_URL, else a
+listed proxy's X-Forwarded-Host, else Host; plus the ``/__qm`` prefix on an inline host when PUBLIC_URL is unset),
+HTML-escaped, under a line that says so. The filled pages of the last :data:`FILLED_MAX` addresses are kept.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import html
 import os
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -22,7 +28,7 @@ from pathlib import Path
 from queue_manager.http import pageguard
 from queue_manager.http.apidoc import reference
 from queue_manager.http.apidoc import serve as apidoc
-from queue_manager.http.apidoc.document import OPENAPI_PATH
+from queue_manager.http.apidoc.document import CONSOLE_OPENAPI_PATH
 from queue_manager.http.context import Context
 from queue_manager.http.sendfile import serve_payload
 from queue_manager.http.wire import Request, Send, send_response
@@ -33,6 +39,8 @@ CACHE_CONTROL = (b"cache-control", b"private, no-cache")
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 REFERRER = (b"referrer-policy", b"same-origin")
 API_PAGE = "api"  # /docs/api: the HTTP API reference, rendered from the OpenAPI document
+FILLED_MAX = 64  # filled-in pages kept (page × address); the least recently served goes first
+FILLED_BROTLI = 9  # a filled page is made on a request: Brotli 9 is ~10x faster than 11, ~10 % larger
 
 # a file's version: (mtime_ns, size), or None when it is missing
 Stamp = tuple[tuple[int, int] | None, ...]
@@ -50,10 +58,25 @@ class Body:
     status: int
     lang: str
     payload: static.Payload
+    fillable: bool = False  # names this server's address (render.ADDRESS_PLACEHOLDER): served filled in
 
     @classmethod
     def of(cls, status: int, lang: str, text: str) -> Body:
         return cls(status, lang, static.Payload.of(text.encode(), "text/html; charset=utf-8"))
+
+    @classmethod
+    def unfilled(cls, status: int, lang: str, text: str) -> Body:
+        """A page that may name the address: kept uncompressed when it does (only its filled copies are sent)."""
+        if render.ADDRESS_PLACEHOLDER not in text:
+            return cls.of(status, lang, text)
+        payload = static.Payload.of(text.encode(), "text/html; charset=utf-8", compress=False)
+        return cls(status, lang, payload, fillable=True)
+
+    def filled(self, address: str) -> Body:
+        """This page with the address filled in (slow: build it off the event loop)."""
+        text = render.fill_address(self.payload.body.decode(), address, self.lang)
+        payload = static.Payload.of(text.encode(), "text/html; charset=utf-8", brotli_quality=FILLED_BROTLI)
+        return Body(self.status, self.lang, payload)
 
 
 class Library:
@@ -62,6 +85,8 @@ class Library:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._pages: dict[tuple[str, str, str], tuple[Stamp, Body]] = {}
+        # (page key, address) -> (stamp, filled page), least recently served first
+        self._filled: OrderedDict[tuple[tuple[str, str, str], str], tuple[Stamp, Body]] = OrderedDict()
         self.renders = 0  # how many times a page was (re)built
 
     def _stat(self, *parts: str) -> tuple[int, int] | None:
@@ -78,17 +103,29 @@ class Library:
         file = render.GUIDES[name]
         return [("th", file), (file,)] if lang == "th" else [(file,)]
 
-    async def page(self, lang: str, name: str, base: str = "") -> Body:
+    async def page(self, lang: str, name: str, base: str = "", address: str | None = None) -> Body:
         """The page for (lang, guide name or '' for the index, path prefix), rendered again only when a source
-        changed."""
+        changed; with ``address``, this server's address filled in where the guide names it."""
         stamp: Stamp = tuple(self._stat(*p) for p in self._sources(lang, name))
         key = (lang, name, base)
         hit = self._pages.get(key)
-        if hit is not None and hit[0] == stamp:
-            return hit[1]
-        body = await asyncio.to_thread(self._build, lang, name, base)
-        self.renders += 1
-        self._pages[key] = (stamp, body)
+        if hit is None or hit[0] != stamp:
+            hit = (stamp, await asyncio.to_thread(self._build, lang, name, base))
+            self.renders += 1
+            self._pages[key] = hit
+        plain = hit[1]
+        if address is None or not plain.fillable:
+            return plain
+        filled_key = (key, address)
+        done = self._filled.get(filled_key)
+        if done is not None and done[0] == stamp:
+            self._filled.move_to_end(filled_key)
+            return done[1]
+        body = await asyncio.to_thread(plain.filled, address)
+        self._filled[filled_key] = (stamp, body)
+        self._filled.move_to_end(filled_key)
+        while len(self._filled) > FILLED_MAX:
+            self._filled.popitem(last=False)
         return body
 
     def _read(self, *parts: str) -> str | None:
@@ -135,7 +172,7 @@ class Library:
             notice=notice,
             base=base,
         )
-        return Body.of(200, lang, text)
+        return Body.unfilled(200, lang, text)
 
     def _index(self, lang: str, base: str) -> Body:
         ui = render.UI[lang]
@@ -155,7 +192,7 @@ class Library:
         main = f'<h1>{ui["index_title"]}</h1><p class="lede">{ui["index_lede"]}</p>{listing}{_api_item(lang, base)}'
         footer = f"{ui['source']} <code>docs/</code>"
         text = render.page(lang=lang, title=ui["index_title"], main=main, footer=footer, base=base)
-        return Body.of(200, lang, text)
+        return Body.unfilled(200, lang, text)
 
 
 def _api_item(lang: str, base: str) -> str:
@@ -164,7 +201,7 @@ def _api_item(lang: str, base: str) -> str:
     attr = ' lang="en"' if lang != "en" else ""
     return (
         f'<ul class="guides"><li><a href="{href}"{attr}>HTTP API reference</a><p{attr}>Every route, its '
-        f"parameters, answers and codes, from <code>{OPENAPI_PATH}</code>.</p></li></ul>"
+        f"parameters, answers and codes, from <code>{CONSOLE_OPENAPI_PATH}</code>.</p></li></ul>"
     )
 
 
@@ -181,7 +218,7 @@ def api_reference(lang: str, base: str = "") -> Body:
         main=main,
         toc=render.toc_html(headings, lang, "en"),
         name=API_PAGE,
-        footer=f"{render.UI[lang]['source']} <code>{OPENAPI_PATH}</code>",
+        footer=f"{render.UI[lang]['source']} <code>{CONSOLE_OPENAPI_PATH}</code>",
         base=base,
     )
     return Body.of(200, lang, text)
@@ -237,6 +274,13 @@ def resolve(path: str) -> tuple[str, str | None, str | None]:
     return lang, name, (canonical if canonical != path else None)
 
 
+def own_address(ctx: Context, req: Request, prefix: str) -> str:
+    """The address the guides are filled in with: the base of every absolute URL this server hands out, and
+    on an inline host (PUBLIC_URL unset) the queue's prefix there, where the queue's own paths answer."""
+    base = ctx.identity.public_base(req)
+    return base if ctx.identity.public_url else base + prefix
+
+
 async def docs_page(ctx: Context, req: Request, send: Send) -> None:
     limits = await pageguard.admit(ctx, req, send, "pages")
     if limits is None:
@@ -254,7 +298,7 @@ async def docs_page(ctx: Context, req: Request, send: Send) -> None:
     elif name == API_PAGE:
         body = api_reference(lang, base)
     else:
-        body = await lib.page(lang, name, base)
+        body = await lib.page(lang, name, base, own_address(ctx, req, base))
     headers: list[tuple[bytes, bytes]] = [
         CACHE_CONTROL,
         NOSNIFF,

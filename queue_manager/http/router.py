@@ -39,6 +39,13 @@ class Route:
     ``visitor`` routes are open to anyone (each applies its own limits); ``admin`` routes need a
     signed-in caller holding every grant in ``grants`` (none: any signed-in caller). A GET route
     answers HEAD too unless ``head`` is False (event streams).
+
+    ``visitor_path``: the route is one of the visitor paths, which answer on every host (under ``/__qm/`` on
+    an inline host, ADMIN_HOST set or not): what a visitor's browser, the customer's site and a probe of
+    the public hostname use. Every other route (the admin API, the console's pages and sign-in, the guides,
+    the connectors' downloads) is withheld where only the visitor paths remain. Made with :func:`visitor`
+    it is one; made with :func:`operator` (open to anyone, but for the people who run the queue) or
+    :func:`admin` it is not.
     """
 
     method: str
@@ -49,6 +56,7 @@ class Route:
     grants: tuple[Grant, ...] = ()
     head: bool = True
     ticket: bool = False  # an admin event stream: a one-time ?ticket= signs the caller in
+    visitor_path: bool = False
 
     @property
     def is_admin(self) -> bool:
@@ -63,6 +71,13 @@ class Route:
 
 
 def visitor(method: str, pattern: str, handler: VisitorHandler, summary: str, *, head: bool = True) -> Route:
+    """A visitor path: open to anyone, and answering on every host."""
+    return Route(method, pattern, summary, visitor=handler, head=head, visitor_path=True)
+
+
+def operator(method: str, pattern: str, handler: VisitorHandler, summary: str, *, head: bool = True) -> Route:
+    """Open to anyone like a visitor route, but for the people who run the queue (the console's pages and
+    sign-in, the guides, the connectors' downloads): not a visitor path."""
     return Route(method, pattern, summary, visitor=handler, head=head)
 
 
@@ -94,6 +109,7 @@ class Resource:
     use: str = ""
     ticket: bool = False  # an admin event stream: the sign-in may be a one-time ?ticket=
     admin: bool = False  # on the admin API: the caller signs in before anything else is said
+    visitor_path: bool = False  # every method of it is a visitor path (Route.visitor_path)
 
     def __post_init__(self) -> None:
         self.admin = admin_area(self.pattern)
@@ -101,7 +117,10 @@ class Resource:
     def add(self, route: Route) -> None:
         if route.method in self.methods:
             raise ValueError(f"two routes for {route.method} {route.pattern}")
+        if self.methods and route.visitor_path != self.visitor_path:
+            raise ValueError(f"{route.pattern}: a path is a visitor path for every method or for none")
         self.methods[route.method] = route
+        self.visitor_path = route.visitor_path
         self.ticket = self.ticket or route.ticket
         if route.method == "GET" and route.head:
             self.methods["HEAD"] = route

@@ -1,7 +1,10 @@
 """Every route the server answers, in one table (see :mod:`queue_manager.http.router` for the rules).
 
 A new route is one line here: its method, path pattern, handler, the grants it needs (admin routes)
-and a one-line summary. Handlers never check the method or the caller's grants themselves.
+and a one-line summary. Handlers never check the method or the caller's grants themselves. ``v`` makes a
+visitor path (answers on every host, the customer's included), ``o`` a route open to anyone but meant for
+the people running the queue, ``a`` an admin route; only ``v`` routes remain on a host that ADMIN_HOST
+leaves to the visitors.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from queue_manager.http.apidoc import serve as apidoc
 from queue_manager.http.context import Context
 from queue_manager.http.router import Route, Router
 from queue_manager.http.router import admin as a
+from queue_manager.http.router import operator as o
 from queue_manager.http.router import visitor as v
 from queue_manager.http.wire import HttpError, Request, Send
 
@@ -61,23 +65,25 @@ TABLE: tuple[Route, ...] = (
     v("GET", "/.well-known/jwks.json", passkeys.jwks, "The edge passes' public keys (a JWK Set)."),
     v("GET", "/api/passes/revoked", passkeys.revoked, "A room's revoked edge passes not yet expired."),
     v("GET", "/qm.js", visitor.qm_js, "The snippet a site includes beside its pages."),
-    v("GET", "/connectors/manifest.json", connectors.manifest_json, "Every connector: version, downloads, SHA-256."),
-    v("GET", "/connectors/wordpress/update.json", connectors.wordpress_update, "The WordPress plugin's update feed."),
-    v("GET", "/connectors/{file...}", connectors.download, "A connector's download, README or manifest entry."),
+    o("GET", "/connectors/manifest.json", connectors.manifest_json, "Every connector: version, downloads, SHA-256."),
+    o("GET", "/connectors/wordpress/update.json", connectors.wordpress_update, "The WordPress plugin's update feed."),
+    o("GET", "/connectors/{file...}", connectors.download, "A connector's download, README or manifest entry."),
     v("GET", "/healthz", health.healthz, "Liveness and readiness of this instance."),
     v("GET", "/api/version", health.version, "Version and health of this instance."),
     # -- pages
-    v("GET", "/", pages_console.console_page, "The operator console."),
-    v("GET", "/index.html", pages_console.console_page, "The operator console."),
+    o("GET", "/", pages_console.console_page, "The operator console."),
+    o("GET", "/index.html", pages_console.console_page, "The operator console."),
+    o("GET", "/progress", pages_console.to_console, "The console's former address: a redirect to the console."),
+    o("GET", "/public/admin.html", pages_console.to_console, "The console's former address: a redirect to it."),
     v("GET", "/w/{room...}", pages_visitor.waiting_page, "A room's waiting page."),
     v("GET", "/assets/{file...}", _asset, "A content-hashed page asset (immutable)."),
     v("GET", "/fonts/{file...}", waiting.font_file, "A font of the waiting page."),
     v("GET", "/offline.html", pages_visitor.offline_page, "The self-contained page shown while the queue is away."),
     v("GET", "/origin-down.html", pages_visitor.origin_down_page, "The page shown while an inline app is down."),
-    v("GET", "/docs", pages_docs.docs_page, "The guides, in the reader's language."),
-    v("GET", "/docs/{page...}", pages_docs.docs_page, "One guide page."),
+    o("GET", "/docs", pages_docs.docs_page, "The guides, in the reader's language."),
+    o("GET", "/docs/{page...}", pages_docs.docs_page, "One guide page."),
     # -- the admin API: the console's sign-in and this server
-    v("POST", "/api/admin/session", admin.session_open, "Trade a key once for a console session cookie."),
+    o("POST", "/api/admin/session", admin.session_open, "Trade a key once for a console session cookie."),
     a("DELETE", "/api/admin/session", (), admin_team.session_close, "Sign the console out."),
     a("GET", "/api/admin/whoami", ("read",), admin_team.whoami, "Who the caller is and what they may do."),
     a("GET", "/api/admin/health", ("read",), admin.admin_health, "This instance's health, in full."),
@@ -98,6 +104,13 @@ TABLE: tuple[Route, ...] = (
     a("POST", "/api/admin/shutdown", ("owner",), admin_team.shutdown, "Stop this instance gracefully."),
     a("GET", "/api/admin/audit", ("team",), admin_team.audit, "The audit log (JSON or CSV)."),
     a("GET", "/api/openapi.json", ("read",), apidoc.openapi_json, "This API described (OpenAPI 3.1)."),
+    a(
+        "GET",
+        "/api/admin/openapi.json",
+        ("read",),
+        apidoc.openapi_json,
+        "This API described (OpenAPI 3.1), where the console's session reaches.",
+    ),
     # -- rooms
     a("GET", "/api/admin/rooms", ("read",), admin_rooms.rooms_list, "Every room with its live numbers."),
     a("POST", "/api/admin/rooms", ("write",), admin_rooms.rooms_upsert, "Create or change a room."),

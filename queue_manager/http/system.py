@@ -137,6 +137,12 @@ async def pop_set(call: Call) -> None:
     await send_json(call.send, 200, _pop_body(enabled) | ({} if audited else {"audited": False}))
 
 
+#: Why no state is shared, as the adopted page words it ("no peers configured, or no transport"); the
+#: ``detail`` beside it says which: STORE=memory, Valkey unreachable, or no other live instance.
+NO_PEERS = "no_peers"
+SINGLE_INSTANCE = "single_instance"
+
+
 async def _peers(call: Call) -> tuple[list[str] | None, str | None]:
     """The other live instances (the fleet counters' index), or None and why they are not known."""
     backend = call.ctx.backend
@@ -149,14 +155,14 @@ async def _peers(call: Call) -> tuple[list[str] | None, str | None]:
     return [w for w in live if w != call.ctx.settings.instance_id], None
 
 
+def _no_peers(detail: str | None) -> dict[str, Any]:
+    return {"enabled": False, "reason": NO_PEERS, "detail": detail or SINGLE_INSTANCE}
+
+
 async def shared_state(call: Call) -> None:
     """GET /api/v1/system/shared-state: enabled only with STORE=valkey and at least one live peer."""
-    peers, reason = await _peers(call)
-    if peers is not None and not peers:
-        reason = "no_peers"
-    out: dict[str, Any] = {"enabled": reason is None}
-    if reason is not None:
-        out["reason"] = reason
+    peers, detail = await _peers(call)
+    out: dict[str, Any] = {"enabled": True} if peers else _no_peers(detail)
     out["maintenance_mode"] = call.ctx.maintenance.enabled
     out["pop_maintenance_mode"] = call.ctx.pop.enabled
     await send_json(call.send, 200, out)
@@ -205,12 +211,10 @@ async def transport_stats(call: Call) -> None:
     """GET /internal/api/shared-state/stats (and /internal/api/inter-instance/stats): the fleet transport."""
     ctx = call.ctx
     flags = {"maintenance_mode": call.ctx.maintenance.enabled, "pop_maintenance_mode": ctx.pop.enabled}
-    peers, reason = await _peers(call)
+    peers, detail = await _peers(call)
     backend = ctx.backend
     if backend is None or peers is None:
-        await send_json(
-            call.send, 200, {"enabled": False, "reason": reason, "server_id": ctx.settings.instance_id, **flags}
-        )
+        await send_json(call.send, 200, {**_no_peers(detail), "server_id": ctx.settings.instance_id, **flags})
         return
     hints = backend.hints
     out: dict[str, Any] = {
@@ -226,5 +230,5 @@ async def transport_stats(call: Call) -> None:
         "running": hints.subscribed,
     }
     if not peers:
-        out["reason"] = "no_peers"
+        out.update(reason=NO_PEERS, detail=SINGLE_INSTANCE)
     await send_json(call.send, 200, out | flags)

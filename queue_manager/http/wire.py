@@ -46,7 +46,19 @@ class HttpError(Exception):
 
 
 class Request:
-    __slots__ = ("_cookies", "_query", "headers", "ident", "method", "params", "path", "receive", "scope")
+    __slots__ = (
+        "_cookies",
+        "_query",
+        "headers",
+        "ident",
+        "method",
+        "params",
+        "path",
+        "prefix",
+        "receive",
+        "scope",
+        "visitors_only",
+    )
 
     def __init__(self, scope: Scope, receive: Receive, path: str) -> None:
         self.scope = scope
@@ -66,6 +78,13 @@ class Request:
         self._cookies: dict[str, str] | None = None
         self.ident: Any = None  # the resolved Identity, computed once (http.identity)
         self.params: Mapping[str, str] = NO_PARAMS  # the path's parameters, set by the router
+        #: where this server's paths live on the request's host: "/__qm" when the inline front stripped that
+        #: prefix from the path (an inline host), else "". Whatever names a path back to the browser (a
+        #: cookie's Path, a redirect) puts it in front.
+        self.prefix = ""
+        #: set by the inline front on a host where only the visitor paths answer (an inline host not named in
+        #: ADMIN_HOST while ADMIN_HOST is set): the router answers any other route 404
+        self.visitors_only = False
 
     def header(self, name: bytes) -> str | None:
         v = self.headers.get(name)

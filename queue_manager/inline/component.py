@@ -29,6 +29,18 @@ from queue_manager.store.base import StoreUnavailable
 log = logging.getLogger("queue_manager.inline")
 
 REFRESH_SEC = 1.0
+#: While Valkey and Postgres are both unreachable at boot, the Postgres read of the inline host index is
+#: retried after 1 s, the wait doubling after each failure up to 30 s (back to 1 s once a read lands).
+PG_RETRY_FIRST_SEC = 1.0
+PG_RETRY_MAX_SEC = 30.0
+
+
+def pg_retry_delay(failures: int) -> float:
+    """The wait before the next Postgres read after ``failures`` failed reads in a row: 1, 2, 4, 8, 16, 30, 30… s."""
+    if failures < 1:
+        return 0.0
+    return min(PG_RETRY_MAX_SEC, PG_RETRY_FIRST_SEC * 2.0 ** min(failures - 1, 16))
+
 
 #: The door check: (ctx, request, identity, room id, the ticket presented, the door key, the visitor's URL).
 DoorCheck = Callable[
@@ -67,6 +79,8 @@ class Inline:
         self._refresher_job = Job("qm-inline-index", self._refresher)
         self._probe_job = Job("qm-inline-probe", self.probe.run)
         self._both_down_logged = False
+        self._pg_failures = 0  # Postgres reads of the index failed in a row (both stores down)
+        self._pg_next_at = 0.0  # when (clock.mono) the next one may be made
 
     # ---------------------------------------------------------------- the index
 
@@ -74,8 +88,8 @@ class Inline:
         try:
             rooms = await self.ctx.store.list_rooms()
         except StoreUnavailable:
-            if self.index.source == "none":  # booted during an outage: the durable room configs instead
-                await self._from_journal()
+            if self.index.source == "none" and self.ctx.clock.mono() >= self._pg_next_at:
+                await self._from_journal()  # booted during an outage: the durable room configs instead
             return  # otherwise keep the last index for the outage
         for room in rooms:
             if room.get("proxyOrigin") and room.get("brand") is not None:  # a read lacks the logo's bytes
@@ -96,11 +110,14 @@ class Inline:
             return
         try:
             rows = await backend.journal.rooms()
-        except Exception as exc:  # both stores down: gate nothing (404s), retry on the next round
+        except Exception as exc:  # both stores down: gate nothing (404s), retry after a growing wait
+            self._pg_failures += 1
+            self._pg_next_at = self.ctx.clock.mono() + pg_retry_delay(self._pg_failures)
             if not self._both_down_logged:
                 log.warning("Valkey and Postgres are both unreachable: %s", exc)
                 self._both_down_logged = True
             return
+        self._pg_failures, self._pg_next_at = 0, 0.0
         self.index.rebuild([{**config, "id": room_id} for room_id, _gen, config in rows], "postgres")
         log.warning("inline host index built from Postgres (%d inline rooms)", len(self.index.by_room))
 

@@ -140,8 +140,10 @@ async def route(ctx: Context, inline: Inline, req: Request, send: Send) -> str |
             await proxy.serve(ctx, inline, req, room, send)
             return None
         inner = api_path(inner)
-        if surface.is_console_path(inner) and not surface.console_allowed(settings, inline.index, host, room):
-            raise HttpError(404, "not_found", "No such route.")
+        req.prefix = surface.PREFIX
+        # with ADMIN_HOST set and this host not in it, only the visitor paths remain: the router answers
+        # every other route of its table 404 (http/app.py, from each route's visitor_path)
+        req.visitors_only = not surface.console_allowed(settings, inline.index, host, room)
         if inner == "/api/join" and req.method == "POST":
             surface.with_return_url(req, room.room_id, ctx.identity.resolve(req).scheme)
         return inner

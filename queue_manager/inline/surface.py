@@ -6,6 +6,9 @@
   ``/api/admin/*``) answers only on an address literal, ``localhost`` or the PUBLIC_URL host, plus the
   names in ADMIN_HOST; on an inline host only under ``/__qm/`` and only while ADMIN_HOST is unset.
   Anywhere else it is a bare 404.
+* With ADMIN_HOST set, an inline host it does not name keeps only the visitor paths under ``/__qm/``:
+  the front marks the request ``visitors_only`` and the queue's router answers every route of its table
+  that is not a visitor path (``Route.visitor_path``) 404, the admin API and ``/metrics`` included.
 * ``/__qm/*`` on a host that fronts no inline room is ``404 not_inline_host`` naming PUBLIC_URL
   (a bare 404 with ADMIN_HOST set: there the console never lived on the customer's domain).
 """

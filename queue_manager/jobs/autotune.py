@@ -157,7 +157,8 @@ def _probe_trouble(s: Step, m: Measurement) -> str | None:
 
 
 def measurement(room: Mapping[str, Any], signals: Signals, now: int) -> Measurement | None:
-    """The latest probe of the room's site; None when there is none, or it was refused (configuration)."""
+    """The latest probe of the room's site; None when there is none, it was refused (configuration), or the
+    target is not probed (a reserved example name)."""
     room_id = str(room["id"])
     if room.get("proxyOrigin"):
         o = signals.origins.get(room_id)
@@ -168,7 +169,7 @@ def measurement(room: Mapping[str, Any], signals: Signals, now: int) -> Measurem
         failure = f"origin answered {status}" if status is not None else f"origin probe failing ({phase})"
         return Measurement("origin", at, bool(o.get("ok")), _int(o.get("latencyMs")), failure, STALE_FLOOR_MS)
     t = signals.targets.get(room_id)
-    if not t or t.get("refused") or t.get("url") != room.get("targetUrl"):
+    if not t or t.get("refused") or t.get("notProbed") or t.get("url") != room.get("targetUrl"):
         return None
     stale = max(STALE_FLOOR_MS, 4 * signals.target_every_ms)
     failure = f"target failing: {t.get('summary') or 'no answer'}"

@@ -11,7 +11,11 @@ snippet room last probed ``TARGET_PROBE_EVERY_MS`` ago or more (at once when its
   500 in time;
 * held to the private-address rule (``outbound.pin``): a name with any private or internal address is
   refused unless ``PROXY_ALLOW_PRIVATE=1``, and the probe connects to the address it checked. A refused
-  probe is a configuration matter shown in the panel, not a failing site;
+  probe is a configuration matter shown in the panel (its summary says which setting allows it, and how
+  to stop probing), not a failing site;
+* a ``targetUrl`` under a name reserved never to resolve (``.example``, ``.invalid``, ``.test`` and the
+  ``example.com/.net/.org`` documentation domains: RFC 2606, RFC 6761) is not probed at all: its result
+  says ``notProbed`` with the reason, ``ok`` is null, and it is neither failing nor degrading health;
 * at most 8 at once, beside the frames: a frame never waits for a site, and a room whose probe is still
   running is not probed again.
 
@@ -29,6 +33,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -44,6 +49,24 @@ TIMEOUT_SEC = 5.0
 CONCURRENCY = 8
 USER_AGENT = f"queue-manager-probe/{__version__}"
 REPORT = "targets"
+#: Top-level names reserved never to be delegated (RFC 2606 section 2; RFC 6761 sections 6.2, 6.4, 6.5).
+#: ``localhost`` is not among them: it resolves, to loopback, and is judged by the private-address rule.
+RESERVED_TLDS = frozenset({"example", "invalid", "test"})
+#: Second-level names reserved for documentation (RFC 2606 section 3), and every name under them.
+RESERVED_DOMAINS = ("example.com", "example.net", "example.org")
+#: What a probe refused by the private-address rule reads: the setting that allows it, and the way out.
+REFUSED_PRIVATE = (
+    "refused: a private or internal address (set PROXY_ALLOW_PRIVATE=1 to probe a site on this network, "
+    "or TARGET_PROBE=0 to stop probing)"
+)
+
+
+def reserved_name(host: str) -> bool:
+    """Whether ``host`` is a name reserved for examples and tests, which never resolves on the Internet."""
+    name = host.lower().rstrip(".")
+    if name.rpartition(".")[2] in RESERVED_TLDS:
+        return True
+    return any(name == domain or name.endswith("." + domain) for domain in RESERVED_DOMAINS)
 
 
 def snippet_targets(rooms: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -52,7 +75,7 @@ def snippet_targets(rooms: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def failing(result: Mapping[str, Any]) -> bool:
-    """A probe that got no answer below 500; a refused probe is not one."""
+    """A probe that got no answer below 500; a refused probe is not one, nor a target that is not probed."""
     return result.get("ok") is False and not result.get("refused")
 
 
@@ -124,6 +147,21 @@ class TargetProbe:
     async def probe(self, url: str) -> dict[str, Any]:
         """Probe one URL now: the result as the report stores it (``failingSince`` is the caller's)."""
         checked_at = self.clock.wall_ms()
+        host = urlsplit(url).hostname or ""
+        if reserved_name(host):
+            return {
+                "url": url,
+                "method": None,
+                "ok": None,
+                "status": None,
+                "latencyMs": None,
+                "summary": f"{url} → not probed: {host} is a name reserved for examples, which never resolves",
+                "error": None,
+                "refused": None,
+                "notProbed": "reserved name",
+                "checkedAt": checked_at,
+                "failingSince": None,
+            }
         started = time.monotonic()
         method = "HEAD"
         status: int | None = None
@@ -141,7 +179,7 @@ class TargetProbe:
                 error = f"HTTP {status}"
         except Refused as exc:
             if exc.private:
-                refused, answer = str(exc), "refused: a private or internal address"
+                refused, answer = str(exc), REFUSED_PRIVATE
             else:
                 error, answer = str(exc), "does not resolve"
         except (TimeoutError, httpx.TimeoutException):
@@ -159,6 +197,7 @@ class TargetProbe:
             "summary": f"{method} {url} → {answer}",
             "error": error,
             "refused": refused,
+            "notProbed": None,
             "checkedAt": checked_at,
             "failingSince": None,
         }

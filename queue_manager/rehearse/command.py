@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from typing import Any, NoReturn
 
 import httpx
 import orjson
 
+from queue_manager.config import ConfigRefusal, read_settings
 from queue_manager.engine.errors import EngineError
 from queue_manager.rehearse import progress
 from queue_manager.rehearse.chart import chart_html
@@ -21,7 +21,6 @@ from queue_manager.rehearse.report import rehearsal_report, render_rehearsal, re
 from queue_manager.rehearse.simulate import Scenario, simulate
 
 COMMANDS = ("rehearse", "simulate")
-DEV_ADMIN_KEY = "qm-dev-admin-key"  # the key a server started without ADMIN_KEY accepts (docs/configuration.md)
 ROOM_SETTINGS = ("ratePerMinute", "maxConcurrent", "passedTtlSec", "sessionTtlSec", "sessionMaxSec", "presenceSec")
 
 
@@ -62,14 +61,25 @@ def _count(text: str) -> int:
     return int(text)
 
 
-def default_server(environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
+def _server_settings(*fields: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Settings of the server on this machine, read from the environment as the server reads them
+    (``config.read_settings``); one it would refuse is this command's error too."""
+    try:
+        values, _warnings = read_settings(*fields, environ=environ)
+    except ConfigRefusal as refusal:
+        _fail(f"qm: {refusal.message}")
+    return values
+
+
+def default_server(environ: Mapping[str, str] | None = None) -> str:
     """This machine's server: HOST and PORT as the server reads them, a wildcard host asked on loopback."""
-    host = environ.get("HOST", "127.0.0.1").strip() or "127.0.0.1"
+    values = _server_settings("host", "port", environ=environ)
+    host = str(values["host"]) or "127.0.0.1"
     if host in ("0.0.0.0", "::", "[::]"):
         host = "127.0.0.1"
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    return f"http://{host}:{environ.get('PORT', '8080').strip() or '8080'}"
+    return f"http://{host}:{values['port']}"
 
 
 def _crowd(p: argparse.ArgumentParser) -> None:
@@ -127,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _admin_key(args: argparse.Namespace) -> str:
-    key: str = args.admin_key or os.environ.get("ADMIN_KEY") or DEV_ADMIN_KEY
+    key: str = args.admin_key or _server_settings("admin_key")["admin_key"]
     return key
 
 

@@ -38,6 +38,19 @@ def _or_dash(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
+#: How a room setting that is None reads: no concurrency cap, no session ceiling, presence off.
+_UNSET = {"maxConcurrent": "no cap", "sessionMaxSec": "none", "presenceSec": "off"}
+
+
+def _cap(value: object) -> str:
+    """maxConcurrent as a person reads it: the number, or "no cap" (None: the room admits by rate alone)."""
+    return _UNSET["maxConcurrent"] if value is None else str(value)
+
+
+def _setting(name: str, value: object) -> str:
+    return _UNSET.get(name, "none") if value is None else str(value)
+
+
 def _ms(sec: float | None) -> str:
     return "-" if sec is None else f"{sec * 1000:.0f} ms"
 
@@ -123,7 +136,7 @@ def render_rehearsal(r: dict[str, Any]) -> str:
         f"(|error| p50 {seconds(eta['medianAbsSec'])}, p90 {seconds(eta['p90AbsSec'])}; "
         f"waited {eta['medianRatio'] if eta['medianRatio'] is not None else '-'}× the ETA)",
         f"  outflow            {r['outflowPerMin'] if r['outflowPerMin'] is not None else '-'}/min "
-        f"(room rate {r['ratePerMinute']}/min, maxConcurrent {r['maxConcurrent']}; passes seen by visitors "
+        f"(room rate {r['ratePerMinute']}/min, maxConcurrent {_cap(r['maxConcurrent'])}; passes seen by visitors "
         f"{r['passesSeenPerMin'] if r['passesSeenPerMin'] is not None else '-'}/min)",
     ]
     errors = r["errors"]
@@ -165,7 +178,7 @@ def table_rows(samples: list[dict[str, Any]], rows: int = 20) -> list[dict[str, 
 
 def render_simulation(r: dict[str, Any]) -> str:
     sc, wait, eta = r["scenario"], r["wait"], r["etaError"]
-    room = ", ".join(f"{k}={v}" for k, v in sc["room"].items() if k not in ("id", "targetUrl"))
+    room = ", ".join(f"{k}={_setting(k, v)}" for k, v in sc["room"].items() if k not in ("id", "targetUrl"))
     lines = [
         f"Simulation of {sc['visitors']} visitors ({sc['arrival']}, no-show {sc['noShow']:.0%}, "
         f"streams {sc['stream']:.0%}, polls every {sc['pollEverySec']:g} s, seed {sc['seed']}) on {room}",

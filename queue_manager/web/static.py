@@ -38,10 +38,11 @@ def short_hash(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()[:12]
 
 
-def compressed(body: bytes) -> tuple[bytes | None, bytes | None]:
-    """(gzip, br) of body, each None when it would not be smaller."""
+def compressed(body: bytes, brotli_quality: int = 11) -> tuple[bytes | None, bytes | None]:
+    """(gzip, br) of body, each None when it would not be smaller. Brotli at its best (11) is slow on a large
+    page; a body made per request (a guide filled in with the asking host) is compressed at a lower quality."""
     gz = gzip.compress(body, compresslevel=9, mtime=0)
-    br = brotli.compress(body, quality=11)
+    br = brotli.compress(body, quality=brotli_quality)
     return (gz if len(gz) < len(body) else None), (br if len(br) < len(body) else None)
 
 
@@ -60,9 +61,9 @@ class Payload:
     digest: str
 
     @classmethod
-    def of(cls, body: bytes, content_type: str, *, compress: bool = True) -> Payload:
+    def of(cls, body: bytes, content_type: str, *, compress: bool = True, brotli_quality: int = 11) -> Payload:
         """Prepare body: compressed at the best settings (slow: build it off the event loop), hashed."""
-        gz, br = compressed(body) if compress else (None, None)
+        gz, br = compressed(body, brotli_quality) if compress else (None, None)
         return cls(body, content_type, gz, br, content_hash(body))
 
     def etag(self, coding: str | None = None) -> bytes:

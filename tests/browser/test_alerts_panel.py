@@ -51,8 +51,8 @@ def _sign_in(page: Any, srv: Server, key: str | None = None) -> None:
 
 
 def _frozen_room(srv: Server, name: str) -> str:
-    """A paused room with somebody waiting: queue_frozen (its targetUrl does not resolve here, so
-    target_failing may be listed beside it: rows are picked by room and event)."""
+    """A paused room with somebody waiting: queue_frozen (its targetUrl is a reserved example name, which is
+    not probed; rows are picked by room and event all the same)."""
     room = unique_id("frozen")
     with srv.admin() as admin, srv.client() as visitor:
         create_room(admin, room, name=name, state="paused")
@@ -297,6 +297,55 @@ def test_a_snippet_rooms_site_chip_follows_its_target_probe(browser: Any, artifa
         card.screenshot(path=str(artifacts / "card-site-failing.png"))
         site.status = 200
         chip.get_by_text("site · ok").wait_for(timeout=30_000)
+        ctx.close()
+    finally:
+        srv.stop()
+        site.close()
+
+
+def test_an_example_target_reads_not_probed_and_a_private_one_refused_with_the_way_out(
+    browser: Any, artifacts: Path
+) -> None:
+    """The README's first room (https://shop.example, a name reserved never to resolve) is not probed: no red
+    chip, no "origin down", Diagnostics says "not probed". A site on this machine without PROXY_ALLOW_PRIVATE
+    reads "refused" with the setting that allows it, never "failing"."""
+    site = Site()
+    srv = start_server({**FAST, "PROXY_ALLOW_PRIVATE": "0", "TARGET_PROBE_EVERY_MS": "1000"})
+    try:
+        example, private = unique_id("readme"), unique_id("local")
+        with srv.admin() as admin:
+            create_room(admin, example, name="Readme shop", targetUrl="https://shop.example")
+            create_room(admin, private, name="Local shop", targetUrl=site.url)
+
+        def both_reported() -> bool:
+            with srv.admin() as admin:
+                targets = admin.get("/api/admin/health").json()["targets"]
+            return example in targets and private in targets
+
+        wait_until(both_reported, timeout=30, what="both targets in the report")
+        ctx = _context(browser)
+        page = ctx.new_page()
+        _sign_in(page, srv)
+        card = page.locator(f'article.card[data-room="{example}"]')
+        card.wait_for(timeout=10_000)
+        assert card.locator('[data-k="site"]').is_hidden()  # no verdict on a site that was not probed
+        assert page.locator("#incident").is_hidden()
+        page.get_by_role("button", name="Diagnostics", exact=True).click()
+        section = _alerting(page, "dlg-diagnostics")
+        rows = section.locator("ul[aria-labelledby='alerting-targets-h'] li")
+        readme = rows.filter(has_text="Readme shop")
+        readme.wait_for(timeout=10_000)
+        assert readme.locator(".badge").text_content() == "not probed"
+        assert "shop.example is a name reserved for examples" in readme.inner_text()
+        local = rows.filter(has_text="Local shop")
+        assert local.locator(".badge").text_content() == "refused"
+        text = local.inner_text()
+        assert "set PROXY_ALLOW_PRIVATE=1" in text and "TARGET_PROBE=0" in text, text
+        assert site.requests == []  # never contacted
+        section.locator("h4", has_text="Target probes").scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "alerting-targets-not-probed.png"))
+        found = violations(page)
+        assert not found, describe(found)
         ctx.close()
     finally:
         srv.stop()

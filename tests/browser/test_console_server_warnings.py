@@ -254,3 +254,46 @@ def test_an_operator_key_sees_the_inline_switch_disabled_and_why(browser: Any, p
         ctx.close()
     finally:
         srv.stop()
+
+
+def test_deleting_the_last_inline_room_of_the_console_host_warns_and_moves_the_console(
+    browser: Any, peer: Peer, artifacts: Path
+) -> None:
+    port = free_port()
+    public = f"http://127.0.0.1:{port}"
+    srv = start_server({"PORT": str(port), "PUBLIC_URL": public, "PROXY_ALLOW_PRIVATE": "1"})
+    try:
+        shop = f"http://shop.qm.test:{port}"
+        room, other = unique_id("shop"), unique_id("plain")
+        with srv.admin() as admin:
+            body = {"id": room, "name": "Shop", "targetUrl": shop, "proxyOrigin": peer.url}
+            admin.post("/api/admin/rooms", json=body).raise_for_status()
+            admin.post("/api/admin/rooms", json={"id": other, "targetUrl": "https://plain.example"}).raise_for_status()
+        ctx = browser.new_context(bypass_csp=True, viewport={"width": 1360, "height": 1000})
+        page = ctx.new_page()
+        _sign_in(page, f"{shop}/__qm/", srv.admin_key)
+        # another room's delete says nothing of the console
+        page.locator(f'article.card[data-room="{other}"]').get_by_role("button", name="Delete").click()
+        confirm = page.locator("#dlg-confirm[open]")
+        confirm.wait_for(timeout=5_000)
+        assert "/__qm/*" not in confirm.inner_text()
+        confirm.get_by_role("button", name="Cancel").click()
+        confirm.wait_for(state="hidden", timeout=5_000)
+        # the last inline room on this host: the confirmation says the console goes with it, and where to
+        page.locator(f'article.card[data-room="{room}"]').get_by_role("button", name="Delete").click()
+        confirm.wait_for(timeout=5_000)
+        text = confirm.inner_text()
+        assert f"{room} is the last inline room on shop.qm.test:{port}" in text, text
+        assert (
+            "Deleting it takes the queue's own /__qm/* surface off that host with it — including this console" in text
+        )
+        assert f"After the delete the console moves you to PUBLIC_URL, {public}/" in text, text
+        page.screenshot(path=str(artifacts / "console-inline-delete-confirm.png"))
+        confirm.get_by_role("button", name="Delete and move").click()
+        page.wait_for_url(f"{public}/", timeout=15_000)
+        page.locator("#signin-key").wait_for(timeout=10_000)
+        with srv.admin() as admin:
+            assert admin.get(f"/api/admin/rooms/{room}").status_code == 404
+        ctx.close()
+    finally:
+        srv.stop()

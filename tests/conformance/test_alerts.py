@@ -3,8 +3,8 @@ limits, against a real receiver process (``receiver.py``) that can be made slow,
 
 Servers here evaluate every 200 ms (``ALERT_EVERY_MS``) so the holds are a second or two, not minutes.
 A paused room with somebody waiting is the condition the tests raise (``queue_frozen``); purging the
-line clears it. Pages are filtered by event: a test room's ``targetUrl`` does not resolve here, so its
-target probe may page ``target_failing`` beside it.
+line clears it. Pages are filtered by event all the same (a test room's ``targetUrl`` is a reserved
+example name, which is not probed, so no ``target_failing`` pages beside it).
 """
 
 from __future__ import annotations

@@ -258,10 +258,15 @@ def test_on_an_inline_host_the_docs_live_under_the_queue_prefix(make_server: Ser
         assert r.status_code == 200
         assert 'href="/__qm/docs/integration"' in r.text and 'href="/__qm/docs/th/operations"' in r.text
         assert 'url("/__qm/fonts/' in r.text
+        assert "BASE=http://shop.test/__qm " in r.text  # this server's address there: the queue's prefix on the host
         assert not re.search(r'(href|src)="/(?!__qm/)', r.text), "every link stays under the queue's prefix"
         assert _plain(c, "/__qm/docs/OPERATIONS.md").headers["location"] == "/__qm/docs/operations"
         thai = _plain(c, "/__qm/docs/th/integration")
         assert thai.status_code == 200 and 'href="/__qm/docs/integration" lang="en"' in thai.text
+        # the API reference links to its document where the console's cookie reaches on this host
+        api = _plain(c, "/__qm/docs/api")
+        assert api.status_code == 200 and 'href="/__qm/api/admin/openapi.json"' in api.text
+        assert c.get("/__qm/api/admin/openapi.json", headers=srv.admin_headers).status_code == 200
     with srv.client() as c:  # the same guide on the server's own address keeps its plain links
         assert 'href="/docs/integration"' in _plain(c, "/docs/operations").text
 
@@ -282,7 +287,11 @@ def test_the_api_reference_lists_every_operation_of_the_document(docs_server: Se
     assert r.status_code == 200 and r.headers["content-type"] == "text/html; charset=utf-8"
     assert "<title>HTTP API reference · Queue Manager</title>" in r.text
     assert "<script" not in r.text and "script-src" not in r.headers["content-security-policy"]
-    assert 'href="/api/openapi.json"' in r.text
+    # the link goes where the console's session cookie reaches (Path=/api/admin), so a signed-in console opens it
+    assert 'href="/api/admin/openapi.json"' in r.text
+    assert client.get("/api/admin/openapi.json").status_code == 401  # not public
+    with docs_server.admin() as admin:
+        assert admin.get("/api/admin/openapi.json").json() == doc
     listed = 0
     for path, item in doc["paths"].items():
         for method, op in item.items():

@@ -112,3 +112,63 @@ def test_a_direct_clients_forwarded_host_is_ignored(direct: Server) -> None:
 def test_an_unlisted_peer_beside_a_listed_one_is_ignored(proxied: Server) -> None:
     with from_peer(proxied, OTHER_PEER, headers=PROXY) as v:
         assert wait_url(proxied, v) == own_origin(proxied)
+
+
+# ---------------------------------------------------------------------- the rendered guides
+
+PLACEHOLDER = "https://queue.example.com"  # how the guides in the repository write this server's address
+FILLED = {
+    "en": "The addresses on this page were filled in with this server's own address, <code>{}</code>.",
+    "th": "ที่อยู่ในหน้านี้ถูกเติมด้วยที่อยู่ของเซิร์ฟเวอร์นี้เอง คือ <code>{}</code>",
+}
+GUIDE = {"en": "/docs/integration", "th": "/docs/th/integration"}
+
+
+def guide(client: httpx.Client, lang: str) -> str:
+    r = client.get(GUIDE[lang], headers={"accept-encoding": "identity"})
+    assert r.status_code == 200, r.text
+    return r.text
+
+
+def assert_filled(page: str, lang: str, address: str) -> None:
+    assert FILLED[lang].format(address) in page
+    assert f"{address}/qm.js" in page  # the script tag names this server
+    assert PLACEHOLDER not in page
+
+
+@pytest.mark.parametrize("lang", ["en", "th"])
+def test_the_guides_name_public_url(public: Server, lang: str) -> None:
+    with public.client(headers=PROXY) as v:
+        assert_filled(guide(v, lang), lang, "https://waiting.example.org")
+
+
+@pytest.mark.parametrize("lang", ["en", "th"])
+def test_the_guides_name_a_listed_proxys_forwarded_host(proxied: Server, lang: str) -> None:
+    headers = {"X-Forwarded-Host": "docs.proxy.example.net", "X-Forwarded-Proto": "https"}
+    with proxied.client(headers=headers) as v:
+        assert_filled(guide(v, lang), lang, "https://docs.proxy.example.net")
+    with proxied.client() as v:  # the same page for a request without the header: its own Host
+        assert_filled(guide(v, lang), lang, own_origin(proxied))
+
+
+@pytest.mark.parametrize("lang", ["en", "th"])
+def test_the_guides_name_the_host_asked_for(direct: Server, lang: str) -> None:
+    port = urlsplit(direct.base_url).port
+    headers = {"Host": f"queue.lan.example.net:{port}", "X-Forwarded-Host": "evil.example.net"}
+    with direct.client(headers=headers) as v:  # a direct client's forwarded host is ignored
+        page = guide(v, lang)
+    assert_filled(page, lang, f"http://queue.lan.example.net:{port}")
+    assert "evil.example.net" not in page
+
+
+@pytest.mark.parametrize("lang", ["en", "th"])
+def test_a_hostile_host_cannot_put_markup_in_the_guides(direct: Server, lang: str) -> None:
+    hostile = 'x"><script>alert(1)</script><a href="'
+    with direct.client(headers={"Host": hostile}) as v:
+        r = v.get(GUIDE[lang], headers={"accept-encoding": "identity"})
+    if r.status_code != 200:  # refused on the way in is as good
+        assert r.status_code == 400, r.text
+        return
+    assert "<script" not in r.text and 'href="x"' not in r.text
+    escaped = "http://x&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;a href=&quot;"
+    assert FILLED[lang].format(escaped) in r.text

@@ -195,3 +195,19 @@ def test_qm_server_cmd_failure_is_reported(monkeypatch: pytest.MonkeyPatch) -> N
         start_server()
     assert info.value.returncode == 3
     assert "boom here" in info.value.stderr
+
+
+# ---------------------------------------------------------------------- the EDGE_SECRET line at start
+
+EDGE_LINE = "EDGE_SECRET is not set: requests that bypass Cloudflare are accepted"
+
+
+def test_edge_secret_line_printed_at_start_exactly_when_the_guide_says(make_server: ServerFactory, store: str) -> None:
+    """Unset with STORE=valkey (or NODE_ENV=production, which needs valkey): printed once, before serving."""
+    srv = make_server()
+    assert srv.stderr.count(EDGE_LINE) == (1 if store == "valkey" else 0), srv.stderr
+    if store == "valkey":
+        prod = make_server({"NODE_ENV": "production"})
+        assert prod.stderr.count(EDGE_LINE) == 1, prod.stderr
+    guarded = make_server({"EDGE_SECRET": "a-long-random-edge-value-0123456789"})
+    assert EDGE_LINE not in guarded.stderr, guarded.stderr

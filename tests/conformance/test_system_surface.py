@@ -219,18 +219,19 @@ def test_pop_maintenance_holds_the_door_and_the_outflow_and_keeps_places(
 
 
 def test_shared_state_and_transport_stats_on_one_instance(server: Server, admin: httpx.Client, store: str) -> None:
-    reason = "store_memory" if store == "memory" else "no_peers"
+    detail = "store_memory" if store == "memory" else "single_instance"
     state = admin.get("/api/v1/system/shared-state")
     assert state.status_code == 200, state.text
-    assert state.json() == {
+    assert state.json() == {  # the adopted page's answer with no peers configured, or no transport
         "enabled": False,
-        "reason": reason,
+        "reason": "no_peers",
+        "detail": detail,
         "maintenance_mode": False,
         "pop_maintenance_mode": False,
     }
     one = admin.get("/internal/api/shared-state/stats").json()
     alias = admin.get("/internal/api/inter-instance/stats").json()
-    assert one["enabled"] is False and one["reason"] == reason, one
+    assert one["enabled"] is False and one["reason"] == "no_peers" and one["detail"] == detail, one
     assert one["maintenance_mode"] is False and one["pop_maintenance_mode"] is False, one
     assert isinstance(one["server_id"], str) and one["server_id"], one
     assert set(alias) == set(one) and alias["server_id"] == one["server_id"]
@@ -356,7 +357,9 @@ def test_two_instances_see_each_other_and_notify_reaches_the_other(pair: tuple[S
 
         stats_b = wait_until(sees_a, timeout=15, what="b listing a as its peer")
         assert stats_b["enabled"] is True and stats_b["transport"] == "valkey-pubsub", stats_b
-        assert [p["server_id"] for p in stats_b["peers"]] == [id_a] and "reason" not in stats_b
+        assert (
+            [p["server_id"] for p in stats_b["peers"]] == [id_a] and "reason" not in stats_b and "detail" not in stats_b
+        )
         state = admin_b.get("/api/v1/system/shared-state").json()
         assert state["enabled"] is True and "reason" not in state, state
         # a notify on a is fanned out: b receives it (and wakes its streams of that room)

@@ -87,7 +87,10 @@ def test_a_private_target_is_refused_not_failing(make_server: ServerFactory, sit
         room = create_room(admin, name="Shop", targetUrl=site.url)["id"]
     result = wait_until(lambda: target(srv, room), timeout=20, what="the refused probe")
     assert "PROXY_ALLOW_PRIVATE=1" in result["refused"] and result["ok"] is False
-    assert result["summary"] == f"HEAD {site.url} → refused: a private or internal address"
+    assert result["summary"] == (
+        f"HEAD {site.url} → refused: a private or internal address (set PROXY_ALLOW_PRIVATE=1 to probe a site "
+        "on this network, or TARGET_PROBE=0 to stop probing)"
+    )
     assert site.requests == []  # never contacted
     assert not [i for i in health(srv)["incidents"] if i.startswith("target ")]
     assert firing(srv, room) is None
@@ -102,3 +105,23 @@ def test_inline_rooms_are_not_target_probed(make_server: ServerFactory, site: Si
         )["id"]
     wait_until(lambda: target(srv, snippet), timeout=20, what="the snippet room's probe")
     assert inline not in health(srv)["targets"]
+
+
+def test_the_readme_room_under_a_reserved_name_is_not_probed_and_health_stays_ok(make_server: ServerFactory) -> None:
+    """targetUrl https://shop.example (a name reserved never to resolve): reported as not probed, neither an
+    incident nor a degraded /healthz, and nothing fires."""
+    srv = make_server({**ENV, "PROXY_ALLOW_PRIVATE": "0"})
+    with srv.admin() as admin:
+        room = create_room(admin, name="Shop", targetUrl="https://shop.example")["id"]
+    result = wait_until(lambda: target(srv, room), timeout=20, what="the target's report")
+    assert result["notProbed"] == "reserved name" and result["ok"] is None and result["failingSince"] is None
+    assert result["summary"].startswith("https://shop.example → not probed: shop.example is a name reserved")
+    # several alert frames later it is still not an incident, and nothing fires
+    seen = result["checkedAt"]
+    wait_until(lambda: (t := target(srv, room)) and t["checkedAt"] > seen, timeout=20, what="a later round")
+    h = health(srv)
+    assert h["status"] == "ok", h["incidents"]
+    assert not [i for i in h["incidents"] if i.startswith("target ")]
+    assert firing(srv, room) is None
+    with srv.client() as c:
+        assert c.get("/healthz").json()["status"] == "ok"

@@ -6,7 +6,18 @@ import re
 from collections.abc import Callable
 
 import pytest
-from harness import Server, create_room, join, metric, random_secret, status, tamper_signature, token_payload
+from harness import (
+    Server,
+    create_room,
+    join,
+    metric,
+    random_secret,
+    status,
+    tamper_signature,
+    token_payload,
+    unique_id,
+    wait_until,
+)
 
 REJECTED = "qm_rejected_tokens_all_total"
 ROOM = "tokens-room"
@@ -138,3 +149,52 @@ def test_v2_token_accepted_by_a_legacy_writer_with_the_same_secret(servers: dict
     with servers["a"].client() as v:
         assert join(v, ROOM, token=token).status_code == 200
     assert _rejected(servers["a"]) == before
+
+
+# ---------------------------------------------------------------------- a burst of refused tickets in the log
+
+BURST_LINE = re.compile(r"^room (\S+): (\d+) visitor tickets refused in the last minute \(([^)]*)\): (.*)$")
+
+
+def _burst_lines(srv: Server, room: str) -> list[re.Match[str]]:
+    found = (BURST_LINE.match(line) for line in srv.stderr.splitlines())
+    return [m for m in found if m is not None and m.group(1) == room]
+
+
+def test_a_burst_of_refused_tickets_is_logged_once_per_room_per_minute_naming_the_cause(
+    servers: dict[str, Server],
+) -> None:
+    """SECRET rotated without SECRET_PREVIOUS: the tickets of the old SECRET ("a") arrive at a server that
+    no longer holds it ("c"); one that still does through SECRET_PREVIOUS ("b") takes them silently."""
+    old, rotated, kept = servers["a"], servers["c"], servers["b"]
+    room, quiet = unique_id("burst"), unique_id("trickle")
+    for srv in (old, rotated, kept):
+        with srv.admin() as a:
+            create_room(a, room, ratePerMinute=0, queueMaxPerIp=None)
+            create_room(a, quiet, ratePerMinute=0, queueMaxPerIp=None)
+    tokens = []
+    for _ in range(25):
+        with old.client() as v:
+            r = join(v, room)
+            assert r.status_code == 200, r.text
+            tokens.append(str(r.json()["token"]))
+    with rotated.client() as v:
+        for token in tokens:  # every waiting visitor's next poll, refused
+            assert status(v, room, token)["ticket"] is None
+    lines = wait_until(lambda: _burst_lines(rotated, room), timeout=10, what="the burst's warning line")
+    count, reasons, cause = int(lines[0].group(2)), lines[0].group(3), lines[0].group(4)
+    assert count >= 20 and reasons.startswith("bad_signature "), lines[0].group(0)
+    assert "SECRET was likely changed without SECRET_PREVIOUS" in cause, cause
+    assert "re-join at the back of the line" in cause
+    with rotated.client() as v:  # the burst goes on: still one line for this room within the minute
+        for token in tokens:
+            assert status(v, room, token)["ticket"] is None
+        quiet_token = tokens[0]
+        assert status(v, quiet, quiet_token)["ticket"] is None  # a trickle elsewhere is no burst
+    assert len(_burst_lines(rotated, room)) == 1, rotated.stderr
+    assert _burst_lines(rotated, quiet) == []
+    before = _rejected(kept)
+    with kept.client() as v:  # with SECRET_PREVIOUS the same tickets still verify: nothing to say
+        for token in tokens:
+            status(v, room, token)
+    assert _rejected(kept) == before and _burst_lines(kept, room) == []

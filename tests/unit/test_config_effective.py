@@ -30,6 +30,7 @@ NOT_READ = {
     "instance_id_per_boot",
     "admin_key_is_default",
     "secret_is_default",
+    "public_api_key_is_default",
     "warnings",
     "hardening",
     "set_variables",

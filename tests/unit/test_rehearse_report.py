@@ -55,3 +55,10 @@ def test_the_text() -> None:
     assert "errors             join 429 rate_limited ×1" in text
     assert "warning: SECRET is the built-in default" in text
     assert "incident: target not answering" in text
+    assert "maxConcurrent no cap;" in text and "None" not in text  # a room without a cap says so
+
+
+def test_a_cap_is_printed_as_the_number() -> None:
+    outcome = _outcome()
+    outcome.before["maxConcurrent"] = 40
+    assert "(room rate 60/min, maxConcurrent 40;" in render_rehearsal(rehearsal_report(outcome))

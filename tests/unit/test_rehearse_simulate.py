@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from queue_manager.rehearse.command import main
+from queue_manager.config.settings import DEFAULT_ADMIN_KEY
+from queue_manager.rehearse.command import _admin_key, default_server, main
 from queue_manager.rehearse.ramp import parse_ramp
+from queue_manager.rehearse.report import render_simulation, simulation_report
 from queue_manager.rehearse.simulate import Scenario, simulate
 
 ROOM = {"id": "sim", "targetUrl": "https://shop.example"}
@@ -81,3 +84,27 @@ def test_a_scheduled_drop_draws_the_pre_queue_when_the_doors_open() -> None:
     # draw shuffles them, so some wait much longer than the median
     assert r["wait"]["max"] - r["wait"]["p50"] >= 3
     assert _run(room, "const:10/s", 100, poll_every=1, opens_after=30, seed=2) == r
+
+
+def test_the_text_names_a_room_read_without_a_cap_plainly() -> None:
+    """A room read with --room carries maxConcurrent null (and may carry sessionMaxSec, presenceSec null)."""
+    room = {"ratePerMinute": 600, "maxConcurrent": None, "sessionMaxSec": None, "presenceSec": None}
+    sim = simulate(Scenario({**ROOM, **room}, parse_ramp("const:20/s"), 20))
+    text = render_simulation(simulation_report(sim))
+    assert "maxConcurrent=no cap, sessionMaxSec=none, presenceSec=off" in text and "None" not in text
+
+
+def test_the_server_on_this_machine_is_read_as_the_server_reads_host_and_port(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert default_server({}) == "http://127.0.0.1:8080"
+    assert default_server({"HOST": " 0.0.0.0 ", "PORT": "9001"}) == "http://127.0.0.1:9001"
+    assert default_server({"HOST": "::1", "PORT": "9002"}) == "http://[::1]:9002"
+    # a PORT the server would not use (it warns and listens on the default) is read the same way here
+    assert default_server({"PORT": "eighty"}) == "http://127.0.0.1:8080"
+    # and the admin key comes from ADMIN_KEY through the same reading, else the server's built-in default
+    monkeypatch.setenv("ADMIN_KEY", "a-key-from-the-environment")
+    assert _admin_key(argparse.Namespace(admin_key=None)) == "a-key-from-the-environment"
+    assert _admin_key(argparse.Namespace(admin_key="given")) == "given"
+    monkeypatch.setenv("ADMIN_KEY", "")
+    assert _admin_key(argparse.Namespace(admin_key=None)) == DEFAULT_ADMIN_KEY

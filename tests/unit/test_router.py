@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from queue_manager.http.router import Route, Router, admin, admin_area, visitor
+from queue_manager.http.router import Route, Router, admin, admin_area, operator, visitor
 from queue_manager.http.routes import TABLE
 from queue_manager.http.wire import HttpError, api_path
 
@@ -106,3 +106,41 @@ def test_the_system_surface_is_admin_and_needs_the_owner_grant() -> None:
     assert admin_area("/api/status/buffers")
     assert next(r for r in system if r.pattern == "/api/stats/refresh").aliases == ("/api/v1/stats/refresh",)
     assert {r.aliases for r in system if r.pattern.startswith("/internal/")} == {()}
+
+
+def test_a_path_is_a_visitor_path_for_every_method_or_for_none() -> None:
+    """ADMIN_HOST's rule reads one flag per path: a path that mixed the two would be half withheld."""
+    router = Router([visitor("GET", "/n", _h, "read"), visitor("DELETE", "/n", _h, "forget")])
+    found = router.match("/n")
+    assert found is not None and found[0].visitor_path
+    with pytest.raises(ValueError, match="visitor path"):
+        Router([visitor("GET", "/n", _h, "read"), operator("POST", "/n", _h, "change")])
+    Router([operator("POST", "/s", _h, "open"), admin("DELETE", "/s", (), _h, "close")])  # neither is one
+    assert not admin("GET", "/api/admin/x", ("read",), _h, "x").visitor_path
+    assert not operator("GET", "/docs", _h, "docs").visitor_path
+
+
+def test_the_visitor_paths_are_what_a_visitor_and_the_customers_site_use() -> None:
+    """What remains on a customer's host that ADMIN_HOST leaves to visitors: no admin route, no console page,
+    no guide, no download for operators; everything the waiting page and a probe of the public host need."""
+    visitor_paths = {r.pattern for r in TABLE if r.visitor_path}
+    assert all(r.admin is None for r in TABLE if r.visitor_path)
+    assert visitor_paths == {
+        "/api/join",
+        "/api/status",
+        "/events",
+        "/api/rooms/{room}/draw",
+        "/api/check",
+        "/api/verify",
+        "/api/notify",
+        "/.well-known/jwks.json",
+        "/api/passes/revoked",
+        "/qm.js",
+        "/healthz",
+        "/api/version",
+        "/w/{room...}",
+        "/assets/{file...}",
+        "/fonts/{file...}",
+        "/offline.html",
+        "/origin-down.html",
+    }

@@ -16,8 +16,9 @@ import pytest
 
 from queue_manager.clock import FakeClock
 from queue_manager.config import load_settings
+from queue_manager.jobs.autotune import Signals, measurement
 from queue_manager.jobs.shared import MemoryShared
-from queue_manager.jobs.targets import USER_AGENT, TargetProbe
+from queue_manager.jobs.targets import REFUSED_PRIVATE, USER_AGENT, TargetProbe, failing, reserved_name
 
 DEADLINE_SEC = 10.0
 
@@ -257,7 +258,9 @@ async def test_a_private_address_is_refused_not_failing_and_never_contacted(app:
         assert full["refused"] == r["refused"]
         shared_view = probe.view(full=False)["shop"]
         assert shared_view["refused"] is True and shared_view["error"] is None
-        assert shared_view["summary"] == f"HEAD {app.url} → refused: a private or internal address"
+        assert shared_view["summary"] == f"HEAD {app.url} → {REFUSED_PRIVATE}"
+        # the summary itself says what to do: the setting that allows it, and how to stop probing
+        assert "set PROXY_ALLOW_PRIVATE=1" in shared_view["summary"] and "TARGET_PROBE=0" in shared_view["summary"]
     finally:
         await probe.close()
 
@@ -305,3 +308,30 @@ async def test_target_probe_off_probes_nothing_and_reports_nothing() -> None:
     probe.seen = await shared.reports("targets")
     await probe.round([{"id": "shop", "targetUrl": "http://127.0.0.1:9/", "proxyOrigin": None}], 0)
     assert probe._running == {} and await shared.reports("targets") == {}
+
+
+def test_reserved_names_are_the_ones_that_never_resolve() -> None:
+    for host in ("shop.example", "EXAMPLE", "a.b.invalid", "shop.test", "shop.test.", "example.com", "www.example.org"):
+        assert reserved_name(host), host
+    for host in ("shop.com", "localhost", "app.localhost", "example.co", "myexample.com", "127.0.0.1", "testing"):
+        assert not reserved_name(host), host
+
+
+async def test_a_target_under_a_reserved_name_is_not_probed_nor_failing() -> None:
+    """The README's first room: targetUrl https://shop.example, a name reserved never to resolve."""
+    probe, shared, clock = probe_for(allow_private=False)
+    try:
+        await probe.round([snippet("shop", "https://shop.example")], clock.wall_ms())
+        r = await result_of(shared, "shop")
+        assert r["ok"] is None and r["status"] is None and r["method"] is None and r["error"] is None
+        assert r["notProbed"] == "reserved name" and r["refused"] is None and r["failingSince"] is None
+        assert r["summary"] == (
+            "https://shop.example → not probed: shop.example is a name reserved for examples, which never resolves"
+        )
+        assert not failing(r)
+        # autotune reads no signal from it (neither a failing nor a healthy site)
+        signals = Signals(targets={"shop": r}, origins={}, origin_errors={}, instance="i", target_every_ms=1000)
+        room = snippet("shop", "https://shop.example", autotune={"enabled": True})
+        assert measurement(room, signals, clock.wall_ms()) is None
+    finally:
+        await probe.close()

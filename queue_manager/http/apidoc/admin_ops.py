@@ -153,6 +153,17 @@ OPS: dict[tuple[str, str], Op] = {
         },
         store=False,
     ),
+    ("GET", "/api/admin/openapi.json"): Op(
+        {
+            200: ok(
+                "The same document as `/api/openapi.json`, under the admin API's path, where the console's "
+                "session cookie is sent: what `/docs/api` links to.",
+                _OBJ,
+            ),
+            304: Answer("Not modified (If-None-Match)."),
+        },
+        store=False,
+    ),
     # -- rooms
     ("GET", "/api/admin/rooms"): Op({200: ok("Every room with its live numbers.", _OBJ)}),
     ("POST", "/api/admin/rooms"): Op(

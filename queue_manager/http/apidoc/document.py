@@ -22,6 +22,9 @@ from queue_manager.http.apidoc.model import JSON, Answer, Op, err
 from queue_manager.http.router import Route
 
 OPENAPI_PATH = "/api/openapi.json"
+#: the same document under the admin API's path, where the console's session cookie reaches (Path=/api/admin):
+#: what /docs/api links to, so an operator signed in to the console can open it in the browser
+CONSOLE_OPENAPI_PATH = "/api/admin/openapi.json"
 SAFE = frozenset({"GET", "HEAD"})
 _TAIL = re.compile(r"\{(\w+)\.\.\.\}")
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from queue_manager.http.apidoc.document import OPENAPI_PATH
+from queue_manager.http.apidoc.document import CONSOLE_OPENAPI_PATH, OPENAPI_PATH
 from queue_manager.web.docs.render import Heading
 
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -136,7 +136,8 @@ def render(doc: Mapping[str, Any], base: str = "") -> tuple[str, tuple[Heading, 
     parts = [
         "<h1>HTTP API reference</h1>",
         f'<p class="lede">Every route this server answers, from its OpenAPI 3.1 document '
-        f'<a href="{_e(base + OPENAPI_PATH)}">{_code(OPENAPI_PATH)}</a> (signed in: any key with the read grant). '
+        f'<a href="{_e(base + CONSOLE_OPENAPI_PATH)}">{_code(CONSOLE_OPENAPI_PATH)}</a> (signed in: the console\'s '
+        f"session or any key with the read grant; {_code(OPENAPI_PATH)} is the same document, for a Bearer key). "
         f"Each {_code('/api/…')} path also answers at {_code('/api/v1/…')}. Errors are JSON with a "
         f"{_code('code')}; a wrong method is {_code('405 method_not_allowed')} with {_code('Allow')}.</p>",
     ]

@@ -203,6 +203,12 @@ OPS: dict[tuple[str, str], Op] = {
     # -- pages
     ("GET", "/"): Op({200: page("The console."), 304: empty("Not modified."), 429: _PAGE_LIMIT}, store=False),
     ("GET", "/index.html"): Op({200: page("The console."), 304: empty("Not modified."), 429: _PAGE_LIMIT}, store=False),
+    ("GET", "/progress"): Op(
+        {302: empty("The console (Location: `/`, or `/__qm/` on an inline host)."), 429: _PAGE_LIMIT}, store=False
+    ),
+    ("GET", "/public/admin.html"): Op(
+        {302: empty("The console (Location: `/`, or `/__qm/` on an inline host)."), 429: _PAGE_LIMIT}, store=False
+    ),
     ("GET", "/w/{room...}"): Op(
         {
             200: page("The waiting page."),

@@ -77,13 +77,21 @@ function deliveries(data) {
       : el("p", { class: "muted", text: none }));
 }
 
+// a target probe's verdict: a refused probe (configuration) and a target not probed (a reserved example name)
+// are neither failing nor ok
+function targetBadge(t) {
+  if (t.notProbed) return ["badge-info", "not probed"];
+  if (t.refused) return ["badge-warn", "refused"];
+  return t.ok === false ? ["badge-bad", "failing"] : ["badge-ok", "ok"];
+}
+
 function targets(data) {
   const rows = Object.entries(data.targets || {});
   if (!rows.length) return null;
   return el("div", { class: "alert-block" }, el("h4", { id: "alerting-targets-h", text: "Target probes" }),
     el("ul", { class: "alert-list", "aria-labelledby": "alerting-targets-h" }, rows.map(([id, t]) => el("li", { class: "alert-row" },
       el("div", { class: "alert-what" },
-        el("span", { class: `badge ${t.ok === false ? "badge-bad" : "badge-ok"}`, text: t.ok === false ? "failing" : "ok" }),
+        el("span", { class: `badge ${targetBadge(t)[0]}`, text: targetBadge(t)[1] }),
         el("span", { text: roomLabel(id) })),
       el("div", { class: "muted small", text: [t.status ? `HTTP ${t.status}` : null, t.latencyMs !== null && t.latencyMs !== undefined ? `${fmtInt(t.latencyMs)} ms` : null,
         t.summary || t.error || null, t.failingSince ? `failing since ${clockSec(t.failingSince)}` : null,

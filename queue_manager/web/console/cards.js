@@ -3,8 +3,8 @@ import { $, clock, compact, countdown, el, fmtInt, toast } from "./ui.js";
 import { cards, may, state } from "./state.js";
 import { api, fail } from "./api.js";
 import { confirmDialog } from "./dialogs.js";
-import { siteHealth } from "./health.js";
-import { openEditor } from "./editor.js";
+import { settingValue, siteHealth } from "./health.js";
+import { consoleMoveText, deleteLeavesConsoleHost, openEditor } from "./editor.js";
 import { openVisitor } from "./visitors.js";
 import { selectChart, syncChartRooms } from "./chart.js";
 import { openVerifier, returnLine } from "./verify.js";
@@ -258,9 +258,17 @@ async function flush(id, opener) {
   try { const res = await api("POST", `api/admin/rooms/${encodeURIComponent(id)}/flush`); toast(`Flushed ${fmtInt(res.flushed)} from ${id}.`); } catch (err) { fail(err); }
 }
 async function removeRoom(id, opener) {
-  const ok = await confirmDialog(`Delete ${id}?`, `This cannot be undone: everybody in the line is discarded, and the room, its configuration and its schedule are gone.`, "Delete the room", opener);
+  const room = state.rooms.get(id);
+  // the last inline room on the host this console is used through: its /__qm/* (this console) goes with it
+  const leaving = deleteLeavesConsoleHost(room);
+  const text = "This cannot be undone: everybody in the line is discarded, and the room, its configuration and its schedule are gone."
+    + (leaving ? " " + consoleMoveText(room, leaving, "delete") : "");
+  const ok = await confirmDialog(`Delete ${id}?`, text, leaving ? "Delete and move" : "Delete the room", opener);
   if (!ok) return;
-  try { await api("DELETE", `api/admin/rooms/${encodeURIComponent(id)}`); toast(`Deleted ${id}.`); } catch (err) { fail(err); }
+  try { await api("DELETE", `api/admin/rooms/${encodeURIComponent(id)}`); } catch (err) { fail(err); return; }
+  const where = leaving ? settingValue("PUBLIC_URL") : null;
+  if (where) { location.assign(String(where).replace(/\/?$/, "/")); return; }
+  toast(leaving ? `Deleted ${id}. This console's host no longer serves /__qm/*: set PUBLIC_URL, or open the console on this server's own address.` : `Deleted ${id}.`);
 }
 
 export { renderRooms, renderTotals, tickCountdowns };

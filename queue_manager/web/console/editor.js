@@ -247,13 +247,21 @@ function leavesConsoleHost(room, form) {
   const others = [...state.rooms.values()].some((r) => r.id !== room.id && r.proxyOrigin && hostOf(r.targetUrl) === here);
   return others ? null : here;
 }
-function consoleMoveText(room, host) {
+// The host deleting ``room`` takes off the queue while this console is used through it: the last inline room there.
+function deleteLeavesConsoleHost(room) {
+  const here = consoleInlineHost();
+  if (!here || !room || !room.proxyOrigin || hostOf(room.targetUrl) !== here) return null;
+  const others = [...state.rooms.values()].some((r) => r.id !== room.id && r.proxyOrigin && hostOf(r.targetUrl) === here);
+  return others ? null : here;
+}
+function consoleMoveText(room, host, act = "save") {
   const where = settingValue("PUBLIC_URL");
-  const base = `${room.id} is the last inline room on ${host}. Switching it back to snippet mode takes the queue's own `
+  const change = act === "delete" ? "Deleting it" : "Switching it back to snippet mode";
+  const base = `${room.id} is the last inline room on ${host}. ${change} takes the queue's own `
     + "/__qm/* surface off that host with it — including this console.";
   return where
-    ? `${base} After the save the console moves you to PUBLIC_URL, ${String(where).replace(/\/?$/, "/")}, where you sign in again.`
-    : `${base} PUBLIC_URL is not set, so the console cannot name where it went: set PUBLIC_URL, or open the console on this server's own address (an address literal or localhost) before you save.`;
+    ? `${base} After the ${act} the console moves you to PUBLIC_URL, ${String(where).replace(/\/?$/, "/")}, where you sign in again.`
+    : `${base} PUBLIC_URL is not set, so the console cannot name where it went: set PUBLIC_URL, or open the console on this server's own address (an address literal or localhost) before you ${act}.`;
 }
 // A save the server answered with warnings: the dialog stays open on them until the operator closes it.
 function savedWithWarnings(dlg, res, warnings) {
@@ -354,4 +362,4 @@ function collect(form, room, rulesBox) {
   return body;
 }
 
-export { openEditor };
+export { consoleMoveText, deleteLeavesConsoleHost, openEditor };

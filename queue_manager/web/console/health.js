@@ -11,10 +11,11 @@ let health = null;
 // per inline room: its origin-error total as last read, and when that total last grew
 const originSeen = new Map();
 const SITE_FRESH_MS = 120000;
-// a snippet room's site: the leader's target probe of its targetUrl (a refused probe is configuration, not a verdict)
+// a snippet room's site: the leader's target probe of its targetUrl (a refused probe is configuration, and a
+// target under a reserved example name is not probed: neither is a verdict on the site)
 function targetState(id) {
   const t = health && health.targets && health.targets[id];
-  if (!t || t.refused) return null;
+  if (!t || t.refused || t.notProbed) return null;
   const probeDown = t.ok === false;
   return { errors: 0, failing: probeDown, probeDown, recent: false, summary: t.summary || "" };
 }

@@ -38,6 +38,10 @@ GUIDES: dict[str, str] = {
 BY_FILE = {file.lower(): name for name, file in GUIDES.items()}
 LANGS = ("en", "th")
 
+#: How the guides in the repository write this server's own address (a name reserved for examples, so it
+#: reads as one on GitHub); the pages /docs serves have it filled in with the address the server hands out.
+ADDRESS_PLACEHOLDER = "https://queue.example.com"
+
 _LINK_RE = re.compile(r"^(?P<path>[^#?:]*\.md)(?P<frag>#.*)?$", re.IGNORECASE)
 
 # interface text per language
@@ -59,6 +63,7 @@ UI: dict[str, dict[str, str]] = {
         "docs/ folder.",
         "table": "Table",
         "code": "Code",
+        "filled": "The addresses on this page were filled in with this server's own address, {address}.",
     },
     "th": {
         "skip": "ข้ามไปยังเนื้อหา",
@@ -79,6 +84,7 @@ UI: dict[str, dict[str, str]] = {
         "english_only": "ภาษาอังกฤษ",
         "table": "ตาราง",
         "code": "โค้ด",
+        "filled": "ที่อยู่ในหน้านี้ถูกเติมด้วยที่อยู่ของเซิร์ฟเวอร์นี้เอง คือ {address}",
     },
 }
 
@@ -155,8 +161,10 @@ def _fence(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any)
 
 
 def _code_inline(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
-    # a line may break after _ or / inside a long identifier or route (a table column then fits a phone)
-    text = html.escape(tokens[idx].content, quote=False).replace("_", "_<wbr>").replace("/", "/<wbr>")
+    # a line may break after _ or / inside a long identifier or route (a table column then fits a phone); the
+    # server's address is left whole, so the page can fill it in
+    parts = html.escape(tokens[idx].content, quote=False).split(ADDRESS_PLACEHOLDER)
+    text = ADDRESS_PLACEHOLDER.join(p.replace("_", "_<wbr>").replace("/", "/<wbr>") for p in parts)
     return f"<code>{text}</code>"
 
 
@@ -208,6 +216,19 @@ def render_markdown(text: str, source_dir: str, lang: str, base: str = "") -> Re
                         child.attrSet("href", rewritten)
     body = md.renderer.render(tokens, md.options, env)
     return Rendered(title or "Untitled", _shorten(summary), body, tuple(headings))
+
+
+def fill_address(page_html: str, address: str, lang: str) -> str:
+    """A rendered page with :data:`ADDRESS_PLACEHOLDER` replaced by ``address`` (HTML-escaped: it can come
+    from a request's Host header), and the line that says so at the top of its ``main``; unchanged when the
+    page names no address."""
+    if ADDRESS_PLACEHOLDER not in page_html:
+        return page_html
+    shown = html.escape(address, quote=True)
+    filled = page_html.replace(ADDRESS_PLACEHOLDER, shown)
+    note = UI[lang]["filled"].format(address=f"<code>{shown}</code>")
+    marker = '<main id="content" tabindex="-1">\n'
+    return filled.replace(marker, f'{marker}<p class="filled">{note}</p>\n', 1)
 
 
 def _shorten(text: str, limit: int = 220) -> str:
