@@ -431,9 +431,10 @@ local function grant_slot(t, slot, now)  -- _grant_slot
   end
 end
 
--- the waits (pass minted - joined, ms) of the passes this call minted, oldest first: flush() appends them
--- to K.wt, whose newest entry is then the wait of pass number S.passes
-local WAITS = {}
+-- the waits (pass minted - joined, ms) of the passes this call minted, oldest first, how many and their sum:
+-- flush() appends them to K.wt, whose newest entry is then the wait of pass number S.passes, and adds the
+-- sum to S.wsum once
+local WAITS, WAITS_N, WAITS_SUM = {}, 0, 0
 
 local function promote(t, slot, now)  -- _promote
   leave_line(t)
@@ -449,9 +450,13 @@ local function promote(t, slot, now)  -- _promote
   hpush(K.hp, now + S.c_pttl * 1000, t.n)
   grant_slot(t, slot, now)
   S.passes = S.passes + 1
-  local waited = math.max(0, NOW_WALL - t.j)
-  WAITS[#WAITS + 1] = waited
-  S.wsum = (S.wsum or 0) + waited
+  local waited = NOW_WALL - t.j
+  if waited < 0 then
+    waited = 0
+  end
+  WAITS_N = WAITS_N + 1
+  WAITS[WAITS_N] = waited
+  WAITS_SUM = WAITS_SUM + waited
   S.pseq = (S.pseq or 0) + 1
   redis.call('ZADD', K.pt, I(now), 'p' .. I(S.pseq))
   emit('promote', {n = t.n, slot = slot, credit = S.credit})
@@ -886,6 +891,12 @@ local function begin(strict, advances)
 end
 
 local function flush()
+  if WAITS_N > 0 then
+    S.wsum = (S.wsum or 0) + WAITS_SUM
+    chunked('RPUSH', K.wt, WAITS, 512)
+    redis.call('LTRIM', K.wt, -WAITS_KEPT, -1)
+    WAITS, WAITS_N, WAITS_SUM = {}, 0, 0
+  end
   local args = {}
   for k in pairs(S_dirty) do
     local v = S_raw[k]
@@ -916,11 +927,6 @@ local function flush()
     chunked('HSET', K.t, put, 512)
   end
   T_dirty = {}
-  if #WAITS > 0 then
-    chunked('RPUSH', K.wt, WAITS, 512)
-    redis.call('LTRIM', K.wt, -WAITS_KEPT, -1)
-    WAITS = {}
-  end
 end
 
 -- every event minted stays in the outbox until the journal holds it: the row its writer commits, so
