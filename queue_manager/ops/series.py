@@ -259,7 +259,12 @@ class SeriesRecorder:
         series = self.rooms.get(room_id)
         if series is None or series.generation != gen or joins < series.joins_total:
             fresh = RoomSeries(room_id, gen, 0, 0, 0, state, rate, 0)
-            if series is not None:  # a new generation keeps the room's history, restarts its counters
+            if series is not None and series.generation == gen:
+                # counters went back (a room restored from an older state): its waits read on from the
+                # cursor, none read twice
+                fresh.tiers, fresh.marks = series.tiers, series.marks
+                fresh.wait_ord, fresh.wait_ms = series.wait_ord, series.wait_ms
+            elif series is not None:  # a new generation keeps the room's history, restarts its counters
                 fresh.tiers, fresh.marks = series.tiers, series.marks
                 self._mark(fresh, now_ms, "room", f"room re-created (generation {gen})")
             elif self._first and not self._born_watched(s):
@@ -276,6 +281,8 @@ class SeriesRecorder:
         waits: list[float] = []
         measured: list[tuple[int, float]] = []
         lump: WaitLump | None = None
+        if minted is not None and minted.gen == gen and minted.last < series.wait_ord:
+            series.wait_ord, series.wait_ms = minted.last, minted.total_ms  # passes went back: on from here
         if minted is not None and minted.gen == gen and minted.last > series.wait_ord:
             read_ms = 0
             for k, ms in minted.numbered():

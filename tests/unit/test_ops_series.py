@@ -195,3 +195,19 @@ def test_protection_blocks_are_one_mark_per_room_per_minute_with_a_count() -> No
     }
     rec.block("elsewhere", T0)  # a room the recorder has not sampled yet is still handed on
     assert sink.blocks[-1] == ("elsewhere", T0 // 1000, 1)
+
+
+def test_counters_that_went_back_count_no_wait_twice() -> None:
+    """A room restored from an older state (same generation, fewer joins): the recorder reads on from its
+    cursor, so the waits it has read are not read again, also when the room's passes went back too."""
+    rec = SeriesRecorder()
+    rec.sample([], T0)
+    rec.sample([summary(6, 4, 2)], T0 + 2_000, minted(4, [1_000, 2_000, 3_000, 4_000]))
+    rec.sample([summary(5, 4, 1)], T0 + 4_000, minted(4, [1_000, 2_000, 3_000, 4_000]))  # joins went back
+    assert rec.last_waits == {} and rec.last_lumps == {}
+    rec.sample([summary(5, 3, 2)], T0 + 6_000, minted(3, [1_000, 2_000, 3_000]))  # passes went back
+    assert rec.last_waits == {} and rec.last_lumps == {}
+    rec.sample([summary(5, 5, 0)], T0 + 8_000, minted(5, [1_000, 2_000, 3_000, 5_500, 6_500]))
+    assert rec.last_waits == {"shop": [(4, 5.5), (5, 6.5)]}
+    minute = (rec.rows("shop", "1m", T0 + 8_000) or [])[-1]
+    assert minute["measuredWaits"] == 6
