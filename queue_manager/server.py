@@ -379,12 +379,12 @@ class Server:
         """One more sample of every room at the stop, so the open hour is folded in as it stands now."""
         ctx = self.ctx
         try:
-            summaries = await asyncio.wait_for(ctx.store.list_rooms(), 2.0)
+            summaries, waits = await asyncio.wait_for(ctx.series.read(ctx.store), 2.0)
         except Exception:  # the store is away: the hour keeps its last sample
             return
         now_ms = self.clock.wall_ms()
-        ctx.series.sample(summaries, now_ms)
-        ctx.history.offer(summaries, ctx.series.last_waits, now_ms)
+        ctx.series.sample(summaries, now_ms, waits)
+        ctx.history.offer(summaries, ctx.series.last_waits, now_ms, ctx.series.last_lumps)
 
     async def _end_run(self, unjournaled: int | None) -> None:
         """The stop line, once the journal's last commit is made and while the pool is still open:
@@ -430,7 +430,7 @@ class Server:
                 now_ms = self.clock.wall_ms()
                 sampled = await ctx.series.feed(ctx.store, now_ms)
                 if sampled is not None:  # the hourly history's write runs on its own, never holding the tick
-                    ctx.history.offer(sampled, ctx.series.last_waits, now_ms)
+                    ctx.history.offer(sampled, ctx.series.last_waits, now_ms, ctx.series.last_lumps)
                 if self.backend is not None:
                     self.backend.note_store_result(True)
             except JournalCommitFailed as exc:

@@ -40,7 +40,15 @@ from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
 from queue_manager.engine.states import DoorState, EffectiveState
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import Finished, PreEntry, Ticket, make_ref
-from queue_manager.engine.view import VisitorView, render_stats, render_ticket, render_visitor_view
+from queue_manager.engine.view import (
+    WAITS_KEPT,
+    MintedWaits,
+    VisitorView,
+    render_stats,
+    render_ticket,
+    render_visitor_view,
+    waits_after,
+)
 
 FINISHED_KEEP = 50_000
 BOUNCED_GRACE_SEC = 30  # how long a bounced pass-holder unseen keeps a claim on the next free slot (presence off)
@@ -141,6 +149,10 @@ class Room:
         self.pass_times: deque[int] = deque()
         self.joins_total = 0
         self.passes_total = 0
+        # the waits (minted − joined, ms) of the latest passes minted from the line: the newest is pass
+        # number passes_total of this generation (promote() appends one wait per pass it counts)
+        self.waits: deque[int] = deque(maxlen=WAITS_KEPT)
+        self.wait_ms_total = 0  # the sum of every wait of this generation's passes (ms), kept or not
         self.unscoped_checks = 0
         self.blocked_returns = 0
         self.ejected_total = 0
@@ -413,6 +425,12 @@ class Room:
         heapq.heappush(self._pass_heap, (now + self.cfg.passed_ttl_sec * 1000, t.n))
         self._grant_slot(t, slot, now)
         self.passes_total += 1
+        wait_ms = now_ms - t.joined_ms
+        if wait_ms > 0:  # a clock set back since the join: no negative wait
+            self.waits.append(wait_ms)
+            self.wait_ms_total += wait_ms
+        else:
+            self.waits.append(0)
         self.pass_times.append(now)
         self.emit("promote", n=t.n, slot=slot, credit=self.credit)
 
@@ -958,6 +976,11 @@ class Room:
         if head is None:
             return 0.0
         return max(0.0, (self.clock.wall_ms() - self.tickets[head[1]].joined_ms) / 1000.0)
+
+    def minted_waits(self, after: tuple[int, int] | None) -> MintedWaits:
+        """The waits of this generation's latest passes that a reader which has read up to ``after``
+        (generation, pass ordinal) has not read (see ``view.waits_after``)."""
+        return waits_after(self.gen, self.passes_total, self.wait_ms_total, self.waits, after)
 
     def stats(self) -> dict[str, Any]:
         self.advance()

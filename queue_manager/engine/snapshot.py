@@ -145,6 +145,7 @@ def dump(room: Room) -> dict[str, Any]:
         "counters": {
             "joinsTotal": room.joins_total,
             "passesTotal": room.passes_total,
+            "waitMsTotal": room.wait_ms_total,
             "unscopedChecks": room.unscoped_checks,
             "blockedReturnUrls": room.blocked_returns,
             "ejected": room.ejected_total,
@@ -287,6 +288,7 @@ def _load(data: Mapping[str, Any], clock: Clock, events: list[Event], rng: Rando
     counters = data["counters"]
     room.joins_total = _int(counters, "joinsTotal")
     room.passes_total = _int(counters, "passesTotal")
+    room.wait_ms_total = int(counters.get("waitMsTotal") or 0)  # 0: a checkpoint written before it was kept
     room.unscoped_checks = _int(counters, "unscopedChecks")
     room.blocked_returns = _int(counters, "blockedReturnUrls")
     room.ejected_total = _int(counters, "ejected")

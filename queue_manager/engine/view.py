@@ -15,11 +15,50 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from queue_manager.engine.model import RoomConfig
 from queue_manager.engine.states import EffectiveState, TicketState, ViewState
 from queue_manager.engine.ticket import make_ref
+
+#: Waits a room keeps of its latest passes minted from the line (``Room.waits``; the Valkey key ``wt``):
+#: a reader that comes back within this many passes reads every one of them. A busy room's list is about
+#: 22 KB on Valkey (a list of integers) and about 160 KB in the memory store (a deque of Python ints).
+WAITS_KEPT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class MintedWaits:
+    """The waits of a room generation's latest passes minted from the line, as a reader asked for them.
+
+    ``last`` is the ordinal of the generation's newest pass (its ``passesTotal``); ``waits_ms`` are the
+    waits (pass minted − joined, ms) of passes ``last - len(waits_ms) + 1`` … ``last``, oldest first:
+    those the reader had not read yet that the room still keeps (at most ``WAITS_KEPT``); ``total_ms`` is
+    the sum of the waits of passes 1 … ``last``, so a reader that fell more than ``WAITS_KEPT`` passes
+    behind still counts the waits it missed, and their sum, exactly (not their values one by one).
+    """
+
+    gen: int
+    last: int
+    total_ms: int
+    waits_ms: list[int]
+
+    def numbered(self) -> list[tuple[int, int]]:
+        """(ordinal, wait ms) of each wait, oldest first."""
+        first = self.last - len(self.waits_ms) + 1
+        return [(first + i, ms) for i, ms in enumerate(self.waits_ms)]
+
+
+def waits_after(gen: int, last: int, total_ms: int, kept: Sequence[int], after: tuple[int, int] | None) -> MintedWaits:
+    """What a reader that has read up to ``after`` (generation, ordinal; None: nothing of this room) gets of
+    the waits ``kept`` (the newest ends at ordinal ``last``): those past its ordinal in the same generation,
+    every one kept in another."""
+    if after is not None and after[0] == gen:
+        fresh = max(0, min(len(kept), last - after[1]))
+    else:
+        fresh = len(kept)
+    return MintedWaits(gen, last, total_ms, list(islice(kept, len(kept) - fresh, None)) if fresh else [])
 
 
 @dataclass(slots=True)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from queue_manager.background import stop_if_cancelled
-from queue_manager.ops.series import weighted_percentile
+from queue_manager.ops.series import WaitLump, weighted_percentile
 
 log = logging.getLogger("queue_manager.history")
 
@@ -47,7 +47,8 @@ RESERVOIR = 256  # waits kept per room and hour: a uniform sample; the percentil
 GAP_MS = 10_000  # two samples at most this far apart cover the time between them
 TOLERANCE_SEC = 10  # a row short of its span by at most this much is not partial
 PRUNE_EVERY_SEC = 3600.0
-HELD_WAITS = 4096  # waits per room an instance holds until it writes (a follower: until it leads, this hour)
+HELD_WAITS = 4096  # waits per room an instance holds one by one until it writes (a follower: until it leads,
+# this hour); older ones it holds on as a count and a sum (a ``WaitLump``), so none is lost from the count
 
 COLUMNS = (
     "roomId",
@@ -99,7 +100,7 @@ class HourRow:
     warned: int = 0
     covered_ms: int = 0
     last_ms: int = 0  # when the fleet last sampled this row (epoch ms)
-    wait_ord: int = 0  # the highest exit (k-th of generation ``gen``) whose wait is folded in: none twice
+    wait_ord: int = 0  # the highest pass (k-th of generation ``gen``) whose wait is folded in: none twice
 
     @property
     def joins(self) -> int:
@@ -139,8 +140,10 @@ class HourRow:
 
 @dataclass(slots=True)
 class Reading:
-    """One room at one sample: its summary's counters and the waits measured since the previous write, each
-    as (k, seconds): the wait of the generation's k-th exit from the line."""
+    """One room at one sample: its summary's counters and the waits read since the previous write, each as
+    (k, seconds): the wait of the generation's k-th pass minted from the line; ``lumps``: waits read as a
+    count and a sum only (the recorder fell behind the room's kept waits, or more were held than
+    ``HELD_WAITS``)."""
 
     room: str
     gen: int
@@ -150,9 +153,12 @@ class Reading:
     active: int
     waits: list[tuple[int, float]] = field(default_factory=list)
     created_ms: int = 0  # when this generation of the room began (epoch ms; 0: unknown)
+    lumps: list[WaitLump] = field(default_factory=list)
 
     @classmethod
-    def of(cls, summary: Mapping[str, Any], waits: Iterable[tuple[int, float]] = ()) -> Reading:
+    def of(
+        cls, summary: Mapping[str, Any], waits: Iterable[tuple[int, float]] = (), lumps: Iterable[WaitLump] = ()
+    ) -> Reading:
         return cls(
             str(summary["id"]),
             int(summary.get("generation") or 0),
@@ -162,6 +168,7 @@ class Reading:
             int(summary.get("activeSessions") or 0),
             list(waits),
             int(summary.get("createdAt") or 0),
+            list(lumps),
         )
 
 
@@ -181,6 +188,12 @@ def add_wait(row: HourRow, rng: random.Random, wait: float) -> None:
         slot = rng.randrange(row.measured)
         if slot < RESERVOIR:
             row.reservoir[slot] = round(wait, 1)
+
+
+def add_lump(row: HourRow, count: int, seconds: float) -> None:
+    """``count`` waits known by their sum only: exact count and sum; no maximum, no reservoir sample."""
+    row.measured += count
+    row.wait_sum += seconds
 
 
 def fold(
@@ -239,10 +252,18 @@ def fold(
 
 
 def _add_waits(row: HourRow, reading: Reading, rng: random.Random) -> None:
-    for k, wait in sorted(reading.waits):
-        if k > row.wait_ord:  # a wait this row already holds (folded by an earlier writer) is not added again
-            add_wait(row, rng, wait)
-            row.wait_ord = k
+    """The reading's waits the row does not hold yet (those past ``wait_ord``), in pass order."""
+    items: list[tuple[int, int, float]] = [(k, 0, wait) for k, wait in reading.waits]
+    items += [(lump.last, lump.count, lump.seconds) for lump in reading.lumps]
+    for last, count, value in sorted(items):
+        if last <= row.wait_ord:  # a wait this row already holds (folded by an earlier writer) is not added again
+            continue
+        if count == 0:
+            add_wait(row, rng, value)
+        else:  # a lump the row holds the first of (another writer read them one by one): the rest, pro rata
+            fresh = min(count, last - row.wait_ord)
+            add_lump(row, fresh, value if fresh == count else value * fresh / count)
+        row.wait_ord = last
 
 
 def _absolute(row: HourRow, reading: Reading) -> None:
@@ -469,6 +490,23 @@ class HistoryUnavailable(Exception):
     """The stored history could not be read (with STORE=valkey: PostgreSQL did not answer)."""
 
 
+def _bound_held(reading: Reading) -> None:
+    """At most ``HELD_WAITS`` waits held one by one: the older ones, and every lump older than the waits kept,
+    become one lump (their count and sum), so a follower holding a long hour still counts each wait."""
+    if len(reading.waits) <= HELD_WAITS:
+        return
+    reading.waits.sort()
+    dropped, reading.waits[:] = reading.waits[:-HELD_WAITS], reading.waits[-HELD_WAITS:]
+    oldest_kept = reading.waits[0][0]
+    older = [lump for lump in reading.lumps if lump.last < oldest_kept]
+    reading.lumps[:] = [lump for lump in reading.lumps if lump.last >= oldest_kept]
+    first = min([k for k, _ in dropped] + [lump.first for lump in older])
+    last = max([k for k, _ in dropped] + [lump.last for lump in older])
+    count = len(dropped) + sum(lump.count for lump in older)
+    seconds = sum(w for _, w in dropped) + sum(lump.seconds for lump in older)
+    reading.lumps.insert(0, WaitLump(first, last, count, seconds))
+
+
 class HourlyHistory:
     """Folds the recorder's samples into the open hour's rows and answers the reports.
 
@@ -516,17 +554,26 @@ class HourlyHistory:
         """A join bot protection refused (``blocked``) or let through with a warning (``warned``)."""
         self.refusals.add(room, hour_of(self.wall_ms()), kind)
 
-    def offer(self, summaries: list[dict[str, Any]], waits: Mapping[str, list[tuple[int, float]]], now_ms: int) -> None:
-        """One sample of every room (the recorder's): kept for the next write, waits added up (at most
-        ``HELD_WAITS`` a room, the newest, and only of the room's current generation and hour)."""
+    def offer(
+        self,
+        summaries: list[dict[str, Any]],
+        waits: Mapping[str, list[tuple[int, float]]],
+        now_ms: int,
+        lumps: Mapping[str, WaitLump] | None = None,
+    ) -> None:
+        """One sample of every room (the recorder's ``last_waits`` and ``last_lumps``): kept for the next
+        write, waits added up (only of the room's current generation and hour; one by one at most
+        ``HELD_WAITS`` a room, the newest, the older ones as a count and a sum)."""
         fresh: dict[str, Reading] = {}
         for summary in summaries:
             room = str(summary["id"])
             held = self._pending.get(room)
-            reading = Reading.of(summary, waits.get(room, ()))
+            lump = None if lumps is None else lumps.get(room)
+            reading = Reading.of(summary, waits.get(room, ()), () if lump is None else (lump,))
             if held is not None and held.gen == reading.gen and hour_of(self._pending_ms) == hour_of(now_ms):
                 reading.waits[:0] = held.waits  # else a write missed at the hour's turn: waits stay approximate
-                del reading.waits[:-HELD_WAITS]
+                reading.lumps[:0] = held.lumps
+                _bound_held(reading)
             fresh[room] = reading
         self._pending, self._pending_ms = fresh, now_ms
         self._wake.set()
@@ -593,7 +640,8 @@ class HourlyHistory:
                 # the waits stay held: a follower that takes the lead folds those the row does not hold yet
                 # (the fleet's leader may have been killed before it wrote them)
                 self._since_ms = None
-                self._previous, self._previous_ms = {room: replace(r, waits=[]) for room, r in pending.items()}, now_ms
+                self._previous = {room: replace(r, waits=[], lumps=[]) for room, r in pending.items()}
+                self._previous_ms = now_ms
                 self._last_write_ms = now_ms
                 return 0
             if self._since_ms is None or now_ms - self._last_write_ms > GAP_MS:
@@ -633,7 +681,7 @@ class HourlyHistory:
                     raise
             if now_ms // 1000 - hour < 120 and hour - HOUR >= 0:  # the last refusals of the hour just closed
                 await self._close_refusals(hour - HOUR)
-            self._previous = {room: replace(r, waits=[]) for room, r in pending.items()}
+            self._previous = {room: replace(r, waits=[], lumps=[]) for room, r in pending.items()}
             self._previous_ms = now_ms
             self._last_write_ms = now_ms
             self.written += len(pending)
@@ -645,8 +693,10 @@ class HourlyHistory:
             newer = self._pending.get(room)
             if newer is None:
                 self._pending[room] = reading
-            elif reading.waits and newer.gen == reading.gen:
+            elif (reading.waits or reading.lumps) and newer.gen == reading.gen:
                 newer.waits[:0] = reading.waits
+                newer.lumps[:0] = reading.lumps
+                _bound_held(newer)
 
     async def _close_refusals(self, hour: int) -> None:
         counts = await self.refusals.read(hour)

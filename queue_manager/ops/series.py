@@ -5,14 +5,13 @@ into two bounded tiers: 10-second buckets for the last hour and 1-minute buckets
 Each bucket keeps queue depth, joins, passes, the configured rate, and the waits of the people who left
 the line in it.
 
-Actual waits are measured from the room's cumulative counters, not estimated from the rate: the line is
-FIFO, so the k-th person to leave it is the k-th person who joined it, and their wait is the time between
-the k-th join and the k-th exit (the horizontal distance between the cumulative arrival and departure
-curves). Exits are ``joinsTotal - waiting - preQueue``; only as many of a sample's exits as it has new
-passes are counted as waits (a purge is exits with no passes). Resolution is the sampling interval; an
-eject (which sends one person to the back) or a drop's shuffled draw blurs individual waits, not the
-distribution. Events that changed the room (state, rate, purge, a new generation) become marks, and so
-do joins refused by bot protection (``block``: one mark per room per minute, with the count).
+Actual waits are the store's, exact to the millisecond: each pass minted from the line records its wait
+(minted − joined) in the room, numbered by pass (the generation's k-th pass is k on every instance), and
+the same read as the summaries (``Store.sample_rooms``) hands the recorder those it has not read yet; a
+room keeps the latest ``view.WAITS_KEPT`` of them, so a recorder sampling every 2 s reads every one while
+a room mints fewer than that between two samples. A wait counts in the sample that read it, as its pass
+does in ``passes``. Events that changed the room (state, rate, purge, a new generation) become marks, and
+so do joins refused by bot protection (``block``: one mark per room per minute, with the count).
 
 The marks are kept here for this process; given a ``sink`` (with ``SIDESTORE=pg``: the journal's
 timeline) the recorder also hands it every mark it makes, so they outlive the process.
@@ -20,7 +19,6 @@ timeline) the recorder also hands it every mark it makes, so they outlive the pr
 
 from __future__ import annotations
 
-import bisect
 import random
 from array import array
 from collections import deque
@@ -28,6 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from queue_manager.engine.view import MintedWaits
     from queue_manager.store.base import Store
 
 SAMPLE_SEC = 2.0
@@ -74,6 +75,17 @@ def weighted_percentile(pairs: list[tuple[float, float]], q: float) -> float | N
     return ordered[-1][0]
 
 
+@dataclass(frozen=True, slots=True)
+class WaitLump:
+    """Waits counted and summed but not read one by one: ``count`` passes numbered ``first`` … ``last``
+    (of one generation) whose waits the room no longer kept when they were read, ``seconds`` their sum."""
+
+    first: int
+    last: int
+    count: int
+    seconds: float
+
+
 @dataclass(slots=True)
 class Bucket:
     start_ms: int
@@ -104,6 +116,11 @@ class Bucket:
             slot = rng.randrange(self.waits_seen)
             if slot < self.cap:
                 self.waits[slot] = wait
+
+    def add_lump(self, lump: WaitLump) -> None:
+        """Waits whose count and sum are known, not their values (no maximum, no reservoir sample)."""
+        self.waits_seen += lump.count
+        self.wait_sum += lump.seconds
 
     def row(self, seconds: float) -> dict[str, Any]:
         per_min = 60.0 / seconds
@@ -168,27 +185,9 @@ class RoomSeries:
     waiting: int
     tiers: dict[str, Tier] = field(default_factory=lambda: {k: Tier(s, n) for k, (s, n) in TIERS.items()})
     marks: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MARKS_KEEP))
-    # the cumulative join curve since the generation began: join counts and when they were first reached
-    curve_n: array[int] = field(default_factory=lambda: array("q"))
-    curve_t: array[int] = field(default_factory=lambda: array("q"))
-    base_joins: int = 0  # joins made before this recorder was watching: their times are unknown
+    wait_ord: int = 0  # the newest pass of this generation whose wait this recorder has read
+    wait_ms: int = 0  # the sum of the waits of passes 1 … wait_ord (the store's running total)
     block_mark: dict[str, Any] | None = None  # this minute's block mark, counted up in place
-
-    def join_time(self, k: int) -> int | None:
-        """When the k-th join of this generation happened (None once it is older than the curve)."""
-        if k <= self.base_joins:
-            return None
-        i = bisect.bisect_left(self.curve_n, k)
-        if i >= len(self.curve_n):
-            return None
-        return self.curve_t[i]
-
-    def trim(self) -> None:
-        """Forget join-curve points of people who have left the line (only the line's own span is needed)."""
-        cut = bisect.bisect_left(self.curve_n, self.exits + 1) - 1
-        if cut > 1024 and cut > len(self.curve_n) // 2:
-            del self.curve_n[:cut]
-            del self.curve_t[:cut]
 
 
 def _exits(summary: dict[str, Any]) -> int:
@@ -209,9 +208,12 @@ class SeriesRecorder:
         self._rng = random.Random()
         self._sampled = False
         self._first = False
-        # room -> the waits measured in the latest sample: (k, seconds), the k-th exit of the room's generation
+        # room -> the waits read in the latest sample: (k, seconds), the k-th pass of the room's generation
         # (the same k on every instance reading the same store, so a wait handed over twice is folded once)
         self.last_waits: dict[str, list[tuple[int, float]]] = {}
+        # room -> the waits of the latest sample read as a count and a sum only (the recorder fell more than
+        # view.WAITS_KEPT passes behind): at most one a room and sample
+        self.last_lumps: dict[str, WaitLump] = {}
 
     def due(self, now_ms: int) -> bool:
         return now_ms - self._last_ms >= SAMPLE_SEC * 1000 - 50
@@ -221,27 +223,35 @@ class SeriesRecorder:
         waits measured in that sample are in ``last_waits``), or None when no sample was due."""
         if not self.due(now_ms):
             return None
-        summaries = await store.list_rooms()
-        self.sample(summaries, now_ms)
+        summaries, waits = await self.read(store)
+        self.sample(summaries, now_ms, waits)
         return summaries
 
-    def sample(self, summaries: list[dict[str, Any]], now_ms: int) -> None:
-        """Fold one reading of every room in; rooms no longer listed are forgotten."""
+    async def read(self, store: Store) -> tuple[list[dict[str, Any]], dict[str, MintedWaits]]:
+        """Every room's summary and the waits of its passes this recorder has not read yet."""
+        return await store.sample_rooms({r: (s.generation, s.wait_ord) for r, s in self.rooms.items()})
+
+    def sample(
+        self, summaries: list[dict[str, Any]], now_ms: int, waits: Mapping[str, MintedWaits] | None = None
+    ) -> None:
+        """Fold one reading of every room in (with the waits read with it: ``read``); rooms no longer
+        listed are forgotten."""
         if self.started_ms is None:
             self.started_ms = now_ms
         self._last_ms = now_ms
         seen = set()
         self.last_waits = {}
+        self.last_lumps = {}
         self._first = not self._sampled
         self._sampled = True
         for summary in summaries:
             room_id = summary["id"]
             seen.add(room_id)
-            self._sample_room(summary, now_ms)
+            self._sample_room(summary, now_ms, None if waits is None else waits.get(room_id))
         for gone in [r for r in self.rooms if r not in seen]:
             del self.rooms[gone]
 
-    def _sample_room(self, s: dict[str, Any], now_ms: int) -> None:
+    def _sample_room(self, s: dict[str, Any], now_ms: int, minted: MintedWaits | None) -> None:
         room_id, gen = s["id"], int(s.get("generation") or 0)
         state, rate = str(s.get("effectiveState") or s.get("state")), int(s.get("ratePerMinute") or 0)
         joins, passes, waiting = int(s["joinsTotal"]), int(s["passesTotal"]), int(s["waiting"])
@@ -249,27 +259,43 @@ class SeriesRecorder:
         series = self.rooms.get(room_id)
         if series is None or series.generation != gen or joins < series.joins_total:
             fresh = RoomSeries(room_id, gen, 0, 0, 0, state, rate, 0)
-            if series is not None:  # a new generation keeps the room's history, restarts its counters
+            if series is not None and series.generation == gen:
+                # counters went back (a room restored from an older state): its waits read on from the
+                # cursor, none read twice
+                fresh.tiers, fresh.marks = series.tiers, series.marks
+                fresh.wait_ord, fresh.wait_ms = series.wait_ord, series.wait_ms
+            elif series is not None:  # a new generation keeps the room's history, restarts its counters
                 fresh.tiers, fresh.marks = series.tiers, series.marks
                 self._mark(fresh, now_ms, "room", f"room re-created (generation {gen})")
             elif self._first and not self._born_watched(s):
-                # counters from before this process was watching are not ours to spread over one sample
+                # counters and waits from before this process was watching are not ours to put in one sample
                 fresh.joins_total, fresh.passes_total, fresh.exits, fresh.waiting = joins, passes, exits, waiting
-                fresh.base_joins = joins
+                if minted is not None and minted.gen == gen:
+                    fresh.wait_ord, fresh.wait_ms = minted.last, minted.total_ms
+                else:
+                    fresh.wait_ord = passes
             series = self.rooms[room_id] = fresh
         d_joins = max(0, joins - series.joins_total)
         d_passes = max(0, passes - series.passes_total)
         d_exits = max(0, exits - series.exits)
-        if d_joins:
-            series.curve_n.append(joins)
-            series.curve_t.append(now_ms)
         waits: list[float] = []
         measured: list[tuple[int, float]] = []
-        for k in range(series.exits + 1, series.exits + min(d_passes, d_exits) + 1):
-            joined = series.join_time(k)
-            if joined is not None:
-                waits.append(max(0.0, (now_ms - joined) / 1000.0))
-                measured.append((k, waits[-1]))
+        lump: WaitLump | None = None
+        if minted is not None and minted.gen == gen and minted.last < series.wait_ord:
+            series.wait_ord, series.wait_ms = minted.last, minted.total_ms  # passes went back: on from here
+        if minted is not None and minted.gen == gen and minted.last > series.wait_ord:
+            read_ms = 0
+            for k, ms in minted.numbered():
+                if k > series.wait_ord:
+                    waits.append(ms / 1000.0)
+                    measured.append((k, waits[-1]))
+                    read_ms += ms
+            missed = minted.last - series.wait_ord - len(measured)
+            if missed > 0:  # passes the room no longer kept the waits of: counted and summed all the same
+                missed_ms = max(0, minted.total_ms - series.wait_ms - read_ms)
+                lump = WaitLump(series.wait_ord + 1, series.wait_ord + missed, missed, missed_ms / 1000.0)
+                self.last_lumps[room_id] = lump
+            series.wait_ord, series.wait_ms = minted.last, minted.total_ms
         if measured:
             self.last_waits[room_id] = measured
         purged = d_exits - min(d_passes, d_exits)
@@ -294,13 +320,14 @@ class SeriesRecorder:
             b.joins_last_min = int(s.get("joinsLastMinute") or 0)
             for w in waits:
                 b.add_wait(self._rng, w)
+            if lump is not None:
+                b.add_lump(lump)
         series.joins_total, series.passes_total, series.exits = joins, passes, exits
         series.state, series.rate, series.waiting = state, rate, waiting
-        series.trim()
 
     def _born_watched(self, s: dict[str, Any]) -> bool:
-        """Whether the room's generation began after this process began watching: then its joins so far were
-        all made since, and are stamped at this first sample as any sample's new joins are."""
+        """Whether the room's generation began after this process began watching: then its joins and passes
+        so far were all made since, and its waits are read at this first sample as any sample's are."""
         created = int(s.get("createdAt") or 0)
         return self.watching_since_ms is not None and created > 0 and created >= self.watching_since_ms
 

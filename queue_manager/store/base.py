@@ -15,14 +15,14 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from queue_manager.engine.draw import DrawState
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.policy import RoomPolicy
 from queue_manager.engine.room import CheckResult, NewDoor, Presented
-from queue_manager.engine.view import VisitorView
+from queue_manager.engine.view import MintedWaits, VisitorView
 
 
 class StoreUnavailable(Exception):
@@ -69,6 +69,14 @@ class Store(Protocol):
 
     # rooms
     async def list_rooms(self) -> list[dict[str, Any]]: ...
+
+    async def sample_rooms(
+        self, after: Mapping[str, tuple[int, int]]
+    ) -> tuple[list[dict[str, Any]], dict[str, MintedWaits]]:
+        """``list_rooms`` and, read at the same instant, each room's waits of its latest passes minted from
+        the line (pass minted − joined, ms), numbered by pass (the generation's k-th pass is k on every
+        instance): those past ``after[room]`` (generation, ordinal: what this reader has read), every one
+        the room keeps (``view.WAITS_KEPT``) for a room not in ``after`` or of another generation."""
 
     async def get_room(self, room_id: str) -> dict[str, Any]: ...
 

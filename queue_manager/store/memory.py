@@ -6,7 +6,7 @@ happen. Several memory instances share nothing but SECRET: each is its own queue
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +19,7 @@ from queue_manager.engine.policy import RoomPolicy, policy_of
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
 from queue_manager.engine.room import CheckResult, NewDoor, Presented, Room, visitor_view
 from queue_manager.engine.targeting import match as match_rule
-from queue_manager.engine.view import VisitorView
+from queue_manager.engine.view import MintedWaits, VisitorView
 from queue_manager.store.base import ChangeListener
 
 
@@ -61,6 +61,12 @@ class MemoryStore:
 
     async def list_rooms(self) -> list[dict[str, Any]]:
         return [room_summary(r) for r in self.engine.rooms.values()]
+
+    async def sample_rooms(
+        self, after: Mapping[str, tuple[int, int]]
+    ) -> tuple[list[dict[str, Any]], dict[str, MintedWaits]]:
+        rooms = list(self.engine.rooms.values())
+        return [room_summary(r) for r in rooms], {r.cfg.id: r.minted_waits(after.get(r.cfg.id)) for r in rooms}
 
     async def get_room(self, room_id: str) -> dict[str, Any]:
         return room_summary(self.engine.room(room_id))

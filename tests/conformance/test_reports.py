@@ -26,6 +26,7 @@ from harness import (
     join,
     spawn_server,
     start_server,
+    status,
     unique_id,
     valkey_services,
     wait_for_state,
@@ -173,30 +174,68 @@ def let_through(srv: Server, room: str, n: int) -> list[httpx.Client]:
 
 def test_waits_of_a_room_created_and_joined_at_once_are_measured() -> None:
     """A room created and joined on a server that has only just started (before its first sample): every
-    pass minted from the line is a measured wait, and the wait columns come from those waits."""
+    pass minted from the line is a measured wait, and the wait columns are those waits, exactly.
+
+    The test measures each visitor's wait on its own clock: from its join (sent … answered) to the status
+    poll that first saw its pass (the previous poll, which still saw it waiting, … this one's answer). The
+    row's maximum and average must lie within those bounds (and the report's 0.1 s rounding), and equal
+    the waits the drill-down shows for the same tickets."""
     clear_of_the_hour_turn()
     srv = start_server()
     try:
         room = unique_id("rep")
         with srv.admin() as admin:
-            began = time.time()
             create_room(admin, room, ratePerMinute=60, queueMaxPerIp=None)
-            clients = let_through(srv, room, 3)
+            clients = [srv.client() for _ in range(3)]
+            sent, answered, tickets = [], [], []
             for c in clients:
-                wait_for_state(c, room, None, ("passed", "admitted"), timeout=20)
+                sent.append(time.time())
+                r = join(c, room)
+                answered.append(time.time())
+                r.raise_for_status()
+                tickets.append(int(r.json()["ticket"]))
+            low: dict[int, float] = {}
+            high: dict[int, float] = {}
+            last_waiting = list(answered)  # when each was last seen waiting (the poll's start)
+
+            def all_passed() -> bool:
+                for i, c in enumerate(clients):
+                    if i in high:
+                        continue
+                    before = time.time()
+                    state = status(c, room)["state"]
+                    after = time.time()
+                    if state in ("passed", "admitted"):
+                        low[i], high[i] = last_waiting[i] - answered[i], after - sent[i]
+                    else:
+                        last_waiting[i] = before
+                return len(high) == len(clients)
+
+            wait_until(all_passed, timeout=30, interval=0.02, what="three passes")
+            for c in clients:
                 c.close()
-            took = time.time() - began
             row = open_row(admin, room, lambda r: r["passes"] >= 3 and r["measuredWaits"] >= 3, "three waits")
             assert row["joins"] == 3 and row["passes"] == 3 and row["measuredWaits"] == 3
-            assert row["waitMaxSec"] is not None and row["waitAvgSec"] is not None
-            # waits are measured between samples (SAMPLE_SEC apart): within one sample of the truth
-            assert 0 <= row["waitAvgSec"] <= row["waitMaxSec"] <= took + 2.5
+            # within what this test measured, to the report's rounding (0.05 s): no sampling interval's slack
+            lows, highs = [low[i] for i in range(3)], [high[i] for i in range(3)]
+            assert max(lows) - 0.05 <= row["waitMaxSec"] <= max(highs) + 0.05, (row, lows, highs)
+            assert sum(lows) / 3 - 0.05 <= row["waitAvgSec"] <= sum(highs) / 3 + 0.05, (row, lows, highs)
+            # and exactly the store's own waits of those tickets, as the drill-down shows them
+            waited = []
+            for i, n in enumerate(tickets):
+                got = admin.get(f"/api/admin/rooms/{room}/visitors/{n}")
+                assert got.status_code == 200, got.text
+                waited.append(got.json()["visitor"]["waited"])
+                assert lows[i] - 0.001 <= waited[-1] <= highs[i] + 0.001, (i, waited, lows, highs)
+            assert row["waitMaxSec"] == round(max(waited), 1)
+            assert row["waitAvgSec"] == round(sum(waited) / 3, 1)
             assert row["waitP50Sec"] is not None and row["waitP90Sec"] is not None
             assert row["waitP50Sec"] <= row["waitP90Sec"] <= row["waitMaxSec"]
             # a stats refresh folds the open hour again: nothing counted twice, nothing lost
             assert admin.post("/api/v1/stats/refresh").status_code == 200
             again_row = rows(admin, room)[-1]
             assert (again_row["joins"], again_row["passes"], again_row["measuredWaits"]) == (3, 3, 3)
+            assert (again_row["waitMaxSec"], again_row["waitAvgSec"]) == (row["waitMaxSec"], row["waitAvgSec"])
     finally:
         srv.stop()
 

@@ -20,6 +20,8 @@ from queue_manager.engine.model import ClientId
 from queue_manager.engine.room import SLOT, Presented
 from queue_manager.engine.snapshot import config_from_public
 from queue_manager.engine.ticket import make_ref
+from queue_manager.engine.view import WAITS_KEPT
+from queue_manager.ops.series import SeriesRecorder
 from queue_manager.store.valkey.keys import room_key
 
 from .conftest import TARGET, Env, make_valkey
@@ -1272,3 +1274,127 @@ async def test_listeners_hear_the_rooms_that_changed(stores: Env) -> None:
     await env.visitor().join()
     await env.store.tick()
     assert heard[0] == {"r"} and heard[1] == {"r"} and heard[-1] == {"r"}
+
+
+# ---------------------------------------------------------------------- the waits of the passes minted
+
+
+async def _walk_until_passed(
+    env: Env, visitors: list[Any], joined: dict[int, int], step: float = 0.1
+) -> dict[int, int]:
+    """Tick in ``step`` s steps until every visitor holds a pass: each one's wait (ms) by the test's clock,
+    from its join to the tick that minted its pass."""
+    waits: dict[int, int] = {}
+    for _ in range(10_000):
+        if len(waits) == len(visitors):
+            return waits
+        env.clock.advance(step)
+        await env.store.tick()
+        for v in visitors:
+            if v.n not in waits and await env.state(v) == "passed":
+                waits[v.n] = env.clock.wall_ms() - joined[v.n]
+    raise AssertionError("not every visitor was promoted")
+
+
+async def test_each_pass_minted_reports_its_own_wait_numbered_by_pass(stores: Env) -> None:
+    """The store records each pass's real wait (minted − joined, ms) and hands a reader those past its
+    cursor: the same numbers, to the millisecond, as the test's own clock measured."""
+    env = stores
+    room = await env.room(ratePerMinute=60, **QUIET)
+    visitors, joined = [], {}
+    for gap in (0.0, 0.4, 1.7, 0.25):
+        env.clock.advance(gap)
+        v = env.visitor()
+        await v.join()
+        visitors.append(v)
+        joined[v.n] = env.clock.wall_ms()
+    expected = await _walk_until_passed(env, visitors, joined)
+    order = sorted(expected)  # the line is FIFO: the k-th pass is the k-th joiner's
+    summaries, minted = await env.store.sample_rooms({})
+    w = minted["r"]
+    assert summaries[0]["passesTotal"] == 4 and (w.gen, w.last) == (room["generation"], 4)
+    assert w.numbered() == [(k, expected[n]) for k, n in enumerate(order, start=1)]
+    assert w.total_ms == sum(expected.values())
+    assert len({ms % 2000 for ms in w.waits_ms}) > 1  # not stamped on any 2 s grid
+    # a reader past pass 2 gets passes 3 and 4; one that has read them all, nothing; another generation, all
+    _, minted = await env.store.sample_rooms({"r": (w.gen, 2)})
+    assert minted["r"].numbered() == w.numbered()[2:] and minted["r"].total_ms == w.total_ms
+    _, minted = await env.store.sample_rooms({"r": (w.gen, 4)})
+    assert minted["r"].waits_ms == [] and minted["r"].last == 4
+    _, minted = await env.store.sample_rooms({"r": (w.gen + 7, 4)})
+    assert minted["r"].numbered() == w.numbered()
+    # list_rooms and the room read say nothing of it; a room deleted and created again starts over
+    assert "waitMsTotal" not in summaries[0]
+    await env.store.delete_room("r")
+    again = await env.room(ratePerMinute=60, **QUIET)
+    _, minted = await env.store.sample_rooms({"r": (w.gen, 4)})
+    assert (minted["r"].gen, minted["r"].last, minted["r"].total_ms, minted["r"].waits_ms) == (
+        again["generation"],
+        0,
+        0,
+        [],
+    )
+
+
+async def test_a_room_keeps_its_latest_waits_and_the_sum_of_every_one(stores: Env) -> None:
+    """At most WAITS_KEPT waits are kept one by one (the newest); the running sum covers every pass."""
+    env = stores
+    await env.room(ratePerMinute=1_000_000, **QUIET)
+    first, second = 40, WAITS_KEPT + 10 - 40
+    t_first = env.clock.wall_ms()
+    await fill(env, first)
+    env.clock.advance(1.5)
+    t_second = env.clock.wall_ms()
+    await fill(env, second)
+    env.clock.advance(0.75)
+    await env.store.tick()
+    while (await env.stats())["waiting"]:  # the tick promotes in budgets: the rest at the same instant
+        await env.store.tick()
+    minted_at = env.clock.wall_ms()
+    _, minted = await env.store.sample_rooms({})
+    w = minted["r"]
+    total = first + second
+    assert w.last == total and len(w.waits_ms) == WAITS_KEPT
+    early, late = minted_at - t_first, minted_at - t_second
+    assert w.total_ms == first * early + second * late
+    assert w.numbered()[0] == (total - WAITS_KEPT + 1, early) and w.numbered()[-1] == (total, late)
+    assert w.waits_ms.count(early) == first - (total - WAITS_KEPT)
+
+
+async def test_the_recorder_counts_every_pass_with_its_exact_wait(stores: Env) -> None:
+    """The series recorder over the store: each pass's wait as the store measured it, none twice, and a
+    recorder that fell more than WAITS_KEPT passes behind still counts each wait and their exact sum."""
+    env = stores
+    await env.room(ratePerMinute=60, **QUIET)
+    rec = SeriesRecorder()
+    await rec.feed(env.store, env.clock.wall_ms())
+    visitors, joined = [], {}
+    for gap in (0.3, 0.9, 0.35):
+        env.clock.advance(gap)
+        v = env.visitor()
+        await v.join()
+        visitors.append(v)
+        joined[v.n] = env.clock.wall_ms()
+    expected = await _walk_until_passed(env, visitors, joined)
+    env.clock.advance(2)
+    assert await rec.feed(env.store, env.clock.wall_ms()) is not None
+    assert rec.last_waits == {"r": [(k, expected[v.n] / 1000.0) for k, v in enumerate(visitors, start=1)]}
+    env.clock.advance(2)
+    await rec.feed(env.store, env.clock.wall_ms())
+    assert rec.last_waits == {}  # read once
+    # the recorder falls behind: more passes than the room keeps between two of its reads
+    await env.store.upsert_room({"id": "r", "ratePerMinute": 1_000_000})
+    await fill(env, WAITS_KEPT + 5)
+    env.clock.advance(0.5)
+    await env.store.tick()
+    while (await env.stats())["waiting"]:
+        await env.store.tick()
+    env.clock.advance(1.5)
+    await rec.feed(env.store, env.clock.wall_ms())
+    each = 500  # every one of them joined at t0 and got its pass 0.5 s later
+    assert len(rec.last_waits["r"]) == WAITS_KEPT and rec.last_lumps["r"].count == 5
+    assert rec.last_lumps["r"].seconds == 5 * each / 1000.0
+    row = (rec.rows("r", "1m", env.clock.wall_ms()) or [])[-1]
+    assert row["measuredWaits"] == 3 + WAITS_KEPT + 5 and row["passes"] == 3 + WAITS_KEPT + 5
+    exact = (sum(expected.values()) + (WAITS_KEPT + 5) * each) / 1000.0 / (3 + WAITS_KEPT + 5)
+    assert row["waitAvgSec"] == round(exact, 1)

@@ -196,6 +196,21 @@ class Equivalence(RuleBasedStateMachine):
                 assert v == m
         self.settle_events()
 
+    @invariant()
+    def same_waits_of_the_passes(self) -> None:
+        """Each pass's wait (minted − joined, ms), numbered by pass, and the running sum: every one kept, and
+        those past a reader's cursor."""
+        m, v = self.both(lambda s, _: s.sample_rooms({}))
+        assert v == m
+        if self.exists:
+            minted = m[1][ROOM]
+            assert minted.last == m[0][0]["passesTotal"] and len(minted.waits_ms) == minted.last
+            assert minted.total_ms == sum(minted.waits_ms)
+            cursor = {ROOM: (minted.gen, max(0, minted.last - 2))}
+            m, v = self.both(lambda s, _: s.sample_rooms(cursor))
+            assert v == m and m[1][ROOM].waits_ms == minted.waits_ms[len(minted.waits_ms) - len(m[1][ROOM].waits_ms) :]
+        self.settle_events()
+
     # ------------------------------------------------------------------ visitors
 
     def do_join(self, who: int, ret: str | None) -> None:

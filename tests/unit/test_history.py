@@ -10,6 +10,7 @@ from typing import Any
 from queue_manager.ops.history import (
     COLUMNS,
     GAP_MS,
+    HELD_WAITS,
     HOUR,
     RESERVOIR,
     HourlyHistory,
@@ -21,6 +22,7 @@ from queue_manager.ops.history import (
     fold,
     report,
 )
+from queue_manager.ops.series import WaitLump
 
 H = 1_800_000 * 1000 // 3600 * 3600  # an hour's start, epoch s (a whole hour)
 T0 = H * 1000  # ... in ms
@@ -213,6 +215,51 @@ def test_a_follower_that_takes_the_lead_folds_the_waits_the_row_does_not_hold_ye
     asyncio.run(go())
 
 
+def test_waits_known_by_their_sum_count_exactly_once_each() -> None:
+    """A lump (waits a reader missed one by one: their count and sum) adds to measuredWaits and the average,
+    not to the maximum; passes a row holds already are not added again, also when part of a lump."""
+    row = run(
+        [(T0 + 2000, Reading("r", 1, 10, 10, 0, 0, [(8, 5.0), (9, 6.0), (10, 7.0)], 0, [WaitLump(1, 7, 7, 21.0)]))]
+    )
+    assert (row.measured, row.wait_sum, row.wait_max, row.wait_ord) == (10, 39.0, 7.0, 10)
+    assert len(row.reservoir) == 3
+    out = report("r", "hour", H, [row], T0 + 4000)
+    assert out["measuredWaits"] == 10 and out["waitAvgSec"] == 3.9 and out["waitMaxSec"] == 7.0
+    # another writer read passes 1 … 4 one by one; a lump of passes 1 … 8 adds the other four, pro rata
+    other = run([(T0 + 2000, reading(4, 4, waits=[1.0, 1.0, 1.0, 1.0]))])
+    fold(other, Reading("r", 1, 8, 8, 0, 0, [], 0, [WaitLump(1, 8, 8, 16.0)]), T0 + 4000, covered_since_ms=T0,
+         rng=random.Random())  # fmt: skip
+    assert (other.measured, other.wait_sum, other.wait_ord) == (8, 12.0, 8)
+
+
+def test_a_follower_holds_its_oldest_waits_as_a_count_and_a_sum() -> None:
+    """Held waits beyond HELD_WAITS become one lump: the row still counts each wait and their exact sum."""
+
+    async def go() -> None:
+        now = [T0 + 60_000]
+        warehouse = MemoryWarehouse()
+        leading = [False]
+        history = HourlyHistory(warehouse, MemoryRefusals(), lambda: now[0], retain_days=1, leads=lambda: leading[0])
+        total, k = HELD_WAITS + 100, 0
+        summary = {"id": "r", "generation": 1, "joinsTotal": total, "passesTotal": 0, "waiting": 0}
+        for chunk in (1000, 2000, HELD_WAITS + 100 - 3000):
+            waits = [(k + i + 1, float((k + i) % 10)) for i in range(chunk)]
+            k += chunk
+            history.offer([{**summary, "passesTotal": k}], {"r": waits}, now[0])
+            assert await history.write() == 0
+            now[0] += 2000
+        held = history._pending["r"]
+        assert len(held.waits) == HELD_WAITS and len(held.lumps) == 1 and held.lumps[0].count == 100
+        leading[0] = True
+        history.offer([{**summary, "passesTotal": k}], {}, now[0])
+        assert await history.write() == 1
+        row = warehouse.rows[("r", H)]
+        assert row.measured == total and row.wait_sum == sum(float(i % 10) for i in range(total))
+        assert row.wait_ord == total and row.wait_max == 9.0
+
+    asyncio.run(go())
+
+
 def test_a_day_of_a_room_deleted_mid_day_ends_with_its_last_hour() -> None:
     day = H - H % 86400
     full = [
@@ -278,5 +325,54 @@ def test_a_stop_ends_the_writer_even_when_a_write_swallows_the_cancellation() ->
         done, _ = await asyncio.wait({stop}, timeout=30)  # a bound for the test itself; the stop takes no time
         assert done, "the writer's loop went on waiting after the stop cancelled it"
         stop.result()
+
+    asyncio.run(go())
+
+
+def test_an_hour_row_holds_each_pass_exact_wait_from_the_store() -> None:
+    """The whole chain on the memory store and a fake clock: the store measures each wait, the recorder
+    reads it every 2 s, the history folds it: measuredWaits, waitMaxSec and waitAvgSec are the waits the
+    test's own clock gives, to the report's rounding, however they fall between the samples."""
+    from queue_manager.clock import FakeClock
+    from queue_manager.engine.model import ClientId
+    from queue_manager.ops.series import SeriesRecorder
+    from queue_manager.store.memory import MemoryStore
+
+    async def go() -> None:
+        clock = FakeClock()
+        store = MemoryStore(clock)
+        warehouse = MemoryWarehouse()
+        history = HourlyHistory(warehouse, MemoryRefusals(), clock.wall_ms, retain_days=1, seed=1)
+        rec = SeriesRecorder()
+        rec.watching_since_ms = clock.wall_ms()  # the process began watching before the room was created
+        await store.upsert_room({"id": "r", "targetUrl": "https://shop.example", "ratePerMinute": 60})
+        joined: dict[int, int] = {}
+        waits: dict[int, int] = {}
+        for step in range(1, 200):  # 0.1 s steps: joins at 0.3, 0.7 and 1.9 s; a tick every 0.5 s
+            clock.advance(0.1)
+            if step in (3, 7, 19):
+                i = len(joined)
+                view = await store.join("r", ClientId(ident=f"10.0.0.{i}", fp=bytes([i])), None, None)
+                assert view.ticket is not None
+                joined[view.ticket] = clock.wall_ms()
+            if step % 5 == 0:
+                await store.tick()
+                for n in joined:
+                    if n not in waits and (await store.lookup("r", str(n)))["state"] == "passed":
+                        waits[n] = clock.wall_ms() - joined[n]
+            if step % 20 == 0:  # the recorder's sample, every 2 s
+                sampled = await rec.feed(store, clock.wall_ms())
+                assert sampled is not None
+                history.offer(sampled, rec.last_waits, clock.wall_ms(), rec.last_lumps)
+                await history.write()
+        assert len(waits) == 3 and len({ms % 2000 for ms in waits.values()}) > 1
+        hour = clock.wall_ms() // 1000 - clock.wall_ms() // 1000 % HOUR
+        row = warehouse.rows[("r", hour)]
+        assert row.measured == 3 and row.wait_max == max(waits.values()) / 1000.0
+        assert abs(row.wait_sum - sum(waits.values()) / 1000.0) < 1e-9
+        out = report("r", "hour", hour, [row], clock.wall_ms())
+        assert out["measuredWaits"] == 3 and out["passes"] == 3
+        assert out["waitMaxSec"] == round(max(waits.values()) / 1000.0, 1)
+        assert out["waitAvgSec"] == round(sum(waits.values()) / 3000.0, 1)
 
     asyncio.run(go())

@@ -16,7 +16,7 @@ import orjson
 from queue_manager.engine.draw import Drawn, DrawRecord
 from queue_manager.engine.model import RoomConfig, apply_fields
 from queue_manager.engine.ticket import Ticket
-from queue_manager.engine.view import VisitorView, render_stats, render_ticket, render_visitor_view
+from queue_manager.engine.view import MintedWaits, VisitorView, render_stats, render_ticket, render_visitor_view
 
 # The config fields the Lua rules read, in the order lua/prelude.lua's CONFIG_FIELDS lists them.
 CONFIG_FIELD_NAMES = (
@@ -201,6 +201,17 @@ def stats(gen: int, cfg: RoomConfig, r: dict[str, Any], now_wall: int) -> dict[s
         rule_counts=rule_counts,
         created_ms=r.get("created"),
     )
+
+
+def minted_waits(gen: int, r: dict[str, Any]) -> MintedWaits | None:
+    """A stats reply's waits of the room's latest passes (``wt``, asked with a reader's cursor), or None
+    when they were not asked for. ``wt`` is a list of ms, oldest first, the last one pass
+    ``passes_total``'s (cjson writes an empty one as ``{}``)."""
+    wt = r.get("wt")
+    if wt is None:
+        return None
+    kept = [int(ms) for ms in wt] if isinstance(wt, list) else []
+    return MintedWaits(gen, int(r["passes_total"]), int(r.get("wsum") or 0), kept)
 
 
 def rule_stats(rst: list[str]) -> dict[int, tuple[int, int | None]]:

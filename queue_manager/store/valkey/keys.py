@@ -42,6 +42,9 @@ jt/pt   zset   join / promotion instants (mono ms) of the last minute (jt member
 ab      hash   bypass arrivals (joins and door checks) per second: second (mono ms // 1000) ->
                count; only the seconds of the last minute are kept (at most 60 fields)
 rst     hash   rule index -> "matches:lastMatchMs" (URL-targeting rule statistics)
+wt      list   the waits (pass minted - joined wall ms) of the generation's latest passes minted from the
+               line, oldest first, at most ``view.WAITS_KEPT``: the last is the wait of pass number
+               ``passes`` (st); read by the recorder through ``stats`` (``Store.sample_rooms``)
 ob      zset   the outbox: every event a script minted, until the journal holds it; score = seq,
                member = JSON [gen, type, seq, ts, data, writer instance] (the row that instance
                commits). The leader rolls an event that never reached the journal forward from here
@@ -135,6 +138,7 @@ ROOM_KEYS: tuple[str, ...] = (
     "pt",
     "ab",
     "rst",
+    "wt",
     "ob",
     *ARCHIVE_KEYS,
 )

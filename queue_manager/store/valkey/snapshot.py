@@ -104,6 +104,7 @@ def export_document(room_id: str, reply: dict[str, Any]) -> dict[str, Any]:
         "counters": {
             "joinsTotal": num("joins"),
             "passesTotal": num("passes"),
+            "waitMsTotal": num("wsum"),
             "unscopedChecks": num("unscoped"),
             "blockedReturnUrls": num("blocked"),
             "ejected": num("ejected"),
@@ -252,6 +253,7 @@ def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tu
         "lseq": len(line),
         "joins": int(counters.get("joinsTotal") or 0),
         "passes": int(counters.get("passesTotal") or 0),
+        "wsum": int(counters.get("waitMsTotal") or 0),
         "unscoped": int(counters.get("unscopedChecks") or 0),
         "blocked": int(counters.get("blockedReturnUrls") or 0),
         "ejected": int(counters.get("ejected") or 0),

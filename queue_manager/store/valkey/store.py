@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,7 +34,7 @@ from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
 from queue_manager.engine.room import CheckResult, NewDoor, Presented
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import make_ref
-from queue_manager.engine.view import VisitorView
+from queue_manager.engine.view import MintedWaits, VisitorView
 from queue_manager.store.base import STATUS_BATCH, ChangeListener, JournalCommitFailed, Store, StoreUnavailable
 from queue_manager.store.valkey import codec
 from queue_manager.store.valkey.breaker import Breaker
@@ -503,37 +503,60 @@ class ValkeyStore:
     # ------------------------------------------------------------------ rooms
 
     async def list_rooms(self) -> list[dict[str, Any]]:
+        summaries, _ = await self._list_rooms(None)
+        return summaries
+
+    async def sample_rooms(
+        self, after: Mapping[str, tuple[int, int]]
+    ) -> tuple[list[dict[str, Any]], dict[str, MintedWaits]]:
+        return await self._list_rooms(after)
+
+    async def _list_rooms(
+        self, after: Mapping[str, tuple[int, int]] | None
+    ) -> tuple[list[dict[str, Any]], dict[str, MintedWaits]]:
+        """Every room's summary; given ``after`` (a reader's cursors), each room's unread waits too, read
+        by the same ``stats`` call."""
         with translate(None, self.breaker):
             ids = [_text(i) for i in await self._redis.zrange(rooms_key(self.prefix), 0, -1)]
         now = await self._now()
         calls = []
+        extra: dict[str, list[str]] = {}
         for room_id in ids:
             cache = self._configs.get(room_id)
-            calls.append((room_id, [*self._header(now, str(cache.cv) if cache else "0"), "stats"]))
+            args = ["stats"]
+            if after is not None:
+                cursor = after.get(room_id)
+                args.append("*" if cursor is None else f"{cursor[0]}:{cursor[1]}")
+            extra[room_id] = args
+            calls.append((room_id, [*self._header(now, str(cache.cv) if cache else "0"), *args]))
         replies = await self._eval_many("stats", calls)
         out = []
+        waits: dict[str, MintedWaits] = {}
         events: list[Event] = []
         for room_id, reply in zip(ids, replies, strict=True):
             if isinstance(reply, EngineError | RoomFenced):
                 continue  # deleted since the registry was read, or being rebuilt
             if isinstance(reply, Exception):
                 raise reply
-            summary, evs = await self._summary(room_id, now, reply)
+            summary, evs, minted = await self._summary(room_id, now, reply, extra[room_id])
             events.extend(evs)
             out.append(summary)
+            if minted is not None:
+                waits[room_id] = minted
         await self._finish(events)
-        return out
+        return out, waits
 
     async def _summary(
-        self, room_id: str, now: tuple[int, int], first: Reply | None = None
-    ) -> tuple[dict[str, Any], list[Event]]:
-        reply, events = await self._room_op("stats", room_id, now, lambda _: ["stats"], first=first)
+        self, room_id: str, now: tuple[int, int], first: Reply | None = None, args: list[str] | None = None
+    ) -> tuple[dict[str, Any], list[Event], MintedWaits | None]:
+        reply, events = await self._room_op("stats", room_id, now, lambda _: args or ["stats"], first=first)
         cache = self._config(room_id)
-        stats = codec.stats(int(reply["gen"]), cache.cfg, reply, now[0])
-        return {**cache.cfg.to_public(logo_data=False), **stats}, events
+        gen = int(reply["gen"])
+        stats = codec.stats(gen, cache.cfg, reply, now[0])
+        return {**cache.cfg.to_public(logo_data=False), **stats}, events, codec.minted_waits(gen, reply)
 
     async def get_room(self, room_id: str) -> dict[str, Any]:
-        summary, events = await self._summary(room_id, await self._now())
+        summary, events, _ = await self._summary(room_id, await self._now())
         await self._finish(events)
         return summary
 

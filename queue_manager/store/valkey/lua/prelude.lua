@@ -29,6 +29,7 @@ local SLOT = 60000
 local TOUCH_EVERY_MS = 60000
 local BOUNCED_GRACE_SEC = 30
 local CLAIM_WINDOW_SEC = 120
+local WAITS_KEPT = 4096  -- view.WAITS_KEPT: the waits K.wt keeps, of the room's latest passes
 
 local NOW_WALL = tonumber(ARGV[1])
 local NOW = tonumber(ARGV[2])
@@ -92,7 +93,7 @@ end
 
 local NUMERIC = {
   gen = true, cv = true, next = true, credit = true, last = true, created = true, seq = true,
-  lseq = true, joins = true, passes = true, unscoped = true, blocked = true, ejected = true,
+  lseq = true, joins = true, passes = true, wsum = true, unscoped = true, blocked = true, ejected = true,
   pqver = true, pqseq = true, fseq = true, pseq = true, phseq = true,
   c_rate = true, c_maxc = true, c_pttl = true, c_sttl = true, c_smax = true, c_pres = true,
   c_qmax = true, c_pqmax = true, c_opens = true, c_rules = true,
@@ -430,6 +431,11 @@ local function grant_slot(t, slot, now)  -- _grant_slot
   end
 end
 
+-- the waits (pass minted - joined, ms) of the passes this call minted, oldest first, how many and their sum:
+-- flush() appends them to K.wt, whose newest entry is then the wait of pass number S.passes, and adds the
+-- sum to S.wsum once
+local WAITS, WAITS_N, WAITS_SUM = {}, 0, 0
+
 local function promote(t, slot, now)  -- _promote
   leave_line(t)
   t.s = 'passed'
@@ -444,6 +450,13 @@ local function promote(t, slot, now)  -- _promote
   hpush(K.hp, now + S.c_pttl * 1000, t.n)
   grant_slot(t, slot, now)
   S.passes = S.passes + 1
+  local waited = NOW_WALL - t.j
+  if waited < 0 then
+    waited = 0
+  end
+  WAITS_N = WAITS_N + 1
+  WAITS[WAITS_N] = waited
+  WAITS_SUM = WAITS_SUM + waited
   S.pseq = (S.pseq or 0) + 1
   redis.call('ZADD', K.pt, I(now), 'p' .. I(S.pseq))
   emit('promote', {n = t.n, slot = slot, credit = S.credit})
@@ -878,6 +891,12 @@ local function begin(strict, advances)
 end
 
 local function flush()
+  if WAITS_N > 0 then
+    S.wsum = (S.wsum or 0) + WAITS_SUM
+    chunked('RPUSH', K.wt, WAITS, 512)
+    redis.call('LTRIM', K.wt, -WAITS_KEPT, -1)
+    WAITS, WAITS_N, WAITS_SUM = {}, 0, 0
+  end
   local args = {}
   for k in pairs(S_dirty) do
     local v = S_raw[k]

@@ -1,6 +1,9 @@
 -- stats (Room.stats, after advance): the raw numbers; Python derives the rest. Also the plain
 -- advance the engine runs before a refused schedule (ARGV after the header: 'advance' to skip
--- the numbers), and the drop's draw after an advance ('draw').
+-- the numbers), and the drop's draw after an advance ('draw'). After 'stats', an optional reader's
+-- cursor: the waits of the latest passes it has not read (K.wt past '<gen>:<ordinal>'; '*' or another
+-- generation: every one kept), as wt (ms, oldest first; the last is pass number passes_total), and wsum:
+-- the sum of the waits of every pass of the generation.
 local early = begin(false, true)
 if early then
   return early
@@ -34,8 +37,23 @@ for i = 0, nrules - 1 do
     rules[#rules + 1] = {0}
   end
 end
+local wt = nil
+local after = ARGV[A + 2]
+if after ~= nil then
+  local fresh = redis.call('LLEN', K.wt)
+  local g, k = string.match(after, '^(%d+):(%d+)$')
+  if g ~= nil and tonumber(g) == S.gen then
+    fresh = math.max(0, math.min(fresh, S.passes - tonumber(k)))
+  end
+  wt = {}
+  if fresh > 0 then
+    wt = redis.call('LRANGE', K.wt, -fresh, -1)
+  end
+end
 return done({
   k = 'ok',
+  wt = wt,
+  wsum = S.wsum or 0,
   eff = effective_state(NOW_WALL),
   waiting = line_len(),
   pq = redis.call('HLEN', K.pq),

@@ -27,6 +27,7 @@ if mode == 'create' then
   S.lseq = 0
   S.joins = 0
   S.passes = 0
+  S.wsum = 0
   S.unscoped = 0
   S.blocked = 0
   S.ejected = 0
