@@ -197,7 +197,11 @@ SECURITY_SCHEMES: dict[str, Any] = {
         "type": "apiKey",
         "in": "cookie",
         "name": CONSOLE,
-        "description": "The console's session cookie, from `POST /api/admin/session`.",
+        "description": (
+            "The console's session cookie, from `POST /api/admin/session`. Its path is `/api/admin` (`/__qm/api/admin` "
+            "on an inline host), so a browser sends it to the routes under that path only; another client may "
+            "present it anywhere this scheme is listed."
+        ),
     },
     "csrfHeader": {
         "type": "apiKey",
