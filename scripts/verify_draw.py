@@ -203,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"OK: the order of {counted} is qm-draw-v1 of the seed")
     previous = doc.get("previousCommitments") or []
     if previous:
-        print(f"note: {len(previous)} earlier commitment(s) were replaced by a reschedule before their draw")
+        n = len(previous)
+        which = "1 earlier commitment was" if n == 1 else f"{n} earlier commitments were"
+        print(f"note: {which} replaced by a reschedule before {'its' if n == 1 else 'their'} draw")
     if args.handle:
         if args.handle in order:
             place = order.index(args.handle) + 1

@@ -269,3 +269,12 @@ def test_the_javascript_checker_in_the_guide_agrees(tmp_path: Path) -> None:
         "the order is not qm-draw-v1 of the seed",
         "sha256(seed) is not the commitment",
     ]
+
+
+def test_the_checker_names_replaced_commitments_in_the_singular_and_the_plural(tmp_path: Path) -> None:
+    replaced = {"commitment": "ab" * 32, "replacedAt": 900}
+    one = _run({**_doc(), "previousCommitments": [replaced]}, tmp_path)
+    assert one.returncode == 0, one.stdout + one.stderr
+    assert "note: 1 earlier commitment was replaced by a reschedule before its draw" in one.stdout
+    two = _run({**_doc(), "previousCommitments": [replaced, replaced]}, tmp_path)
+    assert "note: 2 earlier commitments were replaced by a reschedule before their draw" in two.stdout
