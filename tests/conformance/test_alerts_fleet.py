@@ -24,7 +24,14 @@ def fleet_pages(receiver: Receiver, event: str) -> list[dict[str, Any]]:
 
 def test_storage_failing_pages_naming_the_instance_and_resolves(receiver: Receiver) -> None:
     with relayed(valkey_services()["database"], 5432) as (relay, url):
-        srv = start_server({**alert_env(receiver, ALERT_HOLD_SEC="1"), "DATABASE_URL": url, "QM_INSTANCE_ID": "web-7"})
+        # the storage window is 3 x RESYNC_MS (each instance reports its storage that often): 3 s, not 15 s
+        env = {
+            **alert_env(receiver, ALERT_HOLD_SEC="1"),
+            "DATABASE_URL": url,
+            "QM_INSTANCE_ID": "web-7",
+            "RESYNC_MS": "1000",
+        }
+        srv = start_server(env)
         try:
             with srv.admin() as admin:
                 room = create_room(admin, ratePerMinute=0, queueMaxPerIp=None)["id"]
