@@ -156,7 +156,7 @@ class Server:
             broadcaster = ctx.broadcaster
             # POST /internal/api/notify on another instance: wake this one's live streams of that room
             self.backend.hints.on("wake", lambda hint: broadcaster.notify({str(hint.get("room"))}))
-            from queue_manager.access.authfail import SharedAuthFailures
+            from queue_manager.access.shared_authfail import SharedAuthFailures
 
             ctx.access.failures = SharedAuthFailures(  # the fleet's wrong-key budget; this process's if Valkey is down
                 self.backend.store.redis,
