@@ -29,7 +29,7 @@ from queue_manager.inline.front import InlineFront
 from queue_manager.jobs import webhook
 from queue_manager.jobs.autopilot import Autopilot, shared_for
 from queue_manager.jobs.turn_mail import TurnMail
-from queue_manager.journal.database import describe
+from queue_manager.journal.describe import describe
 from queue_manager.store.base import JournalCommitFailed, Store, StoreUnavailable
 from queue_manager.store.mailbook import AddressBook, MemoryAddressBook
 from queue_manager.web import connectors

@@ -47,7 +47,8 @@ import orjson
 
 from queue_manager.background import Job
 from queue_manager.clock import Clock
-from queue_manager.journal.database import Database, describe, is_transient
+from queue_manager.journal.database import Database, is_transient
+from queue_manager.journal.describe import describe
 from queue_manager.journal.flags import MAINTENANCE_KEY
 from queue_manager.journal.health import JournalHealth
 from queue_manager.journal.rows import (
