@@ -30,6 +30,7 @@ from queue_manager.jobs import webhook
 from queue_manager.jobs.autopilot import Autopilot, shared_for
 from queue_manager.jobs.turn_mail import TurnMail
 from queue_manager.journal.describe import describe
+from queue_manager.ops.history import WarehouseRefused
 from queue_manager.store.base import JournalCommitFailed, Store, StoreUnavailable
 from queue_manager.store.mailbook import AddressBook, MemoryAddressBook
 from queue_manager.web import connectors
@@ -267,8 +268,6 @@ class Server:
         """Read the hourly history once before serving: PostgreSQL answering that it cannot be read refuses
         the boot (starting would write over rows it never read); PostgreSQL unreachable boots degraded, like
         the events journal, since every write reads the rows it changes first."""
-        from queue_manager.fleet.warehouse import WarehouseRefused
-
         try:
             await self.ctx.history.start()
         except WarehouseRefused as exc:

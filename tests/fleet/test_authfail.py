@@ -1,4 +1,4 @@
-"""ADMIN_AUTH_FAIL_PER_MIN shared by the fleet (access/authfail.SharedAuthFailures) against a real
+"""ADMIN_AUTH_FAIL_PER_MIN shared by the fleet (access/shared_authfail.SharedAuthFailures) against a real
 Valkey (Redis 7): one count per address per wall-clock minute whichever instance saw the failure, the
 lockout spread by an ``authlock`` hint or learnt from the count when the hint is lost, ``locked``
 answered without a Valkey command, and the per-instance budget while Valkey cannot be reached."""
