@@ -46,10 +46,12 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{where[0]}"), where[1])
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # mypy reads the names from the imports above, and still checks each use
+
+    def __getattr__(name: str) -> Any:
+        where = _LAZY.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{where[0]}"), where[1])
+        globals()[name] = value
+        return value
