@@ -29,7 +29,8 @@ from queue_manager.inline.front import InlineFront
 from queue_manager.jobs import webhook
 from queue_manager.jobs.autopilot import Autopilot, shared_for
 from queue_manager.jobs.turn_mail import TurnMail
-from queue_manager.journal.database import describe
+from queue_manager.journal.describe import describe
+from queue_manager.ops.history import WarehouseRefused
 from queue_manager.store.base import JournalCommitFailed, Store, StoreUnavailable
 from queue_manager.store.mailbook import AddressBook, MemoryAddressBook
 from queue_manager.web import connectors
@@ -156,7 +157,7 @@ class Server:
             broadcaster = ctx.broadcaster
             # POST /internal/api/notify on another instance: wake this one's live streams of that room
             self.backend.hints.on("wake", lambda hint: broadcaster.notify({str(hint.get("room"))}))
-            from queue_manager.access.authfail import SharedAuthFailures
+            from queue_manager.access.shared_authfail import SharedAuthFailures
 
             ctx.access.failures = SharedAuthFailures(  # the fleet's wrong-key budget; this process's if Valkey is down
                 self.backend.store.redis,
@@ -267,8 +268,6 @@ class Server:
         """Read the hourly history once before serving: PostgreSQL answering that it cannot be read refuses
         the boot (starting would write over rows it never read); PostgreSQL unreachable boots degraded, like
         the events journal, since every write reads the rows it changes first."""
-        from queue_manager.fleet.warehouse import WarehouseRefused
-
         try:
             await self.ctx.history.start()
         except WarehouseRefused as exc:

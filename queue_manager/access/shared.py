@@ -24,9 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
-
-from redis.asyncio import Redis
+from typing import TYPE_CHECKING, Any, Protocol
 
 from queue_manager.access.records import AuditRow, MonitorLink, OperatorRecord
 from queue_manager.fleet.hints import Hints
@@ -34,6 +32,9 @@ from queue_manager.journal.database import Database
 from queue_manager.journal.rows import audit_args, audit_insert_sql
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey.keys import session_revoked_key, stream_ticket_key
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 
 class _OnDatabase(Protocol):

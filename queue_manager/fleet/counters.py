@@ -21,14 +21,15 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
-
-from redis.asyncio import Redis
+from typing import TYPE_CHECKING, Any
 
 from queue_manager.background import Job
 from queue_manager.clock import Clock
 from queue_manager.metrics import Counters, from_wire, to_wire, total
 from queue_manager.store.valkey.keys import counters_index_key, counters_key
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 log = logging.getLogger("queue_manager.fleet")
 

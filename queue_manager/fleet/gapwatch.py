@@ -29,17 +29,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from redis.asyncio import Redis
 
 from queue_manager.clock import Clock
 from queue_manager.engine.events import EVENT_LOG_VERSION
 from queue_manager.journal.gaps import JournalGaps
 from queue_manager.journal.rows import Row, event_row
-from queue_manager.store.valkey.heads import LiveHead
 from queue_manager.store.valkey.keys import journal_gaps_key, room_key
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from queue_manager.store.valkey.heads import LiveHead
 
 log = logging.getLogger("queue_manager.fleet")
 

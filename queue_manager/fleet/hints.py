@@ -21,14 +21,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from redis.asyncio import Redis
 
 from queue_manager.background import Job
 from queue_manager.store.valkey.client import ready
 from queue_manager.store.valkey.keys import control_channel
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 log = logging.getLogger("queue_manager.hints")
 

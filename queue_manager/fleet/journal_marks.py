@@ -29,12 +29,13 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any
-
-from redis.asyncio import Redis
+from typing import TYPE_CHECKING, Any
 
 from queue_manager.store.valkey.errors import translate
 from queue_manager.store.valkey.keys import journal_ahead_key, journal_marks_key
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 Position = tuple[int, int]  # (gen, seq)
 Ahead = tuple[Position, Position | None]  # (the mark, the journal's position when found: None, unknown)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from queue_manager.journal.maintenance import POP_MAINTENANCE_KEY
+from queue_manager.journal.flags import POP_MAINTENANCE_KEY
 from queue_manager.store.base import Store
 from queue_manager.store.valkey.keys import pop_maintenance_key
 

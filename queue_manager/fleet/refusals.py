@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-
-from redis.asyncio import Redis
+from typing import TYPE_CHECKING
 
 from queue_manager.background import Job, stop_if_cancelled
 from queue_manager.store.valkey.keys import history_refusals_key
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 log = logging.getLogger("queue_manager.history")
 

@@ -31,14 +31,16 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-
-from redis.asyncio import Redis
+from typing import TYPE_CHECKING
 
 from queue_manager.background import Job
 from queue_manager.clock import Clock
 from queue_manager.journal.pg import PgJournal
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey.keys import spool_held_key, storage_ok_key
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 log = logging.getLogger("queue_manager.storage")
 

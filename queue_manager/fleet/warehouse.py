@@ -26,7 +26,7 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 
 from queue_manager.journal.database import Database
-from queue_manager.ops.history import HOUR, TOLERANCE_SEC, HourRow
+from queue_manager.ops.history import HOUR, TOLERANCE_SEC, HourRow, WarehouseRefused
 from queue_manager.ops.series import percentile
 
 # every column the writer and the reader name: a boot whose table lacks one refuses
@@ -35,10 +35,6 @@ _COLUMNS = (
     "wait_max_sec, measured_waits, wait_sum_sec, reservoir, blocked, warned, samples, covered_sec, "
     "missing_sec, partial, depth_sum, state"
 )
-
-
-class WarehouseRefused(Exception):
-    """PostgreSQL answered, and the hourly history cannot be read: starting would overwrite it."""
 
 
 def _row(record: Any) -> HourRow:

@@ -16,13 +16,14 @@ import socket
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
-
-import httpx
 
 from queue_manager import __version__, ssrf
 from queue_manager.engine.origins import origin_of
+
+if TYPE_CHECKING:
+    import httpx
 
 TIMEOUT_SEC = 8.0
 MAX_BYTES = 1024 * 1024  # the tag belongs in <head>: a megabyte of page is far past it
@@ -131,6 +132,8 @@ async def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
 
 async def fetch(url: str, *, allow_private: bool, seconds: float = TIMEOUT_SEC, limit: int = MAX_BYTES) -> Fetched:
     """GET ``url`` (an absolute http(s) URL the caller has checked) the way a browser would reach it."""
+    import httpx  # loaded by the first verification, not by every server start
+
     result = Fetched(url=url, final_url=url)
     started = time.monotonic()
     current = url

@@ -22,12 +22,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError
-
 from queue_manager.background import Job, cancel_all
 from queue_manager.jobs import activation, alerting, autotune
 from queue_manager.jobs.conditions import Frame, StorageReport, evaluate, valkey_unreachable
-from queue_manager.jobs.shared import Shared
+from queue_manager.jobs.shared import MemoryShared, Shared
 from queue_manager.jobs.targets import TargetProbe
 from queue_manager.jobs.webhook import Webhook
 from queue_manager.store.base import StoreUnavailable
@@ -46,6 +44,9 @@ class Autopilot:
         self.ctx = ctx
         self.settings = settings = ctx.settings
         self.shared = shared
+        # what a frame takes as the shared copy being away: OSError and the copy's own errors
+        self._away: tuple[type[Exception], ...] = (OSError, *shared.errors)
+        self._report_away: tuple[type[Exception], ...] = (StoreUnavailable, *self._away)
         self.backend = backend
         self.instance = settings.instance_id
         self.webhook = Webhook(settings, ctx.clock.wall_ms)
@@ -106,12 +107,12 @@ class Autopilot:
         try:
             await self._report(now)
             rooms = await self.ctx.store.list_rooms()
-        except (StoreUnavailable, RedisError, OSError) as exc:
+        except self._report_away as exc:
             log.debug("alert frame: %s", exc)
             return
         try:
             await self._fleet_frame(rooms, now)
-        except (RedisError, OSError) as exc:
+        except self._away as exc:
             log.debug("alert frame: %s", exc)
 
     async def _fleet_frame(self, rooms: list[dict[str, Any]], now: int) -> None:
@@ -288,7 +289,7 @@ class Autopilot:
             async with self._lock:
                 try:
                     state = await self.shared.load("alerts:state") or alerting.empty()
-                except (RedisError, OSError):
+                except self._away:
                     return  # the page stays in the outbox; the next leader frame retries it
                 alerting.settle(state, entry["id"], Webhook.final(delivery), self.ctx.clock.wall_ms(), self.every_ms)
                 if await self.shared.save("alerts:state", state):
@@ -362,10 +363,10 @@ def _row(entry: dict[str, Any], now: int) -> dict[str, Any]:
 
 def shared_for(ctx: Context, backend: Backend | None) -> Shared:
     """The fleet's shared state: Valkey (fenced on the lease) on STORE=valkey, this process otherwise."""
-    from queue_manager.jobs.shared import MemoryShared, ValkeyShared
-
     if backend is None:
         return MemoryShared()
+    from queue_manager.jobs.valkey_shared import ValkeyShared
+
     return ValkeyShared(backend.store.redis, backend.fleet_prefix, backend.lease)
 
 

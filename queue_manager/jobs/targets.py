@@ -32,16 +32,17 @@ import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from queue_manager import __version__
 from queue_manager.clock import Clock
 from queue_manager.config import Settings
 from queue_manager.jobs.outbound import Pinned, Refused, pin
 from queue_manager.jobs.shared import Shared
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("queue_manager.targets")
 
@@ -162,6 +163,16 @@ class TargetProbe:
                 "checkedAt": checked_at,
                 "failingSince": None,
             }
+        import httpx  # loaded by the first probe, not by every server start
+
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=self.timeout,
+                follow_redirects=False,
+                trust_env=False,  # never through a proxy: the request goes to the address that was checked
+                limits=httpx.Limits(max_keepalive_connections=0),  # a fresh connection: no other site's TLS
+            )
+        client = self._client
         started = time.monotonic()
         method = "HEAD"
         status: int | None = None
@@ -170,10 +181,10 @@ class TargetProbe:
         try:
             async with asyncio.timeout(self.timeout):
                 target = await pin(url, allow_private=self.allow_private)
-                status = await self._ask("HEAD", target)
+                status = await self._ask(client, "HEAD", target)
                 if status in (405, 501):
                     method = "GET"
-                    status = await self._ask("GET", target)
+                    status = await self._ask(client, "GET", target)
             answer = str(status)
             if status >= 500:
                 error = f"HTTP {status}"
@@ -202,19 +213,12 @@ class TargetProbe:
             "failingSince": None,
         }
 
-    async def _ask(self, method: str, target: Pinned) -> int:
+    async def _ask(self, client: httpx.AsyncClient, method: str, target: Pinned) -> int:
         """The status of one request; the body, if any, is never read."""
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                timeout=self.timeout,
-                follow_redirects=False,
-                trust_env=False,  # never through a proxy: the request goes to the address that was checked
-                limits=httpx.Limits(max_keepalive_connections=0),  # a fresh connection: no other site's TLS
-            )
-        request = self._client.build_request(
+        request = client.build_request(
             method, target.url, headers={**target.headers, "user-agent": USER_AGENT}, extensions=target.extensions
         )
-        response = await self._client.send(request, stream=True)
+        response = await client.send(request, stream=True)
         await response.aclose()
         return response.status_code
 

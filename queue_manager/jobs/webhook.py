@@ -15,15 +15,17 @@ import socket
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx
 import orjson
 
 from queue_manager import __version__, ssrf
 from queue_manager.config import ConfigRefusal, Settings
 from queue_manager.jobs.outbound import Refused, pin
+
+if TYPE_CHECKING:
+    import httpx
 
 TIMEOUT_SEC = 5.0
 ALLOW_SETTING = "ALERT_ALLOW_PRIVATE"  # what a refusal of a private receiver tells the operator to set
@@ -103,6 +105,8 @@ class Webhook:
             self._client = None
 
     async def send(self, body: dict[str, Any], *, attempt: int = 1, test: bool = False) -> Delivery:
+        import httpx  # loaded by the first delivery, not by every server start
+
         started = time.monotonic()
         at = int(self.wall_ms())
         status: int | None = None

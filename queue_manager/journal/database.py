@@ -92,13 +92,6 @@ def is_transient(err: BaseException) -> bool:
     return False
 
 
-def describe(err: BaseException) -> str:
-    """An error in one line: its class and the first line of its message (never a URL's password)."""
-    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    name = type(err).__name__
-    return f"{name}: {text}" if text else name
-
-
 class Database:
     """One asyncpg pool on one schema (see the module docstring)."""
 

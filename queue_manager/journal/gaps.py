@@ -18,13 +18,15 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from queue_manager.engine.events import VOID_TYPE
-from queue_manager.journal.database import Database
 from queue_manager.journal.rows import Row, insert_args, insert_sql, taken_args, taken_sql
+
+if TYPE_CHECKING:
+    from queue_manager.journal.database import Database
 
 
 class JournalGaps:

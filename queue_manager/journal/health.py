@@ -12,7 +12,8 @@ import contextlib
 import logging
 
 from queue_manager.clock import Clock
-from queue_manager.journal.database import Database, describe
+from queue_manager.journal.database import Database
+from queue_manager.journal.describe import describe
 from queue_manager.journal.rows import Row, insert_args, insert_sql
 from queue_manager.journal.spool import SpoolFailed
 from queue_manager.store.base import StoreUnavailable

@@ -47,7 +47,9 @@ import orjson
 
 from queue_manager.background import Job
 from queue_manager.clock import Clock
-from queue_manager.journal.database import Database, describe, is_transient
+from queue_manager.journal.database import Database, is_transient
+from queue_manager.journal.describe import describe
+from queue_manager.journal.flags import MAINTENANCE_KEY
 from queue_manager.journal.health import JournalHealth
 from queue_manager.journal.rows import (
     Row,
@@ -64,8 +66,6 @@ from queue_manager.store.base import StoreUnavailable
 
 log = logging.getLogger("queue_manager.journal")
 
-MAINTENANCE_KEY = "maintenance_mode"
-POP_MAINTENANCE_KEY = "pop_maintenance_mode"
 DRAIN_CHUNK = 2_000  # events per statement when draining the spool
 RETRY_FIRST_SEC = 1.0
 RETRY_MAX_SEC = 10.0

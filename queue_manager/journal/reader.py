@@ -16,7 +16,8 @@ from typing import Any
 import orjson
 
 from queue_manager.engine.events import Event
-from queue_manager.journal.database import Database, describe
+from queue_manager.journal.database import Database
+from queue_manager.journal.describe import describe
 from queue_manager.store.base import StoreUnavailable
 
 

@@ -486,6 +486,10 @@ class MemoryRefusals:
 # ------------------------------------------------------------------------------------------ the writer
 
 
+class WarehouseRefused(Exception):
+    """The warehouse answered, and the hourly history cannot be read: starting would overwrite it."""
+
+
 class HistoryUnavailable(Exception):
     """The stored history could not be read (with STORE=valkey: PostgreSQL did not answer)."""
 

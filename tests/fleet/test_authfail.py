@@ -1,4 +1,4 @@
-"""ADMIN_AUTH_FAIL_PER_MIN shared by the fleet (access/authfail.SharedAuthFailures) against a real
+"""ADMIN_AUTH_FAIL_PER_MIN shared by the fleet (access/shared_authfail.SharedAuthFailures) against a real
 Valkey (Redis 7): one count per address per wall-clock minute whichever instance saw the failure, the
 lockout spread by an ``authlock`` hint or learnt from the count when the hint is lost, ``locked``
 answered without a Valkey command, and the per-instance budget while Valkey cannot be reached."""
@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Connection, ConnectionPool, Redis
 
-from queue_manager.access.authfail import AuthFailures, SharedAuthFailures
+from queue_manager.access.authfail import AuthFailures
+from queue_manager.access.shared_authfail import SharedAuthFailures
 from queue_manager.clock import FakeClock
 from queue_manager.fleet.hints import Hints
 from queue_manager.store.valkey.breaker import Breaker

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from queue_manager.fleet.warehouse import PgWarehouse, WarehouseRefused
+from queue_manager.fleet.warehouse import PgWarehouse
 from queue_manager.journal.database import Database
-from queue_manager.ops.history import HOUR, HourlyHistory, HourRow, MemoryRefusals
+from queue_manager.ops.history import HOUR, HourlyHistory, HourRow, MemoryRefusals, WarehouseRefused
 
 H = 1_800_000 * 1000 // 3600 * 3600
 T0 = H * 1000

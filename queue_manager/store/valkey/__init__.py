@@ -46,7 +46,28 @@ Time comes only from the store's clock (``now_wall_ms``/``now_mono_ms`` argument
 the server clock): ``clock.SharedClock`` in production, a FakeClock in tests.
 """
 
-from queue_manager.store.valkey.clock import SharedClock
-from queue_manager.store.valkey.store import Journal, ValkeyStore
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from queue_manager.store.valkey.clock import SharedClock
+    from queue_manager.store.valkey.store import Journal, ValkeyStore
 
 __all__ = ["Journal", "SharedClock", "ValkeyStore"]
+
+# The package's names load on first use: the fleet's helpers (``keys``, ``breaker``) are imported by
+# modules a memory server also loads, and must not bring the Valkey client with them.
+_LAZY = {"Journal": "store", "SharedClock": "clock", "ValkeyStore": "store"}
+
+
+if not TYPE_CHECKING:  # mypy reads the names from the imports above, and still checks each use
+
+    def __getattr__(name: str) -> Any:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value
+        return value

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-from redis.asyncio import Redis
+from typing import TYPE_CHECKING
 
 from queue_manager.store.valkey.errors import translate
 from queue_manager.store.valkey.keys import room_key
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 
 @dataclass(frozen=True, slots=True)
