@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import math
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -297,12 +298,14 @@ def _check_colours(brand: Brand) -> None:
     for over, name in ((palette["background"], "background"), (palette["card"], f"the {palette['scheme']} card")):
         ratio = contrast(palette["accent"], over)
         if ratio < AA_RATIO:
+            # shown rounded down: 4.4996 reads 4.49, never a "4.50:1" refused for being under 4.5
+            ratio = math.floor(ratio * 100) / 100
             raise EngineError(
                 400,
                 "low_contrast",
                 f"The accent {palette['accent']} on {name} {over} has a contrast ratio of {ratio:.2f}:1; links and "
                 f"buttons need at least {AA_RATIO}:1 (WCAG AA). Pick a darker or lighter accent.",
                 field="brand.accent",
-                ratio=round(ratio, 2),
+                ratio=ratio,
                 pair=[palette["accent"], over],
             )

@@ -48,6 +48,14 @@ def test_a_brand_with_colours_is_accepted_exactly_when_its_accent_reads_at_aa(bg
     assert contrast(accent, bg) >= 4.5 and contrast(accent, brand.palette["card"]) >= 4.5
 
 
+def test_an_accent_just_under_aa_is_never_reported_as_reaching_it() -> None:
+    """A ratio of 4.4996 rounds to 4.50: the refusal shows it rounded down, so it never reads as the minimum."""
+    with pytest.raises(EngineError) as caught:
+        apply_brand(None, {"background": "#000000", "accent": "#bb5635"})
+    assert caught.value.code == "low_contrast" and caught.value.extra["ratio"] == 4.49
+    assert "4.49:1" in str(caught.value)
+
+
 def test_the_engine_speaks_the_waiting_pages_languages() -> None:
     assert asset.LANGUAGES == LANGUAGES
 
