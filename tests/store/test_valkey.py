@@ -223,6 +223,8 @@ async def test_take_backs_while_the_journal_fails_are_summed_up_not_warned_one_b
 
 async def test_a_take_back_that_cannot_be_made_is_warned(one: Any, caplog: pytest.LogCaptureFixture) -> None:
     store, _clock, _journal = one
+    # whatever level an earlier test in this worker left on the package's loggers, this one hears warnings
+    caplog.set_level(logging.WARNING, logger="queue_manager.store.valkey")
     await store.upsert_room({"id": "r", "targetUrl": TARGET, "queueMaxPerIp": None})
 
     class FencedMeanwhile(RecordingJournal):
