@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.inline.peer
+
+from tests.inline.peer import Peer
 
 CHROMIUM = os.environ.get("QM_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
@@ -47,3 +50,13 @@ def browser() -> Iterator[Any]:
 def artifacts() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture(scope="module")
+def peer() -> Iterator[Peer]:
+    """The app behind an inline room: a real peer process, one per module."""
+    p = Peer()
+    try:
+        yield p
+    finally:
+        p.stop()

@@ -21,15 +21,6 @@ from tests.inline.peer import Peer
 
 
 @pytest.fixture(scope="module")
-def peer() -> Iterator[Peer]:
-    p = Peer()
-    try:
-        yield p
-    finally:
-        p.stop()
-
-
-@pytest.fixture(scope="module")
 def qm() -> Iterator[Server]:
     srv = start_server({"PROXY_ALLOW_PRIVATE": "1"})
     try:

@@ -7,20 +7,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import pytest
 from harness import start_server, unique_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.inline.peer
 from tests.inline.peer import Peer
-
-
-@pytest.fixture(scope="module")
-def peer() -> Any:
-    p = Peer()
-    try:
-        yield p
-    finally:
-        p.stop()
 
 
 def test_visitor_waits_at_the_apps_url_and_lands_on_the_app(browser: Any, peer: Peer, artifacts: Path) -> None:
