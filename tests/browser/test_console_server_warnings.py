@@ -41,15 +41,6 @@ def browser() -> Iterator[Any]:
             b.close()
 
 
-@pytest.fixture(scope="module")
-def peer() -> Iterator[Peer]:
-    p = Peer()
-    try:
-        yield p
-    finally:
-        p.stop()
-
-
 def _sign_in(page: Any, url: str, key: str) -> None:
     page.goto(url)
     page.locator("#signin-key").fill(key)
@@ -203,11 +194,14 @@ def test_the_inline_tick_confirms_and_the_last_inline_room_moves_the_console_to_
         assert not found, describe(found)
         confirm.get_by_role("button", name="Cancel").click()
         confirm.wait_for(state="hidden", timeout=5_000)
-        assert tick.is_checked() and address.is_enabled()  # cancelled: still inline
+        # cancelled: still inline (the console puts the tick back once the dialog has answered)
+        page.wait_for_function("() => document.querySelector('#ed-inline-on').checked", timeout=5_000)
+        assert tick.is_checked() and address.is_enabled()
         tick.click()
         confirm.wait_for(timeout=5_000)
         confirm.get_by_role("button", name="Return to snippet mode").click()
         confirm.wait_for(state="hidden", timeout=5_000)
+        page.wait_for_function("() => document.querySelector('#ed-proxyOrigin').disabled", timeout=5_000)
         assert not tick.is_checked() and address.is_disabled()
         note = page.locator("#ed-inline-warn li")  # the warning stays in the form until the save
         assert f"{room} is the last inline room on shop.qm.test:{port}" in note.inner_text()
