@@ -7,7 +7,7 @@ Builds the real server (memory store) from the environment, creates room ``bench
 through the ASGI interface (join, tick, first check), then:
 
 * times the whole ASGI call for the door-key replay (the hot path) and for a raw-ASGI hello-world;
-* times each step ``queue_manager.http.visitor.check`` performs, one at a time, on the same inputs;
+* times each step ``queue_manager.routes.visitor.api.check`` performs, one at a time, on the same inputs;
 * with ``--cprofile``, profiles the ASGI loop and prints the top functions by own time;
 * with ``--instructions``, counts the CPU instructions of one door-key replay through the whole ASGI app
   under ``valgrind --tool=callgrind`` (N and 2N calls, differenced: a number that repeats exactly). With
@@ -121,13 +121,13 @@ async def main_async(
 ) -> dict[str, Any]:
     os.environ.update(ENV)
     from queue_manager.config import load_settings
-    from queue_manager.http import visitor
     from queue_manager.http.wire import Request
+    from queue_manager.routes.visitor import api as visitor
 
     try:
         from queue_manager.server import Server as Build
     except ImportError:  # a checkout from before the composition root (--tree)
-        from queue_manager.http.app import App as Build  # type: ignore[no-redef]
+        from queue_manager.routes.app import App as Build  # type: ignore[no-redef]
 
     built = Build(load_settings())
     ctx = built.ctx

@@ -20,7 +20,7 @@ The pass id is ``base64url(HMAC-SHA256(HKDF(secret, "qm:pass-id"), "<room>:<gen>
 stable for one ticket, so revoking a ticket revokes every pass it was ever given, and meaningless without
 SECRET, so the public revocation list says nothing about which tickets were removed.
 
-This module is a leaf: it signs and checks; the routes decide when (``http/passkeys.py``).
+This module is a leaf: it signs and checks; the routes decide when (``routes/edge_passes.py``).
 """
 
 from __future__ import annotations

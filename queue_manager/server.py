@@ -2,7 +2,7 @@
 
 :class:`Server` is the ASGI application uvicorn runs. It builds the store (memory, or Valkey with the
 fleet's lease and the PostgreSQL journal), the shared access records, the :class:`~.http.context.Context`
-every route receives, the queue's app (``http/app.py``), the inline proxy wrapped around it
+every route receives, the queue's app (``routes/app.py``), the inline proxy wrapped around it
 (``inline/front.py``) and the ticker; it owns their lifespan. Nothing below imports this module.
 """
 
@@ -18,28 +18,30 @@ from typing import TYPE_CHECKING, Any
 from queue_manager.background import Job
 from queue_manager.clock import SystemClock
 from queue_manager.config import ConfigRefusal, Settings
-from queue_manager.http import branding, door, visitor
-from queue_manager.http.app import App
-from queue_manager.http.context import Context
-from queue_manager.http.health import local_counters, local_exposition
-from queue_manager.http.peers import PeerListener, Peers
+from queue_manager.context import Context
 from queue_manager.http.wire import Receive, Scope, Send
 from queue_manager.inline.component import Inline, QueueSide
 from queue_manager.inline.front import InlineFront
 from queue_manager.jobs import webhook
-from queue_manager.jobs.autopilot import Autopilot, shared_for
+from queue_manager.jobs.alert_frame import Autopilot, shared_for
 from queue_manager.jobs.turn_mail import TurnMail
 from queue_manager.journal.describe import describe
-from queue_manager.ops.history import WarehouseRefused
+from queue_manager.routes.app import App
+from queue_manager.routes.health import local_counters, local_exposition
+from queue_manager.routes.pages import branding
+from queue_manager.routes.visitor import api as visitor
+from queue_manager.routes.visitor import door
+from queue_manager.services.peers import PeerListener, Peers
+from queue_manager.sidestores.history.hourly import WarehouseRefused
+from queue_manager.sidestores.mailbook.memory import AddressBook, MemoryAddressBook
 from queue_manager.store.base import JournalCommitFailed, Store, StoreUnavailable
-from queue_manager.store.mailbook import AddressBook, MemoryAddressBook
 from queue_manager.web import connectors
 
 if TYPE_CHECKING:
     from queue_manager.fleet.backend import Backend
     from queue_manager.journal.database import Database
     from queue_manager.journal.runs import InstanceRuns
-    from queue_manager.journal.timeline import TimelineNotes
+    from queue_manager.sidestores.timeline.pg import TimelineNotes
 
 log = logging.getLogger("queue_manager")
 
@@ -101,7 +103,7 @@ class Server:
         if self.backend is not None:  # what this instance writes for the fleet view
             self.backend.counters.source = lambda: local_counters(ctx)
         if self.backend is not None and self.database is not None:  # access records shared by the fleet
-            from queue_manager.access.shared import SharedAccessStore
+            from queue_manager.access.records.pg import SharedAccessStore
 
             shared_access = SharedAccessStore(
                 self.database,
@@ -120,15 +122,15 @@ class Server:
 
             # the events the leader commits from a room's outbox, in the audit trail under the system actor
             self.backend.gaps.audit = audit_gap
-            from queue_manager.journal.timeline import TimelineNotes as PgTimeline
+            from queue_manager.sidestores.timeline.pg import TimelineNotes as PgTimeline
 
             # the chart's marks: written to PostgreSQL about a second after each, read back by every instance
             self.timeline = PgTimeline(self.database, self.clock)
             ctx.series.sink = self.timeline
             ctx.timeline = self.timeline
-            from queue_manager.fleet.refusals import SharedRefusals
-            from queue_manager.fleet.warehouse import PgWarehouse
-            from queue_manager.ops.history import HourlyHistory
+            from queue_manager.sidestores.history.hourly import HourlyHistory
+            from queue_manager.sidestores.history.pg import PgWarehouse
+            from queue_manager.sidestores.history.valkey_refusals import SharedRefusals
 
             # the reports' rows in PostgreSQL, written by the leader only from the fleet's counters
             lease = self.backend.lease
@@ -139,7 +141,7 @@ class Server:
                 retain_days=settings.history_retain_days,
                 leads=lambda: lease.leader,
             )
-            from queue_manager.fleet.pop_maintenance import PopMaintenance
+            from queue_manager.sidestores.maintenance.admission import PopMaintenance
 
             # admission maintenance: the fleet's flag in Valkey, announced by a hint, re-read every tick
             ctx.pop = PopMaintenance(
@@ -150,14 +152,14 @@ class Server:
                 database=self.database,
                 instance_id=settings.instance_id,
             )
-            from queue_manager.fleet.journal_maintenance import JournalMaintenance
+            from queue_manager.sidestores.maintenance.journal import JournalMaintenance
 
             # journal maintenance: this instance's spool, the flag mirrored in PostgreSQL and announced by a hint
             ctx.maintenance = JournalMaintenance(self.backend.journal, hints=self.backend.hints)
             broadcaster = ctx.broadcaster
             # POST /internal/api/notify on another instance: wake this one's live streams of that room
             self.backend.hints.on("wake", lambda hint: broadcaster.notify({str(hint.get("room"))}))
-            from queue_manager.access.shared_authfail import SharedAuthFailures
+            from queue_manager.access.authfail.valkey import SharedAuthFailures
 
             ctx.access.failures = SharedAuthFailures(  # the fleet's wrong-key budget; this process's if Valkey is down
                 self.backend.store.redis,
@@ -186,7 +188,7 @@ class Server:
         self.autopilot = Autopilot(ctx, shared_for(ctx, self.backend), self.backend)
         ctx.alerts = self.autopilot
         if self.backend is not None:  # revoked edge passes, for the whole fleet
-            from queue_manager.store.valkey.revocations import ValkeyRevocations
+            from queue_manager.sidestores.revocations.valkey import ValkeyRevocations
 
             ctx.revocations = ValkeyRevocations(self.backend.store.redis, self.backend.fleet_prefix, self.clock)
         self.turn_mail: TurnMail | None = None
@@ -198,7 +200,7 @@ class Server:
     def _address_book(self) -> AddressBook:
         if self.backend is None:
             return MemoryAddressBook(self.clock)
-        from queue_manager.store.valkey.mailbook import ValkeyAddressBook
+        from queue_manager.sidestores.mailbook.valkey import ValkeyAddressBook
 
         return ValkeyAddressBook(self.backend.store.redis, self.backend.fleet_prefix, self.clock)
 

@@ -14,7 +14,7 @@ connection to whichever worker accepts it first. The supervisor serves nothing i
 * it makes one private directory (mode 0700, under the system's temporary directory) and tells each
   worker its path and the number of workers (``--peer-dir``, ``--worker-count``): each worker serves
   its own metrics on a unix socket there, so the one answering ``/metrics`` on the shared port can
-  add its siblings' (``http/peers.py``). The directory is removed when the supervisor ends;
+  add its siblings' (``services/peers.py``). The directory is removed when the supervisor ends;
 * SIGTERM or SIGINT stops every worker with SIGTERM (each runs the usual graceful stop,
   SHUTDOWN_GRACE_MS then SHUTDOWN_DRAIN_MS); one still running past its drain bound plus
   :data:`STOP_SLACK_SEC` is killed. A clean stop exits 0: every worker exited 0 (each stop clean).

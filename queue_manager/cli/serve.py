@@ -30,10 +30,10 @@ from queue_manager.config import (
     Settings,
     load_settings,
 )
-from queue_manager.http.peers import Peers
 from queue_manager.inline.fastpath import InlineProtocol
 from queue_manager.inline.heads import waiting_for
 from queue_manager.server import Server
+from queue_manager.services.peers import Peers
 from queue_manager.workers import STOPPED_UNCLEAN, WorkerRole, die_with_parent, supervise, worker_instance_id
 
 
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         access_log=False,
         server_header=False,
         # who the client is, and whether forwarded headers count, is decided by TRUST_PROXY/TRUST_PROXY_IPS
-        # in http/identity.py — never by the server's own loopback-trusting default
+        # in services/identity.py — never by the server's own loopback-trusting default
         proxy_headers=False,
         timeout_graceful_shutdown=max(1, settings.shutdown_grace_ms // 1000),
         # past MAX_CONNECTIONS the app answers a plain 503 itself (inline/front.py); the reserve above it is

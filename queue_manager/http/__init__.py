@@ -1,1 +1,1 @@
-"""The HTTP layer: thin. Parses, calls the store, renders. Raw ASGI on the hot paths."""
+"""HTTP on raw ASGI, below the routes: requests and responses, cookies, negotiation, files, direct frames."""

@@ -14,16 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from queue_manager.background import Job
+from queue_manager.context import Context
 from queue_manager.engine.brand import Brand
 from queue_manager.engine.room import CheckResult, Presented
-from queue_manager.http.context import Context
-from queue_manager.http.identity import Identity
 from queue_manager.http.wire import Request, Send
 from queue_manager.inline.client import Pool
 from queue_manager.inline.deadlines import Deadlines
 from queue_manager.inline.hosts import DOWN_PAGE_KEY, HostIndex
 from queue_manager.inline.origin_health import OriginProbe
 from queue_manager.metrics import Counters
+from queue_manager.services.identity import Identity
 from queue_manager.store.base import StoreUnavailable
 
 log = logging.getLogger("queue_manager.inline")

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from queue_manager.http import cookies
-from queue_manager.http.identity import Identity
+from queue_manager.services.identity import Identity
 
 HOP_BY_HOP = frozenset(
     {

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from queue_manager.http.context import Context
+from queue_manager.context import Context
 from queue_manager.http.wire import HttpError, Message, Receive, Request, Scope, Send, api_path
 from queue_manager.inline import pages, proxy, surface, websocket
 from queue_manager.inline.component import Inline
@@ -27,7 +27,7 @@ GET_HEAD = frozenset({"GET", "HEAD"})
 
 
 class Queue(Protocol):
-    """What the inline front needs of the queue's app (http/app.py's ``App``)."""
+    """What the inline front needs of the queue's app (routes/app.py's ``App``)."""
 
     ctx: Context
     foreign_host: Callable[[Scope], bool]
@@ -142,7 +142,7 @@ async def route(ctx: Context, inline: Inline, req: Request, send: Send) -> str |
         inner = api_path(inner)
         req.prefix = surface.PREFIX
         # with ADMIN_HOST set and this host not in it, only the visitor paths remain: the router answers
-        # every other route of its table 404 (http/app.py, from each route's visitor_path)
+        # every other route of its table 404 (routes/app.py, from each route's visitor_path)
         req.visitors_only = not surface.console_allowed(settings, inline.index, host, room)
         if inner == "/api/join" and req.method == "POST":
             surface.with_return_url(req, room.room_id, ctx.identity.resolve(req).scheme)

@@ -16,16 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from queue_manager.context import Context
 from queue_manager.engine.room import CheckResult
 from queue_manager.http import cookies
-from queue_manager.http.context import Context
-from queue_manager.http.identity import Identity
 from queue_manager.http.wire import Message, Receive, Request, Send, cookie_header
 from queue_manager.inline import gate, pages
 from queue_manager.inline.client import Upstream, UpstreamError
 from queue_manager.inline.component import Inline
 from queue_manager.inline.forward import downstream_headers, request_head, upstream_headers
 from queue_manager.inline.hosts import InlineRoom
+from queue_manager.services.identity import Identity
 from queue_manager.ssrf import OriginRefused
 from queue_manager.store.base import StoreUnavailable
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
-from queue_manager.http.context import Context
+from queue_manager.context import Context
 from queue_manager.http.eager import run_now
 from queue_manager.http.wire import Message, Send
 from queue_manager.inline import pages

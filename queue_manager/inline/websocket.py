@@ -18,8 +18,8 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
+from queue_manager.context import Context
 from queue_manager.http import cookies
-from queue_manager.http.context import Context
 from queue_manager.http.wire import Receive, Request, Scope, Send
 from queue_manager.inline import proxy
 from queue_manager.inline.client import UpstreamError

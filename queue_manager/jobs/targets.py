@@ -39,7 +39,7 @@ from queue_manager import __version__
 from queue_manager.clock import Clock
 from queue_manager.config import Settings
 from queue_manager.jobs.outbound import Pinned, Refused, pin
-from queue_manager.jobs.shared import Shared
+from queue_manager.jobs.shared_state import Shared
 
 if TYPE_CHECKING:
     import httpx

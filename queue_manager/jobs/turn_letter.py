@@ -2,7 +2,7 @@
 
 It says the turn has come, how long the place is held (the pass's claim window, what is left of it when
 the e-mail is written) and carries the absolute link back to the visitor's place, worked out at sign-up
-(``http/notify.py``: the waiting page ``<public base>/w/<room>``, or an inline room's ``targetUrl``).
+(``routes/visitor/notify.py``: the waiting page ``<public base>/w/<room>``, or an inline room's ``targetUrl``).
 """
 
 from __future__ import annotations

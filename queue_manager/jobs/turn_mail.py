@@ -34,12 +34,12 @@ from email.message import EmailMessage
 from typing import TYPE_CHECKING, Any
 
 from queue_manager.background import Job, cancel_all
+from queue_manager.context import Context
 from queue_manager.engine.errors import EngineError
-from queue_manager.http.context import Context
 from queue_manager.jobs import smtp, turn_letter
-from queue_manager.jobs.shared import Leadership
+from queue_manager.jobs.shared_state import Leadership
+from queue_manager.sidestores.mailbook.memory import AddressBook, Entry
 from queue_manager.store.base import StoreUnavailable
-from queue_manager.store.mailbook import AddressBook, Entry
 
 if TYPE_CHECKING:
     from queue_manager.fleet.backend import Backend

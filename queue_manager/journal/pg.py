@@ -41,13 +41,13 @@ from typing import Any
 from queue_manager.clock import Clock, SystemClock
 from queue_manager.journal.checkpoints import CHECKPOINT_EVERY, SNAPSHOTS_KEPT, Checkpoints
 from queue_manager.journal.database import Database, default_instance_id, is_tls_verify_failure
+from queue_manager.journal.db_health import JournalHealth, Probe
 from queue_manager.journal.describe import describe
 from queue_manager.journal.flags import MAINTENANCE_KEY, POP_MAINTENANCE_KEY
-from queue_manager.journal.health import JournalHealth, Probe
-from queue_manager.journal.maintenance import ConflictHandler, MaintenanceSpool
 from queue_manager.journal.reader import JournalReader
 from queue_manager.journal.rows import Row, event_row, insert_args
 from queue_manager.journal.spool import Spool
+from queue_manager.journal.spooling import ConflictHandler, MaintenanceSpool
 from queue_manager.journal.writer import BACKLOG_MAX, GroupWriter
 from queue_manager.store.base import StoreUnavailable
 

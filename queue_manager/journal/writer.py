@@ -37,11 +37,11 @@ from queue_manager.background import Job
 from queue_manager.clock import Clock
 from queue_manager.engine.events import Event
 from queue_manager.journal.database import Database, is_transient
+from queue_manager.journal.db_health import JournalHealth
 from queue_manager.journal.describe import describe
-from queue_manager.journal.health import JournalHealth
-from queue_manager.journal.maintenance import ConflictHandler, MaintenanceSpool
 from queue_manager.journal.rows import Row, event_row, insert_args, insert_sql, row_dict, taken_args, taken_sql
 from queue_manager.journal.spool import SpoolFailed
+from queue_manager.journal.spooling import ConflictHandler, MaintenanceSpool
 from queue_manager.store.base import JournalCommitFailed, StoreUnavailable
 
 log = logging.getLogger("queue_manager.journal")

@@ -26,8 +26,8 @@ from typing import Any
 import httpx
 import orjson
 
+from queue_manager.rehearse.client import Answer, Pool, WireError
 from queue_manager.rehearse.ramp import Ramp
-from queue_manager.rehearse.wire import Answer, Pool, WireError
 
 UA = "Mozilla/5.0 (X11; Linux x86_64) qm-rehearse"
 BROWSER_HEADERS = {

@@ -56,7 +56,7 @@ _CUSTOM_PROPERTY = re.compile(r"(--[a-z-]+):\s*([^;]+);")
 @cache
 def waiting_palettes() -> dict[str, dict[str, str]]:
     """The waiting page's custom properties in its light and its dark palette, read from waiting.css
-    (a room's brand picks one whole palette, then sets its own colours over it: http/branding.py)."""
+    (a room's brand picks one whole palette, then sets its own colours over it: routes/pages/branding.py)."""
     css = _text("waiting/waiting.css")
     light_start = css.index(":root {")
     dark_start = css.index("@media (prefers-color-scheme: dark)")
@@ -103,7 +103,7 @@ def _outage_page(name: str, brand: tuple[str, str, str, str] = ("", "", "", ""))
     """One self-contained outage page: outage/page.html filled from outage/<name>.json (its five languages,
     the attempts key and the first retry delay). English is in the markup; the script repaints in qm_lang.
 
-    ``brand``: a room's (style, name line, message, data block) markup, already escaped (http/branding.py);
+    ``brand``: a room's (style, name line, message, data block) markup, already escaped (routes/pages/branding.py);
     put in last, so nothing in an operator's text is taken for a placeholder."""
     spec = orjson.loads(_text(f"outage/{name}.json"))
     en = spec["strings"]["en"]
@@ -129,7 +129,7 @@ def _outage_page(name: str, brand: tuple[str, str, str, str] = ("", "", "", ""))
 
 @lru_cache(maxsize=256)
 def branded_outage_page(name: str, style: str, name_line: str, message: str, data: str) -> bytes:
-    """``offline`` or ``origin_down`` carrying a room's brand (pieces from http/branding.py)."""
+    """``offline`` or ``origin_down`` carrying a room's brand (pieces from routes/pages/branding.py)."""
     return _outage_page(name, (style, name_line, message, data))
 
 

@@ -8,9 +8,9 @@ import pytest
 from redis.asyncio import Redis
 
 from queue_manager.clock import FakeClock
-from queue_manager.store.mailbook import Entry, Place
+from queue_manager.sidestores.mailbook.memory import Entry, Place
+from queue_manager.sidestores.mailbook.valkey import ValkeyAddressBook
 from queue_manager.store.valkey import keys
-from queue_manager.store.valkey.mailbook import ValkeyAddressBook
 from tests.fleet.test_leader import _cleanup
 
 

@@ -8,7 +8,7 @@ import pytest
 from redis.asyncio import Redis
 
 from queue_manager.fleet.leader import LeaderLease
-from queue_manager.jobs.valkey_shared import ValkeyShared
+from queue_manager.jobs.shared_state_valkey import ValkeyShared
 from queue_manager.store.valkey import keys
 from tests.fleet.test_leader import _cleanup
 

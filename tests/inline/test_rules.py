@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from queue_manager.http.identity import Identity
 from queue_manager.inline import forward, gate
 from queue_manager.inline.client import Origin, Pool, UpstreamError
 from queue_manager.inline.forward import downstream_headers, split_host, strip_console_cookie, upstream_headers
+from queue_manager.services.identity import Identity
 from queue_manager.ssrf import OriginRefused, is_private
 
 # ---------------------------------------------------------------------- SSRF: every range the guide lists

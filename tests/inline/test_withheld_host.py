@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from queue_manager.http.routes import TABLE
+from queue_manager.routes.table import TABLE
 from tests.conformance.harness import Server
 from tests.inline.conftest import ServerFactory, inline_room
 from tests.inline.peer import Peer

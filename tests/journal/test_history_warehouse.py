@@ -1,4 +1,4 @@
-"""The hourly history in PostgreSQL (``fleet/warehouse.py``): read-modify-write under a lock, a leader change
+"""The hourly history in PostgreSQL (``sidestores/history/pg.py``): read-modify-write under a lock, a leader change
 mid-hour, the boot's read, retention."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from queue_manager.fleet.warehouse import PgWarehouse
 from queue_manager.journal.database import Database
-from queue_manager.ops.history import HOUR, HourlyHistory, HourRow, MemoryRefusals, WarehouseRefused
+from queue_manager.sidestores.history.hourly import HOUR, HourlyHistory, HourRow, MemoryRefusals, WarehouseRefused
+from queue_manager.sidestores.history.pg import PgWarehouse
 
 H = 1_800_000 * 1000 // 3600 * 3600
 T0 = H * 1000

@@ -8,7 +8,7 @@ import pytest
 
 from queue_manager.clock import FakeClock
 from queue_manager.journal.database import Database
-from queue_manager.journal.timeline import BLOCK_NOTE, KEEP_SEC, READ_BACKOFF_SEC, TimelineNotes
+from queue_manager.sidestores.timeline.pg import BLOCK_NOTE, KEEP_SEC, READ_BACKOFF_SEC, TimelineNotes
 from queue_manager.store.base import StoreUnavailable
 
 T = FakeClock().wall_ms() // 1000

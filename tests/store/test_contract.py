@@ -21,7 +21,7 @@ from queue_manager.engine.room import SLOT, Presented
 from queue_manager.engine.snapshot import config_from_public
 from queue_manager.engine.ticket import make_ref
 from queue_manager.engine.view import WAITS_KEPT
-from queue_manager.ops.series import SeriesRecorder
+from queue_manager.sidestores.timeline.series import SeriesRecorder
 from queue_manager.store.valkey.keys import room_key
 
 from .conftest import TARGET, Env, make_valkey

@@ -8,9 +8,9 @@ import time
 from redis.asyncio import Redis
 
 from queue_manager.clock import FakeClock
-from queue_manager.store.revocations import MemoryRevocations, RevocationList
+from queue_manager.sidestores.revocations.memory import MemoryRevocations, RevocationList
+from queue_manager.sidestores.revocations.valkey import ValkeyRevocations
 from queue_manager.store.valkey import keys
-from queue_manager.store.valkey.revocations import ValkeyRevocations
 
 
 def near_now() -> FakeClock:

@@ -8,10 +8,10 @@ import pytest
 from openapi_spec_validator import validate
 
 from queue_manager import __version__
-from queue_manager.http.apidoc.document import DESCRIBED, Undescribed, build, openapi_path, operation_id
-from queue_manager.http.apidoc.serve import rendered
-from queue_manager.http.router import admin, visitor
-from queue_manager.http.routes import TABLE
+from queue_manager.routes.apidoc.document import DESCRIBED, Undescribed, build, openapi_path, operation_id
+from queue_manager.routes.apidoc.serve import rendered
+from queue_manager.routes.router import admin, visitor
+from queue_manager.routes.table import TABLE
 
 METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -108,7 +108,7 @@ def test_the_versioned_aliases_are_named_on_their_paths() -> None:
 
 def test_an_admin_route_added_to_a_table_is_described_with_its_grants() -> None:
     route = admin("POST", "/api/admin/thing", ("write",), _h, "A thing.")
-    from queue_manager.http.apidoc.model import Op, ok
+    from queue_manager.routes.apidoc.model import Op, ok
 
     doc = build((route,), "0", {("POST", "/api/admin/thing"): Op({200: ok("Done.")})})
     op = doc["paths"]["/api/admin/thing"]["post"]

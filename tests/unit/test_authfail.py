@@ -8,8 +8,8 @@ from typing import Any, NoReturn, cast
 
 from redis.asyncio import Redis
 
-from queue_manager.access.authfail import AuthFailures
-from queue_manager.access.shared_authfail import SharedAuthFailures
+from queue_manager.access.authfail.memory import AuthFailures
+from queue_manager.access.authfail.valkey import SharedAuthFailures
 from queue_manager.clock import FakeClock
 from queue_manager.fleet.hints import Hints
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from queue_manager.http.admin_console import AUDIT_MARKS
-from queue_manager.ops.series import STATE_MARKS
+from queue_manager.routes.admin.reports import AUDIT_MARKS
+from queue_manager.sidestores.timeline.series import STATE_MARKS
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "queue_manager" / "web" / "console" / "chart.js"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from queue_manager.http.csvout import FORMULA_STARTS, cell, render
+from queue_manager.routes.csvout import FORMULA_STARTS, cell, render
 
 PACKAGE = Path(__file__).resolve().parents[2] / "queue_manager"
 

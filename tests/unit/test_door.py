@@ -1,8 +1,8 @@
-"""The door check's key handling (queue_manager/http/door.py); the check itself is covered over HTTP."""
+"""The door check's key handling (queue_manager/routes/visitor/door.py); the check itself is covered over HTTP."""
 
 from __future__ import annotations
 
-from queue_manager.http.door import MAX_DOOR_KEY, door_hash, new_door
+from queue_manager.routes.visitor.door import MAX_DOOR_KEY, door_hash, new_door
 
 
 def test_a_new_door_key_is_known_by_the_hash_the_store_keeps() -> None:

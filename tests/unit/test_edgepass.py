@@ -10,7 +10,7 @@ import pytest
 
 from queue_manager.clock import FakeClock
 from queue_manager.edgepass import PassError, PassSigner, binding_of
-from queue_manager.store.revocations import MemoryRevocations
+from queue_manager.sidestores.revocations.memory import MemoryRevocations
 from queue_manager.tokens import b64url_decode, b64url_encode
 
 SECRET = "current-secret-0123456789"

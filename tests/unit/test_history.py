@@ -1,4 +1,4 @@
-"""The hourly history's pure fold and merge (``ops/history.py``): counters from baselines, coverage, the
+"""The hourly history's pure fold and merge (``sidestores/history/hourly.py``): counters from baselines, coverage, the
 reservoir, partial rows, day buckets, and a writer that takes over mid-hour."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 import random
 from typing import Any
 
-from queue_manager.ops.history import (
+from queue_manager.sidestores.history.hourly import (
     COLUMNS,
     GAP_MS,
     HELD_WAITS,
@@ -22,7 +22,7 @@ from queue_manager.ops.history import (
     fold,
     report,
 )
-from queue_manager.ops.series import WaitLump
+from queue_manager.sidestores.timeline.series import WaitLump
 
 H = 1_800_000 * 1000 // 3600 * 3600  # an hour's start, epoch s (a whole hour)
 T0 = H * 1000  # ... in ms
@@ -335,7 +335,7 @@ def test_an_hour_row_holds_each_pass_exact_wait_from_the_store() -> None:
     test's own clock gives, to the report's rounding, however they fall between the samples."""
     from queue_manager.clock import FakeClock
     from queue_manager.engine.model import ClientId
-    from queue_manager.ops.series import SeriesRecorder
+    from queue_manager.sidestores.timeline.series import SeriesRecorder
     from queue_manager.store.memory import MemoryStore
 
     async def go() -> None:

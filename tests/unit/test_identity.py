@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from queue_manager.config import load_settings
-from queue_manager.http.identity import IdentityResolver, valid_host
 from queue_manager.http.wire import Request
+from queue_manager.services.identity import IdentityResolver, valid_host
 
 
 def request(peer: str, headers: dict[str, str], scheme: str = "http") -> Request:

@@ -1,8 +1,9 @@
 """The import rules docs/architecture.md draws, checked against the code.
 
 The layer and purity contracts live in pyproject.toml (``[tool.importlinter]``) and are run here with
-import-linter; the inline proxy's narrower rule — it may use only the HTTP primitives, never the queue's
-routes — is an allow-list checked on the same import graph.
+import-linter; the inline proxy's narrower rule — it may use the HTTP primitives, the context and the
+request identity, never the queue's routes or its other services — is an allow-list checked on the same
+import graph.
 """
 
 from __future__ import annotations
@@ -16,18 +17,20 @@ from importlinter.cli import lint_imports
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: What the inline proxy may import of http/: requests and responses, cookies, identity, the context
-#: routes receive, and the eager-await helper. The gate and the waiting page reach it as callables.
+#: What the inline proxy may import above the access layer: the HTTP primitives (requests and responses,
+#: cookies, the eager-await helper), the context and the request's identity. The gate and the waiting
+#: page reach it as callables; no route module is ever imported.
 INLINE_MAY_USE = frozenset(
     {
         "queue_manager.http",
         "queue_manager.http.wire",
         "queue_manager.http.cookies",
-        "queue_manager.http.context",
-        "queue_manager.http.identity",
         "queue_manager.http.eager",
+        "queue_manager.context",
+        "queue_manager.services.identity",
     }
 )
+ABOVE_ACCESS = ("queue_manager.http", "queue_manager.services", "queue_manager.context", "queue_manager.routes")
 
 
 def test_the_import_contracts_hold() -> None:
@@ -43,7 +46,7 @@ def test_inline_uses_only_the_http_primitives() -> None:
         f"{module} imports {imported}"
         for module in graph.find_descendants("queue_manager.inline")
         for imported in graph.find_modules_directly_imported_by(module)
-        if imported.startswith("queue_manager.http") and imported not in INLINE_MAY_USE
+        if imported.startswith(ABOVE_ACCESS) and imported not in INLINE_MAY_USE
     )
     assert not wrong, wrong
 

@@ -1,5 +1,5 @@
-"""Merging the workers' expositions (metrics_merge.py, http/peers.py's merged_text) and the workers'
-private sockets (http/peers.py: PeerListener and fetch on real unix sockets in a temporary directory).
+"""Merging the workers' expositions (metrics_merge.py, services/peers.py's merged_text) and the workers'
+private sockets (services/peers.py: PeerListener and fetch on real unix sockets in a temporary directory).
 
 Each worker's exposition is rendered by metrics.render, as a worker renders it; the merge must keep
 each family's HELP and TYPE once, carry every worker's samples under its own instance (read back
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from queue_manager.http.peers import PeerListener, Peers, fetch, merged, merged_text
 from queue_manager.metrics import Counters, render
 from queue_manager.metrics_merge import merge, split
+from queue_manager.services.peers import PeerListener, Peers, fetch, merged, merged_text
 
 
 def _exposition(instance: str, waiting: int = 3, rooms: tuple[str, ...] = ("shop",), **counters: int) -> bytes:

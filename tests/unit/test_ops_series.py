@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from queue_manager.engine.view import MintedWaits
-from queue_manager.ops.series import (
+from queue_manager.sidestores.timeline.series import (
     TIERS,
     SeriesRecorder,
     WaitLump,

@@ -1,4 +1,4 @@
-"""The install verifier's page fetch (http/pagefetch.py) and tag scan (http/install_check.py).
+"""The install verifier's page fetch (routes/admin/pagefetch.py) and tag scan (routes/admin/install_check.py).
 
 The sites are ``asyncio`` servers in the test's own loop on loopback addresses. The private-address rule is
 exercised per hop by treating only 127.0.0.2 as private: a public-looking first hop that redirects there
@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from queue_manager import ssrf
-from queue_manager.http import pagefetch
-from queue_manager.http.install_check import scan_tags
+from queue_manager.routes.admin import pagefetch
+from queue_manager.routes.admin.install_check import scan_tags
 
 
 class Site:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from queue_manager.clock import FakeClock
-from queue_manager.http.ratelimit import Budget
+from queue_manager.services.ratelimit import Budget
 
 
 def headers(h: list[tuple[bytes, bytes]]) -> dict[str, str]:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from queue_manager.rehearse.wire import Pool, WireError
+from queue_manager.rehearse.client import Pool, WireError
 
 
 class Origin:

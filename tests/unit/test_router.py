@@ -6,9 +6,9 @@ import inspect
 
 import pytest
 
-from queue_manager.http.router import Route, Router, admin, admin_area, operator, visitor
-from queue_manager.http.routes import TABLE
 from queue_manager.http.wire import HttpError, api_path
+from queue_manager.routes.router import Route, Router, admin, admin_area, operator, visitor
+from queue_manager.routes.table import TABLE
 
 
 async def _h(*_: object) -> None:

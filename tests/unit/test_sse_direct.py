@@ -16,7 +16,7 @@ import pytest
 import uvicorn
 
 from queue_manager.http.direct import chunked_cycle, write_chunk
-from queue_manager.http.sse import Broadcaster, Stream
+from queue_manager.services.sse import Broadcaster, Stream
 
 
 class _Probe:

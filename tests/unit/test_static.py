@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from queue_manager.http import pages_console
 from queue_manager.http.sendfile import coding_for
+from queue_manager.routes.pages import console as pages_console
 from queue_manager.web import static
 
 JS = "text/javascript; charset=utf-8"

@@ -17,7 +17,7 @@ import pytest
 from queue_manager.clock import FakeClock
 from queue_manager.config import load_settings
 from queue_manager.jobs.autotune import Signals, measurement
-from queue_manager.jobs.shared import MemoryShared
+from queue_manager.jobs.shared_state import MemoryShared
 from queue_manager.jobs.targets import REFUSED_PRIVATE, USER_AGENT, TargetProbe, failing, reserved_name
 
 DEADLINE_SEC = 10.0
@@ -298,7 +298,7 @@ async def test_rooms_that_are_gone_or_inline_leave_the_report(app: App) -> None:
 async def test_target_probe_off_probes_nothing_and_reports_nothing() -> None:
     from queue_manager.clock import FakeClock
     from queue_manager.config import load_settings
-    from queue_manager.jobs.shared import MemoryShared
+    from queue_manager.jobs.shared_state import MemoryShared
     from queue_manager.jobs.targets import TargetProbe
 
     settings = load_settings({"TARGET_PROBE": "0"})

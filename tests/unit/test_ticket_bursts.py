@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from queue_manager.clock import FakeClock
-from queue_manager.http.ticket_bursts import BURST, TicketBursts, likely_cause
+from queue_manager.services.ticket_bursts import BURST, TicketBursts, likely_cause
 
 
 def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:

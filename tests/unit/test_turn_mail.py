@@ -10,15 +10,15 @@ import pytest
 
 from queue_manager.clock import FakeClock, SystemClock
 from queue_manager.config import load_settings
+from queue_manager.context import Context
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.room import Presented
-from queue_manager.http.context import Context
-from queue_manager.http.notify import check_address, masked
 from queue_manager.http.wire import HttpError
 from queue_manager.jobs import smtp, turn_letter
-from queue_manager.jobs.shared import Solo
+from queue_manager.jobs.shared_state import Solo
 from queue_manager.jobs.turn_mail import TurnMail
-from queue_manager.store.mailbook import Entry, MemoryAddressBook, Place
+from queue_manager.routes.visitor.notify import check_address, masked
+from queue_manager.sidestores.mailbook.memory import Entry, MemoryAddressBook, Place
 from queue_manager.store.memory import MemoryStore
 
 GOOD = {"ADMIN_KEY": "k" * 40, "SECRET": "s" * 48, "PUBLIC_API_KEY": "p" * 40}

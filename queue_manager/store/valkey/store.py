@@ -496,7 +496,7 @@ class ValkeyStore:
 
     def known_config(self, room_id: str) -> tuple[RoomConfig, RoomPolicy] | None:
         """The room's config as this process last saw it, however old: what gates the room's visitors
-        while Valkey is unreachable (``http/backend_down.py``). None: never seen here."""
+        while Valkey is unreachable (``routes/visitor/backend_down.py``). None: never seen here."""
         cache = self._configs.get(room_id)
         return None if cache is None else (cache.cfg, cache.policy)
 

@@ -1,1 +1,0 @@
-"""Operational side jobs of one process: the console's per-room series."""

@@ -1,0 +1,1 @@
+"""The admin API's handlers: rooms, people, the console's reports and stream, alerts, the install verifier."""

@@ -1,0 +1,365 @@
+"""Admin routes for rooms: list, create/update, delete, controls, schedule, drill-down, URL rules.
+
+Grants: reading needs ``read``; running the queue needs ``write``; deleting a room and any inline
+change (``inline_requires_owner``) need ``owner``; what a share link must never see (proxyOrigin,
+origin lists, URL rules, the drill-down) needs ``team``. Every change is audited.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+from typing import Any
+from urllib.parse import urlsplit
+
+from queue_manager import ssrf
+from queue_manager.context import Context
+from queue_manager.engine.errors import EngineError
+from queue_manager.engine.logo import LOGO_MAX_BYTES, LOGO_TYPES
+from queue_manager.engine.model import ALIASES, READ_ONLY_FIELDS, bare_origin
+from queue_manager.fleet.gapwatch import VoidRefused
+from queue_manager.http.wire import HttpError, send_json
+from queue_manager.routes import edge_passes as passkeys
+from queue_manager.routes.call import Call
+
+TEAM_ONLY_FIELDS = ("proxyOrigin", "returnOrigins", "tagOrigins", "rules")
+
+
+def with_auto(ctx: Context, rooms: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mark the rooms threshold activation acted on in the last 15 minutes (``autoSelf``: the card's
+    AUTO · SELF badge, with when, which way and at what joins/min); null on every other room."""
+    badges = ctx.alerts.badges() if ctx.alerts is not None else {}
+    for room in rooms:
+        room["autoSelf"] = badges.get(room["id"])
+    return rooms
+
+
+def _visible(call: Call, room: dict[str, Any]) -> dict[str, Any]:
+    if call.who.may("team"):
+        return room
+    out = {k: v for k, v in room.items() if k not in TEAM_ONLY_FIELDS}
+    out["rules"] = None
+    return out
+
+
+async def rooms_list(call: Call) -> None:
+    rooms = [_visible(call, r) for r in with_auto(call.ctx, await call.ctx.store.list_rooms())]
+    await send_json(call.send, 200, {"rooms": rooms, "now": call.ctx.clock.wall_ms()}, head=call.req.method == "HEAD")
+
+
+async def _inline_change(call: Call, body: dict[str, Any]) -> tuple[bool, dict[str, Any], bool]:
+    """(is this an inline change, {field: [old, new]}, creating) — only a change counts."""
+    room_id = body.get("id")
+    existing = (
+        await call.ctx.store.get_room(room_id)
+        if isinstance(room_id, str) and await call.ctx.store.room_exists(room_id)
+        else None
+    )
+    if existing is None:
+        new_proxy = body.get("proxyOrigin")
+        return new_proxy is not None, ({"proxyOrigin": [None, new_proxy]} if new_proxy is not None else {}), True
+    changes: dict[str, Any] = {}
+    old_proxy = existing.get("proxyOrigin")
+    if "proxyOrigin" in body and _same_origin_spelling(body["proxyOrigin"]) != old_proxy:
+        changes["proxyOrigin"] = [old_proxy, body["proxyOrigin"]]
+    inline = old_proxy is not None or body.get("proxyOrigin") is not None
+    if inline and "targetUrl" in body and body["targetUrl"] != existing.get("targetUrl"):
+        changes["targetUrl"] = [existing.get("targetUrl"), body["targetUrl"]]
+    return bool(changes), changes, False
+
+
+def _same_origin_spelling(value: Any) -> Any:
+    """The stored spelling of a proxyOrigin (``http://h:8080/`` is ``http://h:8080``): only a change counts."""
+    if value is None:
+        return None
+    try:
+        return bare_origin(value)
+    except EngineError:
+        return value
+
+
+def _private_literal(value: Any) -> str | None:
+    """The address when ``value`` is an origin whose host is a private or internal IP literal, else None.
+
+    A host name is not judged here: what it resolves to can change, and the connect-time check covers it.
+    """
+    if not isinstance(value, str):
+        return None
+    try:
+        host = urlsplit(value.strip()).hostname
+    except ValueError:
+        return None  # the engine's own validation refuses it with its code
+    if not host:
+        return None
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        numeric = ssrf.numeric_ipv4(host)  # 127.1, 0x7f000001, 2130706433: an address literal all the same
+        return host if numeric is not None and ssrf.is_private(numeric) else None
+    return host if ssrf.is_private(host) else None
+
+
+def _refuse_private_origin(call: Call, changes: dict[str, Any]) -> None:
+    """A new or changed proxyOrigin naming a private IP literal is refused unless PROXY_ALLOW_PRIVATE=1."""
+    if call.ctx.settings.proxy_allow_private or "proxyOrigin" not in changes:
+        return
+    address = _private_literal(changes["proxyOrigin"][1])
+    if address is not None:
+        raise HttpError(
+            400,
+            "proxy_origin_private",
+            f"proxyOrigin {address} is a private or internal address; this server refuses to connect to it "
+            "unless PROXY_ALLOW_PRIVATE=1 (set it if the app really is on this network).",
+            field="proxyOrigin",
+        )
+
+
+async def rooms_upsert(call: Call) -> None:
+    body = await call.req.json_object()
+    room_id = body.get("id") if isinstance(body.get("id"), str) else None
+    inline, changes, creating = await _inline_change(call, body)
+    if inline and not call.who.may("owner"):
+        await call.audit(
+            "room.create" if creating else "room.update",
+            target=room_id,
+            room_id=room_id,
+            ok=False,
+            refused="inline_requires_owner",
+            fields=sorted(changes),
+        )
+        advice = (
+            "The room can still be created as a snippet room (no proxyOrigin)."
+            if creating
+            else "Every other setting of this room is still yours to change."
+        )
+        raise HttpError(
+            403,
+            "inline_requires_owner",
+            f"Serving a room inline (its targetUrl and proxyOrigin) needs the owner role. {advice}",
+        )
+    try:
+        _refuse_private_origin(call, changes)
+    except HttpError:
+        await call.audit(
+            "room.create" if creating else "room.update",
+            target=room_id,
+            room_id=room_id,
+            ok=False,
+            refused="proxy_origin_private",
+            fields=sorted(changes),
+        )
+        raise
+    fields = sorted(k for k in body if k != "id" and k not in READ_ONLY_FIELDS)  # a read's figures are ignored
+    try:
+        room, created, changed = await call.ctx.store.upsert_room(body)
+    except EngineError as exc:
+        await call.audit(
+            "room.create" if creating else "room.update",
+            target=room_id,
+            room_id=room_id,
+            ok=False,
+            refused=exc.code,
+            fields=sorted({ALIASES.get(f, f) for f in fields}),  # rate and ratePerMinute are one field
+        )
+        raise
+    await call.audit("room.create" if created else "room.update", target=room["id"], room_id=room["id"], fields=changed)
+    if inline:
+        await call.audit("room.inline", target=room["id"], room_id=room["id"], changes=changes)
+    await send_json(
+        call.send,
+        201 if created else 200,
+        {"ok": True, "created": created, "fields": changed, "room": _visible(call, room)},
+    )
+
+
+def _room(call: Call) -> str:
+    return call.req.params["room"]
+
+
+async def room_get(call: Call) -> None:
+    room = with_auto(call.ctx, [await call.ctx.store.get_room(_room(call))])[0]
+    await send_json(call.send, 200, {"room": _visible(call, room)}, head=call.req.method == "HEAD")
+
+
+async def room_delete(call: Call) -> None:
+    room_id = _room(call)
+    await call.ctx.store.delete_room(room_id)
+    await call.audit("room.delete", target=room_id, room_id=room_id)
+    await send_json(call.send, 200, {"ok": True, "deleted": room_id})
+
+
+async def _set_state(call: Call, action: str, state: str) -> None:
+    room_id = _room(call)
+    await call.req.body()
+    await _existing(call, room_id)
+    room, _, _ = await call.ctx.store.upsert_room({"id": room_id, "state": state})
+    await call.audit(f"room.{action}", target=room_id, room_id=room_id)
+    await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
+
+
+async def room_pause(call: Call) -> None:
+    await _set_state(call, "pause", "paused")
+
+
+async def room_resume(call: Call) -> None:
+    await _set_state(call, "resume", "active")
+
+
+async def room_rate(call: Call) -> None:
+    room_id = _room(call)
+    body = await call.req.json_object()
+    await _existing(call, room_id)
+    unknown = sorted(set(body) - {"ratePerMinute", "rate"})
+    if unknown or not body:
+        raise HttpError(
+            400,
+            "unknown_field" if unknown else "nothing_to_change",
+            'Send {"ratePerMinute": n} (or its alias rate).',
+            fields=unknown,
+        )
+    room, _, _ = await call.ctx.store.upsert_room({"id": room_id, **body})
+    await call.audit("room.rate", target=room_id, room_id=room_id, ratePerMinute=room["ratePerMinute"])
+    await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
+
+
+async def room_schedule(call: Call) -> None:
+    room_id = _room(call)
+    body = await call.req.json_object()
+    room = await call.ctx.store.schedule(room_id, body)
+    await call.audit("room.schedule", target=room_id, room_id=room_id, fields=sorted(body))
+    await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
+
+
+async def room_purge(call: Call) -> None:
+    room_id = _room(call)
+    await call.req.body()
+    purged = await call.ctx.store.purge(room_id)
+    await call.audit("room.purge", target=room_id, room_id=room_id, purged=purged)
+    await send_json(call.send, 200, {"ok": True, "purged": purged})
+
+
+async def room_flush(call: Call) -> None:
+    """Release every admitted visitor's pass and session at once (their edge passes too); the line stays."""
+    room_id = _room(call)
+    await call.req.body()
+    flushed = await call.ctx.store.flush(room_id)
+    await passkeys.revoke_room(call.ctx, room_id)
+    await call.audit("room.flush", target=room_id, room_id=room_id, flushed=flushed)
+    await send_json(call.send, 200, {"ok": True, "flushed": flushed})
+
+
+async def room_eject(call: Call) -> None:
+    room_id = _room(call)
+    body = await call.req.json_object()
+    query = _ticket_query(body)
+    visitor = await call.ctx.store.eject(room_id, query)
+    if isinstance(visitor.get("generation"), int) and isinstance(visitor.get("ticket"), int):
+        await passkeys.revoke_ticket(call.ctx, room_id, visitor["generation"], visitor["ticket"])
+    await call.audit("visitor.eject", target=str(visitor.get("ticket")), room_id=room_id)
+    await send_json(call.send, 200, {"ok": True, "visitor": visitor})
+
+
+VOID_MAX = 1000  # seqs one void may name
+
+
+async def room_journal_void(call: Call) -> None:
+    """Close seqs of the room's journal that nobody can recover (``seq.void``), then rebuild the room from it."""
+    room_id = _room(call)
+    body = await call.req.json_object()
+    seqs = body.get("seqs")
+    unknown = sorted(set(body) - {"seqs"})
+    if (
+        unknown
+        or not isinstance(seqs, list)
+        or not 0 < len(seqs) <= VOID_MAX
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in seqs)
+    ):
+        raise HttpError(
+            400,
+            "bad_request",
+            f'Send {{"seqs": [n, …]}}: 1 to {VOID_MAX} seq numbers of the room\'s journal, each 1 or more.',
+            fields=unknown,
+        )
+    backend = call.ctx.backend
+    if backend is None:
+        raise HttpError(409, "no_journal", "This server keeps no events journal (STORE=memory): nothing to void.")
+    try:
+        result = await backend.void(room_id, sorted(set(seqs)), call.who.who)
+    except VoidRefused as refused:
+        raise HttpError(refused.status, refused.code, refused.message, **refused.detail) from None
+    await call.audit(
+        "journal.void",
+        target=room_id,
+        room_id=room_id,
+        generation=result["generation"],
+        seqs=result["voided"],
+        committedMeanwhile=result["committedMeanwhile"],
+    )
+    await send_json(call.send, 200, {"ok": True, **result, "rebuilding": True})
+
+
+async def room_visitor(call: Call) -> None:
+    found = await call.ctx.store.lookup(_room(call), call.req.params["visitor"][:64])
+    await send_json(call.send, 200, {"visitor": found}, head=call.req.method == "HEAD")
+
+
+async def room_rules(call: Call) -> None:
+    room = await call.ctx.store.get_room(_room(call))
+    payload = {"rules": room["rules"], "unscopedChecks": room["unscopedChecks"]}
+    await send_json(call.send, 200, payload, head=call.req.method == "HEAD")
+
+
+async def room_rules_test(call: Call) -> None:
+    body = await call.req.json_object()
+    url = body.get("url")
+    if not isinstance(url, str) or not url or len(url) > 4096:
+        raise HttpError(400, "bad_request", 'Send {"url": "https://…"}.')
+    await send_json(call.send, 200, await call.ctx.store.match_rule(_room(call), url))
+
+
+async def room_logo_put(call: Call) -> None:
+    """POST …/logo: the body is the image itself (Content-Type image/png or image/svg+xml, at most
+    LOGO_MAX_BYTES); the engine checks or rebuilds it (engine/logo.py) and the room keeps the result."""
+    room_id = _room(call)
+    await _existing(call, room_id)
+    kind = (call.req.header(b"content-type") or "").split(";", 1)[0].strip().lower()
+    data = await call.req.body(limit=LOGO_MAX_BYTES)
+    if kind not in LOGO_TYPES:
+        raise HttpError(
+            415,
+            "bad_logo",
+            f"Send the logo as image/png or image/svg+xml (Content-Type), not {kind[:60] or 'nothing'!r}.",
+        )
+    logo = {"type": kind, "data": base64.b64encode(data).decode()}
+    try:
+        room, _, _ = await call.ctx.store.upsert_room({"id": room_id, "brand": {"logo": logo}})
+    except EngineError as err:
+        await call.audit("room.logo", target=room_id, room_id=room_id, ok=False, refused=err.code)
+        raise
+    await call.audit("room.logo", target=room_id, room_id=room_id, sha256=room["brand"]["logo"]["sha256"])
+    await send_json(call.send, 200, {"ok": True, "logo": room["brand"]["logo"], "room": _visible(call, room)})
+
+
+async def room_logo_delete(call: Call) -> None:
+    room_id = _room(call)
+    await _existing(call, room_id)
+    current = await call.ctx.store.get_room(room_id)
+    room = current
+    if current.get("brand") is not None:
+        room, _, _ = await call.ctx.store.upsert_room({"id": room_id, "brand": {"logo": None}})
+    await call.audit("room.logo", target=room_id, room_id=room_id, sha256=None)
+    await send_json(call.send, 200, {"ok": True, "logo": None, "room": _visible(call, room)})
+
+
+async def _existing(call: Call, room_id: str) -> None:
+    if not await call.ctx.store.room_exists(room_id):
+        raise HttpError(404, "no_room", f"No room with id {room_id[:80]!r}.", roomId=room_id[:80])
+
+
+def _ticket_query(body: dict[str, Any]) -> str:
+    ticket, ref = body.get("ticket"), body.get("ref")
+    if isinstance(ticket, int) and not isinstance(ticket, bool) and ticket > 0:
+        return str(ticket)
+    if isinstance(ref, str) and 1 <= len(ref) <= 16:
+        return ref
+    raise HttpError(400, "bad_request", 'Send {"ticket": n} or {"ref": "K7Q2MX"}.')

@@ -1,0 +1,1 @@
+"""The pages and files a browser loads: the waiting page, the console, the guides, brands, connectors."""

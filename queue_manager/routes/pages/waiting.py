@@ -1,0 +1,145 @@
+"""The waiting page (/w/<room>), its content-hashed assets (/assets/) and the fonts (/fonts/).
+
+The page is rendered and compressed once per (room, name, language, prefix) and served from memory with
+``private, no-cache`` and an ETag, so a reload during a long wait costs a 304. Its style and script are
+content-addressed (waiting-<hash>.css/.js, immutable for a year); the fonts are never compressed. All of it goes
+out through web/static.py (one Payload per body, one serve()).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+
+from queue_manager.context import Context
+from queue_manager.engine.brand import Brand
+from queue_manager.engine.model import ROOM_ID_RE
+from queue_manager.http.language import pick_language
+from queue_manager.http.sendfile import serve_payload
+from queue_manager.http.wire import NO_STORE, Request, Send, send_response
+from queue_manager.routes.pages import branding, pageguard
+from queue_manager.web import asset, static
+
+HTML_TYPE = (b"content-type", b"text/html; charset=utf-8")
+PAGE_CSP = (
+    b"default-src 'none'; script-src 'self'; style-src 'self'; font-src 'self'; connect-src 'self'; "
+    b"img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+FONT_CACHE = (b"cache-control", b"public, max-age=604800")
+_CACHE_MAX = 4096
+
+_pages: dict[tuple[str, str, str, str, bool, str], static.Payload] = {}
+
+
+def _key(
+    room_id: str, name: str, lang: str, prefix: str, email: bool, brand: Brand | None
+) -> tuple[str, str, str, str, bool, str]:
+    return (room_id, name, lang, prefix, email, "" if brand is None else brand.fingerprint)
+
+
+def render(
+    room_id: str, name: str, lang: str, prefix: str, email: bool = False, brand: Brand | None = None
+) -> static.Payload:
+    """The page for one room in one language, built once and kept. ``email``: the page offers turn e-mails;
+    ``brand``: the room's brand (its fingerprint is part of the key, so a brand change renders anew)."""
+    key = _key(room_id, name, lang, prefix, email, brand)
+    hit = _pages.get(key)
+    if hit is not None:
+        return hit
+    strings = asset.waiting_strings()
+    table = strings[lang]
+    page = asset.waiting_template()
+    options = "".join(
+        f'<option value="{code}" lang="{code}"{" selected" if code == lang else ""}>'
+        f"{html.escape(strings[code]['langName'])}</option>"
+        for code in asset.LANGUAGES
+    )
+    if brand is not None and brand.display_name:
+        name = brand.display_name
+    config = asset.script_json(
+        {
+            "roomId": room_id,
+            "name": name,
+            "apiBase": prefix,
+            "email": email,
+            "brandMessage": {} if brand is None else dict(brand.message),
+        }
+    )
+    page = (
+        page.replace("__QM_CONFIG__", config, 1)
+        .replace("__QM_LANG_OPTIONS__", options, 1)
+        .replace("__QM_LANG__", lang)
+        .replace("__QM_TITLE__", html.escape(name))
+        .replace("__QM_CSS__", asset.waiting_asset_name("css"))
+        .replace("__QM_JS__", asset.waiting_asset_name("js"))
+        .replace("__QM_PREFIX__", html.escape(prefix))
+    )
+    for k, v in table.items():
+        page = page.replace("{{" + k + "}}", html.escape(v))
+    # the operator's text goes in last, so nothing in it is taken for a placeholder
+    page = (
+        page.replace("__QM_BRAND_CSS__", branding.head_links(room_id, brand, prefix), 1)
+        .replace("__QM_BRAND_LOGO__", branding.logo_img(room_id, brand, prefix, name), 1)
+        .replace("__QM_BRAND_HELP__", branding.help_html(brand, table["helpLink"]), 1)
+        .replace("__QM_BRAND_MESSAGE__", branding.message_html(brand, lang), 1)
+    )
+    rendered = static.Payload.of(page.encode(), "text/html; charset=utf-8")
+    if len(_pages) >= _CACHE_MAX:
+        _pages.clear()
+    _pages[key] = rendered
+    return rendered
+
+
+async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, prefix: str = "") -> None:
+    """GET/HEAD /w/<room>. ``prefix`` is where this server's paths live on the host ("/__qm" inline)."""
+    admitted = await pageguard.admit(ctx, req, send, "waiting")
+    if admitted is None:
+        return
+    policy = await ctx.store.room_policy(room_id) if ROOM_ID_RE.match(room_id) else None
+    if policy is None:
+        await send_response(
+            send,
+            404,
+            asset.not_found_page(room_id, pick_language(req)),
+            [HTML_TYPE, NO_STORE, *admitted],
+            req.method == "HEAD",
+        )
+        return
+    name, lang = policy.name or room_id, pick_language(req)
+    email = ctx.settings.turn_emails and ctx.addresses is not None
+    page = _pages.get(_key(room_id, name, lang, prefix, email, policy.brand))
+    if page is None:  # Brotli at its best setting takes tens of ms: keep it off the event loop
+        page = await asyncio.to_thread(render, room_id, name, lang, prefix, email, policy.brand)
+    headers = [
+        (b"cache-control", b"private, no-cache"),
+        *admitted,
+        (b"x-robots-tag", b"noindex"),
+        (b"content-security-policy", PAGE_CSP),
+        (b"x-content-type-options", b"nosniff"),
+        (b"referrer-policy", b"no-referrer"),
+    ]
+    await serve_payload(req, send, page, headers, vary=b"Accept-Encoding, Accept-Language, Cookie")
+
+
+async def _not_found(req: Request, send: Send, what: bytes) -> None:
+    await send_response(
+        send, 404, what, [(b"content-type", b"text/plain; charset=utf-8"), NO_STORE], req.method == "HEAD"
+    )
+
+
+async def waiting_asset(ctx: Context, req: Request, send: Send) -> None:
+    """GET/HEAD /assets/waiting-<hash>.css|.js: only this build's hashes; any other name is 404."""
+    found = asset.waiting_assets().get(req.path.removeprefix("/assets/"))
+    if found is None:
+        await _not_found(req, send, b"No such asset in this build.")
+        return
+    await serve_payload(req, send, await found.payload(), [static.IMMUTABLE, static.NOSNIFF])
+
+
+async def font_file(ctx: Context, req: Request, send: Send) -> None:
+    """GET/HEAD /fonts/<file>: the woff2 files (never compressed: woff2 is Brotli inside) and their licence."""
+    found = asset.font(req.path.removeprefix("/fonts/"))
+    if found is None:
+        await _not_found(req, send, b"No such font.")
+        return
+    await serve_payload(req, send, found, [FONT_CACHE, static.NOSNIFF])

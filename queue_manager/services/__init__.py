@@ -1,0 +1,1 @@
+"""The services one process keeps for its routes: live streams, per-address budgets, identity, peers, edge checks."""

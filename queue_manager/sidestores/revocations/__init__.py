@@ -1,0 +1,1 @@
+"""Revoked edge passes per room: in this process, or in Valkey for the fleet."""
