@@ -27,11 +27,14 @@ from queue_manager.services.proxywatch import ProxyWatch
 from queue_manager.services.ratelimit import Budget
 from queue_manager.services.sse import AdminStreams, Broadcaster
 from queue_manager.services.ticket_bursts import TicketBursts
-from queue_manager.sidestores.history.hourly import HourlyHistory, MemoryRefusals, MemoryWarehouse
-from queue_manager.sidestores.mailbook.memory import AddressBook
-from queue_manager.sidestores.maintenance.admission import PopMaintenance
-from queue_manager.sidestores.maintenance.journal import JournalMaintenance
-from queue_manager.sidestores.revocations.memory import MemoryRevocations, RevocationList
+from queue_manager.sidestores.history.memory import MemoryRefusals, MemoryWarehouse
+from queue_manager.sidestores.history.writer import HourlyHistory
+from queue_manager.sidestores.mailbook.base import AddressBook
+from queue_manager.sidestores.maintenance.base import AdmissionMaintenance, JournalMaintenance
+from queue_manager.sidestores.maintenance.memory import MemoryAdmissionMaintenance, MemoryJournalMaintenance
+from queue_manager.sidestores.revocations.base import RevocationList
+from queue_manager.sidestores.revocations.memory import MemoryRevocations
+from queue_manager.sidestores.timeline.base import TimelineView
 from queue_manager.sidestores.timeline.series import SeriesRecorder
 from queue_manager.store.base import Store
 from queue_manager.store.memory import MemoryStore
@@ -81,14 +84,6 @@ class TurnMailView(Protocol):
     async def health(self) -> dict[str, Any]: ...
 
 
-class TimelineView(Protocol):
-    """The chart's marks kept in PostgreSQL for the fleet (``sidestores/timeline/pg.py``), with SIDESTORE=pg."""
-
-    async def read(self, room_id: str, since_s: int) -> list[dict[str, Any]]: ...
-
-    def stats(self) -> dict[str, int]: ...
-
-
 @dataclass
 class Context:
     settings: Settings
@@ -125,9 +120,9 @@ class Context:
     revocations: RevocationList = field(init=False)  # revoked edge passes (this process's, or Valkey's)
     jwks: tuple[bytes, bytes] | None = None  # the key set's body and ETag, rendered on first use
     history: HourlyHistory = field(init=False)  # the reports' hourly rows (this process's, or PostgreSQL's)
-    pop: PopMaintenance = field(init=False)  # admission maintenance (this process's, or the fleet's on Valkey)
+    pop: AdmissionMaintenance = field(init=False)  # admission maintenance (this process's, or the fleet's on Valkey)
     #: journal maintenance: the disk spool (STORE=valkey), or a flag alone (STORE=memory)
-    maintenance: JournalMaintenance = field(default_factory=JournalMaintenance)
+    maintenance: JournalMaintenance = field(default_factory=MemoryJournalMaintenance)
     #: the store's status read without a coroutine, when it answers in this process (the memory store)
     status_now: Callable[[str, ClientId, Presented | None], VisitorView] | None = None
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
@@ -171,7 +166,7 @@ class Context:
             ctx.status_now = store.status_now
         else:  # a store over the network: a room's streams read their frames in batches
             ctx.broadcaster.status_many = store.status_many
-        ctx.pop = PopMaintenance(store)
+        ctx.pop = MemoryAdmissionMaintenance(store)
         ctx.history = HourlyHistory(
             MemoryWarehouse(),
             MemoryRefusals(),

@@ -32,8 +32,9 @@ from queue_manager.routes.pages import branding
 from queue_manager.routes.visitor import api as visitor
 from queue_manager.routes.visitor import door
 from queue_manager.services.peers import PeerListener, Peers
-from queue_manager.sidestores.history.hourly import WarehouseRefused
-from queue_manager.sidestores.mailbook.memory import AddressBook, MemoryAddressBook
+from queue_manager.sidestores.history.base import WarehouseRefused
+from queue_manager.sidestores.mailbook.base import AddressBook
+from queue_manager.sidestores.mailbook.memory import MemoryAddressBook
 from queue_manager.store.base import JournalCommitFailed, Store, StoreUnavailable
 from queue_manager.web import connectors
 
@@ -128,9 +129,9 @@ class Server:
             self.timeline = PgTimeline(self.database, self.clock)
             ctx.series.sink = self.timeline
             ctx.timeline = self.timeline
-            from queue_manager.sidestores.history.hourly import HourlyHistory
             from queue_manager.sidestores.history.pg import PgWarehouse
-            from queue_manager.sidestores.history.valkey_refusals import SharedRefusals
+            from queue_manager.sidestores.history.valkey import SharedRefusals
+            from queue_manager.sidestores.history.writer import HourlyHistory
 
             # the reports' rows in PostgreSQL, written by the leader only from the fleet's counters
             lease = self.backend.lease
@@ -141,21 +142,21 @@ class Server:
                 retain_days=settings.history_retain_days,
                 leads=lambda: lease.leader,
             )
-            from queue_manager.sidestores.maintenance.admission import PopMaintenance
+            from queue_manager.sidestores.maintenance.valkey import ValkeyAdmissionMaintenance
 
             # admission maintenance: the fleet's flag in Valkey, announced by a hint, re-read every tick
-            ctx.pop = PopMaintenance(
+            ctx.pop = ValkeyAdmissionMaintenance(
                 store,
-                redis=self.backend.store.redis,
-                prefix=self.backend.fleet_prefix,
+                self.backend.store.redis,
+                self.backend.fleet_prefix,
                 hints=self.backend.hints,
                 database=self.database,
                 instance_id=settings.instance_id,
             )
-            from queue_manager.sidestores.maintenance.journal import JournalMaintenance
+            from queue_manager.sidestores.maintenance.pg import PgJournalMaintenance
 
             # journal maintenance: this instance's spool, the flag mirrored in PostgreSQL and announced by a hint
-            ctx.maintenance = JournalMaintenance(self.backend.journal, hints=self.backend.hints)
+            ctx.maintenance = PgJournalMaintenance(self.backend.journal, hints=self.backend.hints)
             broadcaster = ctx.broadcaster
             # POST /internal/api/notify on another instance: wake this one's live streams of that room
             self.backend.hints.on("wake", lambda hint: broadcaster.notify({str(hint.get("room"))}))

@@ -23,9 +23,10 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from queue_manager.access.authfail.memory import AuthBudget, AuthFailures
+from queue_manager.access.authfail.base import AuthBudget
+from queue_manager.access.authfail.memory import AuthFailures
 from queue_manager.access.principal import Principal, Role
-from queue_manager.access.records.memory import AccessStore, AuditRow, MonitorLink, OperatorRecord
+from queue_manager.access.records.base import AccessStore, AuditRow, MonitorLink, OperatorRecord
 from queue_manager.clock import Clock
 from queue_manager.config import Settings
 from queue_manager.tokens import TokenError, TokenSigner, hkdf_key

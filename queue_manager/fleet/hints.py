@@ -10,8 +10,8 @@ A message is JSON: ``{"k": kind, "from": instance id, ...data}``. Kinds: ``acces
 monitor links), ``rooms`` (``created``, ``deleted``, ``changed``: room ids), ``authlock`` (``ip``,
 ``minute``: the address has spent the fleet's ADMIN_AUTH_FAIL_PER_MIN allowance and is locked out
 until that wall-clock minute ends; an instance that misses it learns the lockout from its own count
-of the address's next wrong credential, see access/authfail/memory.py), ``popmaint`` (``enabled``:
-admission maintenance, sidestores/maintenance/admission.py), ``wake`` (``room``: wake that room's live streams,
+of the address's next wrong credential, see access/authfail/valkey.py), ``popmaint`` (``enabled``:
+admission maintenance, sidestores/maintenance/valkey.py), ``wake`` (``room``: wake that room's live streams,
 ``POST /internal/api/notify``), ``resync`` (local only: re-read everything).
 """
 

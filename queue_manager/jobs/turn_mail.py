@@ -38,7 +38,7 @@ from queue_manager.context import Context
 from queue_manager.engine.errors import EngineError
 from queue_manager.jobs import smtp, turn_letter
 from queue_manager.jobs.shared_state import Leadership
-from queue_manager.sidestores.mailbook.memory import AddressBook, Entry
+from queue_manager.sidestores.mailbook.base import AddressBook, Entry
 from queue_manager.store.base import StoreUnavailable
 
 if TYPE_CHECKING:

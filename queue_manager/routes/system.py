@@ -4,9 +4,9 @@ ADMIN_KEY); the writes are audited. Paths, bodies and ``message`` strings follow
 system routes (``docs/OPERATIONS.md``, "The system surface"): tooling greps for the strings, so they
 never change.
 
-* ``GET/POST /api/v1/system/maintenance``: journal maintenance, the disk spool (``sidestores/maintenance/journal.py``).
+* ``GET/POST /api/v1/system/maintenance``: journal maintenance, the disk spool (``sidestores/maintenance/``).
 * ``GET /api/v1/status/buffers``: this instance's disk spool in full.
-* ``GET/POST /api/v1/system/maintenance/pop``: admission maintenance (``sidestores/maintenance/admission.py``).
+* ``GET/POST /api/v1/system/maintenance/pop``: admission maintenance (``sidestores/maintenance/``).
 * ``GET /api/v1/system/shared-state``: does this instance share its state with live peers?
 * ``POST /api/v1/stats/refresh``: recount every room and fold the open hour of the reports now.
 * ``POST /internal/api/notify``: wake this instance's live streams of a room, and the fleet's.

@@ -8,7 +8,7 @@ import pytest
 from redis.asyncio import Redis
 
 from queue_manager.clock import FakeClock
-from queue_manager.sidestores.mailbook.memory import Entry, Place
+from queue_manager.sidestores.mailbook.base import Entry, Place
 from queue_manager.sidestores.mailbook.valkey import ValkeyAddressBook
 from queue_manager.store.valkey import keys
 from tests.fleet.test_leader import _cleanup

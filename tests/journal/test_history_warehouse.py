@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 
 from queue_manager.journal.database import Database
-from queue_manager.sidestores.history.hourly import HOUR, HourlyHistory, HourRow, MemoryRefusals, WarehouseRefused
+from queue_manager.sidestores.history.base import WarehouseRefused
+from queue_manager.sidestores.history.memory import MemoryRefusals
 from queue_manager.sidestores.history.pg import PgWarehouse
+from queue_manager.sidestores.history.rows import HOUR, HourRow
+from queue_manager.sidestores.history.writer import HourlyHistory
 
 H = 1_800_000 * 1000 // 3600 * 3600
 T0 = H * 1000

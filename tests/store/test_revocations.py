@@ -8,7 +8,8 @@ import time
 from redis.asyncio import Redis
 
 from queue_manager.clock import FakeClock
-from queue_manager.sidestores.revocations.memory import MemoryRevocations, RevocationList
+from queue_manager.sidestores.revocations.base import RevocationList
+from queue_manager.sidestores.revocations.memory import MemoryRevocations
 from queue_manager.sidestores.revocations.valkey import ValkeyRevocations
 from queue_manager.store.valkey import keys
 

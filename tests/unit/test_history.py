@@ -1,4 +1,4 @@
-"""The hourly history's pure fold and merge (``sidestores/history/hourly.py``): counters from baselines, coverage, the
+"""The hourly history's pure fold and merge (``sidestores/history/``): counters from baselines, coverage, the
 reservoir, partial rows, day buckets, and a writer that takes over mid-hour."""
 
 from __future__ import annotations
@@ -7,21 +7,10 @@ import asyncio
 import random
 from typing import Any
 
-from queue_manager.sidestores.history.hourly import (
-    COLUMNS,
-    GAP_MS,
-    HELD_WAITS,
-    HOUR,
-    RESERVOIR,
-    HourlyHistory,
-    HourRow,
-    MemoryRefusals,
-    MemoryWarehouse,
-    Reading,
-    build_report,
-    fold,
-    report,
-)
+from queue_manager.sidestores.history.memory import MemoryRefusals, MemoryWarehouse
+from queue_manager.sidestores.history.report import COLUMNS, build_report, report
+from queue_manager.sidestores.history.rows import GAP_MS, HOUR, RESERVOIR, HourRow, Reading, fold
+from queue_manager.sidestores.history.writer import HELD_WAITS, HourlyHistory
 from queue_manager.sidestores.timeline.series import WaitLump
 
 H = 1_800_000 * 1000 // 3600 * 3600  # an hour's start, epoch s (a whole hour)

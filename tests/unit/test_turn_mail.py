@@ -18,7 +18,8 @@ from queue_manager.jobs import smtp, turn_letter
 from queue_manager.jobs.shared_state import Solo
 from queue_manager.jobs.turn_mail import TurnMail
 from queue_manager.routes.visitor.notify import check_address, masked
-from queue_manager.sidestores.mailbook.memory import Entry, MemoryAddressBook, Place
+from queue_manager.sidestores.mailbook.base import Entry, Place
+from queue_manager.sidestores.mailbook.memory import MemoryAddressBook
 from queue_manager.store.memory import MemoryStore
 
 GOOD = {"ADMIN_KEY": "k" * 40, "SECRET": "s" * 48, "PUBLIC_API_KEY": "p" * 40}

@@ -1,7 +1,7 @@
 """ADMIN_AUTH_FAIL_PER_MIN on STORE=valkey: the fleet's wrong-credential budget, counted in Valkey.
 
-The form of :class:`~queue_manager.access.authfail.memory.AuthBudget` a fleet spends; this process's own
-count (:class:`~queue_manager.access.authfail.memory.AuthFailures`) stays in ``authfail.py``, which a memory
+The form of :class:`~queue_manager.access.authfail.base.AuthBudget` a fleet spends; this process's own
+count (:class:`~queue_manager.access.authfail.memory.AuthFailures`) stays in ``memory.py``, which a memory
 server imports without the Valkey client.
 """
 
@@ -11,7 +11,7 @@ import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from queue_manager.access.authfail.memory import MINUTE_MS, AuthBudget, WallClock
+from queue_manager.access.authfail.base import MINUTE_MS, AuthBudget, WallClock
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey.errors import translate
 from queue_manager.store.valkey.keys import auth_fail_key

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from queue_manager.access.records.memory import AuditRow, MonitorLink, OperatorRecord
+from queue_manager.access.records.base import AuditRow, MonitorLink, OperatorRecord
 from queue_manager.fleet.hints import Hints
 from queue_manager.journal.database import Database
 from queue_manager.journal.rows import audit_args, audit_insert_sql
@@ -56,6 +56,8 @@ def _ms(value: datetime | None) -> int | None:
 
 
 class SharedAccessStore:
+    """STORE=valkey + SIDESTORE=pg: the records every instance shares (the interface: ``base.AccessStore``)."""
+
     def __init__(
         self,
         database: Database | _OnDatabase,

@@ -4,7 +4,7 @@
 first, with the marks of what changed it (with SIDESTORE=pg the marks of the tier's whole span, kept in
 PostgreSQL by every instance; otherwise this process's since its first bucket).
 ``GET /api/admin/reports?bucket=hour|day[&from=…][&to=…][&roomId=…][&format=csv]`` (read): one row per
-room per bucket from the hourly history (``sidestores/history/hourly.py``: PostgreSQL with SIDESTORE=pg, this process
+room per bucket from the hourly history (``sidestores/history/``: PostgreSQL with SIDESTORE=pg, this process
 otherwise), the open hour as last sampled; ``from`` is floored to its bucket, ``to`` is exclusive.
 """
 
@@ -16,8 +16,10 @@ from typing import Any
 from queue_manager.http.wire import HttpError, send_json
 from queue_manager.routes import csvout
 from queue_manager.routes.call import Call
-from queue_manager.sidestores.history.hourly import COLUMNS as REPORT_COLUMNS
-from queue_manager.sidestores.history.hourly import RESERVOIR, HistoryUnavailable, bucket_start
+from queue_manager.sidestores.history.base import HistoryUnavailable
+from queue_manager.sidestores.history.report import COLUMNS as REPORT_COLUMNS
+from queue_manager.sidestores.history.report import bucket_start
+from queue_manager.sidestores.history.rows import RESERVOIR
 from queue_manager.sidestores.timeline.series import TIERS, block_note
 
 SERIES_COLUMNS = (

@@ -3,7 +3,7 @@
 A visitor waiting in line leaves an address to be e-mailed at when their turn comes (one per ticket: a
 new one replaces the old), reads whether one is kept, or takes it back. The ticket is the one the waiting
 page's other calls use (``token`` in the body or query, else the ``qm_<room>`` cookie). The address goes
-to the address book (``sidestores/mailbook/memory.py``: this process or Valkey, never PostgreSQL) with the language
+to the address book (``sidestores/mailbook/``: this process or Valkey, never PostgreSQL) with the language
 the page spoke and the link the e-mail carries; the leader's job (``jobs/turn_mail.py``) sends it.
 
 The link is the waiting page, ``<public base>/w/<room>`` (``IdentityResolver.public_base``: PUBLIC_URL, a
@@ -29,7 +29,7 @@ from queue_manager.http.language import pick_language
 from queue_manager.http.wire import HttpError, Request, Send, send_json
 from queue_manager.routes.visitor.api import room_param
 from queue_manager.services import ratelimit
-from queue_manager.sidestores.mailbook.memory import AddressBook, Entry, Place
+from queue_manager.sidestores.mailbook.base import AddressBook, Entry, Place
 from queue_manager.web import asset
 
 MAX_ADDRESS = 254

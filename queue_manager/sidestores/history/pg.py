@@ -1,8 +1,8 @@
 """The hourly history in PostgreSQL (``history_hourly``): the rows the leader writes and every instance reads.
 
-:class:`PgWarehouse` is the :class:`~queue_manager.sidestores.history.hourly.Warehouse` of ``SIDESTORE=pg``. A write is
-one transaction: a transaction-scoped advisory lock per schema, then ``SELECT … FOR UPDATE`` of the rows it
-changes, the fold (``history/hourly.fold``) on what was read, and an upsert of the result. Two writers (a
+:class:`PgWarehouse` is the :class:`~queue_manager.sidestores.history.base.Warehouse` of ``SIDESTORE=pg``. A write
+is one transaction: a transaction-scoped advisory lock per schema, then ``SELECT … FOR UPDATE`` of the rows it
+changes, the fold (``rows.fold``) on what was read, and an upsert of the result. Two writers (a
 leader and the one that lost the lease late) are therefore serialized, and neither ever writes a row it
 did not read first.
 
@@ -26,7 +26,8 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 
 from queue_manager.journal.database import Database
-from queue_manager.sidestores.history.hourly import HOUR, TOLERANCE_SEC, HourRow, WarehouseRefused
+from queue_manager.sidestores.history.base import WarehouseRefused
+from queue_manager.sidestores.history.rows import HOUR, TOLERANCE_SEC, HourRow
 from queue_manager.sidestores.timeline.series import percentile
 
 # every column the writer and the reader name: a boot whose table lacks one refuses
@@ -90,6 +91,8 @@ def _values(row: HourRow, now_ms: int) -> tuple[Any, ...]:
 
 
 class PgWarehouse:
+    """SIDESTORE=pg: the rows in ``history_hourly``, read and written by every instance."""
+
     kind = "pg"
 
     def __init__(self, db: Database, wall_ms: Callable[[], int]) -> None:

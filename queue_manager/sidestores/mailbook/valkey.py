@@ -1,4 +1,4 @@
-"""STORE=valkey: the turn-e-mail address book in the shared Valkey (see ``sidestores/mailbook/memory.py``).
+"""STORE=valkey: the turn-e-mail address book in the shared Valkey (the interface: ``base.AddressBook``).
 
 One hash per ticket, ``<prefix>mail:<room>:<gen>:<n>`` (``to``, ``lang``, ``link``, ``at``, and ``sent`` /
 ``lapsed`` once set), with a key TTL: the backstop at sign-up, ``LAPSED_TTL_MS`` once the entry window
@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from queue_manager.clock import Clock
-from queue_manager.sidestores.mailbook.memory import Entry, Place
+from queue_manager.sidestores.mailbook.base import Entry, Place
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey import keys
 
@@ -47,6 +47,8 @@ def _text(value: bytes | str | None) -> str:
 
 
 class ValkeyAddressBook:
+    """STORE=valkey: the entries in Valkey, one hash per ticket, shared by the fleet."""
+
     kind = "valkey"
 
     def __init__(self, client: Redis, prefix: str, clock: Clock) -> None:

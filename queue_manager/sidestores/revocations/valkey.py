@@ -1,4 +1,4 @@
-"""STORE=valkey: the edge passes' revocation list in the shared Valkey (see ``sidestores/revocations/memory.py``).
+"""STORE=valkey: the edge passes' revocation list in the shared Valkey (the interface: ``base.RevocationList``).
 
 One sorted set per room, ``<prefix>passrev:<room>``: member = pass id, score = the wall ms its entry
 may go. A read drops what is due first; the key itself expires with its latest entry. A flush's cutoff is
@@ -19,6 +19,8 @@ from queue_manager.store.valkey import keys
 
 
 class ValkeyRevocations:
+    """The revoked pass ids and flush cutoffs of every room, in Valkey for the fleet."""
+
     def __init__(self, client: Redis, prefix: str, clock: Clock) -> None:
         self.client = client
         self.prefix = prefix

@@ -49,7 +49,8 @@ Mark = tuple[str, int, str, str]  # room, t (s), kind, note
 
 
 class TimelineNotes:
-    """Marks waiting to be written, the writer Job, and the read the chart's route makes."""
+    """Marks waiting to be written, the writer Job, and the read the chart's route makes: the shared
+    timeline is both the recorder's ``MarkSink`` and the route's ``TimelineView`` (``base.py``)."""
 
     def __init__(
         self, db: Database, clock: Clock, *, flush_sec: float = FLUSH_SEC, prune_sec: float = PRUNE_SEC

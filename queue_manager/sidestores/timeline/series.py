@@ -13,8 +13,8 @@ a room mints fewer than that between two samples. A wait counts in the sample th
 does in ``passes``. Events that changed the room (state, rate, purge, a new generation) become marks, and
 so do joins refused by bot protection (``block``: one mark per room per minute, with the count).
 
-The marks are kept here for this process; given a ``sink`` (with ``SIDESTORE=pg``: the journal's
-timeline) the recorder also hands it every mark it makes, so they outlive the process.
+The marks are kept here for this process; given a ``sink`` (a ``base.MarkSink``; with ``SIDESTORE=pg``
+the shared timeline, ``pg.py``) the recorder also hands it every mark it makes, so they outlive the process.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ import random
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from queue_manager.engine.view import MintedWaits
+    from queue_manager.sidestores.timeline.base import MarkSink
     from queue_manager.store.base import Store
 
 SAMPLE_SEC = 2.0
@@ -42,14 +43,6 @@ BLOCK_SEC = 60  # refused joins are one mark per room per this many seconds
 def block_note(count: int) -> str:
     """What a coalesced ``block`` mark says."""
     return f"{count} join{'' if count == 1 else 's'} refused by bot protection"
-
-
-class MarkSink(Protocol):
-    """Where the recorder's marks go beyond this process (``journal/timeline.TimelineNotes``)."""
-
-    def mark(self, room_id: str, t: int, kind: str, note: str) -> None: ...
-
-    def block(self, room_id: str, minute: int, n: int = 1) -> None: ...
 
 
 def percentile(values: list[float], q: float) -> float | None:

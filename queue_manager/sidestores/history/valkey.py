@@ -29,6 +29,8 @@ HELD_MAX = 10_000  # (room, hour, kind) entries held while Valkey is unreachable
 
 
 class SharedRefusals:
+    """The :class:`~queue_manager.sidestores.history.base.RefusalCounts` of STORE=valkey: the fleet's tallies."""
+
     def __init__(self, redis: Redis, prefix: str, *, flush_sec: float = FLUSH_SEC) -> None:
         self.redis = redis
         self.prefix = prefix

@@ -1,18 +1,14 @@
-"""Admission maintenance (the system surface's "pop maintenance"): while on, no room lets anybody through.
+"""STORE=valkey: admission maintenance (the system surface's "pop maintenance") shared by the fleet.
 
-The flag is the store's ``held`` (``Store.set_held``): no promotion in the outflow, no new admission at
-the door, an active room reads as paused to its visitors; the line keeps its places and keeps answering.
-
-With STORE=memory it is this process's flag. With STORE=valkey it is the fleet's: ``<prefix>popmaint``
-in Valkey holds ``1`` or ``0`` (mirrored in PostgreSQL's ``system_state`` row ``pop_maintenance_mode``,
-best effort, and read from there when Valkey holds nothing), a change is announced with a ``popmaint``
-hint (``fleet/hints.py``) so every instance obeys it at once, and every instance re-reads the key on each
+The flag is the store's ``held`` (``Store.set_held``) on every instance: ``<prefix>popmaint`` in Valkey
+holds ``1`` or ``0`` (mirrored in PostgreSQL's ``system_state`` row ``pop_maintenance_mode``, best effort,
+and read from there when Valkey holds nothing), a change is announced with a ``popmaint`` hint
+(``fleet/hints.py``) so every instance obeys it at once, and every instance re-reads the key on each
 tick, so one that missed the hint obeys within about a second anyway.
 
 Example::
 
-    pop = PopMaintenance(store)                      # STORE=memory
-    pop = PopMaintenance(store, redis=r, prefix="qm:", hints=hints, database=db, instance_id="qm-1")
+    pop = ValkeyAdmissionMaintenance(store, r, "qm:", hints=hints, database=db, instance_id="qm-1")
     await pop.load()
     await pop.set(True)
     await pop.refresh()                              # each tick
@@ -42,13 +38,15 @@ HINT = "popmaint"
 READ_TIMEOUT_SEC = 0.5  # the tick's re-read gives up after this (the flag stays as last read)
 
 
-class PopMaintenance:
+class ValkeyAdmissionMaintenance:
+    """Admission maintenance as the fleet's flag in Valkey (the interface: ``base.AdmissionMaintenance``)."""
+
     def __init__(
         self,
         store: Store,
+        redis: Redis,
+        prefix: str,
         *,
-        redis: Redis | None = None,
-        prefix: str = "",
         hints: Hints | None = None,
         database: Database | None = None,
         instance_id: str = "",
@@ -68,8 +66,7 @@ class PopMaintenance:
 
     @property
     def shared(self) -> bool:
-        """Is the flag the fleet's (Valkey) rather than this process's?"""
-        return self.redis is not None
+        return True
 
     def _on_hint(self, data: dict[str, Any]) -> None:
         enabled = data.get("enabled")
@@ -77,9 +74,6 @@ class PopMaintenance:
             self.store.set_held(enabled)
 
     async def load(self) -> None:
-        """At start: the fleet's flag (Valkey, else the PostgreSQL mirror); best effort, never raises."""
-        if self.redis is None:
-            return
         if await self.refresh():
             return
         mirrored = await self._read_mirror()
@@ -91,9 +85,6 @@ class PopMaintenance:
                 log.debug("pop maintenance: %s", exc)
 
     async def refresh(self) -> bool:
-        """Re-read the fleet's flag and obey it; False when Valkey holds none or cannot be read."""
-        if self.redis is None:
-            return True
         try:  # bounded: the tick waits for this, and a Valkey that does not answer must not hold it up
             raw = await asyncio.wait_for(self.redis.get(self.key), READ_TIMEOUT_SEC)
         except Exception as exc:
@@ -107,10 +98,7 @@ class PopMaintenance:
         return True
 
     async def set(self, enabled: bool) -> None:
-        """Turn admission maintenance on or off: here at once, then the fleet (Valkey, the hint, the mirror)."""
         self.store.set_held(enabled)
-        if self.redis is None:
-            return
         try:
             await self.redis.set(self.key, "1" if enabled else "0")
         except Exception as exc:  # the others learn it when Valkey answers again, from the mirror at start
