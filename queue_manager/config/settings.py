@@ -181,7 +181,8 @@ class Settings:
     cookie_secure: bool = flag("COOKIE_SECURE", False, "Every cookie carries Secure, TLS seen or not.")
     public_api_key: str | None = optional_text(
         "PUBLIC_API_KEY",
-        "The key for server-side connectors (instead of ADMIN_KEY); qm-dev-public-key while ADMIN_KEY is the default.",
+        f"The key for server-side connectors (instead of ADMIN_KEY); {DEFAULT_PUBLIC_API_KEY} while ADMIN_KEY is the "
+        "default.",
         sensitive=True,
     )
     public_api_key_is_default: bool

@@ -38,8 +38,8 @@ from urllib.parse import urlsplit
 from queue_manager import __version__
 from queue_manager.clock import Clock
 from queue_manager.config import Settings
-from queue_manager.jobs.outbound import Pinned, Refused, pin
 from queue_manager.jobs.shared_state import Shared
+from queue_manager.outbound import Pinned, Refused, pin
 
 if TYPE_CHECKING:
     import httpx

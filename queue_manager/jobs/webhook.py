@@ -22,7 +22,7 @@ import orjson
 
 from queue_manager import __version__, ssrf
 from queue_manager.config import ConfigRefusal, Settings
-from queue_manager.jobs.outbound import Refused, pin
+from queue_manager.outbound import Refused, pin
 
 if TYPE_CHECKING:
     import httpx

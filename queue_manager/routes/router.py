@@ -4,7 +4,7 @@ Every route the server answers — the visitor API, the admin API, the pages and
 :class:`Route` in :data:`queue_manager.routes.table.TABLE`: a method, a path pattern, the handler, who
 may call it (a visitor, or a signed-in caller holding the grants named) and a one-line summary. From
 that table come the match, the 405 with ``Allow`` (answered here and nowhere else), the ``/api/v1``
-aliases and the API's machine-readable description (``http/apidoc``: OpenAPI 3.1, one entry per route).
+aliases and the API's machine-readable description (``routes/apidoc``: OpenAPI 3.1, one entry per route).
 
 A pattern is a path whose segments are literal or ``{name}`` (one non-empty segment); the last may
 be ``{name...}``, the rest of the path (slashes kept; it may be empty: ``/docs/`` matches

@@ -5,6 +5,9 @@ and a one-line summary. Handlers never check the method or the caller's grants t
 visitor path (answers on every host, the customer's included), ``o`` a route open to anyone but meant for
 the people running the queue, ``a`` an admin route; only ``v`` routes remain on a host that ADMIN_HOST
 leaves to the visitors.
+
+The table is described by :data:`API` (``/api/openapi.json`` and ``/docs/api``), which is handed the table
+itself: the description's routes are in the table they describe.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from queue_manager.routes.admin import rooms as admin_rooms
 from queue_manager.routes.admin import server_state as admin
 from queue_manager.routes.admin import stream as admin_stream
 from queue_manager.routes.admin import team as admin_team
-from queue_manager.routes.apidoc import serve as apidoc
+from queue_manager.routes.apidoc.serve import Description
 from queue_manager.routes.pages import connectors, waiting
 from queue_manager.routes.pages import console as pages_console
 from queue_manager.routes.pages import docs as pages_docs
@@ -45,6 +48,11 @@ ROOM = "/api/admin/rooms/{room}"
 MAINT = "/api/system/maintenance"
 POP = f"{MAINT}/pop"
 LINK = "/api/admin/monitor-links"
+
+#: the description of :data:`TABLE`, built from it on first use (the table names its handlers, so it is
+#: handed over as a function that returns it once defined)
+API = Description(lambda: TABLE)
+GUIDES = pages_docs.Guides(API)
 
 TABLE: tuple[Route, ...] = (
     # -- the visitor API
@@ -75,8 +83,8 @@ TABLE: tuple[Route, ...] = (
     v("GET", "/fonts/{file...}", waiting.font_file, "A font of the waiting page."),
     v("GET", "/offline.html", pages_visitor.offline_page, "The self-contained page shown while the queue is away."),
     v("GET", "/origin-down.html", pages_visitor.origin_down_page, "The page shown while an inline app is down."),
-    o("GET", "/docs", pages_docs.docs_page, "The guides, in the reader's language."),
-    o("GET", "/docs/{page...}", pages_docs.docs_page, "One guide page."),
+    o("GET", "/docs", GUIDES.docs_page, "The guides, in the reader's language."),
+    o("GET", "/docs/{page...}", GUIDES.docs_page, "One guide page."),
     # -- the admin API: the console's sign-in and this server
     o("POST", "/api/admin/session", admin.session_open, "Trade a key once for a console session cookie."),
     a("DELETE", "/api/admin/session", (), admin_team.session_close, "Sign the console out."),
@@ -98,12 +106,12 @@ TABLE: tuple[Route, ...] = (
     a("POST", "/api/admin/sse-ticket", ("read",), admin_team.sse_ticket, "A one-time ticket for the event stream."),
     a("POST", "/api/admin/shutdown", ("owner",), admin_team.shutdown, "Stop this instance gracefully."),
     a("GET", "/api/admin/audit", ("team",), admin_team.audit, "The audit log (JSON or CSV)."),
-    a("GET", "/api/openapi.json", ("read",), apidoc.openapi_json, "This API described (OpenAPI 3.1)."),
+    a("GET", "/api/openapi.json", ("read",), API.openapi_json, "This API described (OpenAPI 3.1)."),
     a(
         "GET",
         "/api/admin/openapi.json",
         ("read",),
-        apidoc.openapi_json,
+        API.openapi_json,
         "This API described (OpenAPI 3.1), where the console's session reaches.",
     ),
     # -- rooms

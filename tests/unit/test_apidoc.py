@@ -9,11 +9,11 @@ from openapi_spec_validator import validate
 
 from queue_manager import __version__
 from queue_manager.routes.apidoc.document import DESCRIBED, Undescribed, build, openapi_path, operation_id
-from queue_manager.routes.apidoc.serve import rendered
 from queue_manager.routes.router import admin, visitor
-from queue_manager.routes.table import TABLE
+from queue_manager.routes.table import API, TABLE
 
 METHODS = ("get", "post", "put", "patch", "delete")
+rendered = API.rendered
 
 
 async def _h(*_: object) -> None:

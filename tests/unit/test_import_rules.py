@@ -8,6 +8,7 @@ import graph.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 from pathlib import Path
@@ -55,3 +56,45 @@ def test_nothing_imports_the_composition_root() -> None:
     graph = grimp.build_graph("queue_manager")
     importers = graph.find_modules_that_directly_import("queue_manager.server")
     assert importers <= graph.find_descendants("queue_manager.cli"), importers
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No import cycle among the package's modules, an import inside a function included: a module that needs
+    what imports it is handed it instead (``routes/table.py`` hands its table to the API's description).
+    Imports made only for type checking are left out: they never run."""
+    graph = grimp.build_graph("queue_manager", exclude_type_checking_imports=True, cache_dir=None)
+    cycles = sorted(
+        f"{module} -> {imported} -> … -> {module}"
+        for module in graph.modules
+        for imported in graph.find_modules_directly_imported_by(module)
+        if graph.chain_exists(imported, module, as_packages=False)
+    )
+    assert not cycles, cycles
+
+
+TABLE_MODULE = "queue_manager.routes.table"
+
+
+def _names_table(node: ast.Import | ast.ImportFrom) -> bool:
+    if isinstance(node, ast.Import):
+        return any(alias.name == TABLE_MODULE for alias in node.names)
+    if node.module == TABLE_MODULE:
+        return True
+    return node.module == "queue_manager.routes" and any(alias.name == "table" for alias in node.names)
+
+
+def test_only_the_app_reads_the_table_from_inside_a_function() -> None:
+    """An import of the routes' table hidden in a function is how a cycle through it would be papered over:
+    only the app (which owns the table) may do that."""
+    package = ROOT / "queue_manager"
+    allowed = package / "routes" / "app.py"
+    found = []
+    for file in sorted(package.rglob("*.py")):
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+        for func in ast.walk(tree):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and _names_table(node) and file != allowed:
+                    found.append(f"{file.relative_to(ROOT)}:{node.lineno}")
+    assert not found, found

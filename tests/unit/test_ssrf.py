@@ -2,7 +2,7 @@
 
 An address the rule refuses in IPv4 is refused in each of those forms too, and a public one is
 accepted in each; the rule is the one every outbound connection uses (a proxy origin at save time,
-after DNS and once connected, the target probe and the alert webhook through ``jobs/outbound.pin``).
+after DNS and once connected, the target probe and the alert webhook through ``outbound.pin``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from queue_manager import ssrf
-from queue_manager.jobs import outbound
+from queue_manager import outbound, ssrf
 
 PRIVATE_V4 = ["127.0.0.1", "10.0.0.1", "169.254.169.254", "192.168.1.1", "172.16.0.1", "100.64.0.1", "0.0.0.0"]
 PUBLIC_V4 = ["8.8.8.8", "1.1.1.1", "93.184.216.34", "203.0.113.10"]

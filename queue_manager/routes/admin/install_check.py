@@ -109,13 +109,18 @@ def _is_html(content_type: str) -> bool:
     return kind in ("", "text/html", "application/xhtml+xml")
 
 
+def _only(body: dict[str, Any], name: str) -> dict[str, Any]:
+    """A body of the one field ``name`` (or none), else 400 ``unknown_field`` naming the first other."""
+    unknown = sorted(k for k in body if k != name)
+    if unknown:
+        raise HttpError(400, "unknown_field", f"Unknown field {unknown[0]!r}: send only {name}.", field=unknown[0])
+    return body
+
+
 async def install_check(call: Call) -> None:
     ctx = call.ctx
     room_id = call.req.params["room"]
-    body = await call.req.json_object()
-    unknown = sorted(k for k in body if k != "url")
-    if unknown:
-        raise HttpError(400, "unknown_field", f"Unknown field {unknown[0]!r}: send only url.", field=unknown[0])
+    body = _only(await call.req.json_object(), "url")
     url = _page_url(body)
     policy = await ctx.store.room_policy(room_id)
     if policy is None:
@@ -217,10 +222,7 @@ async def install_check(call: Call) -> None:
 async def add_tag_origin(call: Call) -> None:
     ctx = call.ctx
     room_id = call.req.params["room"]
-    body = await call.req.json_object()
-    unknown = sorted(k for k in body if k != "origin")
-    if unknown:
-        raise HttpError(400, "unknown_field", f"Unknown field {unknown[0]!r}: send only origin.", field=unknown[0])
+    body = _only(await call.req.json_object(), "origin")
     value = body.get("origin")
     pattern = parse_origin_pattern(value) if isinstance(value, str) else None
     if pattern is None or pattern.wildcard or not isinstance(value, str) or origin_of(value) is None:

@@ -1,6 +1,6 @@
 """Fetch one page of a customer's site for the console's install verifier, held to the private-address rule.
 
-Every hop is resolved and checked before it is connected to (``ssrf.py``: the rule a proxy origin and the
+Every hop is resolved and checked before it is connected to (``outbound.pin``: the rule a proxy origin and the
 target probe are held to; ``PROXY_ALLOW_PRIVATE=1`` lifts it), and the request goes to the address that was
 checked, with the URL's ``Host`` and TLS server name. Redirects are followed by hand, at most
 ``MAX_REDIRECTS``, each new location checked again as a new hop; a redirect to anything but an absolute
@@ -12,14 +12,13 @@ kept but what the verifier reads out of it.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-from queue_manager import __version__, ssrf
+from queue_manager import __version__, outbound
 from queue_manager.engine.origins import origin_of
 
 if TYPE_CHECKING:
@@ -72,27 +71,11 @@ class _Failed(Exception):
 
 async def _pin(url: str, allow_private: bool) -> tuple[str, dict[str, str], dict[str, Any]]:
     """``url`` with the checked address in place of its host, the Host header and the TLS server name."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    loop = asyncio.get_running_loop()
     try:
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise _Failed(f"{host} does not resolve ({exc.strerror or exc})") from None
-    addresses = [str(info[4][0]) for info in infos]
-    if not addresses:
-        raise _Failed(f"{host} does not resolve")
-    if not allow_private:
-        for address in addresses:
-            if ssrf.is_private(address):
-                raise _Refused(str(ssrf.OriginRefused(host, address, what="the site")))
-    address = addresses[0]
-    literal = f"[{address}]" if ":" in address else address
-    netloc = literal if parts.port is None else f"{literal}:{parts.port}"
-    extensions: dict[str, Any] = {"sni_hostname": host} if parts.scheme == "https" else {}
-    pinned = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
-    return pinned, {"host": parts.netloc.rpartition("@")[2]}, extensions
+        pinned = await outbound.pin(url, allow_private=allow_private, what="the site")
+    except outbound.Refused as exc:
+        raise (_Refused if exc.private else _Failed)(str(exc)) from None
+    return pinned.url, pinned.headers, pinned.extensions
 
 
 def _next_hop(current: str, location: str | None) -> str:

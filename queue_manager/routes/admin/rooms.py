@@ -118,15 +118,13 @@ async def rooms_upsert(call: Call) -> None:
     body = await call.req.json_object()
     room_id = body.get("id") if isinstance(body.get("id"), str) else None
     inline, changes, creating = await _inline_change(call, body)
+
+    async def audit_refused(code: str) -> None:
+        action = "room.create" if creating else "room.update"
+        await call.audit(action, target=room_id, room_id=room_id, ok=False, refused=code, fields=sorted(changes))
+
     if inline and not call.who.may("owner"):
-        await call.audit(
-            "room.create" if creating else "room.update",
-            target=room_id,
-            room_id=room_id,
-            ok=False,
-            refused="inline_requires_owner",
-            fields=sorted(changes),
-        )
+        await audit_refused("inline_requires_owner")
         advice = (
             "The room can still be created as a snippet room (no proxyOrigin)."
             if creating
@@ -140,14 +138,7 @@ async def rooms_upsert(call: Call) -> None:
     try:
         _refuse_private_origin(call, changes)
     except HttpError:
-        await call.audit(
-            "room.create" if creating else "room.update",
-            target=room_id,
-            room_id=room_id,
-            ok=False,
-            refused="proxy_origin_private",
-            fields=sorted(changes),
-        )
+        await audit_refused("proxy_origin_private")
         raise
     fields = sorted(k for k in body if k != "id" and k not in READ_ONLY_FIELDS)  # a read's figures are ignored
     try:

@@ -1,10 +1,10 @@
 """The OpenAPI 3.1 document, generated from the router's table and the descriptions beside it.
 
-The generator walks :data:`queue_manager.routes.table.TABLE`, so the document cannot name a route that
-does not exist; a route without a description is an error here (and in the tests), never a silent gap.
-What every route of a kind answers is added once: an admin route's 401, 403 and 429, a body's 400 and
-413, a query string's 400, a rate limit's 429, the store's 503. The ``/api/v1/…`` spelling of every
-``/api/…`` route is named on its path item (``x-aliases``) rather than repeated.
+The generator walks the table of routes it is handed (the server's: :data:`queue_manager.routes.table.TABLE`),
+so the document cannot name a route that does not exist; a route without a description is an error here
+(and in the tests), never a silent gap. What every route of a kind answers is added once: an admin route's
+401, 403 and 429, a body's 400 and 413, a query string's 400, a rate limit's 429, the store's 503. The
+``/api/v1/…`` spelling of every ``/api/…`` route is named on its path item (``x-aliases``) rather than repeated.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def build(table: Iterable[Route], version: str, described: Mapping[tuple[str, st
     for route in table:
         op = described.get((route.method, route.pattern))
         if op is None:
-            raise Undescribed(f"{route.method} {route.pattern} has no description in http/apidoc")
+            raise Undescribed(f"{route.method} {route.pattern} has no description in routes/apidoc")
         item = paths.setdefault(openapi_path(route.pattern), {})
         item[route.method.lower()] = describe(route, op)
         if route.aliases:

@@ -29,8 +29,8 @@ from queue_manager.context import Context
 from queue_manager.http.sendfile import serve_payload
 from queue_manager.http.wire import Request, Send, send_response
 from queue_manager.routes.apidoc import reference
-from queue_manager.routes.apidoc import serve as apidoc
 from queue_manager.routes.apidoc.document import CONSOLE_OPENAPI_PATH
+from queue_manager.routes.apidoc.serve import Description
 from queue_manager.routes.pages import pageguard
 from queue_manager.web import shipped, static
 from queue_manager.web.docs import render
@@ -205,11 +205,10 @@ def _api_item(lang: str, base: str) -> str:
     )
 
 
-@cache
-def api_reference(lang: str, base: str = "") -> Body:
-    """``/docs/api``: the HTTP API reference, rendered once per process from the OpenAPI document (English
-    on both languages' pages)."""
-    main, headings = reference.render(apidoc.rendered().document, base)
+def api_reference(description: Description, lang: str, base: str = "") -> Body:
+    """``/docs/api``: the HTTP API reference, rendered from the OpenAPI document (English on both languages'
+    pages)."""
+    main, headings = reference.render(description.rendered().document, base)
     if lang != "en":
         main = f'<div lang="en">{main}</div>'
     text = render.page(
@@ -281,31 +280,48 @@ def own_address(ctx: Context, req: Request, prefix: str) -> str:
     return base if ctx.identity.public_url else base + prefix
 
 
-async def docs_page(ctx: Context, req: Request, send: Send) -> None:
-    limits = await pageguard.admit(ctx, req, send, "pages")
-    if limits is None:
-        return  # refused: pageguard answered 429
-    head = req.method == "HEAD"
-    lang, name, canonical = resolve(req.path)
-    base = path_prefix(req)
-    if canonical is not None:
-        location = (base + canonical).encode()
-        await send_response(send, 301, b"", [(b"location", location), CACHE_CONTROL, *limits], head)
-        return
-    lib = library(ctx)
-    if name is None:
-        body = not_found(lang, base)
-    elif name == API_PAGE:
-        body = api_reference(lang, base)
-    else:
-        body = await lib.page(lang, name, base, own_address(ctx, req, base))
-    headers: list[tuple[bytes, bytes]] = [
-        CACHE_CONTROL,
-        NOSNIFF,
-        REFERRER,
-        (b"content-security-policy", render.content_security_policy(base).encode()),
-        (b"content-language", body.lang.encode()),
-        *limits,
-    ]
-    # only a guide is revalidated: the "no such guide" page carries no ETag
-    await serve_payload(req, send, body.payload, headers, status=body.status, conditional=body.status == 200)
+class Guides:
+    """The ``/docs`` handler of one table of routes: the guides, and ``/docs/api`` rendered once per language and
+    path prefix from that table's description."""
+
+    __slots__ = ("_references", "description")
+
+    def __init__(self, description: Description) -> None:
+        self.description = description
+        self._references: dict[tuple[str, str], Body] = {}
+
+    def api_reference(self, lang: str, base: str = "") -> Body:
+        key = (lang, base)
+        body = self._references.get(key)
+        if body is None:
+            body = self._references[key] = api_reference(self.description, lang, base)
+        return body
+
+    async def docs_page(self, ctx: Context, req: Request, send: Send) -> None:
+        limits = await pageguard.admit(ctx, req, send, "pages")
+        if limits is None:
+            return  # refused: pageguard answered 429
+        head = req.method == "HEAD"
+        lang, name, canonical = resolve(req.path)
+        base = path_prefix(req)
+        if canonical is not None:
+            location = (base + canonical).encode()
+            await send_response(send, 301, b"", [(b"location", location), CACHE_CONTROL, *limits], head)
+            return
+        lib = library(ctx)
+        if name is None:
+            body = not_found(lang, base)
+        elif name == API_PAGE:
+            body = self.api_reference(lang, base)
+        else:
+            body = await lib.page(lang, name, base, own_address(ctx, req, base))
+        headers: list[tuple[bytes, bytes]] = [
+            CACHE_CONTROL,
+            NOSNIFF,
+            REFERRER,
+            (b"content-security-policy", render.content_security_policy(base).encode()),
+            (b"content-language", body.lang.encode()),
+            *limits,
+        ]
+        # only a guide is revalidated: the "no such guide" page carries no ETag
+        await serve_payload(req, send, body.payload, headers, status=body.status, conditional=body.status == 200)

@@ -1,4 +1,5 @@
-"""Where the jobs' own requests may go: alert deliveries and target probes, held to the private-address rule.
+"""Where the server's own requests may go: alert deliveries, target probes and the install verifier's page
+fetch, held to the private-address rule.
 
 :func:`pin` resolves a URL's host and refuses it when any address the name resolves to is private or
 internal (``ssrf.py``: the rule a proxy origin is held to), unless the operator allowed it. It returns
