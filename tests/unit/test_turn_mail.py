@@ -11,7 +11,7 @@ import pytest
 from queue_manager.clock import FakeClock, SystemClock
 from queue_manager.config import load_settings
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import Presented
+from queue_manager.engine.visitor import Presented
 from queue_manager.http.context import Context
 from queue_manager.http.notify import check_address, masked
 from queue_manager.http.wire import HttpError
