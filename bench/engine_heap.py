@@ -18,6 +18,7 @@ import tracemalloc
 import orjson
 
 from queue_manager.clock import FakeClock
+from queue_manager.engine import visitor
 from queue_manager.engine.engine import Engine
 from queue_manager.engine.model import ClientId
 
@@ -41,7 +42,7 @@ def measure(tickets: int) -> dict[str, object]:
                 fp2=None,
                 cookie=(i + 1).to_bytes(16, "big"),
             )
-            room.join(client, None, None)
+            visitor.join(room, client, None, None)
         engine.drain_events()  # the store drains events as it goes; keep only the live state
         gc.enable()
         gc.collect()

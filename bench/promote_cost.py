@@ -35,6 +35,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from callgrind import instructions_per_call
 
+from queue_manager.engine import outflow, visitor
+
 
 def _loop(n: int) -> None:
     from queue_manager.clock import FakeClock
@@ -53,11 +55,11 @@ def _loop(n: int) -> None:
             fp2=None,
             cookie=(i + 1).to_bytes(16, "big"),
         )
-        room.join(client, None, None)
+        visitor.join(room, client, None, None)
     engine.drain_events()
     while len(room.line):
         clock.advance(1.0)
-        room.tick()
+        outflow.tick(room)
         engine.drain_events()
     assert room.passes_total == n
 

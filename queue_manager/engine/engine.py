@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queue_manager.clock import Clock
+from queue_manager.engine import drop, outflow, report
 from queue_manager.engine.errors import EngineError, bad_field, no_room
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import apply_fields, check_room_id, check_schedule_body, normalise_body, parse_opens_at
@@ -132,7 +133,7 @@ class Engine:
         room.apply_config(cfg, pacing=False)
         if cancelled and room.prequeue:
             # cancelling opens the doors now: the pre-queue is drawn, never thrown away
-            room.draw()
+            drop.draw(room)
         room.emit("room.schedule", fields=changed, config=cfg.to_event(previous), **self._commit(room, before))
         return room
 
@@ -152,7 +153,7 @@ class Engine:
         promoted = 0
         for room in list(self.rooms.values()):
             room.held = self.held  # a room restored from a snapshot learns it here at the latest
-            promoted += room.tick()
+            promoted += outflow.tick(room)
         return promoted
 
     # ------------------------------------------------------------------ look-ups
@@ -161,7 +162,7 @@ class Engine:
         room = self.rooms.get(room_id)
         if room is not None:
             try:
-                return room.lookup(query)
+                return report.lookup(room, query)
             except EngineError as err:
                 if err.code != "no_ticket" or (query.strip().isascii() and query.strip().isdigit()):
                     raise

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from queue_manager.engine.model import ClientId
+
 # 2: join carries ``reason``, promote carries ``credit``; new types slot.release and return.update;
 # a bounced claim whose grace ran out is kept (docs/events.md). Events stamped lv 1 still replay.
 # 3: the room change that schedules a drop carries its committed ``seed``, and the draw's order is
@@ -70,3 +72,15 @@ class Event:
             "lv": self.lv,
             "data": self.data,
         }
+
+
+def arrival_data(client: ClientId, joined_ms: int, return_url: str | None) -> dict[str, Any]:
+    """What a join or pre-queue join event records about who arrived (docs/events.md)."""
+    return {
+        "ident": client.ident,
+        "fp": client.fp.hex(),
+        "fp2": None if client.fp2 is None else client.fp2.hex(),
+        "ck": None if client.cookie is None else client.cookie.hex(),
+        "joined": joined_ms,
+        "ret": return_url,
+    }

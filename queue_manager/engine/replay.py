@@ -51,9 +51,11 @@ from queue_manager.engine.brand import resolve_logo
 from queue_manager.engine.draw import SEED_BYTES
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import EVENT_LOG_VERSION, VOID_TYPE, Event
+from queue_manager.engine.minute import last_minute
 from queue_manager.engine.model import ClientId
+from queue_manager.engine.outflow import SLOT
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
-from queue_manager.engine.room import SLOT, Room
+from queue_manager.engine.room import Room
 from queue_manager.engine.snapshot import SnapshotError, config_from_public, dump, load
 from queue_manager.engine.states import TicketState
 from queue_manager.engine.ticket import Ticket
@@ -147,8 +149,9 @@ def replay(
     shift = clock.mono_ms() - target
     out.join_times = deque(t + shift for t in room.join_times)
     out.pass_times = deque(t + shift for t in room.pass_times)
-    out.last_minute(out.join_times)
-    out.last_minute(out.pass_times)
+    now = clock.mono_ms()
+    last_minute(out.join_times, now)
+    last_minute(out.pass_times, now)
     return out
 
 

@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, get_args
 
 from queue_manager.clock import Clock
+from queue_manager.engine.deadlines import session_deadline, slot_deadline
 from queue_manager.engine.draw import DrawRecord
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import ROOM_FIELDS, RoomConfig, apply_fields, normalise_body
@@ -250,12 +251,12 @@ def _load(data: Mapping[str, Any], clock: Clock, events: list[Event], rng: Rando
             heapq.heappush(room._pass_heap, (t.pass_at + cfg.passed_ttl_sec * 1000, t.n))
             if t.slot:
                 room.slot_holders.add(t.n)
-                heapq.heappush(room._slot_heap, (room._slot_deadline(t), t.n))
+                heapq.heappush(room._slot_heap, (slot_deadline(room.cfg, t), t.n))
             elif t.bounced_at is not None:
                 room.bounced.add(t.n)
         elif t.state == "admitted":
             room.sessions.add(t.n)
-            heapq.heappush(room._session_heap, (room._session_deadline(t), t.n))
+            heapq.heappush(room._session_heap, (session_deadline(room.cfg, t), t.n))
 
     finished: OrderedDict[int, Finished] = OrderedDict()
     for n, joined, passed, waited, reason, ended in data["finished"]:

@@ -1,6 +1,6 @@
 """What a visitor and an operator are told, rendered once for every store.
 
-The functions here are pure: each store gathers its raw numbers (the memory store from a live
+The renderers here are pure: each store gathers its raw numbers (the memory store from a live
 ``Room``, the Valkey store from a Lua reply) and hands them to the same renderer, so the ETA, the
 pass expiry and the room stats are computed in exactly one place. (The Lua scripts compute what
 they need for their own decisions in Lua; the store equivalence tests hold both sides together.)
@@ -8,7 +8,9 @@ they need for their own decisions in Lua; the store equivalence tests hold both 
 * ``eta_sec``: the wait estimate for a place (or a line) of that length.
 * ``render_visitor_view``: a ``VisitorView`` from what a join or status resolved to.
 * ``render_stats``: the room stats of the operator API.
-* ``visitor_view``: ``render_visitor_view`` over a live ``Room`` (the memory store's path).
+* ``render_ticket``: one ticket as the drill-down shows it.
+* ``visitor_view``: ``render_visitor_view`` over a live ``Room``, now (the memory store's path; the
+  operator's side of a live room is ``engine/report.py``).
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from queue_manager.engine.model import RoomConfig
 from queue_manager.engine.states import EffectiveState, TicketState, ViewState
 from queue_manager.engine.ticket import make_ref
+
+if TYPE_CHECKING:
+    from queue_manager.engine.room import Room
+    from queue_manager.engine.visitor import Lookup
 
 #: Waits a room keeps of its latest passes minted from the line (``Room.waits``; the Valkey key ``wt``):
 #: a reader that comes back within this many passes reads every one of them. A busy room's list is about
@@ -167,6 +173,63 @@ def render_visitor_view(
     elif ticket_state == "passed":
         view.pass_expires_ms = now_wall + (pass_at + cfg.passed_ttl_sec * 1000 - now_mono)
     return view
+
+
+def visitor_view(room: Room, found: Lookup) -> VisitorView:
+    """The view of ``found`` in a live room, now (every stream frame renders one)."""
+    cfg, gen, state = room.cfg, room.gen, room.effective_state()
+    clock = room.clock
+    wall, mono = clock.wall_ms(), clock.mono_ms()
+    record = room.draw_record
+    commitment = record.commitment if record is not None and record.drawn is None else None
+    if found.pre is not None:
+        pre = found.pre
+        return render_visitor_view(
+            cfg,
+            gen,
+            state,
+            wall,
+            mono,
+            reason=found.reason,
+            new=found.new,
+            draw_commitment=commitment,
+            handle=pre.handle,
+            pre_count=len(room.prequeue),
+            joined_ms=pre.joined_ms,
+            return_url=pre.return_url,
+        )
+    t = found.ticket
+    if t is None:
+        finished = found.finished
+        return render_visitor_view(
+            cfg,
+            gen,
+            state,
+            wall,
+            mono,
+            reason=found.reason,
+            new=found.new,
+            draw_commitment=commitment,
+            n=found.n,
+            finished_joined_ms=None if finished is None else finished.joined_ms,
+        )
+    return render_visitor_view(
+        cfg,
+        gen,
+        state,
+        wall,
+        mono,
+        reason=found.reason,
+        new=found.new,
+        draw_commitment=commitment,
+        n=t.n,
+        ticket_state=t.state,
+        ticket_reason=t.reason,
+        joined_ms=t.joined_ms,
+        return_url=t.return_url,
+        position=room.position(t) if t.state == "waiting" else None,
+        pass_at=t.pass_at,
+    )
 
 
 def render_stats(

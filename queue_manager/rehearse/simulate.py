@@ -3,15 +3,15 @@
 The room is an ``engine.Engine`` room on a ``FakeClock``; the simulation only decides *when* things
 happen, and the engine decides *what* happens, exactly as it does for the memory store:
 
-* visitor ``k`` joins (``Room.join``) at the arrival curve's instant; the ETA it is shown is the
+* visitor ``k`` joins (``visitor.join``) at the arrival curve's instant; the ETA it is shown is the
   view the server would render for that join; before a scheduled drop opens (``opens_after``) the
   join is a pre-queue entry, drawn into the line when the doors open (the depth counts both);
 * the room ticks once a second (``Engine.tick``), as the server's ticker does: outflow, capacity,
   absent holders skipped, passes and sessions expiring;
-* a visitor who keeps the waiting page open is seen: a polling page asks ``Room.status`` every
+* a visitor who keeps the waiting page open is seen: a polling page asks ``visitor.status`` every
   ``poll_every`` seconds from its join, a page holding the live stream asks after every tick
   (a stream's frame is that status); a no-show is never seen again after joining;
-* a visitor who sees its pass goes to the door at once (``Room.check``); turned away (``at_capacity``)
+* a visitor who sees its pass goes to the door at once (``visitor.check``); turned away (``at_capacity``)
   it keeps polling and tries the door at each poll; admitted, it keeps browsing for ``stay`` seconds
   (a door check every ``poll_every`` seconds), then leaves, and the session idles out
   (``sessionTtlSec``) as the engine says.
@@ -32,7 +32,8 @@ from queue_manager.clock import FakeClock
 from queue_manager.engine.engine import Engine
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.randomness import SeededRandom
-from queue_manager.engine.room import Presented, visitor_view
+from queue_manager.engine.view import visitor_view
+from queue_manager.engine.visitor import Presented, check, join, status
 from queue_manager.rehearse.ramp import Ramp
 from queue_manager.rehearse.stats import eta_error, percentile, spread
 
@@ -204,7 +205,7 @@ def simulate(sc: Scenario) -> Outcome:
 
     def see(v: _Visitor, now_ms: int) -> None:
         """The visitor's page asks for its status; at its pass it goes to the door."""
-        found = room.status(v.client, v.presented)
+        found = status(room, v.client, v.presented)
         t = found.ticket
         if t is None and found.pre is not None:  # in the pre-queue until the doors open
             if not v.stream:
@@ -224,7 +225,7 @@ def simulate(sc: Scenario) -> Outcome:
             if v.eta is not None:
                 out.eta_pairs.append((now - v.joined_at, float(v.eta)))
         if t.state == "passed":
-            result = room.check(v.client, v.presented, None, None, v.door)
+            result = check(room, v.client, v.presented, None, None, v.door)
             if not result.admit:
                 if not v.stream:
                     later(v, now_ms + poll_ms, POLL)
@@ -248,7 +249,7 @@ def simulate(sc: Scenario) -> Outcome:
             go(at)
             v = visitors[k]
             if kind == JOIN:
-                found = room.join(v.client, None, None)
+                found = join(room, v.client, None, None)
                 arrived += 1
                 v.joined_at = at / 1000
                 if found.pre is not None:  # before the doors open: a pre-queue handle, drawn at opening
@@ -267,7 +268,7 @@ def simulate(sc: Scenario) -> Outcome:
             elif kind == POLL and not v.done:
                 see(v, at)
             elif kind == BROWSE and not v.done:
-                room.check(v.client, v.presented, v.door[1], None, v.door)
+                check(room, v.client, v.presented, v.door[1], None, v.door)
                 if at / 1000 + sc.poll_every <= v.leave_at:
                     later(v, at + poll_ms, BROWSE)
                 else:

@@ -21,8 +21,8 @@ from typing import Any, Protocol
 from queue_manager.engine.draw import DrawState
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.policy import RoomPolicy
-from queue_manager.engine.room import CheckResult, NewDoor, Presented
 from queue_manager.engine.view import MintedWaits, VisitorView
+from queue_manager.engine.visitor import CheckResult, NewDoor, Presented
 
 
 class StoreUnavailable(Exception):

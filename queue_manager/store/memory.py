@@ -11,21 +11,23 @@ from dataclasses import replace
 from typing import Any
 
 from queue_manager.clock import Clock
+from queue_manager.engine import operator, report, visitor
 from queue_manager.engine.draw import DrawState
 from queue_manager.engine.engine import Engine
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import ClientId, RoomConfig
 from queue_manager.engine.policy import RoomPolicy, policy_of
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
-from queue_manager.engine.room import CheckResult, NewDoor, Presented, Room, visitor_view
+from queue_manager.engine.room import Room
 from queue_manager.engine.targeting import match as match_rule
-from queue_manager.engine.view import MintedWaits, VisitorView
+from queue_manager.engine.view import MintedWaits, VisitorView, visitor_view
+from queue_manager.engine.visitor import CheckResult, NewDoor, Presented
 from queue_manager.store.base import ChangeListener
 
 
 def room_summary(room: Room) -> dict[str, Any]:
     """The room's settings and its stats (rendered by ``engine.view.render_stats``)."""
-    return {**room.cfg.to_public(logo_data=False), **room.stats()}
+    return {**room.cfg.to_public(logo_data=False), **report.stats(room)}
 
 
 class MemoryStore:
@@ -66,7 +68,7 @@ class MemoryStore:
         self, after: Mapping[str, tuple[int, int]]
     ) -> tuple[list[dict[str, Any]], dict[str, MintedWaits]]:
         rooms = list(self.engine.rooms.values())
-        return [room_summary(r) for r in rooms], {r.cfg.id: r.minted_waits(after.get(r.cfg.id)) for r in rooms}
+        return [room_summary(r) for r in rooms], {r.cfg.id: report.minted_waits(r, after.get(r.cfg.id)) for r in rooms}
 
     async def get_room(self, room_id: str) -> dict[str, Any]:
         return room_summary(self.engine.room(room_id))
@@ -122,7 +124,7 @@ class MemoryStore:
     ) -> VisitorView:
         room = self.engine.room(room_id)
         try:
-            found = room.join(client, presented, return_url)
+            found = visitor.join(room, client, presented, return_url)
         finally:
             self._changed()
         return visitor_view(room, found)
@@ -133,7 +135,7 @@ class MemoryStore:
     def status_now(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView:
         """``status`` without a coroutine (this store answers in the process): a live stream's frame."""
         room = self.engine.room(room_id)
-        found = room.status(client, presented)
+        found = visitor.status(room, client, presented)
         self._changed()
         return visitor_view(room, found)
 
@@ -141,9 +143,9 @@ class MemoryStore:
         if not asks:
             return []
         room = self.engine.room(room_id)
-        status = room.status
+        status = visitor.status
         try:
-            return [visitor_view(room, status(client, presented)) for client, presented in asks]
+            return [visitor_view(room, status(room, client, presented)) for client, presented in asks]
         finally:
             self._changed()
 
@@ -157,7 +159,7 @@ class MemoryStore:
         new_door: NewDoor,
     ) -> CheckResult:
         room = self.engine.room(room_id)
-        result = room.check(client, presented, door_hash, url, new_door)
+        result = visitor.check(room, client, presented, door_hash, url, new_door)
         if self.engine.events:
             self._changed()
         return result
@@ -166,7 +168,7 @@ class MemoryStore:
         self, room_id: str, presented: Presented, door_hash: bytes, url: str | None
     ) -> CheckResult | None:
         room = self.engine.room(room_id)
-        result = room.door_replay(presented, door_hash, url)
+        result = visitor.door_replay(room, presented, door_hash, url)
         if result is not None and self.engine.events:
             self._changed()
         return result
@@ -184,7 +186,7 @@ class MemoryStore:
 
     async def eject(self, room_id: str, query: str) -> dict[str, Any]:
         room = self.engine.room(room_id)
-        found = room.lookup(query)
+        found = report.lookup(room, query)
         if "candidates" in found:
             raise EngineError(
                 409,
@@ -193,19 +195,19 @@ class MemoryStore:
                 candidates=found["candidates"],
             )
         n = int(found["ticket"])
-        room.eject(n)
+        operator.eject(room, n)
         self._changed()
-        return room.describe(n) if n in room.tickets else {"ticket": n, "state": "forgotten"}
+        return report.describe(room, n) if n in room.tickets else {"ticket": n, "state": "forgotten"}
 
     async def purge(self, room_id: str) -> int:
         room = self.engine.room(room_id)
-        count = room.purge()
+        count = operator.purge(room)
         self._changed()
         return count
 
     async def flush(self, room_id: str) -> int:
         room = self.engine.room(room_id)
-        count = room.flush()
+        count = operator.flush(room)
         self._changed()
         return count
 

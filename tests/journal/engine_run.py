@@ -32,14 +32,20 @@ from hypothesis import strategies as st
 
 from queue_manager.clock import FakeClock
 from queue_manager.engine import engine as engine_module
+from queue_manager.engine import operator, outflow, report
 from queue_manager.engine import room as room_module
+from queue_manager.engine import visitor as visits
+from queue_manager.engine.deadlines import session_deadline, slot_deadline
 from queue_manager.engine.engine import Engine
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import Event
+from queue_manager.engine.minute import arrivals_last_minute
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.randomness import SystemRandomSource
-from queue_manager.engine.room import TOUCH_EVERY_MS, Presented, Room, visitor_view
+from queue_manager.engine.room import TOUCH_EVERY_MS, Room
 from queue_manager.engine.ticket import make_ref
+from queue_manager.engine.view import visitor_view
+from queue_manager.engine.visitor import Presented
 
 TARGET = "https://shop.example"
 URLS = (None, "https://shop.example/checkout", "https://shop.example/static/x.css", "/checkout")
@@ -265,7 +271,7 @@ def visit(room: Room, people: list[Browser], op: tuple[Any, ...], doors: Iterato
             who = people[op[1]]
             if kind == "steal":
                 who.token = people[op[2]].token
-            found = room.join(who.client, who.token, op[2] if kind == "join" else None)
+            found = visits.join(room, who.client, who.token, op[2] if kind == "join" else None)
             if found.ticket is not None:
                 who.token = Presented(gen=room.gen, n=found.ticket.n)
             elif found.pre is not None:
@@ -273,13 +279,13 @@ def visit(room: Room, people: list[Browser], op: tuple[Any, ...], doors: Iterato
             return ("join", asdict(visitor_view(room, found)))
         if kind == "status":
             who = people[op[1]]
-            return ("status", asdict(visitor_view(room, room.status(who.client, who.token))))
+            return ("status", asdict(visitor_view(room, visits.status(room, who.client, who.token))))
         if kind == "check":
             who = people[op[1]]
             raw = f"door-{next(doors)}"
             digest = hashlib.sha256(raw.encode()).digest()
             sent = {0: who.door, 1: None, 2: b"wrong"}[op[3]]
-            res = room.check(who.client, who.token, sent, URLS[op[2]], (raw, digest))
+            res = visits.check(room, who.client, who.token, sent, URLS[op[2]], (raw, digest))
             if res.door_key is not None:
                 who.door = digest
             return (
@@ -293,11 +299,11 @@ def visit(room: Room, people: list[Browser], op: tuple[Any, ...], doors: Iterato
                 res.rule,
             )
         if kind == "eject":
-            return ("eject", room.eject(op[1]))
+            return ("eject", operator.eject(room, op[1]))
         if kind == "purge":
-            return ("purge", room.purge())
+            return ("purge", operator.purge(room))
         if kind == "flush":
-            return ("flush", room.flush())
+            return ("flush", operator.flush(room))
     except EngineError as err:
         return ("error", err.status, err.code)
     raise AssertionError(f"unknown op {op!r}")
@@ -308,9 +314,9 @@ def visit(room: Room, people: list[Browser], op: tuple[Any, ...], doors: Iterato
 
 def observe(room: Room, people: list[Browser], *, windows: bool = True) -> dict[str, Any]:
     """Every answer the room gives without changing anything (call ``room.advance()`` first)."""
-    stats = room.stats()
+    stats = report.stats(room)
     # bypass arrivals (door checks, joins that mint nothing) are not journaled: a rebuilt room starts them afresh
-    stats["joinsLastMinute"] -= room.arrivals_last_minute()
+    stats["joinsLastMinute"] -= arrivals_last_minute(room.arrival_buckets, room.clock.mono_ms())
     stats["rules"] = [{k: v for k, v in r.items() if k not in ("matchCount", "lastMatchAt")} for r in stats["rules"]]
     if not windows:
         stats.pop("joinsLastMinute")
@@ -319,11 +325,11 @@ def observe(room: Room, people: list[Browser], *, windows: bool = True) -> dict[
     looks: dict[int, Any] = {}
     for n in range(1, room.next_n + 2):
         try:
-            looks[n] = (room.describe(n), room.lookup(make_ref(room.cfg.id, room.gen, n)))
+            looks[n] = (report.describe(room, n), report.lookup(room, make_ref(room.cfg.id, room.gen, n)))
         except EngineError as err:
             looks[n] = err.code
     out["tickets"] = looks
-    out["views"] = [asdict(visitor_view(room, room.resolve(b.token, b.client))) for b in people]
+    out["views"] = [asdict(visitor_view(room, visits.resolve(room, b.token, b.client))) for b in people]
     out["prequeue"] = sorted((e.handle, e.ident, e.return_url, e.joined_ms) for e in room.prequeue.values())
     out["pq_per_ident"] = dict(room.pq_per_ident)
     out["drawn"] = dict(room.drawn)
@@ -348,8 +354,8 @@ def fresh_heaps(room: Room) -> None:
     with the same state then sweep in the same order: a stale entry can otherwise decide which of two
     lapses at the same instant is journaled first)."""
     room._pass_heap = [(room.tickets[n].pass_at + room.cfg.passed_ttl_sec * 1000, n) for n in room.passes]
-    room._slot_heap = [(room._slot_deadline(room.tickets[n]), n) for n in room.slot_holders]
-    room._session_heap = [(room._session_deadline(room.tickets[n]), n) for n in room.sessions]
+    room._slot_heap = [(slot_deadline(room.cfg, room.tickets[n]), n) for n in room.slot_holders]
+    room._session_heap = [(session_deadline(room.cfg, room.tickets[n]), n) for n in room.sessions]
     for heap in (room._pass_heap, room._slot_heap, room._session_heap):
         heapq.heapify(heap)
 
@@ -392,7 +398,7 @@ def future(room: Room, clock: FakeClock, people: list[Browser], rounds: int = 12
                 if (r + i) % 5 == 0:
                     out.append(visit(room, people, ("join", i, None), doors))
             clock.advance(steps[r % len(steps)] / 1000)
-            out.append(("tick", room.tick()))
+            out.append(("tick", outflow.tick(room)))
     out.append(("events", [e.as_dict() for e in room.events[start:]]))
     room.advance()
     out.append(("final", observe(room, people, windows=windows)))

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from queue_manager.clock import FakeClock
+from queue_manager.engine import report
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import EVENT_LOG_VERSION, Event
 from queue_manager.engine.replay import HANDLERS, ReplayDeleted, ReplayFenced, fold, replay
@@ -221,9 +222,9 @@ def test_join_revoke_takes_the_ticket_back_as_if_never_minted():
     assert list(room.line) == [1, 3] and 2 not in room.tickets and 2 not in room.finished
     assert room.per_ident == {"10.0.0.0": 1, "10.0.0.1": 1}
     assert room.next_n == 4 and room.joins_total == 2  # the number stays used
-    assert room.lookup("3")["position"] == 2
+    assert report.lookup(room, "3")["position"] == 2
     with pytest.raises(EngineError):
-        room.lookup("2")
+        report.lookup(room, "2")
 
 
 def test_prequeue_revoke_takes_the_entry_back():
@@ -295,7 +296,7 @@ def test_revokes_reach_a_finished_ticket_a_drawn_entry_and_a_door_reclaim():
     room = replay(_then(run, "join.revoke", n=1), clock_copy(run.clock))
     assert 1 not in room.finished and room.joins_total == 0
     with pytest.raises(EngineError):
-        room.lookup("1")
+        report.lookup(room, "1")
     # a pre-queue entry drawn meanwhile: the ticket it became goes
     run = _run([("schedule", 1), ("join", 0, None), ("join", 1, None), ("wait", 2000)])
     handle, n = next(iter(run.room.drawn.items()))

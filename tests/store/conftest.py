@@ -29,8 +29,8 @@ from redis.asyncio import Redis
 from queue_manager.clock import FakeClock
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import CheckResult, Presented
 from queue_manager.engine.view import VisitorView
+from queue_manager.engine.visitor import CheckResult, Presented
 from queue_manager.store.memory import MemoryStore
 from queue_manager.store.valkey import ValkeyStore
 

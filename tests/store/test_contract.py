@@ -17,10 +17,11 @@ from queue_manager.engine import draw as draw_rules
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import EVENT_LOG_VERSION
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import SLOT, Presented
+from queue_manager.engine.outflow import SLOT
 from queue_manager.engine.snapshot import config_from_public
 from queue_manager.engine.ticket import make_ref
 from queue_manager.engine.view import WAITS_KEPT
+from queue_manager.engine.visitor import Presented
 from queue_manager.sidestores.timeline.series import SeriesRecorder
 from queue_manager.store.valkey.keys import room_key
 

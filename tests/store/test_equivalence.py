@@ -28,8 +28,8 @@ from queue_manager.clock import FakeClock
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import Presented
 from queue_manager.engine.ticket import make_ref
+from queue_manager.engine.visitor import Presented
 from queue_manager.store.memory import MemoryStore
 from queue_manager.store.valkey import ValkeyStore
 from queue_manager.store.valkey.keys import room_key

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from queue_manager.engine.errors import EngineError
-from queue_manager.engine.room import Presented
 from queue_manager.engine.view import VisitorView
+from queue_manager.engine.visitor import Presented
 from queue_manager.store.base import STATUS_BATCH
 
 from .conftest import Env, Visitor

@@ -17,13 +17,14 @@ from redis import exceptions as rx
 from redis.asyncio import Redis
 
 from queue_manager.clock import FakeClock
-from queue_manager.engine import snapshot
+from queue_manager.engine import operator, snapshot
+from queue_manager.engine import visitor as visits
 from queue_manager.engine.engine import Engine
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import Presented
 from queue_manager.engine.ticket import make_ref
+from queue_manager.engine.visitor import Presented
 from queue_manager.store.base import JournalCommitFailed, StoreUnavailable
 from queue_manager.store.memory import MemoryStore
 from queue_manager.store.valkey import SharedClock, ValkeyStore
@@ -609,26 +610,28 @@ def _python_room() -> tuple[Engine, FakeClock]:
         }
     )
     clients = [client(i, f"198.51.100.{i % 2}") for i in range(8)]
-    tokens = [room.join(c, None, "https://shop.example/ret" if i == 0 else None).ticket for i, c in enumerate(clients)]
+    tokens = [
+        visits.join(room, c, None, "https://shop.example/ret" if i == 0 else None).ticket for i, c in enumerate(clients)
+    ]
     for _ in range(3):
         clock.advance(1)
         engine.tick()
     t0 = tokens[0]
     assert t0 is not None
-    room.check(clients[0], Presented(gen=1, n=t0.n), None, None, door(0))
-    room.eject(tokens[5].n)  # type: ignore[union-attr]
+    visits.check(room, clients[0], Presented(gen=1, n=t0.n), None, None, door(0))
+    operator.eject(room, tokens[5].n)  # type: ignore[union-attr]
     clock.advance(250)
     engine.tick()  # passes expire: finished records
-    room.check(clients[3], Presented(gen=1, n=tokens[3].n), None, None, door(3))  # type: ignore[union-attr]
+    visits.check(room, clients[3], Presented(gen=1, n=tokens[3].n), None, None, door(3))  # type: ignore[union-attr]
     engine.schedule("cp", {"opensAt": clock.wall_ms() + 10_000})
-    pre = [room.join(client(10 + i), None, None).pre for i in range(3)]
-    room.purge()
+    pre = [visits.join(room, client(10 + i), None, None).pre for i in range(3)]
+    operator.purge(room)
     for i in range(2):
-        room.join(client(20 + i), None, None)
+        visits.join(room, client(20 + i), None, None)
     engine.schedule("cp", {"opensAt": None})  # the second pre-queue is drawn
     engine.schedule("cp", {"opensAt": clock.wall_ms() + 5_000})
     engine.schedule("cp", {"opensAt": clock.wall_ms() + 6_000})  # a commitment replaced before its draw
-    room.join(client(30), None, None)
+    visits.join(room, client(30), None, None)
     assert room.draw_record is not None and len(room.draw_record.previous) == 1
     assert pre and room.prequeue and room.drawn and room.purged_handles and room.finished and room.line
     return engine, clock

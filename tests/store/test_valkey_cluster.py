@@ -13,7 +13,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from queue_manager.clock import FakeClock
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import Presented
+from queue_manager.engine.visitor import Presented
 from queue_manager.store.valkey.client import cluster_url, is_cluster
 from queue_manager.store.valkey.keys import ROOM_KEYS, fleet_prefix, room_key, script_keys
 from queue_manager.store.valkey.scripts import Script

@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 
 from queue_manager.clock import FakeClock
+from queue_manager.engine import visitor as visits
 from queue_manager.engine.engine import Engine
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import CheckResult, Lookup, Presented, Room
+from queue_manager.engine.room import Room
 from queue_manager.engine.ticket import Ticket
+from queue_manager.engine.visitor import CheckResult, Lookup, Presented
 
 TARGET = "https://shop.example"
 _door_keys = itertools.count(1)
@@ -35,7 +37,7 @@ class Visitor:
     # ---------------------------------------------------------------- wire-like calls
 
     def join(self, return_url: str | None = None) -> Lookup:
-        found = self.room.join(self.client, self.token, return_url)
+        found = visits.join(self.room, self.client, self.token, return_url)
         if found.ticket is not None:
             self.token = Presented(gen=self.room.gen, n=found.ticket.n)
         elif found.pre is not None:
@@ -43,14 +45,14 @@ class Visitor:
         return found
 
     def status(self) -> Lookup:
-        return self.room.status(self.client, self.token)
+        return visits.status(self.room, self.client, self.token)
 
     def check(self, url: str | None = None, *, door: Any = ...) -> CheckResult:
         """A door check; ``door`` overrides the door-key hash sent (default: the one this browser holds)."""
         raw = f"door-key-{next(_door_keys)}"
         digest = hashlib.sha256(raw.encode()).digest()
         sent = self.door if door is ... else door
-        result = self.room.check(self.client, self.token, sent, url, new_door=(raw, digest))
+        result = visits.check(self.room, self.client, self.token, sent, url, new_door=(raw, digest))
         if result.door_key is not None:
             assert result.door_key == raw
             self.door = digest
@@ -141,7 +143,7 @@ def fill() -> Callable[[Room, int], None]:
 
     def do(room: Room, k: int) -> None:
         for _ in range(k):
-            room.join(client, None, None)
+            visits.join(room, client, None, None)
 
     return do
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from queue_manager.engine import operator, outflow
+from queue_manager.engine import visitor as visits
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import DEFAULT_QUEUE_MAX_PER_IP, ClientId
-from queue_manager.engine.room import visitor_view
+from queue_manager.engine.view import visitor_view
 
 QUIET = {"presenceSec": None}
 
@@ -205,12 +207,12 @@ def test_eject_frees_the_place_it_held(make_room, visitor):
     mine = _from(visitor, room, "203.0.113.9", 16)
     with pytest.raises(EngineError):
         visitor(room, ident="203.0.113.9").join()
-    room.eject(mine[0].n)
+    operator.eject(room, mine[0].n)
     assert mine[0].state == "waiting" and mine[0].position == 16  # back of the line
     assert room.per_ident["203.0.113.9"] == 15
     visitor(room, ident="203.0.113.9").join()  # the freed place can be taken
     assert room.per_ident["203.0.113.9"] == 16
-    room.tick()
+    outflow.tick(room)
 
 
 def test_eject_of_a_passed_ticket_does_not_charge_its_address(make_room, visitor, run):
@@ -222,7 +224,7 @@ def test_eject_of_a_passed_ticket_does_not_charge_its_address(make_room, visitor
     assert first.state == "passed"
     _from(visitor, room, "203.0.113.9", 16)
     assert room.per_ident["203.0.113.9"] == 16
-    room.eject(first.n)
+    operator.eject(room, first.n)
     assert first.state == "waiting"
     assert room.per_ident["203.0.113.9"] == 16
     run(2)  # reaching the front again does not take an uncharged place off the count
@@ -232,6 +234,6 @@ def test_eject_of_a_passed_ticket_does_not_charge_its_address(make_room, visitor
 def test_ceiling_is_per_ident_not_per_fingerprint_or_cookie(make_room):
     room = make_room(queueMaxPerIp=2)
     for i in range(2):
-        room.join(ClientId(ident="203.0.113.9", fp=f"fp{i}".encode(), cookie=f"c{i}".encode()), None, None)
+        visits.join(room, ClientId(ident="203.0.113.9", fp=f"fp{i}".encode(), cookie=f"c{i}".encode()), None, None)
     with pytest.raises(EngineError):
-        room.join(ClientId(ident="203.0.113.9", fp=b"fresh", cookie=b"fresh"), None, None)
+        visits.join(room, ClientId(ident="203.0.113.9", fp=b"fresh", cookie=b"fresh"), None, None)

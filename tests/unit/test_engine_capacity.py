@@ -8,6 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from queue_manager.clock import FakeClock
+from queue_manager.engine import operator, report
+from queue_manager.engine import visitor as visits
 from queue_manager.engine.engine import Engine
 from queue_manager.engine.room import Room
 
@@ -71,7 +73,7 @@ def test_null_max_concurrent_is_no_ceiling(make_room, visitor, run):
     assert run(3) == 300
     assert all(p.check().admit for p in people)
     assert room.occupancy() == 300
-    assert room.stats()["capacity"] is None
+    assert report.stats(room)["capacity"] is None
 
 
 def test_session_holds_one_slot_however_often_the_check_is_replayed(make_room, visitor, run):
@@ -208,7 +210,7 @@ def test_pass_without_slot_is_turned_away_and_keeps_its_pass(make_room, visitor,
     assert a.check().reason == "at_capacity"
     assert room.occupancy() == 1
     assert "bounce" in [e.type for e in engine.drain_events()]
-    room.eject(b.n)  # b's session ends: a walks in
+    operator.eject(room, b.n)  # b's session ends: a walks in
     assert a.check().admit
 
 
@@ -237,7 +239,7 @@ def test_bounced_holders_are_admitted_oldest_ticket_first(make_room, visitor, ru
     room, a, b, c, d = _two_slotless_passes_and_a_session(make_room, visitor, run, engine)
     assert b.check().reason == "at_capacity"
     assert a.check().reason == "at_capacity"
-    room.eject(d.n)  # a slot frees
+    operator.eject(room, d.n)  # a slot frees
     assert room.occupancy() == 0
     assert b.check().reason == "at_capacity"  # a is older and still polling
     run(1, each=c.status)
@@ -250,7 +252,7 @@ def test_a_bounced_holder_that_stops_polling_loses_its_claim(make_room, visitor,
     room, a, b, c, d = _two_slotless_passes_and_a_session(make_room, visitor, run, engine)
     assert a.check().reason == "at_capacity"
     assert b.check().reason == "at_capacity"
-    room.eject(d.n)
+    operator.eject(room, d.n)
     for _ in range(31):  # a goes quiet for presenceSec; b keeps polling
         run(1, each=c.status)
         b.check()
@@ -264,7 +266,7 @@ def test_a_bounced_holder_who_keeps_watching_keeps_its_claim(make_room, visitor,
     room, a, b, c, d = _two_slotless_passes_and_a_session(make_room, visitor, run, engine)
     assert a.check().reason == "at_capacity"
     assert b.check().reason == "at_capacity"
-    room.eject(d.n)
+    operator.eject(room, d.n)
     for _ in range(61):  # a only watches the waiting page, b keeps trying the door
         run(1, each=lambda: (a.status(), c.status()))
         assert b.check().reason == "at_capacity"
@@ -275,7 +277,7 @@ def test_a_bounced_holder_who_keeps_watching_keeps_its_claim(make_room, visitor,
 
 def test_slotless_pass_takes_a_free_slot_when_no_older_holder_is_bounced(make_room, visitor, run, engine):
     room, a, b, _c, d = _two_slotless_passes_and_a_session(make_room, visitor, run, engine)
-    room.eject(d.n)
+    operator.eject(room, d.n)
     assert b.check().admit  # a never came to the door: nobody older is waiting
     assert a.check().reason == "at_capacity"
 
@@ -464,14 +466,14 @@ def test_capacity_invariants_under_random_traffic(visitor, cap, presence, ttl, s
             p.check()
         elif op == "leak" and p.token is not None:
             stranger = people[(i + 1) % 12]
-            stranger.room.check(stranger.client, p.token, None, None, new_door=("x", b"x" * 32))
+            visits.check(stranger.room, stranger.client, p.token, None, None, new_door=("x", b"x" * 32))
         elif op == "tick":
             clock.advance(1.0)
             engine.tick()
         elif op == "advance":
             clock.advance(dt)
         elif op == "eject" and p.token is not None:
-            room.eject(p.n)
+            operator.eject(room, p.n)
         room.advance()
         assert room.occupancy() <= cap
         assert room.slot_holders <= room.passes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from queue_manager.engine import operator
 from queue_manager.engine.events import EVENT_LOG_VERSION, EVENT_TYPES, Event
 
 QUIET = {"presenceSec": None, "queueMaxPerIp": None}
@@ -31,11 +32,11 @@ def test_a_full_life_emits_only_known_types_and_every_kind_of_change(make_room, 
     assert b.check().reason == "at_capacity"  # bounce
     run(80)  # b's pass expires: expire
     assert b.state is None
-    room.eject(c.n)  # eject
+    operator.eject(room, c.n)  # eject
     engine.schedule("r", {"opensAt": clock.wall_ms() + 5_000})  # room.schedule
     visitor(room).join()  # prequeue.join
     run(6)  # prequeue.draw
-    room.purge()  # purge
+    operator.purge(room)  # purge
     events = engine.drain_events()
     engine.delete("r")  # room.delete (drained first: see test_events_of_a_deleted_room_are_not_lost)
     events += engine.drain_events()
@@ -173,8 +174,8 @@ def test_eject_and_purge_events(make_room, visitor, engine):
     for p in people:
         p.join()
     engine.drain_events()
-    room.eject(people[0].n)
-    room.purge()
+    operator.eject(room, people[0].n)
+    operator.purge(room)
     assert [(e.type, e.data) for e in engine.drain_events()] == [
         ("eject", {"n": people[0].n}),
         ("purge", {"count": 3}),

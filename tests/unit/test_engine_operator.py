@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 
 import queue_manager.engine.room as room_module
+from queue_manager.engine import operator
+from queue_manager.engine import visitor as visits
 from queue_manager.engine.engine import GENERATIONS_KEPT
 from queue_manager.engine.errors import EngineError
-from queue_manager.engine.room import Presented
 from queue_manager.engine.ticket import make_ref
+from queue_manager.engine.visitor import Presented
 
 QUIET = {"presenceSec": None, "queueMaxPerIp": None}
 
@@ -33,7 +35,7 @@ def test_eject_a_waiting_ticket_sends_it_to_the_back(make_room, visitor, engine)
     people = [visitor(room) for _ in range(5)]
     for p in people:
         p.join()
-    assert room.eject(people[1].n) is True
+    assert operator.eject(room, people[1].n) is True
     assert people[1].position == 5 and people[1].state == "waiting"
     assert [p.position for p in people] == [1, 5, 2, 3, 4]
     found = people[1].status()
@@ -49,7 +51,7 @@ def test_eject_revokes_a_pass_and_frees_its_slot(make_room, visitor, run):
     b.join()
     _promote_all(run, [a])
     assert room.occupancy() == 1
-    room.eject(a.n)
+    operator.eject(room, a.n)
     assert a.state == "waiting" and a.position == 2
     assert room.occupancy() == 0 and a.n not in room.passes
     result = a.check()
@@ -64,7 +66,7 @@ def test_eject_drops_a_live_session(make_room, visitor, run):
     a.join()
     _promote_all(run, [a])
     assert a.check().admit
-    room.eject(a.n)
+    operator.eject(room, a.n)
     assert room.occupancy() == 0 and not room.sessions
     result = a.check()  # the old door key opens nothing
     assert not result.admit
@@ -78,7 +80,7 @@ def test_eject_of_a_finished_ticket_forgets_it(make_room, visitor, run, engine):
     run(20)
     assert a.n in room.finished
     assert engine.lookup("r", str(a.n))["state"] == "expired"
-    assert room.eject(a.n) is True
+    assert operator.eject(room, a.n) is True
     assert a.n not in room.finished
     with pytest.raises(EngineError) as info:
         engine.lookup("r", str(a.n))
@@ -88,7 +90,7 @@ def test_eject_of_a_finished_ticket_forgets_it(make_room, visitor, run, engine):
 
 def test_eject_of_an_unknown_ticket(make_room):
     room = make_room()
-    assert room.eject(42) is False
+    assert operator.eject(room, 42) is False
 
 
 # ---------------------------------------------------------------------- purge
@@ -103,7 +105,7 @@ def test_purge_empties_the_line_and_keeps_passes_and_sessions(make_room, visitor
     inside, holder = people[0], people[1]
     assert inside.check().admit and holder.state == "passed"
     waiting = people[2:]
-    assert room.purge() == 4
+    assert operator.purge(room) == 4
     assert len(room.line) == 0
     assert room.per_ident == {}
     assert inside.check().admit  # the session survives
@@ -122,7 +124,7 @@ def test_purge_frees_the_per_address_places(make_room, visitor):
     room = make_room(queueMaxPerIp=2)
     for _ in range(2):
         visitor(room, ident="203.0.113.9").join()
-    room.purge()
+    operator.purge(room)
     assert visitor(room, ident="203.0.113.9").join().ticket is not None
 
 
@@ -147,7 +149,10 @@ def test_delete_then_create_is_a_new_generation(make_room, visitor, engine):
         v.room = room2
         found = v.status()
         assert found.ticket is None and found.reason == "previous_generation"
-        assert room2.check(v.client, v.token, None, None, new_door=("k", b"k" * 32)).reason == "previous_generation"
+        assert (
+            visits.check(room2, v.client, v.token, None, None, new_door=("k", b"k" * 32)).reason
+            == "previous_generation"
+        )
     answer = engine.lookup("r", old_refs[2])
     assert answer["state"] == "previous_generation"
     assert answer["generation"] == 1 and answer["tickets"] == [3]
@@ -302,7 +307,7 @@ def test_a_ref_collision_with_a_forgotten_ticket_still_finds_the_live_one(make_r
     run(20)  # everyone promoted, every pass expired
     assert lo in room.finished and hi in room.finished
     assert len(engine.lookup(COLLIDING_ROOM, COLLIDING_REF)["candidates"]) == 2
-    room.eject(lo)  # an eject forgets a finished ticket at once
+    operator.eject(room, lo)  # an eject forgets a finished ticket at once
     answer = engine.lookup(COLLIDING_ROOM, COLLIDING_REF)
     assert answer["ticket"] == hi and answer["state"] == "expired"
 
@@ -334,4 +339,4 @@ def test_presented_token_of_a_finished_ticket_resolves_with_its_reason(make_room
     run(20)
     found = v.status()
     assert found.ticket is None and found.finished is not None and found.reason == "expired"
-    assert room.resolve(Presented(gen=1, n=999), v.client).reason == "expired"
+    assert visits.resolve(room, Presented(gen=1, n=999), v.client).reason == "expired"

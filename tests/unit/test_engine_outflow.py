@@ -7,6 +7,8 @@ import random
 
 import pytest
 
+from queue_manager.engine import report
+
 # Presence and the per-address ceiling are switched off so that only the rate decides who moves.
 QUIET = {"presenceSec": None, "queueMaxPerIp": None}
 
@@ -104,7 +106,7 @@ def test_active_at_zero_per_minute_promotes_nobody(make_room, fill, run, engine)
     room = make_room(ratePerMinute=0, **QUIET)
     fill(room, 500)
     assert run(600) == 0
-    assert room.stats()["waiting"] == 500
+    assert report.stats(room)["waiting"] == 500
     engine.upsert({"id": "r", "ratePerMinute": 6000})
     assert run(1) <= 101
 

@@ -6,7 +6,8 @@ slot back once unseen for presenceSec; a told holder keeps it for the whole clai
 
 from __future__ import annotations
 
-from queue_manager.engine.room import SLOT
+from queue_manager.engine import operator, report
+from queue_manager.engine.outflow import SLOT
 
 
 def _resume_with(engine, run, *keep):
@@ -43,7 +44,7 @@ def test_absent_ticket_behind_a_blocked_present_head_waits_its_turn(make_room, v
     run(60, each=p1.status)  # p1 is present but blocked by capacity; the ghost is absent behind it
     assert p1.state == "waiting" and p1.position == 1
     assert ghost.state == "waiting" and ghost.position == 2
-    room.eject(d.n)
+    operator.eject(room, d.n)
     d.status()
     run(1, each=p1.status)
     assert p1.state == "passed" and p1.ticket.slot
@@ -75,7 +76,7 @@ def test_ghost_flood_lets_the_real_visitor_through_about_presence_sec_later(make
         assert seconds <= 35, "the real visitor is still stuck behind ghosts"
     assert seconds <= 32
     assert real.ticket.slot
-    stats = room.stats()
+    stats = report.stats(room)
     assert stats["passesOutstanding"] >= 200  # the ghosts are in passesOutstanding ...
     assert stats["occupancy"] <= 5  # ... not in occupancy
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 from queue_manager.clock import FakeClock
+from queue_manager.engine.drop import draw_order
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.randomness import SYSTEM_RANDOM, SeededRandom, SystemRandomSource
-from queue_manager.engine.room import draw_order
 from queue_manager.engine.ticket import PreEntry
 from queue_manager.store.memory import MemoryStore
 

@@ -7,9 +7,11 @@ import collections
 
 import pytest
 
+from queue_manager.engine import operator, report
+from queue_manager.engine import visitor as visits
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import visitor_view
+from queue_manager.engine.view import visitor_view
 
 OPEN_IN = 3600.0
 
@@ -104,7 +106,7 @@ def test_the_draw_happens_at_opens_at_on_any_call(drop, visitor, engine, clock, 
     elif trigger == "check":
         people[2].check()
     elif trigger == "stats":
-        drop.stats()
+        report.stats(drop)
     else:
         with pytest.raises(EngineError):
             engine.lookup("r", "999")
@@ -151,7 +153,7 @@ def test_the_draw_is_round_robin_across_identities(make_room, clock, engine):
         owner_of = {}
         for who, k in (("A", 5), ("B", 1), ("C", 1)):
             for _ in range(k):
-                owner_of[room.join(clients[who], None, None).pre.handle] = who
+                owner_of[visits.join(room, clients[who], None, None).pre.handle] = who
         clock.advance(1)
         room.advance()
         drawn_by = {n: owner_of[h] for h, n in room.drawn.items()}
@@ -170,7 +172,7 @@ def test_round_robin_with_many_identities(make_room, clock):
     owner_of = {}
     for ident, k in counts.items():
         for j in range(k):
-            found = room.join(ClientId(ident=ident, fp=f"{ident}/{j}".encode()), None, None)
+            found = visits.join(room, ClientId(ident=ident, fp=f"{ident}/{j}".encode()), None, None)
             owner_of[found.pre.handle] = ident
     clock.advance(1)
     room.advance()
@@ -219,7 +221,7 @@ def test_the_draw_does_not_count_as_joins(drop, visitor, clock, engine):
         visitor(drop).join()
     clock.advance(OPEN_IN)
     engine.tick()
-    stats = drop.stats()
+    stats = report.stats(drop)
     assert stats["joinsTotal"] == 10
     assert stats["joinsLastMinute"] == 0
 
@@ -323,7 +325,7 @@ def test_opens_at_null_through_the_room_upsert_draws_the_pre_queue(drop, visitor
 def test_purged_pre_queue_handle_resolves_purged(drop, visitor):
     v = visitor(drop)
     v.join()
-    assert drop.purge() == 1
+    assert operator.purge(drop) == 1
     assert v.status().reason == "purged"
 
 

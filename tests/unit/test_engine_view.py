@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from queue_manager.engine.room import visitor_view
+from queue_manager.engine import operator
+from queue_manager.engine import visitor as visits
 from queue_manager.engine.ticket import make_ref
+from queue_manager.engine.view import visitor_view
 
 QUIET = {"presenceSec": None, "queueMaxPerIp": None}
 
@@ -71,7 +73,7 @@ def test_ejected_view_says_why(make_room, visitor):
     a, b = visitor(room), visitor(room)
     a.join()
     b.join()
-    room.eject(a.n)
+    operator.eject(room, a.n)
     view = visitor_view(room, a.status())
     assert view.state == "waiting" and view.reason == "ejected" and view.position == 2
 
@@ -89,5 +91,5 @@ def test_previous_generation_view(make_room, visitor, engine):
     v.join()
     engine.delete("r")
     room2 = make_room()
-    view = visitor_view(room2, room2.status(v.client, v.token))
+    view = visitor_view(room2, visits.status(room2, v.client, v.token))
     assert view.state == "expired" and view.reason == "previous_generation" and view.gen == 2

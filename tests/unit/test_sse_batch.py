@@ -12,8 +12,8 @@ from typing import Any
 
 from queue_manager.clock import FakeClock
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import Presented
 from queue_manager.engine.view import VisitorView
+from queue_manager.engine.visitor import Presented
 from queue_manager.services.sse import Broadcaster, Stream
 from queue_manager.store.base import STATUS_BATCH
 from queue_manager.store.memory import MemoryStore

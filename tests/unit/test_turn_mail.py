@@ -12,7 +12,7 @@ from queue_manager.clock import FakeClock, SystemClock
 from queue_manager.config import load_settings
 from queue_manager.context import Context
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import Presented
+from queue_manager.engine.visitor import Presented
 from queue_manager.http.wire import HttpError
 from queue_manager.jobs import smtp, turn_letter
 from queue_manager.jobs.shared_state import Solo

@@ -2,8 +2,8 @@
 
 It answers exactly what MemoryStore (the Python engine) answers — views, door checks, room
 summaries, look-ups, errors and events — for every instance of a fleet at once. The Python engine
-(``queue_manager/engine/room.py``) is the reference; ``lua/prelude.lua`` ports it function by
-function, in integer milliseconds and integer credit units.
+(``queue_manager/engine/room.py`` and the operations beside it) is the reference; ``lua/prelude.lua``
+ports it function by function, in integer milliseconds and integer credit units.
 
 Data model (every key in ``keys.py``; a room's keys share the hash tag ``{<room>}``)
 -----------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ the same answers the memory store gives (views, check results, look-ups, stats).
 
 The Lua scripts return integers only. Views and room stats are rendered by the engine's own
 renderer (``engine/view.py``) from the numbers a reply carries; the look-up record mirrors
-``Room.describe``, and every float (``round(...)``) is computed here exactly as the engine computes it.
+``report.describe``, and every float (``round(...)``) is computed here exactly as the engine computes it.
 """
 
 from __future__ import annotations

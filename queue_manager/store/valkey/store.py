@@ -31,10 +31,10 @@ from queue_manager.engine.model import (
 )
 from queue_manager.engine.policy import RoomPolicy, policy_of
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
-from queue_manager.engine.room import CheckResult, NewDoor, Presented
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import make_ref
 from queue_manager.engine.view import MintedWaits, VisitorView
+from queue_manager.engine.visitor import CheckResult, NewDoor, Presented, identity_limit
 from queue_manager.store.base import STATUS_BATCH, ChangeListener, JournalCommitFailed, Store, StoreUnavailable
 from queue_manager.store.valkey import codec
 from queue_manager.store.valkey.breaker import Breaker
@@ -117,9 +117,9 @@ def _asks_args(asks: Sequence[tuple[ClientId, Presented | None]]) -> list[str]:
 
 
 def _query(query: str) -> tuple[str, str, str, str]:
-    """(stripped, kind, number, Ref) the way Room.lookup reads a query."""
+    """(stripped, kind, number, Ref) the way report.lookup reads a query."""
     q = query.strip()
-    if q.isascii() and q.isdigit():  # "²" is a digit to str.isdigit but no number: a Ref, as in Room.lookup
+    if q.isascii() and q.isdigit():  # "²" is a digit to str.isdigit but no number: a Ref, as in report.lookup
         if len(q) > 15:
             return q, "long", "", q.upper()
         return q, "num", str(int(q)), q.upper()
@@ -391,7 +391,7 @@ class ValkeyStore:
     def _draw(self, room_id: str, reply: Reply) -> tuple[str, str, str]:
         """The draw itself, in Python (qm-draw-v1 of the committed seed, engine/draw.py); the script
         applies it and keeps it as the draw's record. A drop without a committed seed (scheduled by an
-        older build) is drawn from a fresh one, published with the draw (Room.draw_seed)."""
+        older build) is drawn from a fresh one, published with the draw (drop.draw_seed)."""
         handles, groups = draw_rules.freeze((str(h), str(ident)) for h, ident in reply.get("entries") or [])
         doc: dict[str, Any] = {}
         committed = reply.get("seed")
@@ -910,7 +910,7 @@ class ValkeyStore:
     ) -> EngineError:
         code = reply["code"]
         if code == "queue_identity_limit":
-            return room_module._identity_limit()
+            return identity_limit()
         if code == "no_ticket_long":
             return EngineError(404, "no_ticket", "No such ticket in this room.", query=stripped[:32])
         if code == "no_ticket_num":

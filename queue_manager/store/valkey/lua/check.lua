@@ -1,4 +1,4 @@
--- check (Room.check): the door. ARGV after the header: ident, fp, fp2, cookie, presented gen, n,
+-- check (visitor.check): the door. ARGV after the header: ident, fp, fp2, cookie, presented gen, n,
 -- handle, door hash ('' none), url sent (1/0), matched rule index ('' none), unprotected (1/0),
 -- new door hash. The URL rules are matched in Python against the config of the version this
 -- script insists on (strict), so the match and the rules it counts are the same.

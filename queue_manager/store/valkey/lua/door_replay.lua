@@ -1,4 +1,4 @@
--- door_replay (Room.door_replay): the hot path — a live session's own door key slides it; 'none'
+-- door_replay (visitor.door_replay): the hot path — a live session's own door key slides it; 'none'
 -- when it is not that case (nothing counted; the store then runs the full check). One round trip.
 -- ARGV after the header: presented gen, n, door hash, url sent (1/0), matched rule index ('' none),
 -- unprotected (1/0).

@@ -1,4 +1,4 @@
--- eject (MemoryStore.eject = Room.lookup + Room.eject + describe): revoke the pass, drop any
+-- eject (MemoryStore.eject = report.lookup + operator.eject + report.describe): revoke the pass, drop any
 -- session and send the visitor to the back; a finished ticket is forgotten.
 -- ARGV after the header: kind (num|long|ref), number, Ref (upper case).
 local early = begin(false, true)

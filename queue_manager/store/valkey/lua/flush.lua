@@ -1,4 +1,4 @@
--- flush (Room.flush = advance + release_all): every pass and live session ends at once, each ticket
+-- flush (operator.flush = advance + release_all): every pass and live session ends at once, each ticket
 -- finished ('flushed'); the line, the pre-queue and the room survive. One event for the lot, and the
 -- deadline heaps go whole: every entry in them names a pass, a slot or a session, and none is left.
 local early = begin(false, true)

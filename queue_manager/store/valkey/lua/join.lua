@@ -1,4 +1,4 @@
--- join (Room.join): re-presenting a held place returns it; anything else mints a ticket (or, before
+-- join (visitor.join): re-presenting a held place returns it; anything else mints a ticket (or, before
 -- opensAt, a pre-queue entry). ARGV after the header: ident, fp, fp2, cookie, presented gen, n,
 -- handle, return url, a fresh pre-queue handle.
 local early = begin(false, true)

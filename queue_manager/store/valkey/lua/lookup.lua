@@ -1,6 +1,6 @@
--- lookup (Engine.lookup, and Room.lookup for eject): by ticket number or Ref, falling back to the
+-- lookup (Engine.lookup, and report.lookup for eject): by ticket number or Ref, falling back to the
 -- archived generations. ARGV after the header: kind (num|long|ref), number, Ref (upper case),
--- archives (1: fall back to the archives, as Engine.lookup does; 0: Room.lookup only).
+-- archives (1: fall back to the archives, as Engine.lookup does; 0: report.lookup only).
 local kind = ARGV[A + 1]
 local number = tonumber(ARGV[A + 2])
 local ref = ARGV[A + 3]

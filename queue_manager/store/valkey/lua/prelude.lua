@@ -1,6 +1,7 @@
--- The shared prelude of every script: the rules of queue_manager/engine/room.py, ported function
+-- The shared prelude of every script: the rules of queue_manager/engine (room.py and the operations
+-- beside it: visitor.py, operator.py, outflow.py, drop.py, deadlines.py, minute.py), ported function
 -- by function (each carries the name of its Python original). The Python engine is the reference;
--- where this file and room.py differ, room.py is right.
+-- where this file and the Python engine differ, the Python engine is right.
 --
 -- Time is integer milliseconds and never read from the server: every script receives the store
 -- clock's wall and monotonic readings. Credit is in integer units (SLOT per slot).
@@ -350,7 +351,7 @@ end
 
 -- ------------------------------------------------------------------ credit
 
-local function settle_credit()  -- _settle_credit
+local function settle_credit()  -- outflow.settle_credit
   if effective_state(NOW_WALL) == 'active' and S.c_rate > 0 then
     local elapsed = math.max(0, NOW - S.last)
     S.credit = math.min(SLOT, S.credit + S.c_rate * elapsed)
@@ -436,7 +437,7 @@ end
 -- sum to S.wsum once
 local WAITS, WAITS_N, WAITS_SUM = {}, 0, 0
 
-local function promote(t, slot, now)  -- _promote
+local function promote(t, slot, now)  -- promote
   leave_line(t)
   t.s = 'passed'
   t.pa = now
@@ -491,7 +492,7 @@ local function finish(t, reason)  -- _finish
   end
 end
 
-local function admit(t, door, now)  -- _admit
+local function admit(t, door, now)  -- admit
   local m = I(t.n)
   redis.call('SREM', K.ps, m)
   redis.call('SREM', K.sl, m)
@@ -508,7 +509,7 @@ local function admit(t, door, now)  -- _admit
   emit('admit', {n = t.n, door = door})
 end
 
-local function reclaim(t)  -- _reclaim
+local function reclaim(t)  -- reclaim_session
   local now = NOW
   redis.call('SREM', K.ss, I(t.n))
   t.d = nil
@@ -521,7 +522,7 @@ local function reclaim(t)  -- _reclaim
   emit('reclaim', {n = t.n})
 end
 
-local function slide(t, now, journal)  -- _slide
+local function slide(t, now, journal)  -- slide
   t.sla = now
   if journal and now - t.st >= TOUCH_EVERY_MS then
     t.st = now
@@ -635,7 +636,7 @@ local function sweep(now)  -- sweep; false when the budget ran out with more due
   return true
 end
 
-local function draw_due()  -- the test in _maybe_draw
+local function draw_due()  -- the test in drop.maybe_draw
   if redis.call('HLEN', K.pq) == 0 then
     return false
   end
@@ -647,7 +648,7 @@ end
 -- opens (the instant committed for, '' none), prev ('<commitment>:<replaced at>' joined by ','); once
 -- drawn: res (the draw as the store sent it: JSON order, handles, groups), dat (wall ms), first
 -- (the first ticket it minted).
-local function committed_seed()  -- the seed the next draw uses (Room.draw_seed), or nil
+local function committed_seed()  -- the seed the next draw uses (drop.draw_seed), or nil
   local cur = redis.call('HMGET', K.draw, 'seed', 'dat')
   if cur[1] and not cur[2] then
     return cur[1]
@@ -797,7 +798,7 @@ local function resolve(P, C)  -- resolve
   return {n = n, reason = 'expired'}
 end
 
-local function describe(n)  -- the raw material of describe(); Python renders it
+local function describe(n)  -- the raw material of report.describe(); Python renders it
   local t = getT(n)
   if t == nil then
     local f = redis.call('HGET', K.fin, I(n))
@@ -815,7 +816,7 @@ local function describe(n)  -- the raw material of describe(); Python renders it
   return d
 end
 
-local function mark_polled(found)  -- Room.status's marks: the holder seen, told when a pass is shown
+local function mark_polled(found)  -- visitor.status's marks: the holder seen, told when a pass is shown
   if found.ticket ~= nil then
     local t = found.ticket
     t.sn = NOW
@@ -828,7 +829,7 @@ local function mark_polled(found)  -- Room.status's marks: the holder seen, told
   end
 end
 
-local function view_payload(found)  -- the raw material of visitor_view()
+local function view_payload(found)  -- the raw material of view.visitor_view()
   local out = {k = 'ok', eff = effective_state(NOW_WALL), reason = found.reason, n = found.n, new = found.new}
   if out.eff == 'scheduled' then
     local cur = redis.call('HMGET', K.draw, 'com', 'dat')

@@ -1,4 +1,4 @@
--- purge (Room.purge): empty the line and the pre-queue; passes, sessions and the room survive.
+-- purge (operator.purge): empty the line and the pre-queue; passes, sessions and the room survive.
 local early = begin(false, true)
 if early then
   return early

@@ -1,4 +1,4 @@
--- stats (Room.stats, after advance): the raw numbers; Python derives the rest. Also the plain
+-- stats (report.stats, after advance): the raw numbers; Python derives the rest. Also the plain
 -- advance the engine runs before a refused schedule (ARGV after the header: 'advance' to skip
 -- the numbers), and the drop's draw after an advance ('draw'). After 'stats', an optional reader's
 -- cursor: the waits of the latest passes it has not read (K.wt past '<gen>:<ordinal>'; '*' or another

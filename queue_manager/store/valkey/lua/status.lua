@@ -1,4 +1,4 @@
--- status (Room.status): a poll marks the holder seen, and told when a pass is shown.
+-- status (visitor.status): a poll marks the holder seen, and told when a pass is shown.
 -- ARGV after the header: ident, fp, fp2, cookie, presented gen, n, handle.
 local early = begin(false, true)
 if early then

@@ -1,4 +1,4 @@
--- status_many (Room.status for each ask in turn, at one instant): the room is loaded, drawn and swept
+-- status_many (visitor.status for each ask in turn, at one instant): the room is loaded, drawn and swept
 -- once, then every ask is resolved and marked (mark_polled) exactly as status.lua does it.
 -- ARGV after the header: the asks, 7 each: ident, fp, fp2, cookie, presented gen, n, handle.
 local early = begin(false, true)

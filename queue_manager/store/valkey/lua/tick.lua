@@ -1,4 +1,4 @@
--- tick (Room.tick): credit the time since the room's shared last tick and promote. N instances
+-- tick (outflow.tick): credit the time since the room's shared last tick and promote. N instances
 -- ticking one room each claim the span since the last claim, so together they credit what one
 -- ticker would. Answers 'more' (credit not yet capped) when PROMOTE_MAX promotions were made and
 -- more may follow, and 'again' when the sweep budget ran out: the store calls again at once.
