@@ -87,3 +87,9 @@ def test_no_module_assigns_to_a_context() -> None:
         for line in _assigned_context_fields(ast.parse(path.read_text(), str(path))):
             found.append(f"{path.relative_to(ROOT.parent)}:{line}")
     assert not found, found
+
+
+def test_the_memory_parts_say_how_live_streams_read() -> None:
+    ctx = _context()
+    assert ctx.fleet is None and ctx.status_now is not None
+    assert ctx.broadcaster.inline_steps and ctx.broadcaster.status_many is None
