@@ -133,7 +133,10 @@ async def main_async(
     ctx = built.ctx
     app = getattr(built, "asgi", built)  # what uvicorn runs (the inline front, on a composed server)
     await ctx.store.start()
-    ctx.ready = True
+    if hasattr(ctx, "run"):
+        ctx.run.started()
+    else:  # a checkout from before the run state (--tree)
+        ctx.ready = True
     admin = [(b"authorization", f"Bearer {ENV['ADMIN_KEY']}".encode()), (b"content-type", b"application/json")]
     room = {"id": "bench", "targetUrl": TARGET, "ratePerMinute": 600000, "queueMaxPerIp": None, "presenceSec": None}
     status, _ = await call(app, scope_for("POST", "/api/admin/rooms", headers=admin), orjson.dumps(room))

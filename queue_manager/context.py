@@ -1,90 +1,80 @@
-"""Everything a route needs, built once at start-up and handed down."""
+"""Everything a route needs, built once at start-up from the store's parts and handed down, never changed.
+
+The :class:`Context` is frozen: what changes while the process runs lives in the objects it holds (the run's
+state, the verified-ticket cache, the counters, the attached inline proxy and jobs), each with its own
+methods. The composition root (``server.py``) builds it once from the parts ``assembly/`` chose.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
+
+import orjson
 
 from queue_manager import __version__
 from queue_manager.access.protection import Protection
-from queue_manager.access.records.memory import MemoryAccessStore
 from queue_manager.access.service import READ_ONLY_SIGN_INS_PER_MIN, Access
+from queue_manager.assembly.parts import Parts, StatusNow
 from queue_manager.clock import SystemClock
 from queue_manager.config import Settings
 from queue_manager.edgepass import PassSigner
-from queue_manager.engine.model import ClientId
 from queue_manager.engine.room import Presented
 from queue_manager.engine.view import VisitorView
 from queue_manager.metrics import Counters
+from queue_manager.services.attached import Attached
 from queue_manager.services.edge_secret import EdgeGate
 from queue_manager.services.identity import IdentityResolver
 from queue_manager.services.peers import Peers
 from queue_manager.services.proxywatch import ProxyWatch
 from queue_manager.services.ratelimit import Budget
+from queue_manager.services.run_state import RunState
 from queue_manager.services.sse import AdminStreams, Broadcaster
 from queue_manager.services.ticket_bursts import TicketBursts
-from queue_manager.sidestores.history.memory import MemoryRefusals, MemoryWarehouse
 from queue_manager.sidestores.history.writer import HourlyHistory
 from queue_manager.sidestores.mailbook.base import AddressBook
 from queue_manager.sidestores.maintenance.base import AdmissionMaintenance, JournalMaintenance
-from queue_manager.sidestores.maintenance.memory import MemoryAdmissionMaintenance, MemoryJournalMaintenance
 from queue_manager.sidestores.revocations.base import RevocationList
-from queue_manager.sidestores.revocations.memory import MemoryRevocations
-from queue_manager.sidestores.timeline.base import TimelineView
+from queue_manager.sidestores.timeline.base import SharedTimeline
 from queue_manager.sidestores.timeline.series import SeriesRecorder
 from queue_manager.store.base import Store
-from queue_manager.store.memory import MemoryStore
 from queue_manager.tokens import TokenError, TokenSigner
 
 if TYPE_CHECKING:
-    from queue_manager.fleet.backend import Backend
+    from queue_manager.fleet.parts import FleetParts
 
 TICKET_CACHE_MAX = 100_000
 
 
-class HostsView(Protocol):
-    def __bool__(self) -> bool: ...  # any inline room at all
+def _budgets(settings: Settings, clock: SystemClock) -> dict[str, Budget]:
+    keys = settings.rate_limit_max_keys
+    return {
+        "join": Budget(settings.join_limit_per_min, keys, clock),
+        "check": Budget(settings.check_limit_per_min, keys, clock),
+        # vouched checks are charged to the visitor named, in a map of their own
+        "check_vouched": Budget(settings.check_limit_per_min, keys, clock),
+        "waiting": Budget(settings.waiting_limit_per_min, keys, clock),
+        # the console (/), /progress and /docs*: the same size, a separate bucket
+        "pages": Budget(settings.waiting_limit_per_min, keys, clock),
+        # turn-e-mail sign-ups and cancellations (POST/DELETE /api/notify)
+        "notify": Budget(settings.notify_limit_per_min, keys, clock),
+        # GET /api/rooms/<id>/draw (a drop's proof can be large): the size of the waiting page's
+        "draw": Budget(settings.waiting_limit_per_min, keys, clock),
+        # console sign-ins by a key without the write grant (a viewer's), per key: each is an audit row
+        "sign_in_read_only": Budget(READ_ONLY_SIGN_INS_PER_MIN, keys, clock),
+    }
 
 
-class OriginWatch(Protocol):
-    def failing(self) -> list[str]: ...
+def _key_set(passes: PassSigner | None) -> tuple[bytes, bytes]:
+    """The edge passes' JWK Set body and its ETag: the keys change only with the settings."""
+    body = orjson.dumps(passes.jwks() if passes is not None else {"keys": []})
+    return body, b'"' + hashlib.sha256(body).hexdigest()[:32].encode() + b'"'
 
 
-class InlineStatus(Protocol):
-    """What the queue's own routes read of the inline proxy (health, readiness)."""
-
-    @property
-    def index(self) -> HostsView: ...
-
-    @property
-    def probe(self) -> OriginWatch: ...
-
-    def at_ceiling(self) -> bool: ...
-
-    def health(self, counters: Counters | None = None) -> dict[str, object]: ...
-
-
-class AlertsView(Protocol):
-    """What the queue's routes read of the alert frames and the leader's jobs (``jobs/alert_frame.py``)."""
-
-    def view(self, *, full: bool) -> dict[str, Any]: ...
-
-    async def test(self) -> dict[str, Any]: ...
-
-    def badges(self) -> dict[str, dict[str, Any]]: ...
-
-
-class TurnMailView(Protocol):
-    """What health reads of the leader's turn-e-mail job (``jobs/turn_mail.py``)."""
-
-    async def health(self) -> dict[str, Any]: ...
-
-
-@dataclass
+@dataclass(frozen=True, slots=True, eq=False)
 class Context:
     settings: Settings
     store: Store
@@ -92,44 +82,39 @@ class Context:
     signer: TokenSigner
     identity: IdentityResolver
     broadcaster: Broadcaster
-    counters: Counters = field(default_factory=Counters)
-    started_ms: int = 0
-    started_mono: float = 0.0
-    shutting_down: bool = False
-    ready: bool = False
-    clock_incidents: list[dict[str, Any]] = field(default_factory=list)
-    budgets: dict[str, Budget] = field(default_factory=dict)
-    access: Access = field(init=False)
-    edge: EdgeGate = field(init=False)
-    protection: Protection = field(init=False)
-    proxywatch: ProxyWatch = field(init=False)
-    ticket_bursts: TicketBursts = field(init=False)  # refused tickets per room: the warning on a burst
-    admin_streams: AdminStreams = field(default_factory=lambda: AdminStreams())
-    series: SeriesRecorder = field(default_factory=SeriesRecorder)  # the console's per-room chart data
-    pid: int = field(default_factory=os.getpid)
-    # ends the process through the same path SIGTERM takes (set by the CLI around the server)
-    request_stop: Callable[[], None] | None = None
-    backend: Backend | None = None  # on STORE=valkey: the lease, the journal, the Valkey state
-    inline: InlineStatus | None = None  # the inline proxy in front, when the server runs one
-    peers: Peers | None = None  # WORKERS>1: where this worker's siblings serve their own metrics
-    alerts: AlertsView | None = None  # the alert frames and the leader's jobs
-    timeline: TimelineView | None = None  # the marks every instance shares (None: this process's only)
-    addresses: AddressBook | None = None  # turn-e-mail sign-ups (memory or Valkey, never PostgreSQL)
-    turn_mail: TurnMailView | None = None  # the job that sends them
-    passes: PassSigner | None = None  # PASS_SIGNING=ed25519: the edge passes' keys
-    revocations: RevocationList = field(init=False)  # revoked edge passes (this process's, or Valkey's)
-    jwks: tuple[bytes, bytes] | None = None  # the key set's body and ETag, rendered on first use
-    history: HourlyHistory = field(init=False)  # the reports' hourly rows (this process's, or PostgreSQL's)
-    pop: AdmissionMaintenance = field(init=False)  # admission maintenance (this process's, or the fleet's on Valkey)
+    counters: Counters
+    started_ms: int
+    started_mono: float
+    budgets: dict[str, Budget]
+    access: Access
+    edge: EdgeGate
+    protection: Protection
+    proxywatch: ProxyWatch
+    ticket_bursts: TicketBursts  # refused tickets per room: the warning on a burst
+    admin_streams: AdminStreams
+    series: SeriesRecorder  # the console's per-room chart data
+    run: RunState  # ready, stopping, the clock's steps, and how to stop the process
+    attached: Attached  # the inline proxy in front, the alert frames and the turn-e-mail job
+    fleet: FleetParts | None  # on STORE=valkey: the journal, the Valkey connection, the lease, recovery
+    peers: Peers | None  # WORKERS>1: where this worker's siblings serve their own metrics
+    timeline: SharedTimeline | None  # the marks every instance shares (None: this process's only)
+    addresses: AddressBook | None  # turn-e-mail sign-ups (memory or Valkey, never PostgreSQL)
+    passes: PassSigner | None  # PASS_SIGNING=ed25519: the edge passes' keys
+    key_set: tuple[bytes, bytes]  # the edge passes' key set: its body and ETag
+    revocations: RevocationList  # revoked edge passes (this process's, or Valkey's)
+    history: HourlyHistory  # the reports' hourly rows (this process's, or PostgreSQL's)
+    pop: AdmissionMaintenance  # admission maintenance (this process's, or the fleet's on Valkey)
     #: journal maintenance: the disk spool (STORE=valkey), or a flag alone (STORE=memory)
-    maintenance: JournalMaintenance = field(default_factory=MemoryJournalMaintenance)
+    maintenance: JournalMaintenance
     #: the store's status read without a coroutine, when it answers in this process (the memory store)
-    status_now: Callable[[str, ClientId, Presented | None], VisitorView] | None = None
-    _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
+    status_now: StatusNow | None
+    pid: int = field(default_factory=os.getpid)
     version: str = __version__
+    #: verified visitor tokens: token -> (room, presented, issued at)
+    _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, settings: Settings, store: Store, clock: SystemClock) -> Context:
+    def build(cls, settings: Settings, parts: Parts, clock: SystemClock, *, peers: Peers | None = None) -> Context:
         signer = TokenSigner(
             settings.secret,
             clock,
@@ -137,55 +122,60 @@ class Context:
             sign_v2=settings.token_sign_v2,
             max_age_sec=settings.token_max_age_sec,
         )
-        ctx = cls(settings, store, clock, signer, IdentityResolver(settings), Broadcaster())
-        ctx.started_ms = clock.wall_ms()
-        ctx.series.watching_since_ms = ctx.started_ms
-        ctx.started_mono = clock.mono()
-        if settings.pass_signing == "ed25519":
-            ctx.passes = PassSigner(settings.secret, clock, previous=settings.secret_previous)
-        ctx.revocations = MemoryRevocations(clock)
-        keys = settings.rate_limit_max_keys
-        ctx.budgets = {
-            "join": Budget(settings.join_limit_per_min, keys, clock),
-            "check": Budget(settings.check_limit_per_min, keys, clock),
-            # vouched checks are charged to the visitor named, in a map of their own
-            "check_vouched": Budget(settings.check_limit_per_min, keys, clock),
-            "waiting": Budget(settings.waiting_limit_per_min, keys, clock),
-            # the console (/), /progress and /docs*: the same size, a separate bucket
-            "pages": Budget(settings.waiting_limit_per_min, keys, clock),
-            # turn-e-mail sign-ups and cancellations (POST/DELETE /api/notify)
-            "notify": Budget(settings.notify_limit_per_min, keys, clock),
-            # GET /api/rooms/<id>/draw (a drop's proof can be large): the size of the waiting page's
-            "draw": Budget(settings.waiting_limit_per_min, keys, clock),
-            # console sign-ins by a key without the write grant (a viewer's), per key: each is an audit row
-            "sign_in_read_only": Budget(READ_ONLY_SIGN_INS_PER_MIN, keys, clock),
-        }
-        store.on_change(ctx.broadcaster.notify)
-        if isinstance(store, MemoryStore):  # its calls never suspend
-            ctx.broadcaster.inline_steps = True
-            ctx.status_now = store.status_now
-        else:  # a store over the network: a room's streams read their frames in batches
-            ctx.broadcaster.status_many = store.status_many
-        ctx.pop = MemoryAdmissionMaintenance(store)
-        ctx.history = HourlyHistory(
-            MemoryWarehouse(),
-            MemoryRefusals(),
-            clock.wall_ms,
-            retain_days=settings.history_retain_days,
-            counters_from_boot=True,
+        store = parts.store
+        inline_steps = parts.status_now is not None  # the store's calls never suspend
+        # a store over the network: a room's streams read their frames in batches
+        broadcaster = Broadcaster(inline_steps=inline_steps, status_many=None if inline_steps else store.status_many)
+        store.on_change(broadcaster.notify)
+        started_ms = clock.wall_ms()
+        series = SeriesRecorder(parts.timeline)
+        series.watching_since_ms = started_ms
+        started_mono = clock.mono()
+        passes = (
+            PassSigner(settings.secret, clock, previous=settings.secret_previous)
+            if settings.pass_signing == "ed25519"
+            else None
         )
-        ctx.access = Access(settings, signer, clock, MemoryAccessStore())
-        ctx.edge = EdgeGate(settings.edge_secrets)
-        ctx.protection = Protection(
-            clock,
-            mode=settings.protection_mode,
-            block_at=settings.protection_block_at,
-            allow_ips=settings.protection_allow_ips,
+        access = Access(settings, signer, clock, parts.access_records, parts.auth_failures)
+        admin_streams = AdminStreams()
+        access.on_revoke(admin_streams.revoke)
+        return cls(
+            settings=settings,
+            store=store,
+            clock=clock,
+            signer=signer,
+            identity=IdentityResolver(settings),
+            broadcaster=broadcaster,
+            counters=Counters(),
+            started_ms=started_ms,
+            started_mono=started_mono,
+            budgets=_budgets(settings, clock),
+            access=access,
+            edge=EdgeGate(settings.edge_secrets),
+            protection=Protection(
+                clock,
+                mode=settings.protection_mode,
+                block_at=settings.protection_block_at,
+                allow_ips=settings.protection_allow_ips,
+            ),
+            proxywatch=ProxyWatch(settings, clock),
+            ticket_bursts=TicketBursts(clock),
+            admin_streams=admin_streams,
+            series=series,
+            run=RunState(),
+            attached=Attached(),
+            fleet=parts.fleet,
+            peers=peers,
+            timeline=parts.timeline,
+            addresses=parts.addresses,
+            passes=passes,
+            key_set=_key_set(passes),
+            revocations=parts.revocations,
+            history=parts.history,
+            pop=parts.admission,
+            maintenance=parts.journal_maintenance,
+            status_now=parts.status_now,
         )
-        ctx.proxywatch = ProxyWatch(settings, clock)
-        ctx.ticket_bursts = TicketBursts(clock)
-        ctx.access.on_revoke(ctx.admin_streams.revoke)
-        return ctx
 
     # ------------------------------------------------------------------ tokens
 

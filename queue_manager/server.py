@@ -1,9 +1,10 @@
 """The composition root: every part of a running server is built here, once, and started and stopped here.
 
-:class:`Server` is the ASGI application uvicorn runs. It builds the store (memory, or Valkey with the
-fleet's lease and the PostgreSQL journal), the shared access records, the :class:`~.http.context.Context`
-every route receives, the queue's app (``routes/app.py``), the inline proxy wrapped around it
-(``inline/front.py``) and the ticker; it owns their lifespan. Nothing below imports this module.
+:class:`Server` is the ASGI application uvicorn runs. It takes the parts the store brings
+(``assembly/``: memory, or Valkey with the fleet's parts and the PostgreSQL journal), builds from them the
+frozen :class:`~.context.Context` every route receives, then the queue's app (``routes/app.py``), the
+inline proxy wrapped around it (``inline/front.py``), the leader's jobs and the ticker; it owns their
+lifespan. Nothing below imports this module.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
+from queue_manager.assembly.build import memory_parts, parts_for
 from queue_manager.background import Job
 from queue_manager.clock import SystemClock
 from queue_manager.config import ConfigRefusal, Settings
@@ -33,16 +35,14 @@ from queue_manager.routes.visitor import api as visitor
 from queue_manager.routes.visitor import door
 from queue_manager.services.peers import PeerListener, Peers
 from queue_manager.sidestores.history.base import WarehouseRefused
-from queue_manager.sidestores.mailbook.base import AddressBook
-from queue_manager.sidestores.mailbook.memory import MemoryAddressBook
-from queue_manager.store.base import JournalCommitFailed, Store, StoreUnavailable
+from queue_manager.store.base import JournalCommitFailed, StoreUnavailable
+from queue_manager.store.memory import MemoryStore
 from queue_manager.web import connectors
 
 if TYPE_CHECKING:
-    from queue_manager.fleet.backend import Backend
+    from queue_manager.fleet.parts import FleetParts
     from queue_manager.journal.database import Database
     from queue_manager.journal.runs import InstanceRuns
-    from queue_manager.sidestores.timeline.pg import TimelineNotes
 
 log = logging.getLogger("queue_manager")
 
@@ -59,119 +59,34 @@ def settings_refusal(settings: Settings) -> ConfigRefusal | None:
     return webhook.refusal(settings)
 
 
-def create_store(settings: Settings, clock: SystemClock) -> tuple[Store, Backend | None, Database | None]:
-    """The store ``STORE`` names; on Valkey also the fleet backend (lease, journal, hints) that runs it and
-    the one PostgreSQL pool the journal and the shared access records use."""
-    if settings.store == "memory":
-        from queue_manager.store.memory import MemoryStore
-
-        return MemoryStore(clock), None, None
-    from queue_manager.fleet.backend import Backend as ValkeyBackend
-    from queue_manager.journal.database import Database as PgDatabase
-
-    database = PgDatabase.from_settings(settings)
-    backend = ValkeyBackend(settings, database)
-    return backend.store, backend, database
-
-
 class Server:
     def __init__(
         self,
         settings: Settings,
-        store: Store | None = None,
+        store: MemoryStore | None = None,
         clock: SystemClock | None = None,
         *,
         peers: Peers | None = None,
     ) -> None:
+        """``store``: a memory store to serve from (tests, in-process benchmarks); otherwise the one ``STORE``
+        names, with its parts (``assembly/``)."""
         self.clock = clock or SystemClock()
         self.settings = settings
-        self.backend: Backend | None = None
-        self.database: Database | None = None
         self.started_ms = self.clock.wall_ms()
         self.runs: InstanceRuns | None = None  # this run's row in instance_runs (a fixed QM_INSTANCE_ID on pg)
         # how the stop ended, as the stop line says it: None until the lifespan's stop wrote that line
         # (a stop cut short never does), then whether it was clean (the exit status follows it)
         self.stopped_clean: bool | None = None
         self._mark_run = Job("qm-run-mark", self._mark_started_later)
-        self.timeline: TimelineNotes | None = None
-        if store is None:
-            store, self.backend, self.database = create_store(settings, self.clock)
-        ctx = self.ctx = Context.build(settings, store, self.clock)
-        ctx.backend = self.backend
-        ctx.peers = peers
+        parts = memory_parts(settings, self.clock, store) if store is not None else parts_for(settings, self.clock)
+        self.fleet: FleetParts | None = parts.fleet
+        self.database: Database | None = parts.fleet.database if parts.fleet is not None else None
+        self.timeline = parts.timeline
+        ctx = self.ctx = Context.build(settings, parts, self.clock, peers=peers)
         # WORKERS>1: this worker's own metrics, for the sibling that answers a scrape on the shared port
         self.peer_listener = None if peers is None else PeerListener(peers, lambda: local_exposition(ctx))
-        if self.backend is not None:  # what this instance writes for the fleet view
-            self.backend.counters.source = lambda: local_counters(ctx)
-        if self.backend is not None and self.database is not None:  # access records shared by the fleet
-            from queue_manager.access.records.pg import SharedAccessStore
-
-            shared_access = SharedAccessStore(
-                self.database,
-                self.backend.store.redis,
-                self.backend.fleet_prefix,
-                hints=self.backend.hints,
-                resync_ms=settings.resync_ms,
-            )
-            # audit rows follow the journal into the disk spool while it spools
-            shared_access.spool_audit = self.backend.journal.maintenance_spool.take_audit
-            ctx.access.store = shared_access
-            access = ctx.access
-
-            async def audit_gap(action: str, room_id: str, detail: dict[str, Any]) -> None:
-                await access.audit(None, action, target=room_id, room_id=room_id, **detail)
-
-            # the events the leader commits from a room's outbox, in the audit trail under the system actor
-            self.backend.gaps.audit = audit_gap
-            from queue_manager.sidestores.timeline.pg import TimelineNotes as PgTimeline
-
-            # the chart's marks: written to PostgreSQL about a second after each, read back by every instance
-            self.timeline = PgTimeline(self.database, self.clock)
-            ctx.series.sink = self.timeline
-            ctx.timeline = self.timeline
-            from queue_manager.sidestores.history.pg import PgWarehouse
-            from queue_manager.sidestores.history.valkey import SharedRefusals
-            from queue_manager.sidestores.history.writer import HourlyHistory
-
-            # the reports' rows in PostgreSQL, written by the leader only from the fleet's counters
-            lease = self.backend.lease
-            ctx.history = HourlyHistory(
-                PgWarehouse(self.database, self.clock.wall_ms),
-                SharedRefusals(self.backend.store.redis, self.backend.fleet_prefix),
-                self.clock.wall_ms,
-                retain_days=settings.history_retain_days,
-                leads=lambda: lease.leader,
-            )
-            from queue_manager.sidestores.maintenance.valkey import ValkeyAdmissionMaintenance
-
-            # admission maintenance: the fleet's flag in Valkey, announced by a hint, re-read every tick
-            ctx.pop = ValkeyAdmissionMaintenance(
-                store,
-                self.backend.store.redis,
-                self.backend.fleet_prefix,
-                hints=self.backend.hints,
-                database=self.database,
-                instance_id=settings.instance_id,
-            )
-            from queue_manager.sidestores.maintenance.pg import PgJournalMaintenance
-
-            # journal maintenance: this instance's spool, the flag mirrored in PostgreSQL and announced by a hint
-            ctx.maintenance = PgJournalMaintenance(self.backend.journal, hints=self.backend.hints)
-            broadcaster = ctx.broadcaster
-            # POST /internal/api/notify on another instance: wake this one's live streams of that room
-            self.backend.hints.on("wake", lambda hint: broadcaster.notify({str(hint.get("room"))}))
-            from queue_manager.access.authfail.valkey import SharedAuthFailures
-
-            ctx.access.failures = SharedAuthFailures(  # the fleet's wrong-key budget; this process's if Valkey is down
-                self.backend.store.redis,
-                self.backend.fleet_prefix,
-                settings.admin_auth_fail_per_min,
-                self.backend.clock,
-                local=ctx.access.failures,
-                breaker=self.backend.store.breaker,
-                hints=self.backend.hints,  # authlock: a lockout reaches every instance at once
-                max_keys=settings.rate_limit_max_keys,
-            )
+        if self.fleet is not None:
+            self._wire_fleet(self.fleet)
         self.app = App(ctx)
         queue_side = QueueSide(
             door_check=door.door_check,
@@ -179,31 +94,32 @@ class Server:
             origin_down_page=branding.origin_down_page,
         )
         self.inline = Inline(ctx, queue_side)
-        ctx.inline = self.inline
         self.front = InlineFront(self.app, self.inline)
         self.front.lifespan = self.lifespan
         self.ticker = Job("qm-ticker", self._ticker)
         refusal = settings_refusal(settings)
         if refusal is not None:
             raise refusal
-        self.autopilot = Autopilot(ctx, shared_for(ctx, self.backend), self.backend)
-        ctx.alerts = self.autopilot
-        if self.backend is not None:  # revoked edge passes, for the whole fleet
-            from queue_manager.sidestores.revocations.valkey import ValkeyRevocations
-
-            ctx.revocations = ValkeyRevocations(self.backend.store.redis, self.backend.fleet_prefix, self.clock)
+        self.autopilot = Autopilot(ctx, shared_for(ctx, self.fleet), self.fleet)
         self.turn_mail: TurnMail | None = None
-        if settings.turn_emails:  # addresses in this process or in Valkey, sent by the leader
-            ctx.addresses = self._address_book()
-            self.turn_mail = TurnMail(ctx, ctx.addresses, self.autopilot.shared.leadership, self.backend)
-            ctx.turn_mail = self.turn_mail
+        if ctx.addresses is not None:  # TURN_EMAILS: addresses in this process or in Valkey, sent by the leader
+            self.turn_mail = TurnMail(ctx, ctx.addresses, self.autopilot.shared.leadership, self.fleet)
+        ctx.attached.attach(inline=self.inline, alerts=self.autopilot, turn_mail=self.turn_mail)
 
-    def _address_book(self) -> AddressBook:
-        if self.backend is None:
-            return MemoryAddressBook(self.clock)
-        from queue_manager.sidestores.mailbook.valkey import ValkeyAddressBook
+    def _wire_fleet(self, fleet: FleetParts) -> None:
+        """What the fleet's parts read of this process, once the context exists."""
+        ctx = self.ctx
+        fleet.counters.source = lambda: local_counters(ctx)  # what this instance writes for the fleet view
+        access = ctx.access
 
-        return ValkeyAddressBook(self.backend.store.redis, self.backend.fleet_prefix, self.clock)
+        async def audit_gap(action: str, room_id: str, detail: dict[str, Any]) -> None:
+            await access.audit(None, action, target=room_id, room_id=room_id, **detail)
+
+        # the events the leader commits from a room's outbox, in the audit trail under the system actor
+        fleet.gaps.audit = audit_gap
+        broadcaster = ctx.broadcaster
+        # POST /internal/api/notify on another instance: wake this one's live streams of that room
+        fleet.connection.hints.on("wake", lambda hint: broadcaster.notify({str(hint.get("room"))}))
 
     @property
     def asgi(self) -> InlineFront:
@@ -233,11 +149,12 @@ class Server:
 
     async def startup(self) -> None:
         ctx = self.ctx
-        if self.backend is not None:
-            if self.database is not None:
-                await self.database.open()
+        if self.fleet is not None:
+            from queue_manager.fleet import boot as fleet_boot
+
+            await self.fleet.database.open()
             try:
-                await self.backend.start()
+                await fleet_boot.start(self.fleet)
             except ConfigRefusal as refusal:
                 print(refusal.line, file=sys.stderr, flush=True)
                 raise
@@ -255,7 +172,7 @@ class Server:
             self.turn_mail.start()
         if self.peer_listener is not None:
             await self.peer_listener.start()
-        ctx.ready = True
+        ctx.run.started()
         previous = await self._begin_run()
         await self._audit_line("server.start", previous | {"store": ctx.store.kind})
 
@@ -281,8 +198,10 @@ class Server:
                 flush=True,
             )
             with contextlib.suppress(Exception):  # best effort and bounded: the process is exiting
-                if self.backend is not None:
-                    await asyncio.wait_for(self.backend.stop(), 3.0)
+                if self.fleet is not None:
+                    from queue_manager.fleet import boot as fleet_boot
+
+                    await asyncio.wait_for(fleet_boot.stop(self.fleet), 3.0)
                 if self.database is not None:
                     await asyncio.wait_for(self.database.close(), 2.0)
             raise
@@ -349,8 +268,7 @@ class Server:
     def begin_stop(self) -> None:
         """Not ready from this instant; live streams are told to end."""
         ctx = self.ctx
-        ctx.shutting_down = True
-        ctx.ready = False
+        ctx.run.stopping()
         ctx.broadcaster.close_all()
         ctx.admin_streams.close_all()
 
@@ -367,9 +285,11 @@ class Server:
         await self.ctx.history.stop()  # the open hour folded in, before the lease is handed back
         if self.timeline is not None:  # the marks still held are written before the pool closes
             await self.timeline.stop()
-        if self.backend is not None:
-            await self.backend.stop()  # the lease handed back, the events journal's last commit
-            await self._end_run(self.backend.journal.unjournaled_at_stop())
+        if self.fleet is not None:
+            from queue_manager.fleet import boot as fleet_boot
+
+            await fleet_boot.stop(self.fleet)  # the lease handed back, the events journal's last commit
+            await self._end_run(self.fleet.journal.unjournaled_at_stop())
             if self.database is not None:
                 with contextlib.suppress(Exception):
                     await self.database.close()
@@ -397,7 +317,7 @@ class Server:
         self.stopped_clean = clean
         detail: dict[str, Any] = {"clean": clean}
         if not clean:
-            error = self.backend.journal.last_error if self.backend is not None else None
+            error = self.fleet.journal.last_error if self.fleet is not None else None
             detail |= {"storage": STORAGE_FAILING, "unjournaled": unjournaled, "lastError": error}
             print(
                 f"queue-manager: shutdown {STORAGE_FAILING}: {unjournaled} events since the last good commit are "
@@ -433,23 +353,23 @@ class Server:
                 sampled = await ctx.series.feed(ctx.store, now_ms)
                 if sampled is not None:  # the hourly history's write runs on its own, never holding the tick
                     ctx.history.offer(sampled, ctx.series.last_waits, now_ms, ctx.series.last_lumps)
-                if self.backend is not None:
-                    self.backend.note_store_result(True)
+                if self.fleet is not None:
+                    self.fleet.connection.note_store_result(True)
             except JournalCommitFailed as exc:
                 # Valkey answered (its failure would have been raised instead): only the journal failed,
                 # which health reports as the journal's (storage), never as Valkey down
-                if self.backend is not None:
-                    self.backend.note_store_result(True)
+                if self.fleet is not None:
+                    self.fleet.connection.note_store_result(True)
                 log.warning("tick: events journal unavailable: %s", exc)
             except StoreUnavailable as exc:
-                if self.backend is not None:
-                    self.backend.note_store_result(False)
+                if self.fleet is not None:
+                    self.fleet.connection.note_store_result(False)
                 log.warning("tick: store unavailable: %s", exc)
             except Exception:
                 log.exception("tick failed")
             step = self.clock.check_step()
             if step is not None:
-                ctx.clock_incidents.append({"at": self.clock.wall_ms(), "stepMs": step})
+                ctx.run.clock_stepped(self.clock.wall_ms(), step)
                 print(
                     f"WARNING: the wall clock stepped by {step} ms; tickets issued around it may be refused",
                     file=sys.stderr,

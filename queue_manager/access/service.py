@@ -60,14 +60,25 @@ def _role(value: object) -> Role:
 
 
 class Access:
-    def __init__(self, settings: Settings, signer: TokenSigner, clock: Clock, store: AccessStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        signer: TokenSigner,
+        clock: Clock,
+        store: AccessStore,
+        failures: AuthBudget | None = None,
+    ) -> None:
         self.settings = settings
         self.signer = signer
         self.clock = clock
         self.store = store
-        # ADMIN_AUTH_FAIL_PER_MIN: this process's budget; on STORE=valkey the composition root puts the
-        # fleet's in its place (authfail.SharedAuthFailures)
-        self.failures: AuthBudget = AuthFailures(settings.admin_auth_fail_per_min, settings.rate_limit_max_keys, clock)
+        # ADMIN_AUTH_FAIL_PER_MIN: this process's budget, or on STORE=valkey the fleet's
+        # (authfail.SharedAuthFailures, chosen with the store's parts)
+        self.failures: AuthBudget = (
+            failures
+            if failures is not None
+            else AuthFailures(settings.admin_auth_fail_per_min, settings.rate_limit_max_keys, clock)
+        )
         self._secrets = [settings.secret] + ([settings.secret_previous] if settings.secret_previous else [])
         # ADMIN_KEY's identifier under SECRET (what a new session carries), then under SECRET_PREVIOUS (a
         # session opened before the rotation keeps working while its signature does)

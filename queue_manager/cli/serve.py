@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         **kwargs,
     )
     server = _Server(config, app, settings, role)
-    app.ctx.request_stop = lambda: setattr(server, "should_exit", True)
+    app.ctx.run.stop_through(lambda: setattr(server, "should_exit", True))
     app.inline.connection_count = lambda: len(server.server_state.connections)
     # past the ceiling, connections only waiting for a request head make room before anything is shed
     app.inline.make_room = waiting_for(server.server_state, settings, app.ctx.counters).make_room

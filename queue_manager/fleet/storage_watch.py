@@ -7,7 +7,7 @@ Every ALERT_EVERY_MS an *alert frame* looks at this instance's journal:
   by itself with no traffic to prove it, and reads which other instances report their storage ok;
 * a frame *saw a new failure* when a commit or its own probe failed since the previous frame.
 
-Every RESYNC_MS (with the backend's other periodic reads, ``report``) this instance's storage is
+Every RESYNC_MS (in the fleet's round, ``reconcile_loop.py``: ``report``) this instance's storage is
 reported to the fleet as ok (a hash ``<prefix>storage:ok``, instance → wall ms) when the journal
 reads healthy (``PgJournal.storage_ok``) and is not failing. A report counts for 3 × ALERT_EVERY_MS
 (3 × RESYNC_MS when that is longer, so a report is never older than its window between two).

@@ -100,16 +100,16 @@ class Inline:
                 brand = None if policy is None else policy.brand
                 render = self.queue.origin_down_page
                 room[DOWN_PAGE_KEY] = None if brand is None or render is None else render(brand)
-        backend = self.ctx.backend
-        rebuilding = backend.recovering_rooms() if backend is not None else set()
+        fleet = self.ctx.fleet
+        rebuilding = fleet.recovery.recovering_rooms() if fleet is not None else set()
         self.index.rebuild(rooms, "valkey" if self.ctx.store.kind == "valkey" else "memory", keep=rebuilding)
 
     async def _from_journal(self) -> None:
-        backend = self.ctx.backend
-        if backend is None:
+        fleet = self.ctx.fleet
+        if fleet is None:
             return
         try:
-            rows = await backend.journal.rooms()
+            rows = await fleet.journal.rooms()
         except Exception as exc:  # both stores down: gate nothing (404s), retry after a growing wait
             self._pg_failures += 1
             self._pg_next_at = self.ctx.clock.mono() + pg_retry_delay(self._pg_failures)

@@ -32,7 +32,7 @@ from queue_manager.store.base import StoreUnavailable
 
 if TYPE_CHECKING:
     from queue_manager.context import Context
-    from queue_manager.fleet.backend import Backend
+    from queue_manager.fleet.parts import FleetParts
 
 log = logging.getLogger("queue_manager.alerts")
 
@@ -40,14 +40,14 @@ SITE_ERROR_WINDOW_MS = 120_000  # an inline origin whose error count grew this r
 
 
 class Autopilot:
-    def __init__(self, ctx: Context, shared: Shared, backend: Backend | None = None) -> None:
+    def __init__(self, ctx: Context, shared: Shared, fleet: FleetParts | None = None) -> None:
         self.ctx = ctx
         self.settings = settings = ctx.settings
         self.shared = shared
         # what a frame takes as the shared copy being away: OSError and the copy's own errors
         self._away: tuple[type[Exception], ...] = (OSError, *shared.errors)
         self._report_away: tuple[type[Exception], ...] = (StoreUnavailable, *self._away)
-        self.backend = backend
+        self.fleet = fleet
         self.instance = settings.instance_id
         self.webhook = Webhook(settings, ctx.clock.wall_ms)
         self.targets = TargetProbe(settings, shared, ctx.clock)
@@ -93,7 +93,7 @@ class Autopilot:
     @property
     def leader(self) -> bool:
         """Holds the lease, and Valkey answers (nobody leads while it is away)."""
-        return self.shared.leadership.leader and (self.backend is None or self.backend.valkey_up)
+        return self.shared.leadership.leader and (self.fleet is None or self.fleet.connection.up)
 
     # ------------------------------------------------------------------ one frame
 
@@ -102,7 +102,7 @@ class Autopilot:
         self.last_frame_at = now
         self.frames += 1
         await self._valkey_frame(now)
-        if self.backend is not None and not self.backend.valkey_up:
+        if self.fleet is not None and not self.fleet.connection.up:
             return  # nothing shared can be read or written, and nobody leads
         try:
             await self._report(now)
@@ -133,7 +133,7 @@ class Autopilot:
                 storage=storage,
                 storage_window_ms=3 * self.every_ms,
                 sites_failing=sites,
-                journal_gaps=self.backend.gaps.fleet if self.backend is not None else {},
+                journal_gaps=self.fleet.gaps.fleet if self.fleet is not None else {},
             )
             alerting.step(state, evaluate(frame), now, self.hold_ms, self.repeat_ms)
             if not self.webhook.configured:
@@ -159,18 +159,18 @@ class Autopilot:
     async def _report(self, now: int) -> None:
         """This instance's storage and the inline origins failing here, for the leader to read."""
         doc: dict[str, Any] = {"at": now, "ok": True, "paging": False, "originFailing": self._origins_failing_here(now)}
-        backend = self.backend
-        if backend is not None:
-            watch = backend.storage
-            doc["ok"] = not watch.failing() and backend.journal.storage_ok(now, 3 * self.every_ms)
+        fleet = self.fleet
+        if fleet is not None:
+            watch = fleet.storage
+            doc["ok"] = not watch.failing() and fleet.journal.storage_ok(now, 3 * self.every_ms)
             doc["paging"] = watch.paging(now)
-            spool = backend.journal.maintenance_spool
+            spool = fleet.journal.maintenance_spool
             doc["spooling"] = spool.spooling
             doc["quarantined"] = len(await asyncio.to_thread(spool.spool.quarantined))
         await self.shared.report("alerts:storage", self.instance, doc)
 
     def _storage_reports(self, reports: dict[str, dict[str, Any]]) -> list[StorageReport]:
-        if self.backend is None:
+        if self.fleet is None:
             return []
         out = []
         for instance, doc in reports.items():
@@ -188,7 +188,7 @@ class Autopilot:
         return out
 
     def _origins_failing_here(self, now: int) -> list[str]:
-        inline = self.ctx.inline
+        inline = self.ctx.attached.inline
         if inline is None or not inline.index:
             return []
         failing = set(inline.probe.failing())
@@ -226,7 +226,7 @@ class Autopilot:
 
     def signals(self, targets: dict[str, dict[str, Any]]) -> autotune.Signals:
         """What autotune reads of each room's site: the probes' latency and failures, inline origin errors."""
-        inline = self.ctx.inline
+        inline = self.ctx.attached.inline
         origins: dict[str, dict[str, Any]] = {}
         if inline is not None and inline.index:
             raw = inline.health().get("origins")
@@ -243,11 +243,11 @@ class Autopilot:
     # ------------------------------------------------------------------ valkey_unreachable
 
     async def _valkey_frame(self, now: int) -> None:
-        backend = self.backend
-        if backend is None:
+        fleet = self.fleet
+        if fleet is None:
             return
         conditions = []
-        if backend.valkey_up:
+        if fleet.connection.up:
             self._valkey_down_since = None
         else:
             if self._valkey_down_since is None:
@@ -325,7 +325,7 @@ class Autopilot:
             "everyMs": self.every_ms,
             "holdSec": s.alert_hold_sec,
             "repeatSec": s.alert_repeat_sec,
-            "valkeyAlertAfterMs": s.valkey_alert_after_ms if self.backend is not None else None,
+            "valkeyAlertAfterMs": s.valkey_alert_after_ms if self.fleet is not None else None,
             "instance": self.instance,
             "leader": self.leader,
             "delivering": self.leader and self.webhook.configured,
@@ -361,13 +361,14 @@ def _row(entry: dict[str, Any], now: int) -> dict[str, Any]:
     }
 
 
-def shared_for(ctx: Context, backend: Backend | None) -> Shared:
+def shared_for(ctx: Context, fleet: FleetParts | None) -> Shared:
     """The fleet's shared state: Valkey (fenced on the lease) on STORE=valkey, this process otherwise."""
-    if backend is None:
+    if fleet is None:
         return MemoryShared()
     from queue_manager.jobs.shared_state_valkey import ValkeyShared
 
-    return ValkeyShared(backend.store.redis, backend.fleet_prefix, backend.lease)
+    connection = fleet.connection
+    return ValkeyShared(connection.redis, connection.prefix, connection.lease)
 
 
 WallClock = Callable[[], int]

@@ -42,7 +42,7 @@ from queue_manager.sidestores.mailbook.base import AddressBook, Entry
 from queue_manager.store.base import StoreUnavailable
 
 if TYPE_CHECKING:
-    from queue_manager.fleet.backend import Backend
+    from queue_manager.fleet.parts import FleetParts
 
 log = logging.getLogger("queue_manager.turn_mail")
 
@@ -60,13 +60,13 @@ class TurnMail:
         ctx: Context,
         book: AddressBook,
         leadership: Leadership,
-        backend: Backend | None = None,
+        fleet: FleetParts | None = None,
         sender: Sender | None = None,
     ) -> None:
         self.ctx = ctx
         self.book = book
         self.leadership = leadership
-        self.backend = backend
+        self.fleet = fleet
         settings = ctx.settings
         self.server = smtp.parse(settings.smtp_url, settings.smtp_ca_file) if settings.smtp_url else None
         self.sender = sender or self._smtp_send
@@ -88,7 +88,7 @@ class TurnMail:
 
     @property
     def leader(self) -> bool:
-        return self.leadership.leader and (self.backend is None or self.backend.valkey_up)
+        return self.leadership.leader and (self.fleet is None or self.fleet.connection.up)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -137,8 +137,8 @@ class App:
 
     def _recovering(self, err: HttpError) -> HttpError:
         """A room the journal has but Valkey lost is being rebuilt: 503 with Retry-After, never no_room."""
-        backend = self.ctx.backend
-        if backend is None or err.code != "no_room" or err.extra.get("roomId") not in backend.known_rooms:
+        fleet = self.ctx.fleet
+        if fleet is None or err.code != "no_room" or err.extra.get("roomId") not in fleet.rooms.known:
             return err
         return HttpError(
             503,

@@ -9,10 +9,6 @@ always, and names a presented pass it would refuse in ``edgePassRefused``.
 
 from __future__ import annotations
 
-import hashlib
-
-import orjson
-
 from queue_manager.context import Context
 from queue_manager.edgepass import PassError, PassReason
 from queue_manager.engine.model import ROOM_ID_RE
@@ -27,11 +23,8 @@ JWKS_MAX_AGE_SEC = 300
 
 
 def key_set(ctx: Context) -> tuple[bytes, bytes]:
-    """The JWK Set body and its ETag, rendered once: the keys change only with the settings."""
-    if ctx.jwks is None:
-        body = orjson.dumps(ctx.passes.jwks() if ctx.passes is not None else {"keys": []})
-        ctx.jwks = body, b'"' + hashlib.sha256(body).hexdigest()[:32].encode() + b'"'
-    return ctx.jwks
+    """The JWK Set body and its ETag, rendered once at start: the keys change only with the settings."""
+    return ctx.key_set
 
 
 async def jwks(ctx: Context, req: Request, send: Send) -> None:

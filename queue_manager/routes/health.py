@@ -11,6 +11,7 @@ from typing import Any
 from queue_manager.config import effective_settings
 from queue_manager.context import Context
 from queue_manager.engine.errors import EngineError
+from queue_manager.fleet.health import fleet_health
 from queue_manager.http.wire import HttpError, Request, Send, send_json, send_response
 from queue_manager.metrics import Counters
 from queue_manager.metrics import render as render_metrics
@@ -22,21 +23,21 @@ BYTES_PER_TICKET = 1024
 
 
 def health_status(ctx: Context) -> tuple[str, bool]:
-    now = ctx.clock.wall_ms()
-    ctx.clock_incidents[:] = [i for i in ctx.clock_incidents if now - i["at"] < 3_600_000]
-    if ctx.shutting_down:
+    run = ctx.run
+    incidents = run.recent_clock_incidents(ctx.clock.wall_ms())
+    if run.shutting_down:
         return "shutting_down", False
-    status = "degraded" if ctx.clock_incidents else "ok"
-    inline = ctx.inline
+    status = "degraded" if incidents else "ok"
+    inline = ctx.attached.inline
     if inline is not None and inline.probe.failing():  # an origin down is an incident, never unready
         status = "degraded"
     if _failing_targets(_targets(ctx, full=False)):  # so is a snippet room's site not answering
         status = "degraded"
     if inline is not None and inline.at_ceiling():  # new requests are being shed: take this one out
         return status, False
-    backend = ctx.backend
-    if backend is not None:
-        block = backend.health(full=False)
+    fleet = ctx.fleet
+    if fleet is not None:
+        block = fleet_health(fleet, full=False)
         if (  # never unready
             block["valkey"] == "down"
             or block["recoveringRooms"]
@@ -46,14 +47,14 @@ def health_status(ctx: Context) -> tuple[str, bool]:
             status = "degraded"
         if not _storage_ok(ctx):
             status = "degraded"
-            if backend.storage.out_of_rotation:  # this instance's journal only: another instance's is ok
+            if fleet.storage.out_of_rotation:  # this instance's journal only: another instance's is ok
                 return status, False
-    return status, ctx.ready
+    return status, run.ready
 
 
 def _targets(ctx: Context, *, full: bool) -> dict[str, dict[str, Any]]:
     """The target probe's last result per snippet room, as every instance reads it (jobs/targets.py)."""
-    alerts = ctx.alerts
+    alerts = ctx.attached.alerts
     targets = alerts.view(full=full).get("targets") if alerts is not None else None
     return targets if isinstance(targets, dict) else {}
 
@@ -64,23 +65,23 @@ def _failing_targets(targets: dict[str, dict[str, Any]]) -> list[tuple[str, dict
 
 
 def _storage_ok(ctx: Context) -> bool:
-    backend = ctx.backend
-    return backend is None or backend.journal.storage_ok(ctx.clock.wall_ms(), 3 * ctx.settings.alert_every_ms)
+    fleet = ctx.fleet
+    return fleet is None or fleet.journal.storage_ok(ctx.clock.wall_ms(), 3 * ctx.settings.alert_every_ms)
 
 
 def _public_health(ctx: Context) -> dict[str, Any]:
     status, ready = health_status(ctx)
-    backend = ctx.backend
+    fleet = ctx.fleet
     out = {
         "status": status,
         "ready": ready,
-        "leader": True if backend is None else backend.lease.leader and backend.valkey_up,
+        "leader": True if fleet is None else fleet.connection.lease.leader and fleet.connection.up,
         "version": ctx.version,
         "store": ctx.store.kind,
         "uptimeSec": int(ctx.uptime()),
     }
-    if backend is not None:
-        block = out["backend"] = backend.health(full=False)
+    if fleet is not None:
+        block = out["backend"] = fleet_health(fleet, full=False)
         if (
             block["valkey"] == "down"
             or block["recoveringRooms"]
@@ -92,16 +93,16 @@ def _public_health(ctx: Context) -> dict[str, Any]:
 
 
 def _storage(ctx: Context) -> dict[str, Any]:
-    backend = ctx.backend
-    if backend is None:
+    fleet = ctx.fleet
+    if fleet is None:
         return {"kind": ctx.store.kind, "ok": True, "writeErrors": 0, "lastError": None}
-    journal = backend.journal.health()
+    journal = fleet.journal.health()
     window = 3 * ctx.settings.alert_every_ms
-    ahead = sorted(backend.ahead)
+    ahead = sorted(fleet.recovery.ahead)
     return {
         "kind": "valkey+pg",
         # not ok either when rooms are ahead of the journal (PostgreSQL restored under a newer Valkey)
-        "ok": backend.journal.storage_ok(ctx.clock.wall_ms(), window) and not ahead,
+        "ok": fleet.journal.storage_ok(ctx.clock.wall_ms(), window) and not ahead,
         "roomsAheadOfJournal": ahead,
         "writeErrors": journal["writeErrors"],
         "lastError": journal["lastError"],
@@ -128,10 +129,10 @@ def local_counters(ctx: Context) -> Counters:
 
 async def fleet_counters(ctx: Context) -> tuple[Counters, dict[str, Any]]:
     """The counters health shows: the sum over the live instances (STORE=valkey), or this process's own."""
-    backend = ctx.backend
-    if backend is None:
+    fleet = ctx.fleet
+    if fleet is None:
         return local_counters(ctx), {"instances": 1, "partial": False}
-    return await backend.counters.view()
+    return await fleet.counters.view()
 
 
 def _rss_bytes() -> tuple[int, str]:
@@ -155,7 +156,7 @@ def _memory(ctx: Context, tickets: int) -> dict[str, Any]:
         "bytesPerTicket": BYTES_PER_TICKET,
         "linesEstimateBytes": tickets * BYTES_PER_TICKET,
         # where the lines live: this process (STORE=memory) or the shared Valkey
-        "linesIn": "valkey" if ctx.backend is not None else "process",
+        "linesIn": "valkey" if ctx.fleet is not None else "process",
     }
 
 
@@ -173,8 +174,9 @@ async def _turn_emails(ctx: Context, c: Counters) -> dict[str, Any]:
     }
     if s.email_notify and not s.turn_emails:
         out["problem"] = "EMAIL_NOTIFY is on but SMTP_URL or SMTP_FROM is missing or unusable: nothing is offered"
-    if ctx.turn_mail is not None:
-        out |= await ctx.turn_mail.health()
+    turn_mail = ctx.attached.turn_mail
+    if turn_mail is not None:
+        out |= await turn_mail.health()
     return out
 
 
@@ -192,7 +194,7 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
     s = ctx.settings
     rooms = await ctx.store.list_rooms()
     status, ready = health_status(ctx)
-    incidents = [f"clock stepped by {i['stepMs']} ms" for i in ctx.clock_incidents]
+    incidents = [f"clock stepped by {i['stepMs']} ms" for i in ctx.run.clock_incidents]
     c, fleet = await fleet_counters(ctx)
     visitors = {
         "waiting": sum(r["waiting"] for r in rooms),
@@ -261,9 +263,10 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
     payload["warnings"].extend(
         {"variable": "TRUST_PROXY_IPS", "set": None, "effective": None, "message": m} for m in ctx.proxywatch.warnings()
     )
-    if ctx.inline is not None and ctx.inline.index:
-        payload["inline"] = ctx.inline.health(c)
-        incidents.extend(f"origin down — {room}" for room in ctx.inline.probe.failing())
+    inline = ctx.attached.inline
+    if inline is not None and inline.index:
+        payload["inline"] = inline.health(c)
+        incidents.extend(f"origin down — {room}" for room in inline.probe.failing())
         # an inline room without ADMIN_HOST or PUBLIC_URL: the console answers only on address literals and localhost
         if full and not s.admin_hosts and not s.public_url:
             payload["configWarnings"] = [
@@ -281,10 +284,10 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
         incidents.append(
             f"target {result.get('url')} not answering (room {room_id}): {result.get('method') or 'HEAD'} → {answer}"
         )
-    backend = ctx.backend
-    if backend is not None:
-        payload["backend"] = backend.health(full=full)
-        policy = backend.store.maxmemory_policy
+    on_fleet = ctx.fleet
+    if on_fleet is not None:
+        payload["backend"] = fleet_health(on_fleet, full=full)
+        policy = on_fleet.connection.store.maxmemory_policy
         if policy is not None and policy != "noeviction":
             incidents.append(
                 f"valkey maxmemory-policy is {policy}, not noeviction"
@@ -296,20 +299,21 @@ async def admin_health(ctx: Context, req: Request, send: Send, *, full: bool = T
         if payload["backend"]["recoveringRooms"]:
             names = ", ".join(payload["backend"]["recovering"]) if full else str(payload["backend"]["recoveringRooms"])
             incidents.append(f"rooms being rebuilt from the journal: {names}")
-        if backend.ahead:
-            names = ", ".join(sorted(backend.ahead)) if full else f"{len(backend.ahead)} rooms"
+        ahead = on_fleet.recovery.ahead
+        if ahead:
+            names = ", ".join(sorted(ahead)) if full else f"{len(ahead)} rooms"
             incidents.append(
                 f"rooms ahead of the events journal: {names}. Their journal in PostgreSQL holds less than it was "
                 "seen holding, most likely because PostgreSQL was restored from a backup under a Valkey that still "
                 "holds newer state; they are not rebuilt from the older journal. Start the instances on a new "
                 "VALKEY_PREFIX (or flush this prefix) to rebuild every room from the restored journal"
             )
-        incidents.extend(backend.gaps.incidents(full=full))
+        incidents.extend(on_fleet.gaps.incidents(full=full))
         if not _storage_ok(ctx):
-            last = backend.journal.last_error or "unknown error"
+            last = on_fleet.journal.last_error or "unknown error"
             failed = f"storage is degraded: events journal commit failed: {last}"
             incidents.append(failed if full else "storage is degraded")
-            if backend.storage.out_of_rotation:
+            if on_fleet.storage.out_of_rotation:
                 incidents.append("storage is degraded on this instance only")
     if not full:
         _trim_for_share_link(payload)
@@ -343,7 +347,7 @@ async def local_exposition(ctx: Context) -> bytes:
         uptime=ctx.uptime(),
         start_time=ctx.started_ms / 1000.0,
         sse_subscribers=ctx.broadcaster.streams,
-        shutting_down=ctx.shutting_down,
+        shutting_down=ctx.run.shutting_down,
         instance=ctx.settings.instance_id if ctx.settings.store == "valkey" else None,
         spool=await asyncio.to_thread(ctx.maintenance.gauges),
         journal=_journal_figures(ctx),
@@ -352,10 +356,10 @@ async def local_exposition(ctx: Context) -> bytes:
 
 def _journal_figures(ctx: Context) -> tuple[int, int, dict[str, int]]:
     """(events rolled forward by this instance, seqs voided through it, missing seqs per room: the fleet's view)."""
-    backend = ctx.backend
-    if backend is None:
+    fleet = ctx.fleet
+    if fleet is None:
         return 0, 0, {}
-    gaps = backend.gaps
+    gaps = fleet.gaps
     missing = {room: int(gap.get("missing") or 0) for room, gap in gaps.fleet.items()}
     return gaps.rolled_forward_total, gaps.voided_total, missing
 

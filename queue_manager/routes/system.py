@@ -145,11 +145,11 @@ SINGLE_INSTANCE = "single_instance"
 
 async def _peers(call: Call) -> tuple[list[str] | None, str | None]:
     """The other live instances (the fleet counters' index), or None and why they are not known."""
-    backend = call.ctx.backend
-    if backend is None:
+    fleet = call.ctx.fleet
+    if fleet is None:
         return None, "store_memory"
     try:
-        live = await backend.counters.live_instances()
+        live = await fleet.counters.live_instances()
     except Exception:
         return None, "valkey_unreachable"
     return [w for w in live if w != call.ctx.settings.instance_id], None
@@ -200,9 +200,9 @@ async def notify(call: Call) -> None:
     if not isinstance(room_id, str) or not room_id.strip() or len(room_id) > MAX_QUEUE:
         raise HttpError(400, "bad_request", QUEUE_REQUIRED, field="queue")
     call.ctx.broadcaster.notify({room_id})
-    backend = call.ctx.backend
-    if backend is not None:
-        await backend.hints.publish("wake", room=room_id)
+    fleet = call.ctx.fleet
+    if fleet is not None:
+        await fleet.connection.hints.publish("wake", room=room_id)
     await call.audit("system.notify", target=room_id, room_id=room_id)
     await send_json(call.send, 200, {"status": "ok"})
 
@@ -212,11 +212,11 @@ async def transport_stats(call: Call) -> None:
     ctx = call.ctx
     flags = {"maintenance_mode": call.ctx.maintenance.enabled, "pop_maintenance_mode": ctx.pop.enabled}
     peers, detail = await _peers(call)
-    backend = ctx.backend
-    if backend is None or peers is None:
+    fleet = ctx.fleet
+    if fleet is None or peers is None:
         await send_json(call.send, 200, {**_no_peers(detail), "server_id": ctx.settings.instance_id, **flags})
         return
-    hints = backend.hints
+    hints = fleet.connection.hints
     out: dict[str, Any] = {
         "server_id": ctx.settings.instance_id,
         "transport": TRANSPORT,

@@ -117,7 +117,7 @@ class Broadcaster:
     batches of STATUS_BATCH: one task and one store call per batch, then each frame is composed and
     written as the batch's answer arrives."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, inline_steps: bool = False, status_many: StatusMany | None = None) -> None:
         self._rooms: dict[str, _Feed] = {}
         self.streams = 0
         self.per_ip: dict[str, int] = {}
@@ -127,8 +127,8 @@ class Broadcaster:
         # the store answers without suspending (the memory store): a frame runs inside the fan-out, and
         # only one that must wait (a full socket buffer) goes on in a task. Otherwise every frame is a task:
         # a store round-trip may hold timeouts bound to the task it started in.
-        self.inline_steps = False
-        self.status_many: StatusMany | None = None
+        self.inline_steps = inline_steps
+        self.status_many = status_many
 
     def notify(self, room_ids: set[str]) -> None:
         for room_id in room_ids:

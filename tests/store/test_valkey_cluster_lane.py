@@ -23,7 +23,7 @@ from redis.crc import key_slot
 from queue_manager.clock import FakeClock
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.visitor import Presented
-from queue_manager.fleet.backend import with_timeouts
+from queue_manager.fleet.connection import with_timeouts
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey import ValkeyStore
 from queue_manager.store.valkey.client import open_client

@@ -31,7 +31,13 @@ INLINE_MAY_USE = frozenset(
         "queue_manager.services.identity",
     }
 )
-ABOVE_ACCESS = ("queue_manager.http", "queue_manager.services", "queue_manager.context", "queue_manager.routes")
+ABOVE_ACCESS = (
+    "queue_manager.http",
+    "queue_manager.services",
+    "queue_manager.assembly",
+    "queue_manager.context",
+    "queue_manager.routes",
+)
 
 
 def test_the_import_contracts_hold() -> None:

@@ -39,8 +39,8 @@ class _Journal:
 
 
 def _inline(clock: FakeClock, journal: _Journal) -> Inline:
-    backend = SimpleNamespace(journal=journal, recovering_rooms=set)
-    ctx = SimpleNamespace(settings=load_settings({}), store=_Valkey(), backend=backend, clock=clock)
+    fleet = SimpleNamespace(journal=journal, recovery=SimpleNamespace(recovering_rooms=set))
+    ctx = SimpleNamespace(settings=load_settings({}), store=_Valkey(), fleet=fleet, clock=clock)
 
     async def unused(*args: Any) -> Any:
         raise AssertionError("not called")

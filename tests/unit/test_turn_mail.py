@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import pytest
 
+from queue_manager.assembly.build import memory_parts
 from queue_manager.clock import FakeClock, SystemClock
 from queue_manager.config import load_settings
 from queue_manager.context import Context
@@ -167,7 +168,8 @@ class Harness:
         self.clock = FakeClock()
         self.store = MemoryStore(self.clock)
         settings = load_settings({**GOOD, **MAIL, "PUBLIC_URL": "https://q.example", "LAPSED_TTL_MS": "5000"})
-        self.ctx = Context.build(settings, self.store, cast(SystemClock, self.clock))
+        clock = cast(SystemClock, self.clock)
+        self.ctx = Context.build(settings, memory_parts(settings, clock, self.store), clock)
         self.book = MemoryAddressBook(self.clock)
         self.sent: list[EmailMessage] = []
         self.failing = False

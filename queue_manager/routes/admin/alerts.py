@@ -13,14 +13,14 @@ from queue_manager.routes.call import Call
 
 
 async def alerts_get(call: Call) -> None:
-    alerts = call.ctx.alerts
+    alerts = call.ctx.attached.alerts
     if alerts is None:
         raise HttpError(404, "not_found", "No such route.")
     await send_json(call.send, 200, alerts.view(full=call.who.may("team")), head=call.req.method == "HEAD")
 
 
 async def alerts_test(call: Call) -> None:
-    alerts = call.ctx.alerts
+    alerts = call.ctx.attached.alerts
     if alerts is None:
         raise HttpError(404, "not_found", "No such route.")
     if not call.ctx.settings.alert_webhook_url:

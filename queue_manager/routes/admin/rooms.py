@@ -28,7 +28,8 @@ TEAM_ONLY_FIELDS = ("proxyOrigin", "returnOrigins", "tagOrigins", "rules")
 def with_auto(ctx: Context, rooms: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Mark the rooms threshold activation acted on in the last 15 minutes (``autoSelf``: the card's
     AUTO · SELF badge, with when, which way and at what joins/min); null on every other room."""
-    badges = ctx.alerts.badges() if ctx.alerts is not None else {}
+    alerts = ctx.attached.alerts
+    badges = alerts.badges() if alerts is not None else {}
     for room in rooms:
         room["autoSelf"] = badges.get(room["id"])
     return rooms
@@ -271,11 +272,11 @@ async def room_journal_void(call: Call) -> None:
             f'Send {{"seqs": [n, …]}}: 1 to {VOID_MAX} seq numbers of the room\'s journal, each 1 or more.',
             fields=unknown,
         )
-    backend = call.ctx.backend
-    if backend is None:
+    fleet = call.ctx.fleet
+    if fleet is None:
         raise HttpError(409, "no_journal", "This server keeps no events journal (STORE=memory): nothing to void.")
     try:
-        result = await backend.void(room_id, sorted(set(seqs)), call.who.who)
+        result = await fleet.void.void(room_id, sorted(set(seqs)), call.who.who)
     except VoidRefused as refused:
         raise HttpError(refused.status, refused.code, refused.message, **refused.detail) from None
     await call.audit(

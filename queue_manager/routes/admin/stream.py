@@ -56,7 +56,7 @@ async def events(call: Call) -> None:
     order: list[str] = []
     fulls_left = 2  # on connect and on the next tick
     try:
-        while not gone.is_set() and not ctx.shutting_down:
+        while not gone.is_set() and not ctx.run.shutting_down:
             if stream.revoked or not await ctx.access.still_valid(call.who):
                 frame = b'event: revoked\ndata: {"error":"unauthorized"}\n\n'
                 await asyncio.wait_for(

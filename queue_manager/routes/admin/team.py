@@ -164,7 +164,5 @@ async def shutdown(call: Call) -> None:
     await call.audit("server.shutdown", target=call.ctx.settings.instance_id)
     # whole seconds, as on /api/admin/health
     await send_json(call.send, 200, {"ok": True, "stopping": True, "uptimeSec": int(call.ctx.uptime())})
-    if call.ctx.request_stop is not None:
-        call.ctx.request_stop()  # the same graceful path SIGTERM takes, exiting 0
-    else:
+    if not call.ctx.run.request_stop():  # the same graceful path SIGTERM takes, exiting 0
         os.kill(os.getpid(), signal.SIGTERM)

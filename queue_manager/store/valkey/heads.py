@@ -1,4 +1,4 @@
-"""Where each room's live state in Valkey stands, for the rebuild check (``fleet/backend.py``).
+"""Where each room's live state in Valkey stands, for the rebuild check (``fleet/recovery.py``).
 
 A room's Valkey state is never behind the journal: every event is minted in Valkey first and
 committed to PostgreSQL after. So, against the journal's newest committed ``(gen, seq)`` of a room:

@@ -1,0 +1,81 @@
+"""The rooms this instance knows exist, kept current by its own commits and by the other instances' hints.
+
+The store commits every change through :class:`RoomWatch`: the journal first, then the rooms created,
+deleted or changed are known here at once and announced to the other instances (a ``rooms`` hint), which
+re-read those rooms' configs now rather than within RESYNC_MS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from queue_manager.engine.events import Event
+from queue_manager.fleet.hints import Hints
+from queue_manager.journal.pg import PgJournal
+from queue_manager.store.valkey import ValkeyStore
+
+#: at most this many config re-reads run at once after a ``rooms`` hint
+MAX_REREADS = 100
+
+
+class RoomWatch:
+    """The journal as the store sees it, and the set of rooms the journal says exist (``known``)."""
+
+    def __init__(self, journal: PgJournal) -> None:
+        self.journal = journal
+        self.known: set[str] = set()  # refreshed from the journal every RESYNC_MS (recovery.py)
+        self._store: ValkeyStore | None = None
+        self._hints: Hints | None = None
+        self._rereads: set[asyncio.Task[None]] = set()
+
+    def announce_through(self, store: ValkeyStore, hints: Hints) -> None:
+        """The store that commits through this watch, and the hints it announces on: both ride the one
+        Valkey connection, which is made after this watch (the store is handed it)."""
+        self._store, self._hints = store, hints
+
+    async def commit(self, events: list[Event]) -> None:
+        await self.journal.commit(events)
+        created: set[str] = set()
+        deleted: set[str] = set()
+        changed: set[str] = set()
+        for e in events:  # in order: the last of a create and a delete of one room wins
+            if e.type == "room.create":
+                created.add(e.room)
+                deleted.discard(e.room)
+            elif e.type == "room.delete":
+                deleted.add(e.room)
+                created.discard(e.room)
+            elif e.type in ("room.update", "room.schedule"):
+                changed.add(e.room)
+        if created or deleted or changed:
+            self.committed(created, deleted)
+            if self._hints is not None:
+                await self._hints.publish(
+                    "rooms", created=sorted(created), deleted=sorted(deleted), changed=sorted(changed - deleted)
+                )
+
+    def committed(self, created: set[str], deleted: set[str]) -> None:
+        """Room creations and deletions this instance journaled: known at once (a room created a moment
+        before Valkey lost it answers 503 while it is rebuilt, never no_room)."""
+        self.known |= created
+        self.known -= deleted
+
+    def on_hint(self, hint: dict[str, Any]) -> None:
+        """Another instance's ``rooms`` hint."""
+        created, deleted, changed = (hint.get(k) for k in ("created", "deleted", "changed"))
+        fresh = {str(r) for r in created} if isinstance(created, list) else set()
+        self.committed(fresh, {str(r) for r in deleted} if isinstance(deleted, list) else set())
+        # re-read the config that gates the room's requests now (onBackendDown, protection), not within RESYNC_MS
+        for room_id in sorted(fresh | ({str(r) for r in changed} if isinstance(changed, list) else set())):
+            if len(self._rereads) < MAX_REREADS:
+                task = asyncio.create_task(self._reread_config(room_id))
+                self._rereads.add(task)
+                task.add_done_callback(self._rereads.discard)
+
+    async def _reread_config(self, room_id: str) -> None:
+        if self._store is None:
+            return
+        with contextlib.suppress(Exception):  # best effort: the RESYNC_MS re-read repairs it
+            await self._store.get_room(room_id)
