@@ -30,8 +30,7 @@ from queue_manager.jobs.turn_mail import TurnMail
 from queue_manager.journal.describe import describe
 from queue_manager.routes.app import App
 from queue_manager.routes.health import local_counters, local_exposition
-from queue_manager.routes.pages import branding
-from queue_manager.routes.visitor import api as visitor
+from queue_manager.routes.pages import branding, waiting
 from queue_manager.routes.visitor import door
 from queue_manager.services.peers import PeerListener, Peers
 from queue_manager.sidestores.history.base import WarehouseRefused
@@ -90,7 +89,7 @@ class Server:
         self.app = App(ctx)
         queue_side = QueueSide(
             door_check=door.door_check,
-            waiting_page=visitor.waiting_page,
+            waiting_page=waiting.waiting_page,
             origin_down_page=branding.origin_down_page,
         )
         self.inline = Inline(ctx, queue_side)

@@ -10,8 +10,7 @@ from __future__ import annotations
 from queue_manager.context import Context
 from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.http.wire import Request, Send, send_response
-from queue_manager.routes.pages import branding
-from queue_manager.routes.visitor import api as visitor
+from queue_manager.routes.pages import branding, waiting
 from queue_manager.web import asset
 
 
@@ -20,7 +19,7 @@ async def waiting_page(ctx: Context, req: Request, send: Send) -> None:
     if slash:
         await branding.brand_file(ctx, req, send, room_id, name)
         return
-    await visitor.waiting_page(ctx, req, send, room_id)
+    await waiting.waiting_page(ctx, req, send, room_id)
 
 
 def outage_headers(page: bytes) -> list[tuple[bytes, bytes]]:

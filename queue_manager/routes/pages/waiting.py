@@ -90,8 +90,14 @@ def render(
     return rendered
 
 
-async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, prefix: str = "") -> None:
-    """GET/HEAD /w/<room>. ``prefix`` is where this server's paths live on the host ("/__qm" inline)."""
+async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, prefix: str | None = None) -> None:
+    """GET/HEAD /w/<room>, or the page an inline host's visitor gets at the address they asked for.
+
+    ``prefix`` is where the page finds this server's paths: "" at /w/<room>; answered at any other URL it is
+    an inline host's page, and they live under "/__qm"."""
+    if prefix is None:  # req.path has /__qm stripped on an inline host; the address asked for has not
+        asked: str = req.scope["path"]
+        prefix = "" if req.path.startswith("/w/") and not asked.startswith("/__qm/") else "/__qm"
     admitted = await pageguard.admit(ctx, req, send, "waiting")
     if admitted is None:
         return

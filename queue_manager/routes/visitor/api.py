@@ -32,7 +32,6 @@ from queue_manager.http.wire import (
     send_response,
 )
 from queue_manager.routes import edge_passes as passkeys
-from queue_manager.routes.pages import waiting
 from queue_manager.routes.visitor import backend_down
 from queue_manager.routes.visitor.door import door_check, door_hash
 from queue_manager.services import ratelimit
@@ -561,15 +560,6 @@ def _origin_text(scheme: str, host: str, port: int) -> str:
     return f"{scheme}://{shown}" + ("" if port == default else f":{port}")
 
 
-async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, prefix: str | None = None) -> None:
-    """The waiting page (routes/pages/waiting.py). ``prefix`` is where the page finds this server's paths: "" at
-    /w/<room>; answered at any other URL it is an inline host's page, and they live under "/__qm"."""
-    if prefix is None:  # req.path has /__qm stripped on an inline host; the address asked for has not
-        asked: str = req.scope["path"]
-        prefix = "" if req.path.startswith("/w/") and not asked.startswith("/__qm/") else "/__qm"
-    await waiting.waiting_page(ctx, req, send, room_id, prefix)
-
-
 async def qm_js(ctx: Context, req: Request, send: Send) -> None:
     await send_response(
         send,
@@ -584,4 +574,4 @@ async def qm_js(ctx: Context, req: Request, send: Send) -> None:
     )
 
 
-__all__ = ["JSON_TYPE", "check", "events", "join", "qm_js", "status", "waiting_page"]
+__all__ = ["JSON_TYPE", "check", "events", "join", "qm_js", "status"]
