@@ -1,7 +1,7 @@
 """What one /api/check costs inside the app, measured in-process (no sockets, no uvicorn, no noise).
 
     python bench/check_breakdown.py [--n 20000] [--cprofile]
-    python bench/check_breakdown.py --instructions [--tree DIR] [--bypass]   # instructions per /api/check
+    python bench/check_breakdown.py --instructions [--tree DIR] [--bypass | --join]   # instructions per call
 
 Builds the real server (memory store) from the environment, creates room ``bench``, admits one visitor
 through the ASGI interface (join, tick, first check), then:
@@ -11,7 +11,8 @@ through the ASGI interface (join, tick, first check), then:
 * with ``--cprofile``, profiles the ASGI loop and prints the top functions by own time;
 * with ``--instructions``, counts the CPU instructions of one door-key replay through the whole ASGI app
   under ``valgrind --tool=callgrind`` (N and 2N calls, differenced: a number that repeats exactly). With
-  ``--tree DIR`` the app is another checkout's (e.g. the commit before a change), run by this script.
+  ``--tree DIR`` the app is another checkout's (e.g. the commit before a change), run by this script;
+  with ``--join`` the call counted is a new visitor's ``POST /api/join`` instead.
 
 Prints one JSON object. The steps follow visitor.check as of this writing; a step whose internals
 moved is reported as an error rather than failing the whole run.
@@ -117,7 +118,12 @@ async def per_call_us(fn: Callable[[], Awaitable[Any]], n: int, repeat: int = 5)
 
 
 async def main_async(
-    n: int, profile: bool, asgi_only: bool = False, loop: int | None = None, bypass: bool = False
+    n: int,
+    profile: bool,
+    asgi_only: bool = False,
+    loop: int | None = None,
+    bypass: bool = False,
+    join: bool = False,
 ) -> dict[str, Any]:
     os.environ.update(ENV)
     from queue_manager.config import load_settings
@@ -175,9 +181,15 @@ async def main_async(
     async def hello_call() -> None:
         await hello.app(dict(scope), recv, noop)
 
+    join_scope = scope_for("POST", "/api/join", headers=[(b"content-type", b"application/json")])
+    join_body = receiver(b'{"roomId":"bench"}')
+
+    async def join_call() -> None:
+        await app(dict(join_scope), join_body, noop)
+
     if loop is not None:  # under callgrind: exactly ``loop`` calls, nothing else
         for _ in range(loop):
-            await check_call()
+            await (join_call() if join else check_call())
         return out
 
     out["asgiUs"] = {"check": await per_call_us(check_call, n), "hello": await per_call_us(hello_call, n)}
@@ -302,10 +314,11 @@ async def main_async(
     return out
 
 
-def _instructions(n: int, tree: str | None, bypass: bool = False) -> float:
-    """Instructions per /api/check (callgrind, n and 2n calls differenced); ``tree``: another checkout's app."""
+def _instructions(n: int, tree: str | None, bypass: bool = False, join: bool = False) -> float:
+    """Instructions per /api/check (or /api/join) (callgrind, n and 2n calls differenced); ``tree``: another
+    checkout's app."""
     env = {"PYTHONPATH": os.path.abspath(tree)} if tree else {}
-    extra = ["--bypass"] if bypass else []
+    extra = (["--bypass"] if bypass else []) + (["--join"] if join else [])
     return instructions_per_call(lambda count: ([sys.executable, __file__, "--loop", str(count), *extra], env), n)
 
 
@@ -317,16 +330,18 @@ def main() -> None:
     ap.add_argument("--instructions", action="store_true", help="instructions per /api/check (callgrind)")
     ap.add_argument("--tree", help="with --instructions: the checkout whose app is measured (default: this one)")
     ap.add_argument("--bypass", action="store_true", help="with --instructions: a page view in a bypass room")
+    ap.add_argument("--join", action="store_true", help="with --instructions: a new visitor's POST /api/join")
     ap.add_argument("--loop", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.instructions:
         if not shutil.which("valgrind"):
             sys.exit("bench: valgrind is needed for --instructions (apt-get install -y valgrind)")
         what = "/api/check (bypass page view)" if args.bypass else "/api/check (door-key replay)"
-        print(f"{what}\t{_instructions(2000, args.tree, args.bypass):,.0f} instructions per call")
+        what = "/api/join (a new visitor)" if args.join else what
+        print(f"{what}\t{_instructions(2000, args.tree, args.bypass, args.join):,.0f} instructions per call")
         return
     if args.loop is not None:
-        asyncio.run(main_async(0, False, loop=args.loop, bypass=args.bypass))
+        asyncio.run(main_async(0, False, loop=args.loop, bypass=args.bypass, join=args.join))
         os._exit(0)  # the app's background tasks are not this bench's business
     out = asyncio.run(main_async(args.n, args.cprofile, args.asgi_only))
     cprof = out.pop("cprofile", None)

@@ -7,7 +7,6 @@ the inline proxy never imports the queue's routes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from queue_manager.inline.client import Pool
 from queue_manager.inline.deadlines import Deadlines
 from queue_manager.inline.hosts import DOWN_PAGE_KEY, HostIndex
 from queue_manager.inline.origin_health import OriginProbe
+from queue_manager.inline.surface import console_host
 from queue_manager.metrics import Counters
 from queue_manager.services.identity import Identity
 from queue_manager.store.base import StoreUnavailable
@@ -74,7 +74,6 @@ class Inline:
         self.connection_count: Callable[[], int] | None = None  # set by the server (cli)
         # closes connections waiting for a request head, past the ceiling (inline/heads.py; set by the cli)
         self.make_room: Callable[[], None] | None = None
-        self._dirty = asyncio.Event() if _has_loop() else None
         self.probe = OriginProbe(self.pool, self.index, self.timeout)
         self._refresher_job = Job("qm-inline-index", self._refresher)
         self._probe_job = Job("qm-inline-probe", self.probe.run)
@@ -121,13 +120,17 @@ class Inline:
         self.index.rebuild([{**config, "id": room_id} for room_id, _gen, config in rows], "postgres")
         log.warning("inline host index built from Postgres (%d inline rooms)", len(self.index.by_room))
 
-    def room_changed(self) -> None:
-        """A room was created, changed or deleted here: re-read the index now."""
-        if self._dirty is not None:
-            self._dirty.set()
+    async def rooms_changed(self) -> None:
+        """A room was created, changed or deleted on this instance (the save awaits this before it answers):
+        the index is read again now, so the next request here sees the change. Other instances read theirs
+        again every REFRESH_SEC."""
+        await self.refresh()
+
+    def console_host(self, host: bytes | None) -> bool:
+        """May the console answer on this host (one that fronts no inline room) while inline rooms exist?"""
+        return console_host(self.ctx.settings, host)
 
     async def start(self) -> None:
-        self._dirty = asyncio.Event()
         try:
             await self.refresh()
         except Exception:  # never a reason not to start: the refresher tries again every second
@@ -141,11 +144,8 @@ class Inline:
         self.pool.close_all()
 
     async def _refresher(self) -> None:
-        assert self._dirty is not None
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), REFRESH_SEC)
-            self._dirty.clear()
+            await asyncio.sleep(REFRESH_SEC)
             try:
                 await self.refresh()
             except Exception:  # pragma: no cover - logged, the loop goes on
@@ -187,11 +187,3 @@ class Inline:
         if self.make_room is not None:
             self.make_room()
         return count() > limit
-
-
-def _has_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True

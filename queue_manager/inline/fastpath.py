@@ -13,8 +13,10 @@ sure of, goes through uvicorn and the ASGI app exactly as before:
   page): the decision made here travels in the scope (``proxy.DECISION``) so the door check is never
   run twice and nothing is counted twice.
 
-Both paths call the same functions for every rule (the queue's screen, front.app_room, proxy.skipped and
-proxy.door, proxy.upstream_request, forward.downstream_headers); ``PROXY_FAST_PATH=0`` turns this one off.
+Both paths call the same functions for every rule (the queue's screen, decision.decide, proxy.skipped and
+proxy.door, proxy.upstream_request, forward.downstream_headers); a request this path screened and decided
+but does not relay reaches the ASGI app with both done (``front.PREPARED``). ``PROXY_FAST_PATH=0`` turns
+this one off.
 
 Whichever path answers, every connection's request heads are held to the limits of ``inline/heads.py``
 here, before the parser sees more than a head may hold: ``MAX_HEADER_BYTES`` (the bytes fed to the parser
@@ -42,7 +44,8 @@ from queue_manager.http.eager import run_now
 from queue_manager.http.wire import Message, Request, api_path
 from queue_manager.inline import gate, proxy
 from queue_manager.inline.client import NO_EVENT
-from queue_manager.inline.front import PREPARED, InlineFront, app_room
+from queue_manager.inline.decision import Proxy, decide
+from queue_manager.inline.front import PREPARED, InlineFront
 from queue_manager.inline.heads import LINGER_SEC, waiting_for
 from queue_manager.inline.hosts import InlineRoom
 from queue_manager.inline.relay import Relay
@@ -357,18 +360,21 @@ class InlineProtocol(HttpToolsProtocol):
             super().on_headers_complete()  # the ASGI path refuses it (and counts the refusal once)
             return
         req = Request(scope, _no_receive, api_path(scope["path"]))
-        qm.queue.screen(req)  # passes: the edge secret, the one refusal it makes, was checked just above
-        scope[PREPARED] = req
-        room = app_room(ctx, qm.inline, req)
-        if room is None:
+        inline = qm.inline
+        found = inline.index.lookup(req.headers.get(b"host"))
+        qm.app.screen(req, found is not None)  # passes: the edge secret, its one refusal, was checked just above
+        step = decide(ctx, inline, req, found)
+        scope[PREPARED] = (req, step)
+        if not isinstance(step, Proxy):  # the queue's, a refusal, the ceiling: the ASGI path acts on it
             super().on_headers_complete()
             return
+        room = step
         keep_alive = version != "1.0" and parser.should_keep_alive()
         skip = proxy.skipped(ctx, req)
         if skip is not None:  # a static subresource: no door check at all
             self._decided(req, room, skip, keep_alive, self.expect_100_continue, None)
             return
-        coro = proxy.door(ctx, qm.inline, req, room)
+        coro = proxy.door(ctx, inline, req, room)
         if ctx.store.immediate:
             try:
                 decision = run_now(coro)

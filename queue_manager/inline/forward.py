@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from queue_manager.http import cookies
+from queue_manager.http.hostname import split_host
 from queue_manager.services.identity import Identity
 
 HOP_BY_HOP = frozenset(
@@ -67,23 +68,6 @@ def strip_console_cookie(value: bytes) -> bytes:
         return value
     kept = [p for p in value.split(b";") if p.strip().partition(b"=")[0].strip() != CONSOLE_COOKIE.encode()]
     return b";".join(kept).strip()
-
-
-def split_host(host: str, scheme: str) -> tuple[str, int]:
-    """``example.com:8443`` → (example.com, 8443); no port → the scheme's default."""
-    host = host.strip()
-    name, port = host, 0
-    if host.startswith("["):
-        end = host.find("]")
-        name = host[: end + 1] if end > 0 else host
-        rest = host[end + 1 :] if end > 0 else ""
-        if rest.startswith(":") and rest[1:].isascii() and rest[1:].isdigit():
-            port = int(rest[1:])
-    elif host.count(":") == 1:
-        name, _, p = host.partition(":")
-        if p.isascii() and p.isdigit():  # "²" is a digit to isdigit, not to int
-            port = int(p)
-    return name.lower(), port or (443 if scheme == "https" else 80)
 
 
 # every request header name the app never receives as sent (Host and X-Forwarded-* are rebuilt)

@@ -7,14 +7,13 @@ knows which hosts are inline and what each room's ``onBackendDown`` says.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from queue_manager.http.hostname import request_host_key
 from queue_manager.inline.client import Origin
-from queue_manager.inline.forward import split_host
 
 # a room read's key for its branded origin-down page (bytes), added by the component's refresh
 DOWN_PAGE_KEY = "_originDownPage"
@@ -30,12 +29,6 @@ class InlineRoom:
     down_page: bytes | None = None  # its origin-down page in the room's brand; None: the plain one
 
 
-def request_host_key(host: str) -> str:
-    """A Host header's key: ``:80`` and ``:443`` are the defaults of the two schemes a visitor can use."""
-    name, port = split_host(host, "http")
-    return name if port in (80, 443) else f"{name}:{port}"
-
-
 def origin_of(url: str) -> Origin | None:
     try:
         parts = urlsplit(url)
@@ -46,15 +39,6 @@ def origin_of(url: str) -> Origin | None:
         return None
     host = parts.hostname
     return Origin(parts.scheme, host, port or (443 if parts.scheme == "https" else 80))
-
-
-def is_address_literal(host: str) -> bool:
-    name = host.strip("[]")
-    try:
-        ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    return True
 
 
 class HostIndex:

@@ -21,9 +21,9 @@ import orjson
 
 from queue_manager.config import Settings
 from queue_manager.http import cookies
+from queue_manager.http.hostname import host_name, is_address_literal
 from queue_manager.http.wire import HttpError, Message, Request
-from queue_manager.inline.forward import split_host
-from queue_manager.inline.hosts import HostIndex, InlineRoom, is_address_literal
+from queue_manager.inline.hosts import HostIndex, InlineRoom
 
 PREFIX = "/__qm"
 CONSOLE_PAGES = frozenset({"/", "/index.html", "/progress", "/public/admin.html"})
@@ -42,16 +42,9 @@ def is_console_path(path: str) -> bool:
     return path in CONSOLE_PAGES or path.startswith("/api/admin/") or path == "/api/admin"
 
 
-def _name(host: bytes | None) -> str:
-    """A Host header's name without its port (an IPv6 address keeps its brackets: ``[::1]``)."""
-    if not host:
-        return ""
-    return split_host(host.decode("latin-1"), "http")[0]
-
-
 def console_host(settings: Settings, host: bytes | None) -> bool:
     """May the console answer on this (non-inline) host while inline rooms exist?"""
-    name = _name(host)
+    name = host_name(host)
     if not name or name == "localhost" or is_address_literal(name):
         return True
     if settings.public_url:
@@ -65,7 +58,7 @@ def console_allowed(settings: Settings, index: HostIndex, host: bytes | None, ro
     if not index:
         return True  # no inline room: nothing changes from a snippet-only install
     if room is not None:
-        return not settings.admin_hosts or _name(host) in {h.lower() for h in settings.admin_hosts}
+        return not settings.admin_hosts or host_name(host) in {h.lower() for h in settings.admin_hosts}
     return console_host(settings, host)
 
 

@@ -1,14 +1,14 @@
 """The queue's HTTP application: screen a request, route it through the one table, map errors once.
 
-It knows nothing of what may stand in front of it. The inline proxy wraps it (``inline/front.py``)
-and hands it each request the queue should answer; the composition root (``server.py``) builds both
-and owns their lifespan.
+It knows nothing of what may stand in front of it. The inline proxy wraps it (``inline/front.py``):
+it has each request screened here once, then hands over the requests the queue should answer; the
+composition root (``server.py``) builds both and owns their lifespan.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 
 from queue_manager.context import Context
 from queue_manager.engine.errors import EngineError
@@ -32,32 +32,26 @@ def withheld() -> HttpError:
     return HttpError(404, "not_found", "No such route.")
 
 
-def _no_foreign_host(scope: Scope) -> bool:
-    return False
-
-
 class App:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.settings = ctx.settings
-        #: Does this request's Host front a proxied app? There the edge-exempt paths (``/healthz``) are the
-        #: app's own and get no exemption. Set by whatever wraps the app.
-        self.foreign_host: Callable[[Scope], bool] = _no_foreign_host
 
     # ------------------------------------------------------------------ the screen
 
-    def screen(self, req: Request) -> bool:
+    def screen(self, req: Request, foreign_host: bool = False) -> bool:
         """What every request goes through first: the edge secret, the client's identity, proxy watch.
 
-        False: refused at the edge (the caller answers with :meth:`refuse_at_edge`). Run once per
-        request, whichever path serves it.
+        ``foreign_host``: the request's Host fronts a proxied app (the caller knows); there the edge-exempt
+        paths (``/healthz``) are the app's own and get no exemption. False: refused at the edge (the caller
+        answers with :meth:`refuse_at_edge`). Run once per request, whichever path serves it.
         """
         ctx = self.ctx
         scope = req.scope
         through_edge = False
         if ctx.edge.enabled:
             through_edge = ctx.edge.passes(scope)
-            if not through_edge and not (ctx.edge.exempt(scope) and not self.foreign_host(scope)):
+            if not through_edge and not (ctx.edge.exempt(scope) and not foreign_host):
                 ctx.counters.edge_refused += 1
                 return False
         ident = ctx.identity.resolve(req)

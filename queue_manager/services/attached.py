@@ -16,13 +16,16 @@ from queue_manager.metrics import Counters
 class HostsView(Protocol):
     def __bool__(self) -> bool: ...  # any inline room at all
 
+    def lookup(self, host: bytes | None) -> object | None: ...  # the inline room this Host fronts, if any
+
 
 class OriginWatch(Protocol):
     def failing(self) -> list[str]: ...
 
 
 class InlineStatus(Protocol):
-    """What the queue's own routes read of the inline proxy (health, readiness)."""
+    """What the queue's own routes read of the inline proxy (health, readiness, which hosts it fronts), and
+    the room change they tell it of."""
 
     @property
     def index(self) -> HostsView: ...
@@ -33,6 +36,10 @@ class InlineStatus(Protocol):
     def at_ceiling(self) -> bool: ...
 
     def health(self, counters: Counters | None = None) -> dict[str, object]: ...
+
+    def console_host(self, host: bytes | None) -> bool: ...  # does the console answer there while rooms are inline
+
+    async def rooms_changed(self) -> None: ...  # a room saved here: in the host index before the save answers
 
 
 class AlertsView(Protocol):

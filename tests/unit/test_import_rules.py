@@ -20,13 +20,14 @@ from importlinter.cli import lint_imports
 ROOT = Path(__file__).resolve().parents[2]
 
 #: What the inline proxy may import above the access layer: the HTTP primitives (requests and responses,
-#: cookies, the eager-await helper), the context and the request's identity. The gate and the waiting
-#: page reach it as callables; no route module is ever imported.
+#: cookies, the Host header, the eager-await helper), the context and the request's identity. The gate and
+#: the waiting page reach it as callables; no route module is ever imported.
 INLINE_MAY_USE = frozenset(
     {
         "queue_manager.http",
         "queue_manager.http.wire",
         "queue_manager.http.cookies",
+        "queue_manager.http.hostname",
         "queue_manager.http.eager",
         "queue_manager.context",
         "queue_manager.services.identity",

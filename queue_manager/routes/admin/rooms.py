@@ -2,7 +2,9 @@
 
 Grants: reading needs ``read``; running the queue needs ``write``; deleting a room and any inline
 change (``inline_requires_owner``) need ``owner``; what a share link must never see (proxyOrigin,
-origin lists, URL rules, the drill-down) needs ``team``. Every change is audited.
+origin lists, URL rules, the drill-down) needs ``team``. Every change is audited. A change of a room's
+config is told to the inline proxy before the answer goes out (its host index has it from the next
+request on), and a save's answer carries the console warnings of ``room_warnings.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from queue_manager.engine.model import ALIASES, READ_ONLY_FIELDS, bare_origin
 from queue_manager.fleet.gapwatch import VoidRefused
 from queue_manager.http.wire import HttpError, send_json
 from queue_manager.routes import edge_passes as passkeys
+from queue_manager.routes.admin.room_warnings import console_warnings
 from queue_manager.routes.call import Call
 
 TEAM_ONLY_FIELDS = ("proxyOrigin", "returnOrigins", "tagOrigins", "rules")
@@ -41,6 +44,12 @@ def _visible(call: Call, room: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in room.items() if k not in TEAM_ONLY_FIELDS}
     out["rules"] = None
     return out
+
+
+async def _changed(ctx: Context) -> None:
+    """A room was created, changed or deleted here: the inline proxy in front re-reads its host index now."""
+    if ctx.attached.inline is not None:
+        await ctx.attached.inline.rooms_changed()
 
 
 async def rooms_list(call: Call) -> None:
@@ -157,11 +166,13 @@ async def rooms_upsert(call: Call) -> None:
     await call.audit("room.create" if created else "room.update", target=room["id"], room_id=room["id"], fields=changed)
     if inline:
         await call.audit("room.inline", target=room["id"], room_id=room["id"], changes=changes)
-    await send_json(
-        call.send,
-        201 if created else 200,
-        {"ok": True, "created": created, "fields": changed, "room": _visible(call, room)},
-    )
+    await _changed(call.ctx)
+    shown = _visible(call, room)
+    answer: dict[str, Any] = {"ok": True, "created": created, "fields": changed, "room": shown}
+    warnings = console_warnings(call.ctx, call.req, shown)
+    if warnings:
+        answer["warnings"] = warnings
+    await send_json(call.send, 201 if created else 200, answer)
 
 
 def _room(call: Call) -> str:
@@ -177,6 +188,7 @@ async def room_delete(call: Call) -> None:
     room_id = _room(call)
     await call.ctx.store.delete_room(room_id)
     await call.audit("room.delete", target=room_id, room_id=room_id)
+    await _changed(call.ctx)
     await send_json(call.send, 200, {"ok": True, "deleted": room_id})
 
 
@@ -186,6 +198,7 @@ async def _set_state(call: Call, action: str, state: str) -> None:
     await _existing(call, room_id)
     room, _, _ = await call.ctx.store.upsert_room({"id": room_id, "state": state})
     await call.audit(f"room.{action}", target=room_id, room_id=room_id)
+    await _changed(call.ctx)
     await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
 
 
@@ -211,6 +224,7 @@ async def room_rate(call: Call) -> None:
         )
     room, _, _ = await call.ctx.store.upsert_room({"id": room_id, **body})
     await call.audit("room.rate", target=room_id, room_id=room_id, ratePerMinute=room["ratePerMinute"])
+    await _changed(call.ctx)
     await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
 
 
@@ -219,6 +233,7 @@ async def room_schedule(call: Call) -> None:
     body = await call.req.json_object()
     room = await call.ctx.store.schedule(room_id, body)
     await call.audit("room.schedule", target=room_id, room_id=room_id, fields=sorted(body))
+    await _changed(call.ctx)
     await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
 
 
@@ -329,6 +344,7 @@ async def room_logo_put(call: Call) -> None:
         await call.audit("room.logo", target=room_id, room_id=room_id, ok=False, refused=err.code)
         raise
     await call.audit("room.logo", target=room_id, room_id=room_id, sha256=room["brand"]["logo"]["sha256"])
+    await _changed(call.ctx)
     await send_json(call.send, 200, {"ok": True, "logo": room["brand"]["logo"], "room": _visible(call, room)})
 
 
@@ -340,6 +356,7 @@ async def room_logo_delete(call: Call) -> None:
     if current.get("brand") is not None:
         room, _, _ = await call.ctx.store.upsert_room({"id": room_id, "brand": {"logo": None}})
     await call.audit("room.logo", target=room_id, room_id=room_id, sha256=None)
+    await _changed(call.ctx)
     await send_json(call.send, 200, {"ok": True, "logo": None, "room": _visible(call, room)})
 
 
