@@ -31,6 +31,7 @@ from queue_manager.services.identity import IdentityResolver
 from queue_manager.services.peers import Peers
 from queue_manager.services.proxywatch import ProxyWatch
 from queue_manager.services.ratelimit import Budget
+from queue_manager.services.room_changes import RoomChanges
 from queue_manager.services.run_state import RunState
 from queue_manager.services.sse import AdminStreams, Broadcaster
 from queue_manager.services.ticket_bursts import TicketBursts
@@ -94,6 +95,9 @@ class Context:
     admin_streams: AdminStreams
     series: SeriesRecorder  # the console's per-room chart data
     run: RunState  # ready, stopping, the clock's steps, and how to stop the process
+    room_changes: (
+        RoomChanges  # a room's settings changed (here, or on another instance): who derives from them hears it
+    )
     attached: Attached  # the inline proxy in front, the alert frames and the turn-e-mail job
     fleet: FleetParts | None  # on STORE=valkey: the journal, the Valkey connection, the lease, recovery
     peers: Peers | None  # WORKERS>1: where this worker's siblings serve their own metrics
@@ -163,6 +167,7 @@ class Context:
             admin_streams=admin_streams,
             series=series,
             run=RunState(),
+            room_changes=RoomChanges(),
             attached=Attached(),
             fleet=parts.fleet,
             peers=peers,

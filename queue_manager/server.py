@@ -119,6 +119,8 @@ class Server:
         broadcaster = ctx.broadcaster
         # POST /internal/api/notify on another instance: wake this one's live streams of that room
         fleet.connection.hints.on("wake", lambda hint: broadcaster.notify({str(hint.get("room"))}))
+        # another instance created, changed or deleted rooms: announced here too (the inline host index)
+        ctx.room_changes.follow(fleet.connection.hints)
 
     @property
     def asgi(self) -> InlineFront:

@@ -78,6 +78,8 @@ class Inline:
         self._refresher_job = Job("qm-inline-index", self._refresher)
         self._probe_job = Job("qm-inline-probe", self.probe.run)
         self._both_down_logged = False
+        # a room's settings changed (a save here, or another instance's): the index is read again at once
+        ctx.room_changes.subscribe(self._rooms_changed)
         self._pg_failures = 0  # Postgres reads of the index failed in a row (both stores down)
         self._pg_next_at = 0.0  # when (clock.mono) the next one may be made
 
@@ -120,10 +122,10 @@ class Inline:
         self.index.rebuild([{**config, "id": room_id} for room_id, _gen, config in rows], "postgres")
         log.warning("inline host index built from Postgres (%d inline rooms)", len(self.index.by_room))
 
-    async def rooms_changed(self) -> None:
-        """A room was created, changed or deleted on this instance (the save awaits this before it answers):
-        the index is read again now, so the next request here sees the change. Other instances read theirs
-        again every REFRESH_SEC."""
+    async def _rooms_changed(self, rooms: frozenset[str]) -> None:
+        """A room was created, changed or deleted (a save here awaits this before it answers; another
+        instance's save arrives by its ``rooms`` hint): the index is read again now, so the next request sees
+        the change. The REFRESH_SEC re-read still runs, for anything a hint never said."""
         await self.refresh()
 
     def console_host(self, host: bytes | None) -> bool:

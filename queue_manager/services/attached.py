@@ -24,8 +24,7 @@ class OriginWatch(Protocol):
 
 
 class InlineStatus(Protocol):
-    """What the queue's own routes read of the inline proxy (health, readiness, which hosts it fronts), and
-    the room change they tell it of."""
+    """What the queue's own routes read of the inline proxy (health, readiness, which hosts it fronts)."""
 
     @property
     def index(self) -> HostsView: ...
@@ -38,8 +37,6 @@ class InlineStatus(Protocol):
     def health(self, counters: Counters | None = None) -> dict[str, object]: ...
 
     def console_host(self, host: bytes | None) -> bool: ...  # does the console answer there while rooms are inline
-
-    async def rooms_changed(self) -> None: ...  # a room saved here: in the host index before the save answers
 
 
 class AlertsView(Protocol):

@@ -9,6 +9,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from queue_manager.fleet.hints import Hints
+from queue_manager.services.room_changes import RoomChanges
 
 
 async def _until(check: Any, what: str) -> None:
@@ -70,3 +71,26 @@ async def test_a_subscription_valkey_answers_tells_the_store_it_is_reachable(cli
         assert heard == ["a"]
     finally:
         await hints.stop()
+
+
+async def test_another_instances_room_change_is_announced_here(client: Redis, prefix: str) -> None:
+    a, b = Hints(client, prefix, "a"), Hints(client, prefix, "b")
+    changes = RoomChanges()
+    heard: list[frozenset[str]] = []
+
+    async def subscriber(rooms: frozenset[str]) -> None:
+        heard.append(rooms)
+
+    changes.subscribe(subscriber)
+    changes.follow(b)
+    a.start()
+    b.start()
+    try:
+        await _until(lambda: a.subscribed and b.subscribed, "both subscribed")
+        # the hint a save's commit sends (fleet/room_watch.py)
+        await a.publish("rooms", created=["new"], deleted=["gone"], changed=["shop"])
+        await _until(lambda: heard, "B announced A's room change")
+        assert heard == [frozenset({"new", "gone", "shop"})]
+    finally:
+        await a.stop()
+        await b.stop()

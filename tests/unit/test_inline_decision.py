@@ -9,12 +9,13 @@ from queue_manager.config import load_settings
 from queue_manager.http.wire import Request
 from queue_manager.inline.component import Inline, QueueSide
 from queue_manager.inline.decision import QUEUE, SHED, Proxy, Refuse, ServeQueue, decide
+from queue_manager.services.room_changes import RoomChanges
 
 ROOM = {"id": "shop", "targetUrl": "https://shop.example", "proxyOrigin": "http://10.0.0.5:3000"}
 
 
 def _inline(env: dict[str, str] | None = None, rooms: list[dict[str, Any]] | None = None) -> Inline:
-    ctx = SimpleNamespace(settings=load_settings(env or {}), counters=SimpleNamespace())
+    ctx = SimpleNamespace(settings=load_settings(env or {}), counters=SimpleNamespace(), room_changes=RoomChanges())
 
     async def unused(*args: Any) -> Any:
         raise AssertionError("not called")

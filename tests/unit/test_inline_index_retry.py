@@ -9,6 +9,7 @@ from typing import Any
 from queue_manager.clock import FakeClock
 from queue_manager.config import load_settings
 from queue_manager.inline.component import PG_RETRY_MAX_SEC, Inline, QueueSide, pg_retry_delay
+from queue_manager.services.room_changes import RoomChanges
 from queue_manager.store.base import StoreUnavailable
 
 
@@ -40,7 +41,9 @@ class _Journal:
 
 def _inline(clock: FakeClock, journal: _Journal) -> Inline:
     fleet = SimpleNamespace(journal=journal, recovery=SimpleNamespace(recovering_rooms=set))
-    ctx = SimpleNamespace(settings=load_settings({}), store=_Valkey(), fleet=fleet, clock=clock)
+    ctx = SimpleNamespace(
+        settings=load_settings({}), store=_Valkey(), fleet=fleet, clock=clock, room_changes=RoomChanges()
+    )
 
     async def unused(*args: Any) -> Any:
         raise AssertionError("not called")

@@ -1,9 +1,10 @@
 """What a room save tells the operator beside its answer (``warnings[]``): where the console answers now.
 
-Judged after the save, once the inline proxy's host index has it (``Context.inline.rooms_changed``):
+Judged after the save, once the inline proxy's host index has it (the save announces its room on
+``Context.room_changes`` and the index re-reads before the answer):
 
 * ``console_host_withheld`` — the saved room is inline, neither ADMIN_HOST nor PUBLIC_URL is set, and the
-  host the save came through is none the console keeps while rooms are inline (``Context.inline.console_host``:
+  host the save came through is none the console keeps while rooms are inline (``Context.attached.inline.console_host``:
   an address literal, localhost) and fronts no inline room: from the next request on the console answers
   404 there;
 * ``console_moved`` — the save came through the console under ``/__qm/`` on an inline host, and that host

@@ -46,10 +46,10 @@ def _visible(call: Call, room: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _changed(ctx: Context) -> None:
-    """A room was created, changed or deleted here: the inline proxy in front re-reads its host index now."""
-    if ctx.attached.inline is not None:
-        await ctx.attached.inline.rooms_changed()
+async def _changed(ctx: Context, room_id: str) -> None:
+    """A room was created, changed or deleted here: announced before the save answers (the inline proxy's
+    host index takes it in, so the next request on this instance sees it)."""
+    await ctx.room_changes.announce(frozenset((room_id,)))
 
 
 async def rooms_list(call: Call) -> None:
@@ -166,7 +166,7 @@ async def rooms_upsert(call: Call) -> None:
     await call.audit("room.create" if created else "room.update", target=room["id"], room_id=room["id"], fields=changed)
     if inline:
         await call.audit("room.inline", target=room["id"], room_id=room["id"], changes=changes)
-    await _changed(call.ctx)
+    await _changed(call.ctx, str(room["id"]))
     shown = _visible(call, room)
     answer: dict[str, Any] = {"ok": True, "created": created, "fields": changed, "room": shown}
     warnings = console_warnings(call.ctx, call.req, shown)
@@ -188,7 +188,7 @@ async def room_delete(call: Call) -> None:
     room_id = _room(call)
     await call.ctx.store.delete_room(room_id)
     await call.audit("room.delete", target=room_id, room_id=room_id)
-    await _changed(call.ctx)
+    await _changed(call.ctx, room_id)
     await send_json(call.send, 200, {"ok": True, "deleted": room_id})
 
 
@@ -198,7 +198,7 @@ async def _set_state(call: Call, action: str, state: str) -> None:
     await _existing(call, room_id)
     room, _, _ = await call.ctx.store.upsert_room({"id": room_id, "state": state})
     await call.audit(f"room.{action}", target=room_id, room_id=room_id)
-    await _changed(call.ctx)
+    await _changed(call.ctx, room_id)
     await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
 
 
@@ -224,7 +224,7 @@ async def room_rate(call: Call) -> None:
         )
     room, _, _ = await call.ctx.store.upsert_room({"id": room_id, **body})
     await call.audit("room.rate", target=room_id, room_id=room_id, ratePerMinute=room["ratePerMinute"])
-    await _changed(call.ctx)
+    await _changed(call.ctx, room_id)
     await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
 
 
@@ -233,7 +233,7 @@ async def room_schedule(call: Call) -> None:
     body = await call.req.json_object()
     room = await call.ctx.store.schedule(room_id, body)
     await call.audit("room.schedule", target=room_id, room_id=room_id, fields=sorted(body))
-    await _changed(call.ctx)
+    await _changed(call.ctx, room_id)
     await send_json(call.send, 200, {"ok": True, "room": _visible(call, room)})
 
 
@@ -344,7 +344,7 @@ async def room_logo_put(call: Call) -> None:
         await call.audit("room.logo", target=room_id, room_id=room_id, ok=False, refused=err.code)
         raise
     await call.audit("room.logo", target=room_id, room_id=room_id, sha256=room["brand"]["logo"]["sha256"])
-    await _changed(call.ctx)
+    await _changed(call.ctx, room_id)
     await send_json(call.send, 200, {"ok": True, "logo": room["brand"]["logo"], "room": _visible(call, room)})
 
 
@@ -356,7 +356,7 @@ async def room_logo_delete(call: Call) -> None:
     if current.get("brand") is not None:
         room, _, _ = await call.ctx.store.upsert_room({"id": room_id, "brand": {"logo": None}})
     await call.audit("room.logo", target=room_id, room_id=room_id, sha256=None)
-    await _changed(call.ctx)
+    await _changed(call.ctx, room_id)
     await send_json(call.send, 200, {"ok": True, "logo": None, "room": _visible(call, room)})
 
 
