@@ -90,8 +90,8 @@ async def _measure(url: str) -> None:
     plain = ValkeyStore(client, prefix="b:", clock=FakeClock(), writer="bench")
     await shipped.start()
     await plain.start()
-    plain._scripts["join"] = _without_outbox()
-    await client.script_load(plain._scripts["join"].source)
+    plain._calls.scripts["join"] = _without_outbox()
+    await client.script_load(plain._calls.scripts["join"].source)
     for store in (shipped, plain):
         await store.upsert_room(
             {"id": "r", "targetUrl": "https://shop.example/", "ratePerMinute": 0, "queueMaxPerIp": None}

@@ -24,7 +24,7 @@ The package:
 
 * ``settings.py`` — :class:`Settings`: every setting declared once (variable, type, default,
   bounds or choices, a one-line description); :data:`ENV_VARS` and :data:`DECLARATIONS` come from it.
-* ``declare.py`` — the kinds of setting, how each is read, refused or warned about, and the
+* ``declare/`` — the kinds of setting, how each is read, refused or warned about, and the
   factories a declaration is written with.
 * ``rules.py`` — checks across settings (store against URLs, keys against defaults, ...) and
   the hardening list.

@@ -49,7 +49,7 @@ class SmtpServer:
 
 
 def parse(url: str, ca_file: str | None = None) -> SmtpServer:
-    """SMTP_URL as config/declare.py accepted it (scheme, host, optional port and credentials)."""
+    """SMTP_URL as config/declare/urls.py accepted it (scheme, host, optional port and credentials)."""
     parts = urlsplit(url.strip())
     security, default_port = _SCHEMES[parts.scheme]
     if not parts.hostname:

@@ -115,8 +115,9 @@ async def _interleaved(store: ValkeyStore, other: ValkeyStore, change: dict[str,
     that writes (the window a compare-and-set has to close); returns the scripts ``store`` ran and
     how each answered."""
     ran: list[tuple[str, str]] = []
-    real_eval = store._eval
-    real_read = store._read_config
+    runner = store._runner
+    real_eval = runner.calls.eval
+    real_read = runner.read_config
 
     async def recording_eval(name: str, room_id: str, args: Any) -> Any:
         reply = await real_eval(name, room_id, args)
@@ -125,12 +126,12 @@ async def _interleaved(store: ValkeyStore, other: ValkeyStore, change: dict[str,
 
     async def read_then_change(room_id: str, rule_stats: bool = False) -> Any:
         out = await real_read(room_id, rule_stats)
-        store._read_config = real_read  # type: ignore[method-assign]
+        runner.read_config = real_read  # type: ignore[method-assign]
         await other.upsert_room({"id": room_id, **change})
         return out
 
-    store._eval = recording_eval  # type: ignore[method-assign]
-    store._read_config = read_then_change  # type: ignore[method-assign]
+    runner.calls.eval = recording_eval  # type: ignore[method-assign]
+    runner.read_config = read_then_change  # type: ignore[method-assign]
     return ran
 
 
@@ -419,9 +420,9 @@ def test_driver_errors_map_once() -> None:
 async def test_scripts_are_reloaded_after_noscript(one: Any) -> None:
     store, _clock, _ = one
     await store.upsert_room({"id": "r", "targetUrl": TARGET})
-    original = store._scripts["status"]
+    original = store._calls.scripts["status"]
     source = original.source + f"\n-- {uuid.uuid4().hex}\n"  # a script this server has never seen
-    store._scripts["status"] = Script("status", source, hashlib.sha1(source.encode()).hexdigest())
+    store._calls.scripts["status"] = Script("status", source, hashlib.sha1(source.encode()).hexdigest())
     view = await store.status("r", client(1), None)
     assert view.state == "expired" and view.ticket is None
 
@@ -461,7 +462,7 @@ async def test_one_round_trip_per_visitor_operation(one: Any) -> None:
     real_evalsha = redis.evalsha
 
     async def counting(sha: str, *args: Any) -> Any:
-        calls.append(next(s.name for s in store._scripts.values() if s.sha == sha))
+        calls.append(next(s.name for s in store._calls.scripts.values() if s.sha == sha))
         return await real_evalsha(sha, *args)
 
     await store.upsert_room({"id": "r", "targetUrl": TARGET, "rules": [{"pattern": "/s/*"}], **QUIET})
@@ -508,7 +509,7 @@ async def test_a_bypass_arrival_is_counted_in_the_one_round_trip(one: Any) -> No
     real_evalsha = redis.evalsha
 
     async def counting(sha: str, *args: Any) -> Any:
-        calls.append(next(s.name for s in store._scripts.values() if s.sha == sha))
+        calls.append(next(s.name for s in store._calls.scripts.values() if s.sha == sha))
         return await real_evalsha(sha, *args)
 
     await store.upsert_room({"id": "r", "targetUrl": TARGET, "state": "bypass", **QUIET})

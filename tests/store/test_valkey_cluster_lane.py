@@ -49,8 +49,8 @@ async def lanes(cluster: tuple[Redis, str]) -> AsyncIterator[Lanes]:
     store = ValkeyStore(CLUSTER_URL, prefix=prefix, clock=FakeClock(), journal=RecordingJournal())
     await store.start()
     try:
-        assert isinstance(store._lane, ClusterLanes)
-        yield store, store._lane, cast(RedisCluster, store.redis), prefix
+        assert isinstance(store._calls.lane, ClusterLanes)
+        yield store, store._calls.lane, cast(RedisCluster, store.redis), prefix
     finally:
         await store.close()
 
@@ -216,12 +216,12 @@ async def test_a_master_without_the_scripts_gets_them_and_the_lane_carries_on(la
     while len(owners) < 3:
         room = await room_on(store, "noscript")
         owners.setdefault(owner(nodes, room_key(prefix, room, "st")).name, room)
-    source = store._scripts["join"].source + f"\n-- {uuid.uuid4().hex}\n"  # a script no master has seen
-    store._scripts["join"] = Script("join", source, hashlib.sha1(source.encode()).hexdigest())
+    source = store._calls.scripts["join"].source + f"\n-- {uuid.uuid4().hex}\n"  # a script no master has seen
+    store._calls.scripts["join"] = Script("join", source, hashlib.sha1(source.encode()).hexdigest())
     handed = cl.handed_on
     for room in owners.values():
         assert (await store.join(room, visitor(1), None, None)).ticket == 1
-    assert await nodes.script_exists(store._scripts["join"].sha) == [True]  # on every master
+    assert await nodes.script_exists(store._calls.scripts["join"].sha) == [True]  # on every master
     assert cl.handed_on == handed
 
 
@@ -245,11 +245,11 @@ async def test_only_a_plain_cluster_url_gets_lanes() -> None:
             await client.aclose()
     store = ValkeyStore("rediss+cluster://127.0.0.1:1")
     try:
-        assert store._lane is None  # TLS: everything through redis-py
+        assert store._calls.lane is None  # TLS: everything through redis-py
     finally:
         await store.close()
     store = ValkeyStore(with_timeouts("redis+cluster://127.0.0.1:1"))  # the URL a server opens
     try:
-        assert isinstance(store._lane, ClusterLanes)
+        assert isinstance(store._calls.lane, ClusterLanes)
     finally:
         await store.close()

@@ -15,6 +15,7 @@ import orjson
 
 from queue_manager.engine.draw import Drawn, DrawRecord
 from queue_manager.engine.model import RoomConfig, apply_fields
+from queue_manager.engine.targeting import TargetRule, match
 from queue_manager.engine.ticket import Ticket
 from queue_manager.engine.view import MintedWaits, VisitorView, render_stats, render_ticket, render_visitor_view
 
@@ -212,6 +213,42 @@ def minted_waits(gen: int, r: dict[str, Any]) -> MintedWaits | None:
         return None
     kept = [int(ms) for ms in wt] if isinstance(wt, list) else []
     return MintedWaits(gen, int(r["passes_total"]), int(r.get("wsum") or 0), kept)
+
+
+def lookup_answer(room_id: str, ref: str, r: dict[str, Any], now_wall: int, now_mono: int) -> dict[str, Any]:
+    """A lookup reply that found something: a ticket's record, the candidates a Ref matches, or the
+    earlier generation a Ref belonged to (as ``Engine.lookup`` answers it)."""
+    kind = r["k"]
+    if kind == "previous":
+        numbers = [int(n) for n in r["tickets"]]
+        pgen = int(r["pgen"])
+        return {
+            "state": "previous_generation",
+            "generation": pgen,
+            "tickets": numbers,
+            "ref": ref,
+            "message": f"Ref {ref} was ticket {', '.join(map(str, numbers))} of an earlier generation "
+            f"({pgen}) of this room, which was deleted and created again. The caller has to "
+            "join again.",
+        }
+    gen = int(r["gen"])
+    if kind == "candidates":
+        return {"candidates": [describe(room_id, gen, c, now_wall, now_mono) for c in r["c"]], "ref": ref}
+    return describe(room_id, gen, r["d"], now_wall, now_mono)
+
+
+def rule_match(rules: tuple[TargetRule, ...], url: str, rst: list[str]) -> dict[str, Any]:
+    """Which of ``rules`` ``url`` matches and what that means, with the rule's statistics (``rst``,
+    the rule statistics hash): the answer of ``match_rule``."""
+    if not rules:
+        return {"url": url, "rule": None, "protected": True, "why": "the room has no rules: every page is protected"}
+    rule = match(rules, url)
+    if rule is None:
+        return {"url": url, "rule": None, "protected": False, "why": "no rule matches: the page is not protected"}
+    index = next(i for i, r in enumerate(rules) if r is rule)
+    matches, last = rule_stats(rst).get(index, (0, None))
+    stats = {**rule.to_public(), "matchCount": matches, "lastMatchAt": last}
+    return {"url": url, "rule": stats, "protected": rule.action == "queue"}
 
 
 def rule_stats(rst: list[str]) -> dict[int, tuple[int, int | None]]:
