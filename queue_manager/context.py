@@ -22,8 +22,8 @@ from queue_manager.assembly.parts import Parts, StatusNow
 from queue_manager.clock import SystemClock
 from queue_manager.config import Settings
 from queue_manager.edgepass import PassSigner
-from queue_manager.engine.room import Presented
 from queue_manager.engine.view import VisitorView
+from queue_manager.engine.visitor import Presented
 from queue_manager.metrics import Counters
 from queue_manager.services.attached import Attached
 from queue_manager.services.edge_secret import EdgeGate
@@ -107,9 +107,9 @@ class Context:
     key_set: tuple[bytes, bytes]  # the edge passes' key set: its body and ETag
     revocations: RevocationList  # revoked edge passes (this process's, or Valkey's)
     history: HourlyHistory  # the reports' hourly rows (this process's, or PostgreSQL's)
-    pop: AdmissionMaintenance  # admission maintenance (this process's, or the fleet's on Valkey)
+    admission: AdmissionMaintenance  # admission maintenance (this process's, or the fleet's on Valkey)
     #: journal maintenance: the disk spool (STORE=valkey), or a flag alone (STORE=memory)
-    maintenance: JournalMaintenance
+    journal_maintenance: JournalMaintenance
     #: the store's status read without a coroutine, when it answers in this process (the memory store)
     status_now: StatusNow | None
     pid: int = field(default_factory=os.getpid)
@@ -177,8 +177,8 @@ class Context:
             key_set=_key_set(passes),
             revocations=parts.revocations,
             history=parts.history,
-            pop=parts.admission,
-            maintenance=parts.journal_maintenance,
+            admission=parts.admission,
+            journal_maintenance=parts.journal_maintenance,
             status_now=parts.status_now,
         )
 

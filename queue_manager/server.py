@@ -159,7 +159,7 @@ class Server:
             except ConfigRefusal as refusal:
                 print(refusal.line, file=sys.stderr, flush=True)
                 raise
-            await ctx.pop.load()
+            await ctx.admission.load()
         else:
             await ctx.store.start()
         await self._start_history()
@@ -348,7 +348,7 @@ class Server:
             next_at += 1.0
             await asyncio.sleep(max(0.0, next_at - loop.time()))
             try:
-                await ctx.pop.refresh()  # admission maintenance set on another instance (its hint may be lost)
+                await ctx.admission.refresh()  # admission maintenance set on another instance (its hint may be lost)
                 await ctx.store.tick()
                 now_ms = self.clock.wall_ms()
                 sampled = await ctx.series.feed(ctx.store, now_ms)

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from queue_manager.access.authfail.base import AuthBudget
 from queue_manager.access.records.base import AccessStore
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import Presented
 from queue_manager.engine.view import VisitorView
+from queue_manager.engine.visitor import Presented
 from queue_manager.sidestores.history.writer import HourlyHistory
 from queue_manager.sidestores.mailbook.base import AddressBook
 from queue_manager.sidestores.maintenance.base import AdmissionMaintenance, JournalMaintenance

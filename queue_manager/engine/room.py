@@ -36,10 +36,6 @@ from queue_manager.engine.states import EffectiveState
 from queue_manager.engine.ticket import Finished, PreEntry, Ticket, make_ref
 from queue_manager.engine.view import WAITS_KEPT
 
-# the door's answer and a visitor's token, named here too for the HTTP layer that reads them from this module
-from queue_manager.engine.visitor import CheckResult as CheckResult
-from queue_manager.engine.visitor import Presented as Presented
-
 FINISHED_KEEP = 50_000
 BOUNCED_GRACE_SEC = 30  # how long a bounced pass-holder unseen keeps a claim on the next free slot (presence off)
 TOUCH_EVERY_MS = 60_000  # session slides reach the journal at most this often per session

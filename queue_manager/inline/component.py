@@ -15,7 +15,7 @@ from typing import Any
 from queue_manager.background import Job
 from queue_manager.context import Context
 from queue_manager.engine.brand import Brand
-from queue_manager.engine.room import CheckResult, Presented
+from queue_manager.engine.visitor import CheckResult, Presented
 from queue_manager.http.wire import Request, Send
 from queue_manager.inline.client import Pool
 from queue_manager.inline.deadlines import Deadlines

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from queue_manager.context import Context
-from queue_manager.engine.room import CheckResult
+from queue_manager.engine.visitor import CheckResult
 from queue_manager.http import cookies
 from queue_manager.http.wire import Message, Receive, Request, Send, cookie_header
 from queue_manager.inline import gate, pages

@@ -12,7 +12,7 @@ from __future__ import annotations
 from queue_manager.context import Context
 from queue_manager.edgepass import PassError, PassReason
 from queue_manager.engine.model import ROOM_ID_RE
-from queue_manager.engine.room import CheckResult, Presented
+from queue_manager.engine.visitor import CheckResult, Presented
 from queue_manager.http import cookies
 from queue_manager.http.negotiate import etag_matches
 from queue_manager.http.wire import HttpError, Request, Send, send_json, send_response

@@ -349,7 +349,7 @@ async def local_exposition(ctx: Context) -> bytes:
         sse_subscribers=ctx.broadcaster.streams,
         shutting_down=ctx.run.shutting_down,
         instance=ctx.settings.instance_id if ctx.settings.store == "valkey" else None,
-        spool=await asyncio.to_thread(ctx.maintenance.gauges),
+        spool=await asyncio.to_thread(ctx.journal_maintenance.gauges),
         journal=_journal_figures(ctx),
     )
 

@@ -69,7 +69,7 @@ async def _audit_switch(call: Call, action: str, **detail: Any) -> bool:
 
 async def maintenance_get(call: Call) -> None:
     """GET /api/v1/system/maintenance: both flags, journal maintenance re-read from ``system_state``; never 500."""
-    maint = call.ctx.maintenance
+    maint = call.ctx.journal_maintenance
     try:
         status = await maint.status()
     except Exception as err:  # the spool directory unreadable: the flag as this process holds it
@@ -85,7 +85,7 @@ async def maintenance_get(call: Call) -> None:
                 "failedFiles": {"count": 0, "totalBytes": 0, "totalMB": 0.0, "failoverCount": 0, "qos0Count": 0},
             },
         }
-    body = {"maintenanceMode": status["maintenanceMode"], "popMaintenanceMode": call.ctx.pop.enabled}
+    body = {"maintenanceMode": status["maintenanceMode"], "popMaintenanceMode": call.ctx.admission.enabled}
     await send_json(call.send, 200, body | status)
 
 
@@ -94,7 +94,7 @@ async def maintenance_set(call: Call) -> None:
     enabled = (await _body(call, ENABLED_REQUIRED)).get("enabled")
     if not isinstance(enabled, bool):
         raise HttpError(400, "bad_request", ENABLED_REQUIRED, field="enabled")
-    maint = call.ctx.maintenance
+    maint = call.ctx.journal_maintenance
     mirrored = await maint.set(enabled)
     audited = await _audit_switch(call, "system.maintenance", enabled=enabled, mirrored=mirrored)
     try:
@@ -118,13 +118,13 @@ async def maintenance_set(call: Call) -> None:
 
 async def buffers(call: Call) -> None:
     """GET /api/v1/status/buffers: this instance's disk spool (``docs/OPERATIONS.md``, the system surface)."""
-    body = await asyncio.to_thread(call.ctx.maintenance.buffers)
+    body = await asyncio.to_thread(call.ctx.journal_maintenance.buffers)
     await send_json(call.send, 200, {"instance": call.ctx.settings.instance_id, "store": call.ctx.store.kind} | body)
 
 
 async def pop_get(call: Call) -> None:
     """GET /api/v1/system/maintenance/pop: this instance's flag (on Valkey, the fleet's as last read)."""
-    await send_json(call.send, 200, _pop_body(call.ctx.pop.enabled))
+    await send_json(call.send, 200, _pop_body(call.ctx.admission.enabled))
 
 
 async def pop_set(call: Call) -> None:
@@ -132,8 +132,8 @@ async def pop_set(call: Call) -> None:
     enabled = (await _body(call, ENABLED_REQUIRED)).get("enabled")
     if not isinstance(enabled, bool):
         raise HttpError(400, "bad_request", ENABLED_REQUIRED, field="enabled")
-    await call.ctx.pop.set(enabled)
-    audited = await _audit_switch(call, "system.pop_maintenance", enabled=enabled, shared=call.ctx.pop.shared)
+    await call.ctx.admission.set(enabled)
+    audited = await _audit_switch(call, "system.pop_maintenance", enabled=enabled, shared=call.ctx.admission.shared)
     await send_json(call.send, 200, _pop_body(enabled) | ({} if audited else {"audited": False}))
 
 
@@ -163,8 +163,8 @@ async def shared_state(call: Call) -> None:
     """GET /api/v1/system/shared-state: enabled only with STORE=valkey and at least one live peer."""
     peers, detail = await _peers(call)
     out: dict[str, Any] = {"enabled": True} if peers else _no_peers(detail)
-    out["maintenance_mode"] = call.ctx.maintenance.enabled
-    out["pop_maintenance_mode"] = call.ctx.pop.enabled
+    out["maintenance_mode"] = call.ctx.journal_maintenance.enabled
+    out["pop_maintenance_mode"] = call.ctx.admission.enabled
     await send_json(call.send, 200, out)
 
 
@@ -210,7 +210,7 @@ async def notify(call: Call) -> None:
 async def transport_stats(call: Call) -> None:
     """GET /internal/api/shared-state/stats (and /internal/api/inter-instance/stats): the fleet transport."""
     ctx = call.ctx
-    flags = {"maintenance_mode": call.ctx.maintenance.enabled, "pop_maintenance_mode": ctx.pop.enabled}
+    flags = {"maintenance_mode": call.ctx.journal_maintenance.enabled, "pop_maintenance_mode": ctx.admission.enabled}
     peers, detail = await _peers(call)
     fleet = ctx.fleet
     if fleet is None or peers is None:

@@ -13,8 +13,8 @@ from typing import Any
 
 from queue_manager.access.principal import Principal
 from queue_manager.engine.model import ClientId
-from queue_manager.engine.room import Presented
 from queue_manager.engine.view import VisitorView
+from queue_manager.engine.visitor import Presented
 from queue_manager.http.direct import write_chunk
 from queue_manager.http.wire import Receive, Send
 from queue_manager.store.base import STATUS_BATCH

@@ -17,8 +17,8 @@ from queue_manager.context import Context
 from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.engine.origins import origin_of
 from queue_manager.engine.policy import RoomPolicy
-from queue_manager.engine.room import CheckResult, Presented
 from queue_manager.engine.view import VisitorView
+from queue_manager.engine.visitor import CheckResult, Presented
 from queue_manager.http import cookies
 from queue_manager.http.direct import chunked_cycle
 from queue_manager.http.wire import (
@@ -62,7 +62,7 @@ def with_token(url: str, token: str) -> str:
 def render_view(ctx: Context, view: VisitorView, token: str | None) -> dict[str, Any]:
     redirect = None
     # admission maintenance: the door would hold a pass, so the page is not sent to it yet
-    held = view.state == "passed" and ctx.pop.enabled
+    held = view.state == "passed" and ctx.admission.enabled
     if view.state in ("passed", "admitted") and token is not None and not held:
         redirect = with_token(view.return_url or view.target_url, token)
     elif view.state == "bypass":

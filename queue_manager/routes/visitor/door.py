@@ -12,7 +12,7 @@ import hashlib
 import secrets
 
 from queue_manager.context import Context
-from queue_manager.engine.room import CheckResult, Presented
+from queue_manager.engine.visitor import CheckResult, Presented
 from queue_manager.http import cookies
 from queue_manager.http.wire import Request
 from queue_manager.services.identity import Identity

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from queue_manager.context import Context
-from queue_manager.engine.room import Presented
+from queue_manager.engine.visitor import Presented
 from queue_manager.http import cookies
 from queue_manager.http.language import pick_language
 from queue_manager.http.wire import HttpError, Request, Send, send_json

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 
 class JournalMaintenance(Protocol):
-    """Journal maintenance mode (``Context.maintenance``)."""
+    """Journal maintenance mode (``Context.journal_maintenance``)."""
 
     @property
     def enabled(self) -> bool: ...
@@ -50,7 +50,7 @@ class JournalMaintenance(Protocol):
 
 
 class AdmissionMaintenance(Protocol):
-    """Admission maintenance mode (``Context.pop``): while on, no room lets anybody through."""
+    """Admission maintenance mode (``Context.admission``): while on, no room lets anybody through."""
 
     @property
     def enabled(self) -> bool: ...
