@@ -128,7 +128,10 @@ async def main_async(
     os.environ.update(ENV)
     from queue_manager.config import load_settings
     from queue_manager.http.wire import Request
-    from queue_manager.routes.visitor import api as visitor
+    try:
+        from queue_manager.routes.visitor import api as visitor
+    except ImportError:  # a checkout from before the routes had a package of their own (--tree)
+        from queue_manager.http import visitor  # type: ignore[no-redef]
 
     try:
         from queue_manager.server import Server as Build
