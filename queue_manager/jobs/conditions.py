@@ -1,6 +1,6 @@
 """The alert conditions: which events hold right now, from one frame's numbers.
 
-Pure: the frame (``Frame``) is gathered by ``autopilot.py``; this module decides, for each room and
+Pure: the frame (``Frame``) is gathered by ``alert_frame.py``; this module decides, for each room and
 for the fleet, which conditions are true at this instant. Holding a condition for ``ALERT_HOLD_SEC``,
 re-paging and resolving are ``alerting.py``'s. The events, their conditions and messages are the
 table in docs/OPERATIONS.md ("Alerting").

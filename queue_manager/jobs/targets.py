@@ -2,7 +2,7 @@
 
 A snippet room (a ``targetUrl`` and no ``proxyOrigin``) sends the people it lets through to a site this
 server never sees; an inline room's origin has a probe of its own (``inline/origin_health.py``). On every
-alert frame the leader (``autopilot.py``) calls :meth:`TargetProbe.round`, which starts a probe of each
+alert frame the leader (``alert_frame.py``) calls :meth:`TargetProbe.round`, which starts a probe of each
 snippet room last probed ``TARGET_PROBE_EVERY_MS`` ago or more (at once when its ``targetUrl`` changed):
 
 * a ``HEAD`` of the ``targetUrl`` (a site that answers 405 or 501 to ``HEAD`` gets a ``GET`` whose body is
