@@ -128,6 +128,7 @@ async def main_async(
     os.environ.update(ENV)
     from queue_manager.config import load_settings
     from queue_manager.http.wire import Request
+
     try:
         from queue_manager.routes.visitor import api as visitor
     except ImportError:  # a checkout from before the routes had a package of their own (--tree)
