@@ -11,7 +11,7 @@ from typing import Any
 from queue_manager.config import effective_settings
 from queue_manager.context import Context
 from queue_manager.engine.errors import EngineError
-from queue_manager.fleet.health import fleet_health
+from queue_manager.fleet.health_block import fleet_health
 from queue_manager.http.wire import HttpError, Request, Send, send_json, send_response
 from queue_manager.metrics import Counters
 from queue_manager.metrics import render as render_metrics
