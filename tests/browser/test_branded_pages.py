@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 from axe import describe, violations
 from harness import create_room, start_server, unique_id
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1100, "height": 820}
@@ -80,7 +81,16 @@ def _watch(page: Any) -> tuple[list[str], list[str]]:
 
 
 def _logo_loaded(page: Any, selector: str) -> bool:
-    return bool(page.eval_on_selector(selector, "img => img.complete && img.naturalWidth > 0"))
+    """The image is in the page and decoded, within 10 s (a dialog just opened may still be fetching it)."""
+    try:
+        page.wait_for_function(
+            "sel => { const img = document.querySelector(sel); return !!img && img.complete && img.naturalWidth > 0 }",
+            arg=selector,
+            timeout=10_000,
+        )
+    except PlaywrightTimeout:
+        return False
+    return True
 
 
 @pytest.mark.parametrize("lang", list(LOCALES))
