@@ -163,6 +163,11 @@ def render(
     state = GaugeMetricFamily(
         "qm_room_state", "Effective state: 1 active, 2 paused, 3 bypass, 4 scheduled", labels=room_labels
     )
+    refused_full = CounterMetricFamily(
+        "qm_room_refused_full",
+        "New joins refused because the line was full (maxWaiting, maxWaitSec)",
+        labels=room_labels,
+    )
     count = 0
     for room in rooms:
         count += 1
@@ -172,6 +177,7 @@ def render(
         cap = room.get("maxConcurrent")
         max_conc.add_metric(lab, -1.0 if cap is None else float(cap))
         state.add_metric(lab, float(_STATE_CODES.get(room.get("effectiveState", ""), 0)))
+        refused_full.add_metric(lab, float(room.get("refusedFull") or 0))
     refused_origin = CounterMetricFamily(
         "qm_refused_origin_checks",
         "Door checks from an origin the room does not list",
@@ -203,6 +209,7 @@ def render(
         ),
         max_conc,
         state,
+        refused_full,
         gauge("qm_rooms", "Rooms defined", count),
         gauge("qm_sse_subscribers", "Open visitor and console streams on this instance", sse_subscribers),
         gauge("qm_uptime_seconds", "Seconds since this process started", uptime),

@@ -57,6 +57,8 @@ ROOM_FIELDS = frozenset(
         "presenceSec",
         "queueMaxPerIp",
         "preQueueMaxPerIp",
+        "maxWaiting",
+        "maxWaitSec",
         "opensAt",
         "returnOrigins",
         "tagOrigins",
@@ -96,6 +98,7 @@ READ_ONLY_FIELDS = frozenset(
         "passesTotal",
         "unscopedChecks",
         "blockedReturnUrls",
+        "refusedFull",
         "nextTicket",
         "createdAt",
         "autoSelf",
@@ -133,6 +136,8 @@ class RoomConfig:
     presence_sec: int | None = DEFAULT_PRESENCE_SEC
     queue_max_per_ip: int | None = DEFAULT_QUEUE_MAX_PER_IP
     prequeue_max_per_ip: int | None = DEFAULT_PREQUEUE_MAX_PER_IP
+    max_waiting: int | None = None
+    max_wait_sec: int | None = None
     opens_at_ms: int | None = None
     return_origins: tuple[OriginPattern, ...] = ()
     tag_origins: tuple[OriginPattern, ...] | None = None
@@ -174,6 +179,8 @@ class RoomConfig:
             "presenceSec": self.presence_sec,
             "queueMaxPerIp": self.queue_max_per_ip,
             "preQueueMaxPerIp": self.prequeue_max_per_ip,
+            "maxWaiting": self.max_waiting,
+            "maxWaitSec": self.max_wait_sec,
             "opensAt": ms_to_iso(self.opens_at_ms),
             "returnOrigins": [str(p) for p in self.return_origins],
             "tagOrigins": None if self.tag_origins is None else [str(p) for p in self.tag_origins],
@@ -254,6 +261,8 @@ INT_FIELDS: dict[str, tuple[int, int, bool]] = {
     "presenceSec": (5, 86_400, True),
     "queueMaxPerIp": (1, 10_000_000, True),
     "preQueueMaxPerIp": (1, 10_000_000, True),
+    "maxWaiting": (1, 10_000_000, True),
+    "maxWaitSec": (1, 30 * 86_400, True),
 }
 AUTO_ACTIVATE_MAX = 10_000_000
 NAME_MAX = 120
@@ -386,6 +395,10 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
             cfg.queue_max_per_ip = _int(body, key)
         elif key == "preQueueMaxPerIp":
             cfg.prequeue_max_per_ip = _int(body, key)
+        elif key == "maxWaiting":
+            cfg.max_waiting = _int(body, key)
+        elif key == "maxWaitSec":
+            cfg.max_wait_sec = _int(body, key)
         elif key == "opensAt":
             cfg.opens_at_ms = parse_opens_at(value)
         elif key == "returnOrigins":

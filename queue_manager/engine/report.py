@@ -40,6 +40,7 @@ def stats(room: Room) -> dict[str, Any]:
         passes_total=room.passes_total,
         unscoped_checks=room.unscoped_checks,
         blocked_returns=room.blocked_returns,
+        refused_full=room.refused_full,
         next_ticket=room.next_n,
         rule_counts=[(r.matches, r.last_match_ms) for r in room.cfg.rules],
         created_ms=room.created_ms,

@@ -108,6 +108,7 @@ class Room:
         self.wait_ms_total = 0  # the sum of every wait of this generation's passes (ms), kept or not
         self.unscoped_checks = 0
         self.blocked_returns = 0
+        self.refused_full = 0  # new joins refused while the line was full (maxWaiting, maxWaitSec)
         self.ejected_total = 0
 
     # ------------------------------------------------------------------ the state, read

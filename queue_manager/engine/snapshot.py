@@ -149,6 +149,7 @@ def dump(room: Room) -> dict[str, Any]:
             "waitMsTotal": room.wait_ms_total,
             "unscopedChecks": room.unscoped_checks,
             "blockedReturnUrls": room.blocked_returns,
+            "refusedFull": room.refused_full,
             "ejected": room.ejected_total,
         },
     }
@@ -292,5 +293,6 @@ def _load(data: Mapping[str, Any], clock: Clock, events: list[Event], rng: Rando
     room.wait_ms_total = int(counters.get("waitMsTotal") or 0)  # 0: a checkpoint written before it was kept
     room.unscoped_checks = _int(counters, "unscopedChecks")
     room.blocked_returns = _int(counters, "blockedReturnUrls")
+    room.refused_full = int(counters.get("refusedFull") or 0)  # 0: a checkpoint written before it was kept
     room.ejected_total = _int(counters, "ejected")
     return room

@@ -253,6 +253,7 @@ def render_stats(
     next_ticket: int,
     rule_counts: Sequence[tuple[int, int | None]],
     created_ms: int | None = None,
+    refused_full: int = 0,
 ) -> dict[str, Any]:
     """The room stats of the operator API, from raw counts.
 
@@ -282,6 +283,7 @@ def render_stats(
         "passesTotal": passes_total,
         "unscopedChecks": unscoped_checks,
         "blockedReturnUrls": blocked_returns,
+        "refusedFull": refused_full,
         "nextTicket": next_ticket,
         "createdAt": created_ms or None,
         "rules": [

@@ -24,6 +24,7 @@ from queue_manager.engine.model import ClientId
 from queue_manager.engine.states import DoorState
 from queue_manager.engine.targeting import match as match_rule
 from queue_manager.engine.ticket import Finished, PreEntry, Ticket
+from queue_manager.engine.view import eta_sec
 
 if TYPE_CHECKING:
     from queue_manager.engine.room import Room
@@ -74,6 +75,31 @@ def identity_limit() -> EngineError:
     )
     err.headers["Retry-After"] = "30"
     return err
+
+
+def queue_full() -> EngineError:
+    """The refusal of a new place while the line is full (maxWaiting people, or an estimated wait
+    past maxWaitSec). Those already in line keep their places; the visitor may try again later."""
+    err = EngineError(
+        503,
+        "queue_full",
+        "The line is full right now. Try again later.",
+    )
+    err.headers["Retry-After"] = "60"
+    return err
+
+
+def line_full(room: Room) -> bool:
+    """Whether a new place would go past the room's maxWaiting, or its estimated wait past maxWaitSec
+    (the same estimate the waiting page shows, for the place a new join would take)."""
+    cfg = room.cfg
+    waiting = len(room.line)
+    if cfg.max_waiting is not None and waiting >= cfg.max_waiting:
+        return True
+    if cfg.max_wait_sec is not None:
+        eta = eta_sec(waiting + 1, room.effective_state(), cfg.rate_per_minute)
+        return eta is not None and eta > cfg.max_wait_sec
+    return False
 
 
 def owns(holder: Ticket | PreEntry, client: ClientId) -> bool:
@@ -141,6 +167,9 @@ def join(room: Room, client: ClientId, presented: Presented | None, return_url: 
     limit = room.cfg.queue_max_per_ip
     if limit is not None and room.per_ident.get(client.ident, 0) >= limit:
         raise identity_limit()
+    if line_full(room):
+        room.refused_full += 1
+        raise queue_full()
     t = room.join_line(client, now_ms, return_url, found.reason)
     return Lookup(ticket=t, n=t.n, reason=found.reason, new=True)
 

@@ -122,6 +122,12 @@ ROOM_WRITE: dict[str, Any] = {
         "presenceSec": {"type": ["integer", "null"], "minimum": 1},
         "queueMaxPerIp": {"type": ["integer", "null"], "minimum": 1},
         "preQueueMaxPerIp": {"type": ["integer", "null"], "minimum": 1},
+        "maxWaiting": {"type": ["integer", "null"], "minimum": 1, "description": "People the line may hold."},
+        "maxWaitSec": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "description": "The estimated wait past which the line is full.",
+        },
         "opensAt": {"type": ["string", "integer", "null"], "description": "ISO 8601 or epoch milliseconds."},
         "returnOrigins": {"type": ["array", "null"], "items": {"type": "string"}},
         "tagOrigins": {"type": ["array", "null"], "items": {"type": "string"}},

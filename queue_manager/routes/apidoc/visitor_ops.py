@@ -66,6 +66,11 @@ OPS: dict[tuple[str, str], Op] = {
             429: err(
                 "Too many places in this line are held from this address (queueMaxPerIp).", "queue_identity_limit"
             ),
+            503: err(
+                "The line is full (maxWaiting, maxWaitSec): no new place for now; Retry-After says when to try "
+                "again. A place already held is never refused this way.",
+                "queue_full",
+            ),
         },
         body=_JOIN_BODY,
         limited=True,

@@ -30,6 +30,8 @@ CONFIG_FIELD_NAMES = (
     "c_pres",
     "c_qmax",
     "c_pqmax",
+    "c_wmax",
+    "c_wsec",
     "c_opens",
     "c_rules",
 )
@@ -66,6 +68,8 @@ def lua_fields(cfg: RoomConfig) -> list[str]:
         s(cfg.presence_sec),
         s(cfg.queue_max_per_ip),
         s(cfg.prequeue_max_per_ip),
+        s(cfg.max_waiting),
+        s(cfg.max_wait_sec),
         s(cfg.opens_at_ms),
         s(len(cfg.rules)),
     ]
@@ -198,6 +202,7 @@ def stats(gen: int, cfg: RoomConfig, r: dict[str, Any], now_wall: int) -> dict[s
         passes_total=r["passes_total"],
         unscoped_checks=r["unscoped"],
         blocked_returns=r["blocked"],
+        refused_full=r.get("refused") or 0,
         next_ticket=r["next"],
         rule_counts=rule_counts,
         created_ms=r.get("created"),

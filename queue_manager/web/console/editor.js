@@ -19,6 +19,8 @@ const FIELDS = [
   ["presenceSec", "Presence (s)", "int?", "Holders unseen this long give slots back. Blank: off."],
   ["queueMaxPerIp", "Places per address", "int?", "Blank: no limit."],
   ["preQueueMaxPerIp", "Pre-queue per address", "int?", "Blank: no limit."],
+  ["maxWaiting", "Line holds at most", "int?", "People in line; new joins past it are refused. Blank: no limit."],
+  ["maxWaitSec", "Line full past wait (s)", "int?", "Estimated wait past which new joins are refused. Blank: no limit."],
   ["opensAt", "Doors open (your local time)", "datetime", "Blank: no scheduled drop."],
   ["onBackendDown", "When storage is down", ["closed", "open"], "STORE=valkey only."],
   ["protection", "Bot protection", ["", "monitor", "enforce"], "Blank: the server default."],

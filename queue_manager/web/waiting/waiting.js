@@ -59,7 +59,7 @@
     }
     headlineKey = null;
     noticeKey = null;
-    if (last) render(last); else setTitle(null);
+    if (last) render(last); else if (full) showFull(); else setTitle(null);
     setConn(connMode);
     if (problemKey) setProblem(problemKey);
     if (mailMsg) setMailStatus(mailMsg.key, mailMsg.vars, mailMsg.cls);
@@ -88,6 +88,7 @@
   var countdownPolled = false;
   var connMode = 'connecting';
   var problemKey = null;
+  var full = false;         // the last join was refused because the line is full (it keeps trying)
   var headlineKey = null;
   var noticeKey = null;
 
@@ -328,6 +329,7 @@
     if (p.state !== 'expired') rejoinedForExpiry = false;
     if (p.state === 'scheduled' && (!last || last.state !== 'scheduled')) countdownPolled = false;
     last = p;
+    full = false;
     setProblem(null);
     render(p);
 
@@ -351,6 +353,13 @@
     clearTimeout(joinTimer);
     setConn('done');
     setTimeout(function () { location.replace(url); }, 250);
+  }
+
+  // the line is full: no place yet; the page keeps trying at the pace the server asks (Retry-After)
+  function showFull() {
+    setHeadline(t('fullHead'), null, '', true);
+    setTitle(t('titleFull'));
+    setProblem('fullBody');
   }
 
   function fatal(key) {
@@ -415,6 +424,13 @@
       return;
     }
     if (res.status === 404 && code === 'no_room') { fatal('noRoom'); return; }
+    if (res.status === 503 && code === 'queue_full') {
+      full = true;
+      showFull();
+      setConn('retry');
+      scheduleJoin(retryAfterMs(res, 60));
+      return;
+    }
     if (res.status === 429) {
       setProblem(code === 'queue_identity_limit' ? 'identityLimit' : 'busy');
       setConn('retry');

@@ -71,6 +71,17 @@ local limit = S.c_qmax
 if limit ~= nil and tonumber(redis.call('HGET', K.pi, C.id) or '0') >= limit then
   return err('queue_identity_limit')
 end
+-- a full line (visitor.line_full): maxWaiting people, or the estimated wait of the place this join
+-- would take past maxWaitSec. Nobody in line is touched; the refusal is counted.
+local waiting = line_len()
+local full = S.c_wmax ~= nil and waiting >= S.c_wmax
+if not full and S.c_wsec ~= nil and state == 'active' and S.c_rate > 0 then
+  full = math.max(1, math.ceil((waiting + 1) * 60 / S.c_rate)) > S.c_wsec
+end
+if full then
+  S.refused = (S.refused or 0) + 1
+  return err('queue_full')
+end
 local t = mint(C.id, C.fp, C.f2, C.ck, NOW_WALL, ret, true, true, ref_for(S.next))
 t.r = found.reason
 emit('join', {

@@ -94,10 +94,10 @@ end
 
 local NUMERIC = {
   gen = true, cv = true, next = true, credit = true, last = true, created = true, seq = true,
-  lseq = true, joins = true, passes = true, wsum = true, unscoped = true, blocked = true, ejected = true,
+  lseq = true, joins = true, passes = true, wsum = true, unscoped = true, blocked = true, refused = true, ejected = true,
   pqver = true, pqseq = true, fseq = true, pseq = true, phseq = true,
   c_rate = true, c_maxc = true, c_pttl = true, c_sttl = true, c_smax = true, c_pres = true,
-  c_qmax = true, c_pqmax = true, c_opens = true, c_rules = true,
+  c_qmax = true, c_pqmax = true, c_wmax = true, c_wsec = true, c_opens = true, c_rules = true,
 }
 local S_raw = {}
 local S_dirty = {}
@@ -965,7 +965,7 @@ local function err(code, extra)
 end
 
 -- the config fields the rules read, from the op's arguments starting at i (see config.py)
-local CONFIG_FIELDS = {'c_state', 'c_rate', 'c_maxc', 'c_pttl', 'c_sttl', 'c_smax', 'c_pres', 'c_qmax', 'c_pqmax', 'c_opens', 'c_rules'}
+local CONFIG_FIELDS = {'c_state', 'c_rate', 'c_maxc', 'c_pttl', 'c_sttl', 'c_smax', 'c_pres', 'c_qmax', 'c_pqmax', 'c_wmax', 'c_wsec', 'c_opens', 'c_rules'}
 
 local function set_config(i)
   for j, name in ipairs(CONFIG_FIELDS) do

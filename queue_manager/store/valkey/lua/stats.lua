@@ -68,5 +68,6 @@ return done({
   created = S.created,
   unscoped = S.unscoped,
   blocked = S.blocked,
+  refused = S.refused or 0,
   rules = rules,
 })

@@ -30,6 +30,7 @@ if mode == 'create' then
   S.wsum = 0
   S.unscoped = 0
   S.blocked = 0
+  S.refused = 0
   S.ejected = 0
   S.pqver = 0
   local c = set_config(A + 4)
