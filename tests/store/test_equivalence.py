@@ -365,6 +365,9 @@ class Equivalence(RuleBasedStateMachine):
             st.fixed_dictionaries({"state": st.sampled_from(["active", "active", "paused", "bypass"])}),
             st.fixed_dictionaries({"rate": st.sampled_from([0, 1, 60, 600, 6000])}),
             st.fixed_dictionaries({"maxConcurrent": st.sampled_from([None, 1, 2, 4])}),
+            st.fixed_dictionaries(  # a full line: new joins refused with queue_full
+                {"maxWaiting": st.sampled_from([None, 1, 2, 4]), "maxWaitSec": st.sampled_from([None, 1, 3, 60])}
+            ),
             st.dictionaries(
                 st.sampled_from(["presenceSec", "passedTtlSec", "sessionTtlSec", "sessionMaxSec", "queueMaxPerIp"]),
                 st.sampled_from([None, 5, 10, 60, 700]),
