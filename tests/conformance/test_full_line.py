@@ -1,0 +1,51 @@
+"""A full line over HTTP, on every store: maxWaiting / maxWaitSec refuse a new join with 503 queue_full
+(Retry-After, no token, no cookie), keep every place already held, and count the refusal in the room's
+read and in /metrics."""
+
+from __future__ import annotations
+
+import httpx
+from harness import Server, create_room, join, metric
+
+
+def test_a_full_line_refuses_new_joins_with_503(server: Server, admin: httpx.Client) -> None:
+    rid = create_room(admin, ratePerMinute=0, queueMaxPerIp=None, maxWaiting=2)["id"]
+    with server.client() as v1, server.client() as v2, server.client() as v3:
+        a = join(v1, rid)
+        b = join(v2, rid)
+        assert a.status_code == b.status_code == 200, (a.text, b.text)
+        r = join(v3, rid)
+        assert r.status_code == 503, r.text
+        assert r.json()["code"] == "queue_full"
+        assert r.headers.get("retry-after") == "60"
+        assert r.headers.get_list("set-cookie") == []
+        assert not r.json().get("token")
+        again = join(v1, rid)  # a place already held is never refused
+        assert again.status_code == 200 and again.json()["ticket"] == a.json()["ticket"]
+        by_token = join(v2, rid, token=b.json()["token"])
+        assert by_token.status_code == 200 and by_token.json()["ticket"] == b.json()["ticket"]
+    room = admin.get(f"/api/admin/rooms/{rid}").json()["room"]
+    assert (room["maxWaiting"], room["maxWaitSec"], room["waiting"], room["refusedFull"]) == (2, None, 2, 1)
+    assert metric(server, "qm_room_refused_full_total", room=rid) == 1.0
+    # lowered below the line: nobody leaves; removed: joins are taken again
+    assert admin.post("/api/admin/rooms", json={"id": rid, "maxWaiting": 1}).status_code == 200
+    assert admin.get(f"/api/admin/rooms/{rid}").json()["room"]["waiting"] == 2
+    assert admin.post("/api/admin/rooms", json={"id": rid, "maxWaiting": None}).status_code == 200
+    with server.client() as v4:
+        assert join(v4, rid).status_code == 200
+
+
+def test_max_wait_sec_refuses_past_the_estimate(server: Server, admin: httpx.Client) -> None:
+    rid = create_room(admin, ratePerMinute=60, presenceSec=None, queueMaxPerIp=None, maxWaitSec=2)["id"]
+    with server.client() as v1, server.client() as v2, server.client() as v3:
+        assert join(v1, rid).status_code == 200
+        assert join(v2, rid).status_code == 200
+        r = join(v3, rid)
+        assert r.status_code == 503 and r.json()["code"] == "queue_full", r.text
+
+
+def test_bad_values_are_400(admin: httpx.Client) -> None:
+    rid = create_room(admin)["id"]
+    for field, value in (("maxWaiting", 0), ("maxWaitSec", "60"), ("maxWaiting", 1.5)):
+        r = admin.post("/api/admin/rooms", json={"id": rid, field: value})
+        assert r.status_code == 400 and r.json()["code"] == "invalid_field", r.text
