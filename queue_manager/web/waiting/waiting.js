@@ -159,6 +159,7 @@
       mode === 'live' ? t('connLive') :
       mode === 'poll' ? t('connPoll') :
       mode === 'retry' ? t('connRetry') :
+      mode === 'full' ? t('connFull') :
       mode === 'done' ? t('connDone') : t('connecting'));
   }
 
@@ -427,7 +428,7 @@
     if (res.status === 503 && code === 'queue_full') {
       full = true;
       showFull();
-      setConn('retry');
+      setConn('full');
       scheduleJoin(retryAfterMs(res, 60));
       return;
     }
