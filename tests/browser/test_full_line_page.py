@@ -3,6 +3,7 @@ full" state in the room's brand and in the language they pick, and nobody in lin
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,9 @@ from typing import Any
 import pytest
 from axe import describe, violations
 from harness import create_room, join, start_server, unique_id
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.inline.peer
+from tests.inline.peer import Peer
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +68,35 @@ def test_a_refused_visitor_sees_the_line_is_full(browser: Any, qm: Any, artifact
         context.close()
         r = admin.get(f"/api/admin/rooms/{room}").json()["room"]
         assert (r["waiting"], r["refusedFull"]) == (1, 1)
+
+
+def test_inline_a_gated_page_whose_join_is_refused_shows_the_full_line(
+    browser: Any, peer: Peer, artifacts: Path
+) -> None:
+    srv = start_server({"PROXY_ALLOW_PRIVATE": "1"})
+    try:
+        room = unique_id("inlinefull")
+        public = f"http://localhost:{srv.port}"
+        with srv.admin() as admin, srv.client() as other:
+            body = {
+                "id": room,
+                "name": "Inline drop",
+                "targetUrl": public,
+                "proxyOrigin": peer.url,
+                "ratePerMinute": 0,
+                "maxWaiting": 1,
+                "queueMaxPerIp": None,
+            }
+            admin.post("/api/admin/rooms", json=body).raise_for_status()
+            join(other, room).raise_for_status()
+            page = browser.new_page(viewport={"width": 1000, "height": 760})
+            response = page.goto(f"{public}/page/shoes?size=9")
+            assert response is not None and response.status == 503
+            page.get_by_text("The line is full", exact=True).wait_for(timeout=10_000)
+            assert page.url == f"{public}/page/shoes?size=9"
+            assert "Try again later" in page.locator("#problem").inner_text()
+            page.screenshot(path=str(artifacts / "inline-full.png"), full_page=True)
+            page.close()
+            assert admin.get(f"/api/admin/rooms/{room}").json()["room"]["refusedFull"] == 1
+    finally:
+        srv.stop()
