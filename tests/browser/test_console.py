@@ -89,6 +89,8 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
         page.locator("#ed-targetUrl").fill("https://shop.example/")
         page.locator("#ed-ratePerMinute").fill("0")
         page.locator("#ed-maxConcurrent").fill("25")
+        page.locator("#ed-maxWaiting").fill("5000")
+        page.locator("#ed-maxWaitSec").fill("3600")
         page.locator("#ed-aa-enabled").check()
         page.locator("#ed-aa-joins").fill("500")
         page.screenshot(path=str(artifacts / "console-editor.png"))
@@ -98,6 +100,7 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
         card = _card(page, room)
         card.wait_for(timeout=10_000)
         assert _room(admin, room)["maxConcurrent"] == 25
+        assert (_room(admin, room)["maxWaiting"], _room(admin, room)["maxWaitSec"]) == (5000, 3600)
         assert _room(admin, room)["autoActivate"]["enabled"] is True
         card.get_by_text("AUTO ≥500/MIN").wait_for(timeout=10_000)
         assert card.locator('[data-k="capacity"]').inner_text() == "0/25"
