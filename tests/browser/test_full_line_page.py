@@ -47,6 +47,7 @@ def test_a_refused_visitor_sees_the_line_is_full(browser: Any, qm: Any, artifact
         page.goto(f"{qm.base_url}/w/{room}")
         page.get_by_text("The line is full", exact=True).wait_for()
         assert _headline(page) == "The line is full"
+        assert not page.locator("p.lead").is_visible()  # "you keep your place": not said to someone without one
         problem = page.locator("#problem")
         assert problem.is_visible()
         assert "Try again later" in problem.inner_text()

@@ -331,6 +331,7 @@
     if (p.state === 'scheduled' && (!last || last.state !== 'scheduled')) countdownPolled = false;
     last = p;
     full = false;
+    showLead(true);
     setProblem(null);
     render(p);
 
@@ -356,8 +357,14 @@
     setTimeout(function () { location.replace(url); }, 250);
   }
 
+  function showLead(on) {
+    var lead = document.querySelector('p.lead');
+    if (lead) lead.hidden = !on;
+  }
+
   // the line is full: no place yet; the page keeps trying at the pace the server asks (Retry-After)
   function showFull() {
+    showLead(false);  // "you keep your place" is not true of someone who has none
     setHeadline(t('fullHead'), null, '', true);
     setTitle(t('titleFull'));
     setProblem('fullBody');
