@@ -25,6 +25,7 @@ import base64
 import contextlib
 import json
 import os
+import random
 import re
 import secrets
 import shlex
@@ -39,6 +40,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -107,6 +109,26 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def reserved_port(host: str = "127.0.0.1") -> int:
+    """A free port below the kernel's ephemeral range, for a listener that binds it a while after it is
+    chosen: a port from ``free_port`` can meanwhile be given to some outgoing connection of another test
+    (the kernel draws those from the same range), one below the range only to a listener that asks for it."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for _ in range(200):
+        port = random.randrange(10_000, max(10_001, low))
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
+    return free_port(host)
 
 
 def server_command(environ: Mapping[str, str] | None = None) -> list[str]:

@@ -46,7 +46,7 @@ from harness import (
     Server,
     clear_of_the_minute_turn,
     create_room,
-    free_port,
+    reserved_port,
     start_server,
     stores_under_test,
     unique_id,
@@ -276,7 +276,8 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
         started.append(edge)
         modules = install(live)
         names = ("express", "http", "limited", "hole", "e500", "bogus", "bare", "wrongkey", "edge", "stray")
-        ports = {name: free_port() for name in names}
+        # the apps bind these once three servers and their rooms exist: ports no outgoing connection is given
+        ports = {name: reserved_port() for name in names}
         origins = [f"http://127.0.0.1:{ports[n]}" for n in ("express", "http")]
         with live.admin() as admin:
             room = create_room(admin, targetUrl=origins[0] + "/", returnOrigins=origins, ratePerMinute=0)["id"]
