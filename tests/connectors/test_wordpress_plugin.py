@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from harness import Server, create_room, free_port, metric, start_server, wait_until
+from harness import Server, create_room, metric, reserved_port, start_server, wait_until
 
 # one worker takes this module (make test: --dist loadgroup): one WordPress install (about 8 s)
 pytestmark = pytest.mark.xdist_group("wordpress")
@@ -211,7 +211,7 @@ def site(queue: Server) -> Iterator[Site]:
     tmp = Path(tempfile.mkdtemp(prefix="qm-wordpress-"))
     db = f"qm_wp_{secrets.token_hex(6)}"
     subprocess.run([*MYSQL, "-e", f"CREATE DATABASE {db} CHARACTER SET utf8mb4"], check=True)
-    s = Site(tmp / "site", free_port(), db)
+    s = Site(tmp / "site", reserved_port(), db)
     try:
         shutil.copytree(WORDPRESS, s.root, symlinks=False)
         (s.root / "wp-config.php").write_text(wp_config(db, s.url))

@@ -85,6 +85,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def listen_port() -> int:
+    """A port for workerd to listen on a while after it is chosen: below the kernel's ephemeral range, so no
+    outgoing connection of another test is given it meanwhile (the conformance harness's reserved_port)."""
+    from harness import reserved_port  # the harness is on the path wherever these tests run
+
+    return reserved_port()
+
+
 # ------------------------------------------------------------------ workerd
 
 WRAPPER = """
@@ -133,7 +141,7 @@ class Workerd:
         self.dir = Path(tempfile.mkdtemp(prefix="qm-workerd-"))
         services, sockets = [], []
         for spec in specs:
-            spec.port = spec.port or free_port()
+            spec.port = spec.port or listen_port()
             (self.dir / f"{spec.name}.js").write_bytes(spec.script)
             (self.dir / f"{spec.name}.wrapper.js").write_text(WRAPPER)
             bindings = [f"(name = {_capnp_string(k)}, text = {_capnp_string(v)})" for k, v in spec.vars.items()]
