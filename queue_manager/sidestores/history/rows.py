@@ -244,8 +244,8 @@ def fold(
     if reading.gen != row.gen:  # the room was deleted and created again: its counters start over
         row.done_joins, row.done_passes = row.joins, row.passes
         row.gen, row.base_joins, row.base_passes, row.wait_ord = reading.gen, 0, 0, 0
-        for held in row.tallies.values():
-            held.restart(0)
+        for counter in row.tallies.values():
+            counter.restart(0)
     elif reading.joins_total < row.cur_joins or reading.passes_total < row.cur_passes:
         row.done_joins, row.done_passes = row.joins, row.passes  # counters went back: count on from here
         row.base_joins, row.base_passes = reading.joins_total, reading.passes_total
