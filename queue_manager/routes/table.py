@@ -19,6 +19,7 @@ from queue_manager.routes import health, system
 from queue_manager.routes.admin import alerts as admin_alerts
 from queue_manager.routes.admin import install_check
 from queue_manager.routes.admin import reports as admin_console
+from queue_manager.routes.admin import room_events as admin_events
 from queue_manager.routes.admin import rooms as admin_rooms
 from queue_manager.routes.admin import server_state as admin
 from queue_manager.routes.admin import stream as admin_stream
@@ -45,6 +46,7 @@ async def _asset(ctx: Context, req: Request, send: Send) -> None:
 
 
 ROOM = "/api/admin/rooms/{room}"
+EVENT = ROOM + "/events/{event}"
 MAINT = "/api/system/maintenance"
 POP = f"{MAINT}/pop"
 LINK = "/api/admin/monitor-links"
@@ -144,6 +146,11 @@ TABLE: tuple[Route, ...] = (
         "Fetch a page of the site: is the room's tag on it, and is its origin answered?",
     ),
     a("POST", ROOM + "/tag-origins", ("write", "team"), install_check.add_tag_origin, "Add one origin to tagOrigins."),
+    a("GET", ROOM + "/events", ("read",), admin_events.events_list, "The room's scheduled events."),
+    a("POST", ROOM + "/events", ("write",), admin_events.event_create, "Schedule an event in the room."),
+    a("GET", EVENT, ("read",), admin_events.event_get, "One scheduled event."),
+    a("PUT", EVENT, ("write",), admin_events.event_put, "Change a scheduled event."),
+    a("DELETE", EVENT, ("write",), admin_events.event_delete, "Delete a scheduled event (one in force ends)."),
     a("GET", ROOM + "/rules", ("team",), admin_rooms.room_rules, "The room's URL rules."),
     a("POST", ROOM + "/rules/test", ("team",), admin_rooms.room_rules_test, "Which rule a URL matches."),
     a("GET", "/api/admin/series/{room...}", ("read",), admin_console.series, "A room's chart series (JSON or CSV)."),

@@ -238,6 +238,11 @@ OPERATIONS: dict[str, str] = {
     "POST /api/admin/rooms/{room}/tag-origins": "admin",
     "POST /api/admin/rooms/{room}/journal/void": "admin",
     "GET /api/admin/rooms/{room}/visitors/{visitor}": "admin",
+    "GET /api/admin/rooms/{room}/events": "admin",
+    "POST /api/admin/rooms/{room}/events": "admin",
+    "GET /api/admin/rooms/{room}/events/{event}": "admin",
+    "PUT /api/admin/rooms/{room}/events/{event}": "admin",
+    "DELETE /api/admin/rooms/{room}/events/{event}": "admin",
     "GET /api/admin/rooms/{room}/rules": "admin",
     "POST /api/admin/rooms/{room}/rules/test": "admin",
     "GET /api/admin/series/{room}": "admin",
@@ -461,6 +466,9 @@ class Call:
     stream: bool = False
 
 
+FAR = 4_000_000_000_000  # an instant long after any test (2096): a scheduled event that never starts
+
+
 class CannotCall(AssertionError):
     """The matrix does not know how to call an operation: fails its case (coverage never lags silently)."""
 
@@ -479,6 +487,8 @@ def _json_body(op: Op, room: str) -> dict[str, Any]:
         "POST /api/admin/rooms/{room}/install-check": {"url": "http://127.0.0.1:9/"},
         "POST /api/admin/rooms/{room}/tag-origins": {"origin": "https://shop.example"},
         "POST /api/admin/rooms/{room}/rules/test": {"url": "https://shop.example/x"},
+        "POST /api/admin/rooms/{room}/events": {"startsAt": FAR, "endsAt": FAR + 60_000},
+        "PUT /api/admin/rooms/{room}/events/{event}": {"startsAt": FAR, "endsAt": FAR + 60_000},
         "POST /api/admin/operators": {"name": unique_id("made"), "role": "viewer"},
         "POST /api/system/maintenance": {"enabled": False},
         "POST /api/system/maintenance/pop": {"enabled": False},
@@ -507,6 +517,10 @@ def build_call(world: World, op: Op, *, fresh: bool = True) -> Call:
             value = room
         elif name == "visitor":
             value = "1"
+        elif name == "event":  # one event the room holds, made once per room
+            with adm(srv) as admin:
+                admin.post(f"/api/admin/rooms/{room}/events", json={"id": "sec-ev", "startsAt": FAR, "endsAt": FAR + 1})
+            value = "sec-ev"
         elif name == "operator":
             with adm(srv) as admin:
                 value = mint_operator(admin, "viewer")["id"]

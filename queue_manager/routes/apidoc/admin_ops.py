@@ -65,6 +65,13 @@ _INSTALL_CHECK: dict[str, Any] = {
     },
 }
 _STATE_CHANGED = err("The room changed state meanwhile.", "state_changed")
+_EVENT_P = path("event", "The event's id.")
+_EVENT_CODES = ("bad_request", "invalid_event", "event_overlap")
+_EVENT_CONFLICTS = ("event_exists", "too_many_events", "config_changed")
+_EVENT_OK: dict[str, Any] = {
+    "type": "object",
+    "properties": {"ok": {"const": True}, "event": ref("RoomEvent")},
+}
 
 
 _HEALTH: dict[str, Any] = {
@@ -356,6 +363,45 @@ OPS: dict[tuple[str, str], Op] = {
         description="The install verifier's one-click fix, audited as room.update. A blank tagOrigins (which "
         "means returnOrigins) becomes returnOrigins plus the origin, so nothing answered before stops being "
         "answered.",
+    ),
+    ("GET", "/api/admin/rooms/{room}/events"): Op(
+        {200: ok("The room's scheduled events, what is in force and its own drop.", ref("RoomEvents")), 404: _NO_ROOM},
+        (_ROOM_P,),
+    ),
+    ("POST", "/api/admin/rooms/{room}/events"): Op(
+        {
+            201: ok("Scheduled; the event as kept.", _EVENT_OK),
+            400: err("Not an event, or one that overlaps another or is already over.", *_EVENT_CODES),
+            404: _NO_ROOM,
+            409: err("The id is taken, five events are not over yet, or the list kept changing.", *_EVENT_CONFLICTS),
+        },
+        (_ROOM_P,),
+        body=ref("RoomEventWrite"),
+    ),
+    ("GET", "/api/admin/rooms/{room}/events/{event}"): Op(
+        {200: ok("The event, with its status.", _EVENT_OK), 404: err("No such room or event.", "no_room", "no_event")},
+        (_ROOM_P, _EVENT_P),
+    ),
+    ("PUT", "/api/admin/rooms/{room}/events/{event}"): Op(
+        {
+            200: ok("Changed; the event as kept.", _EVENT_OK),
+            400: err("Not an event, or one that overlaps another or is already over.", *_EVENT_CODES),
+            404: err("No such room or event.", "no_room", "no_event"),
+            409: err("The list kept changing.", "config_changed"),
+        },
+        (_ROOM_P, _EVENT_P),
+        body=ref("RoomEventWrite"),
+    ),
+    ("DELETE", "/api/admin/rooms/{room}/events/{event}"): Op(
+        {
+            200: ok(
+                "Deleted (an event in force ends within a second).",
+                {"type": "object", "properties": {"ok": {"const": True}, "deleted": {"type": "string"}}},
+            ),
+            404: err("No such room or event.", "no_room", "no_event"),
+            409: err("The list kept changing.", "config_changed"),
+        },
+        (_ROOM_P, _EVENT_P),
     ),
     ("GET", "/api/admin/rooms/{room}/rules"): Op({200: ok("The room's URL rules.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,)),
     ("POST", "/api/admin/rooms/{room}/rules/test"): Op(

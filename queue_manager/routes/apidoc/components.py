@@ -137,6 +137,59 @@ ROOM_WRITE: dict[str, Any] = {
         "protection": {"type": ["object", "null"]},
         "autoActivate": {"type": ["object", "null"]},
         "autotune": {"type": ["object", "null"]},
+        "events": {"type": "array", "maxItems": 5, "items": {"$ref": "#/components/schemas/RoomEventWrite"}},
+    },
+}
+
+_EVENT_INSTANT: dict[str, Any] = {"type": ["string", "integer"], "description": "ISO 8601 or epoch milliseconds."}
+_EVENT_FIELDS: dict[str, Any] = {
+    "id": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"},
+    "name": {"type": ["string", "null"], "maxLength": 120},
+    "startsAt": _EVENT_INSTANT,
+    "endsAt": _EVENT_INSTANT,
+    "preQueueAt": {**_EVENT_INSTANT, "type": ["string", "integer", "null"]},
+    "shuffle": {"type": "boolean", "description": "Draw the pre-queue at the start (needs preQueueAt)."},
+    "ratePerMinute": {"type": "integer", "minimum": 0},
+    "maxConcurrent": {"type": ["integer", "null"], "minimum": 1},
+    "sessionTtlSec": {"type": "integer", "minimum": 10},
+    "sessionMaxSec": {"type": ["integer", "null"], "minimum": 10},
+    "maxWaiting": {"type": ["integer", "null"], "minimum": 1},
+    "maxWaitSec": {"type": ["integer", "null"], "minimum": 1},
+    "message": {"type": ["object", "null"], "description": "The page message by language, as brand.message."},
+}
+ROOM_EVENT_WRITE: dict[str, Any] = {
+    "type": "object",
+    "description": "A scheduled event: its span and the room fields it overrides (docs/OPERATIONS.md, Scheduled "
+    "events). The id comes from the path on PUT and is made by the server on POST when left out.",
+    "required": ["startsAt", "endsAt"],
+    "properties": _EVENT_FIELDS,
+    "additionalProperties": False,
+}
+ROOM_EVENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "startsAt", "endsAt", "status"],
+    "properties": {
+        **_EVENT_FIELDS,
+        "startsAt": {"type": "string", "format": "date-time"},
+        "endsAt": {"type": "string", "format": "date-time"},
+        "preQueueAt": {"type": ["string", "null"], "format": "date-time"},
+        "status": {"enum": ["upcoming", "prequeue", "live", "ended"]},
+    },
+}
+ROOM_EVENTS: dict[str, Any] = {
+    "type": "object",
+    "required": ["roomId", "events", "eventInForce", "drop", "max", "now"],
+    "properties": {
+        "roomId": {"type": "string"},
+        "events": {"type": "array", "items": {"$ref": "#/components/schemas/RoomEvent"}},
+        "eventInForce": {
+            "type": ["object", "null"],
+            "description": "The event the room follows now: id, phase (prequeue or live), since (epoch ms), "
+            "applied (the fields it set) and restore (what they replaced).",
+        },
+        "drop": {"type": ["object", "null"], "description": "The room's own opensAt drop: opensAt, preQueue."},
+        "max": {"type": "integer"},
+        "now": {"type": "integer"},
     },
 }
 
@@ -182,6 +235,9 @@ SCHEMAS: dict[str, Any] = {
     "Notify": NOTIFY,
     "Room": ROOM,
     "RoomWrite": ROOM_WRITE,
+    "RoomEvent": ROOM_EVENT,
+    "RoomEventWrite": ROOM_EVENT_WRITE,
+    "RoomEvents": ROOM_EVENTS,
     "EffectiveSetting": EFFECTIVE_SETTING,
     "Ok": OK,
 }
