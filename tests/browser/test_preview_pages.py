@@ -87,7 +87,7 @@ def test_each_state_in_english_and_thai(browser: Any, qm: Any, room: str, artifa
         context = browser.new_context(viewport=DESKTOP, bypass_csp=True, locale="en-US")
         page = context.new_page()
         asked: list[str] = []
-        page.on("request", lambda r: asked.append(urlsplit(r.url).path))
+        page.on("request", lambda r, into=asked: into.append(urlsplit(r.url).path))
         page.goto(_link(qm, room, state, lang))
         selector, text = SHOWS[state][lang]
         page.locator(selector).filter(has_text=text).wait_for(timeout=10_000)
@@ -114,7 +114,10 @@ def test_one_state_in_every_language_under_its_own_policy(browser: Any, qm: Any,
         context = browser.new_context(viewport=DESKTOP, locale="en-US")  # the page's CSP enforced
         page = context.new_page()
         blocked: list[str] = []
-        page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
+        page.on(
+            "console",
+            lambda m, into=blocked: into.append(m.text) if "Content Security Policy" in m.text else None,
+        )
         page.goto(_link(qm, room, "waiting", lang))
         page.locator("#headline .num").filter(has_text="7").wait_for(timeout=10_000)
         assert page.locator("#preview-mark").inner_text() == mark
