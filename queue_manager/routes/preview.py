@@ -96,6 +96,11 @@ STATES: Final[Mapping[str, State]] = {
 }
 
 
+def status_of(room_id: str, state: State, shown: Shown) -> dict[str, Any] | None:
+    """The answer the waiting page renders for ``state``, shaped as /api/status answers (None: the line is full)."""
+    return None if state.status is None else {"roomId": room_id, **state.status(shown)}
+
+
 @dataclass(frozen=True, slots=True)
 class Preview:
     room_id: str

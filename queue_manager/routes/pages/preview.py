@@ -43,13 +43,15 @@ async def preview_page(ctx: Context, req: Request, send: Send) -> None:
     if state.status is not None:
         room = await ctx.store.get_room(shown.room_id)
         passed_ttl = room.get("passedTtlSec")
-        status = state.status(
+        status = preview.status_of(
+            shown.room_id,
+            state,
             preview.Shown(
                 position=shown.position,
                 wait_sec=shown.wait_sec,
                 now_ms=ctx.clock.wall_ms(),
                 passed_ttl_sec=passed_ttl if isinstance(passed_ttl, int) else 600,
-            )
+            ),
         )
     name = policy.name or shown.room_id
     html = await asyncio.to_thread(
