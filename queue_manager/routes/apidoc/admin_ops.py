@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from queue_manager.engine.logo import LOGO_MAX_BYTES
+from queue_manager.routes import preview
 from queue_manager.routes.apidoc.components import ROOM_ID
 from queue_manager.routes.apidoc.model import CSV, EVENTS, JSON, Answer, Op, err, ok, path, query, ref
+from queue_manager.web.asset import LANGUAGES
 
 _OBJ: dict[str, Any] = {"type": "object"}
 _ROOM_P = path("room", "The room's id.")
@@ -340,6 +342,63 @@ OPS: dict[tuple[str, str], Op] = {
         "redirects, the first megabyte of the body), every hop held to the private-address rule "
         "(PROXY_ALLOW_PRIVATE=1 lifts it). A page that cannot be fetched is still answered 200: the origin "
         "questions do not need it.",
+    ),
+    ("POST", "/api/admin/rooms/{room}/preview"): Op(
+        {
+            200: ok(
+                "`url`: the page in that state, open without a credential until `expiresAt` (ms since the epoch, "
+                "an hour from now); `state` and `lang` as asked.",
+                {
+                    "type": "object",
+                    "required": ["url", "expiresAt", "state", "lang"],
+                    "properties": {
+                        "url": {"type": "string"},
+                        "expiresAt": {"type": "integer"},
+                        "state": {"type": "string"},
+                        "lang": {"type": "string"},
+                    },
+                },
+            ),
+            400: err(
+                "state or lang is not one of the listed values, or position or waitSec is not a whole number in "
+                "range (`field` names it).",
+                "invalid_preview_state",
+                "invalid_preview_lang",
+                "invalid_preview_value",
+                "unknown_field",
+            ),
+            404: _NO_ROOM,
+        },
+        (_ROOM_P,),
+        body={
+            "type": "object",
+            "required": ["state"],
+            "properties": {
+                "state": {
+                    "type": "string",
+                    "enum": list(preview.STATES),
+                    "description": "The state the page shows.",
+                },
+                "lang": {"type": "string", "enum": list(LANGUAGES), "default": "en"},
+                "position": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": preview.POSITION_MAX,
+                    "default": preview.DEFAULT_POSITION,
+                    "description": "The place shown (waiting, paused); pre-queue: how many have signed up.",
+                },
+                "waitSec": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": preview.WAIT_MAX_SEC,
+                    "default": preview.DEFAULT_WAIT_SEC,
+                    "description": "The wait shown (waiting, paused); pre-queue: the time left until the doors open.",
+                },
+            },
+            "additionalProperties": False,
+        },
+        description="Signed with the server's SECRET for one hour. Opening the link creates no ticket and "
+        "changes none of the room's numbers. Making one is audited as `room.preview`.",
     ),
     ("POST", "/api/admin/rooms/{room}/tag-origins"): Op(
         {

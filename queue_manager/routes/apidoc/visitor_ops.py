@@ -241,6 +241,24 @@ OPS: dict[tuple[str, str], Op] = {
         (path("file", "The font's name.", {"type": "string"}),),
         store=False,
     ),
+    ("GET", "/preview/{token}"): Op(
+        {
+            200: page(
+                "The room's waiting page in the link's state and language, marked Preview, in the room's brand "
+                "(the origin-down and offline states: that outage page). It asks the server for nothing: no "
+                "ticket, no place, nothing counted."
+            ),
+            403: err(
+                "Not a preview link this server made (tampered, another secret, another kind of token).",
+                "invalid_preview_link",
+            ),
+            404: err("The link's room no longer exists.", "no_room"),
+            410: err("The link is over an hour old: make a new one.", "preview_expired"),
+            429: _PAGE_LIMIT,
+        },
+        (path("token", "The signed preview, as POST /api/admin/rooms/{room}/preview made it.", {"type": "string"}),),
+        description="Open to anyone holding the link, for an hour from when it was made.",
+    ),
     ("GET", "/offline.html"): Op({200: page("The outage page.")}, store=False),
     ("GET", "/origin-down.html"): Op({200: page("The outage page.")}, store=False),
     ("GET", "/docs"): Op({200: page("The guides' index."), 304: empty("Not modified."), 429: _PAGE_LIMIT}, store=False),

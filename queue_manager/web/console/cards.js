@@ -8,6 +8,7 @@ import { consoleMoveText, deleteLeavesConsoleHost, openEditor } from "./editor.j
 import { openVisitor } from "./visitors.js";
 import { selectChart, syncChartRooms } from "./chart.js";
 import { openVerifier, returnLine } from "./verify.js";
+import { openPreview } from "./preview.js";
 
 function estimate(r) {
   const st = r.effectiveState;
@@ -99,6 +100,7 @@ function buildCard(r) {
       may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVisitor(id, ev.currentTarget) }, "Visitors") : null,
       el("button", { type: "button", class: "btn small", onclick: () => selectChart(id, true) }, "Chart"),
       may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVerifier(id, ev.currentTarget) }, "Verify install") : null,
+      may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openPreview(id, ev.currentTarget) }, "Preview") : null,
       el("span", { class: "spacer" }),
       // the destructive group wraps as one: never a lone Delete under Purge and Flush
       el("span", { class: "destructive" },
