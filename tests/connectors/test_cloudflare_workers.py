@@ -247,6 +247,52 @@ def test_waiting_visitor_is_sent_to_the_waiting_room(rig: Rig) -> None:
     assert points(rig, "gate-live") == []
 
 
+WAIT_FIELDS = {"roomId", "state", "position", "etaSec", "retryAfterSec", "waitingUrl", "reason", "code"}
+
+
+def _gated_wait(r: httpx.Response) -> dict[str, Any]:
+    """The edge gate's JSON answer: 503, X-QM-Queued, Retry-After as retryAfterSec, no-store, Vary: Accept."""
+    assert r.status_code == 503, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    assert r.headers["x-qm-queued"] == "1" and "x-qm-failover" not in r.headers
+    assert r.headers["cache-control"] == "no-store" and "Accept" in r.headers["vary"]
+    body: dict[str, Any] = r.json()
+    assert WAIT_FIELDS <= body.keys(), body
+    assert r.headers["retry-after"] == str(body["retryAfterSec"]) == "5"
+    return body
+
+
+def test_a_request_asking_for_json_gets_the_gated_wait(rig: Rig) -> None:
+    worker = rig.workerd.url("gate-live")
+    wait_page = f"{rig.qm.base_url}/w/{rig.room}?qm_return="
+    # no place yet: the wait says so, and where to take one
+    first = _gated_wait(get(rig, "gate-live", "/api/cart", headers={"Accept": "application/json", "User-Agent": UA}))
+    assert first["roomId"] == rig.room and first["state"] == "not_in_line" and first["reason"] == "no_ticket"
+    assert first["position"] is None and first["etaSec"] is None
+    assert first["waitingUrl"].startswith(wait_page)
+    assert parse_qs(urlsplit(first["waitingUrl"]).query)["qm_return"] == [worker + "/api/cart"]
+    # the documented headers ask for JSON even on what would be a navigation
+    for ask in ({"X-QM-Accept": "json"}, {"X-Requested-With": "XMLHttpRequest"}):
+        _gated_wait(get(rig, "gate-live", "/orders", headers={**NAV, **ask}))
+    # with a place in line (the app presents its token): the place and the room's state
+    with rig.qm.client(headers={"User-Agent": UA}) as queue:
+        token = join(queue, rig.room).json()["token"]
+        status = queue.get("/api/status", params={"roomId": rig.room, "token": token}).json()
+    assert status["state"] == "waiting"
+    headers = {"Accept": "application/json", "User-Agent": UA, "CF-Connecting-IP": "127.0.0.1"}
+    placed = _gated_wait(get(rig, "gate-live", f"/api/cart?qm_token={token}", headers=headers))
+    assert placed["state"] == "waiting" and placed["reason"] == "waiting", placed
+    assert placed["position"] == status["position"] and placed["etaSec"] is None  # a rate of 0: no estimate
+    assert placed["roomState"] == "active"
+    # HEAD: the same head, no body
+    head = httpx.head(worker + "/api/cart", headers={"Accept": "application/json"}, timeout=10)
+    assert head.status_code == 503 and head.headers["x-qm-queued"] == "1" and head.content == b""
+    # a browser still goes to the waiting room
+    page = get(rig, "gate-live", "/orders", headers=NAV)
+    assert page.status_code == 302 and page.headers["location"].startswith(wait_page)
+    assert "Accept" in page.headers["vary"]
+
+
 def test_static_subresource_skips_the_check(rig: Rig) -> None:
     r = get(rig, "gate-live", "/assets/app.css", headers={"Sec-Fetch-Dest": "style", "User-Agent": UA})
     assert r.status_code == 200 and "origin served /assets/app.css" in r.text
