@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from queue_manager.engine.view import VisitorView
 
-WaitState = Literal["waiting", "scheduled", "passed", "paused", "not_in_line", "backend_down", "rate_limited"]
+WaitState = Literal["waiting", "scheduled", "passed", "paused", "not_in_line", "backend_down", "rate_limited", "full"]
 STATES: tuple[WaitState, ...] = (
     "waiting",  # a place in line: position and etaSec
     "scheduled",  # in the pre-queue before the room opens: opensAt
@@ -22,6 +22,7 @@ STATES: tuple[WaitState, ...] = (
     "not_in_line",  # no place in line (none yet, or it lapsed): take one at waitingUrl
     "backend_down",  # the queue cannot reach its storage and the room's onBackendDown is closed
     "rate_limited",  # the queue shed this door check: retry after retryAfterSec
+    "full",  # the line is full: a new place is refused (the join's queue_full answer says so)
 )
 #: the Retry-After (s) of a queued answer: the waiting page's own (inline) and the connectors'
 RETRY_AFTER_SEC = 5
