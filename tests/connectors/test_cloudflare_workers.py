@@ -499,6 +499,10 @@ def test_rate_limited_check_sends_to_the_waiting_room_unmarked(rig: Rig) -> None
         r = get(rig, "gate-limited", "/drop", headers=headers)
         assert r.status_code == 302 and "x-qm-failover" not in r.headers
         assert urlsplit(r.headers["location"]).path == f"/w/{rig.room}"
+    # asked for JSON: the wait says the queue shed the check (it described nothing more)
+    shed = _gated_wait(get(rig, "gate-limited", "/api/x", headers={**headers, "Accept": "application/json"}))
+    assert shed["state"] == "rate_limited" and shed["reason"] == "rate_limited" and shed["position"] is None
+    assert urlsplit(shed["waitingUrl"]).path == f"/w/{rig.room}"
     assert _rate_limited(rig.limited) >= before + 2
     assert points(rig, "gate-limited") == []
     log = wait_until(lambda: rig.workerd.log if "429" in rig.workerd.log else None, timeout=3, what="the 429 log line")

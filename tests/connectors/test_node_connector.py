@@ -618,6 +618,9 @@ def test_429_goes_to_the_waiting_room_then_a_stopped_queue_is_unreachable(rig: R
         assert parse_qs(urlsplit(wait).query)["qm_return"] == [page]
         api = c.get(rig.url("limited", "/api/x"), headers=API)
         assert api.status_code == 503 and api.headers["x-qm-queued"] == "1" and "x-qm-failover" not in api.headers
+        shed = _gated_wait(api)  # the queue described nothing: the connector says what it knows
+        assert shed["state"] == "rate_limited" and shed["reason"] == "rate_limited" and shed["position"] is None
+        assert shed["waitingUrl"].startswith(f"{rig.limited.base_url}/w/{rig.limited_room}?qm_return=")
         assert not any(e["site"] == "limited" for e in rig.fail_opens())
 
         rig.limited.stop()
