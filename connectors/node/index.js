@@ -37,6 +37,13 @@ const BROWSING_DESTS = new Set(['document', 'iframe', 'frame', 'object', 'embed'
 const EXPOSE = 'X-QM-Queued, X-QM-Failover, Retry-After';
 const VARY = 'Accept, X-Requested-With, X-QM-Accept'; // the same address answers a page or JSON
 const RETRY_AFTER_SEC = 5;
+// the wait's state from the door's reason alone (the queue's own description names it when asked with wait=1)
+const STATE_OF_REASON = new Map([
+  ['waiting', 'waiting'],
+  ['paused', 'paused'],
+  ['at_capacity', 'passed'],
+  ['rate_limited', 'rate_limited'],
+]);
 const RETURN_CHECK_ORIGINS_MAX = 32; // origins asked about per gate: the Host header is the visitor's to choose
 const RETURN_CHECK_RETRY_MS = 60000; // a start-up question the queue could not answer is asked again after this
 const TOKEN_SHAPE = /^[A-Za-z0-9._~-]{1,4096}$/; // a signed token: base64url parts and a dot; nothing a cookie could misread
@@ -226,7 +233,7 @@ function gatedWait(wait, waitUrl, roomId, reason) {
         error: 'You are in the waiting room for this site; reload the page to see your place.',
         code: 'queued',
         roomId,
-        state: reason === 'rate_limited' ? 'rate_limited' : 'not_in_line',
+        state: STATE_OF_REASON.get(reason) || 'not_in_line', // a queue that did not describe the wait
         reason,
         position: null,
         etaSec: null,

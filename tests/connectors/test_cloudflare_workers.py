@@ -479,6 +479,25 @@ def test_error_status_fails_open_http_status(rig: Rig) -> None:
     assert headers["x-qm-connector"] == "cloudflare/1.4.0"
 
 
+def test_a_queue_that_does_not_describe_the_wait_still_gets_a_gated_wait(rig: Rig) -> None:
+    """A queue answering a refusal without ``wait`` (one from before wait=1): the Worker names the state
+    from the reason, and asks for the description only when the answer is JSON."""
+    wait_url = "https://queue.example/w/shop?qm_return=x"
+    rig.fake.status, rig.fake.body = (
+        200,
+        json.dumps({"admit": False, "reason": "at_capacity", "waitUrl": wait_url}).encode(),
+    )
+    before = len(rig.fake.requests)
+    body = _gated_wait(get(rig, "gate-fake", "/api/q", headers={"Accept": "application/json", "User-Agent": UA}))
+    assert body["state"] == "passed" and body["reason"] == "at_capacity" and body["position"] is None
+    assert body["roomId"] == rig.room and "/w/" in body["waitingUrl"]
+    rig.fake.body = json.dumps({"admit": False, "reason": "__proto__", "waitUrl": wait_url}).encode()
+    assert _gated_wait(get(rig, "gate-fake", "/api/q", headers={"X-QM-Accept": "json"}))["state"] == "not_in_line"
+    assert get(rig, "gate-fake", "/q", headers=NAV).status_code == 302
+    asked = [urlsplit(path).query for path, _h in rig.fake.requests[before:] if path.startswith("/api/check")]
+    assert [("wait=1" in q) for q in asked] == [True, True, False], asked
+
+
 def test_unusable_200_fails_open_invalid_response(rig: Rig) -> None:
     for body in (b'{"hello": "world"}', b"<html>not json</html>", b'{"admit": false}'):
         rig.fake.status, rig.fake.body = 200, body

@@ -179,6 +179,13 @@ function waitingRoom(base, room, visitorUrl) {
 }
 
 const RETRY_AFTER_SEC = 5;
+// the wait's state from the door's reason alone (the queue's own description names it when asked with wait=1)
+const STATE_OF_REASON = new Map([
+  ["waiting", "waiting"],
+  ["paused", "paused"],
+  ["at_capacity", "passed"],
+  ["rate_limited", "rate_limited"],
+]);
 const VARY = "Accept, X-Requested-With, X-QM-Accept";
 
 // The wait as the queue described it (GET /api/check?wait=1), or the least of it when it did not.
@@ -190,7 +197,7 @@ function gatedWait(wait, location, room, reason) {
         error: "You are in the waiting room for this site; reload the page to see your place.",
         code: "queued",
         roomId: room,
-        state: reason === "rate_limited" ? "rate_limited" : "not_in_line",
+        state: STATE_OF_REASON.get(reason) || "not_in_line", // a queue that did not describe the wait
         reason,
         position: null,
         etaSec: null,
