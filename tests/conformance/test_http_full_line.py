@@ -18,6 +18,7 @@ def test_a_full_line_refuses_new_joins_with_503(server: Server, admin: httpx.Cli
         assert r.status_code == 503, r.text
         assert r.json()["code"] == "queue_full"
         assert r.headers.get("retry-after") == "60"
+        assert r.json()["state"] == "full" and r.json()["retryAfterSec"] == 60  # the gated wait's names
         assert r.headers.get_list("set-cookie") == []
         assert not r.json().get("token")
         again = join(v1, rid)  # a place already held is never refused

@@ -100,7 +100,9 @@ OPS: dict[tuple[str, str], Op] = {
         {
             200: ok("Admit or not, and where the visitor waits.", ref("DoorCheck")),
             400: err(
-                "A vouched check without ip, or url not an absolute http(s) address.", "bad_request", "invalid_url"
+                "A vouched check without ip, url not an absolute http(s) address, or wait not 0 or 1.",
+                "bad_request",
+                "invalid_url",
             ),
             401: err("A wrong Public API key, or a key sent in the URL.", "unauthorized", "credential_in_query"),
             403: err("The calling page's origin is not in the room's tagOrigins.", "origin_not_allowed"),
@@ -114,6 +116,11 @@ OPS: dict[tuple[str, str], Op] = {
             query("dk", "The door key of an admitted visit (else its cookie)."),
             query("ip", "A vouched check: the visitor's address."),
             query("agent", "A vouched check: the visitor's User-Agent."),
+            query(
+                "wait",
+                "1: a refusal also describes the wait (`wait`, a GatedWait), for a request that asked for JSON.",
+                {"enum": ["0", "1"]},
+            ),
         ),
         limited=True,
         description="Open to anyone; a connector vouching for a visitor sends its Public API key as a Bearer.",
