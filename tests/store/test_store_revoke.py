@@ -32,7 +32,7 @@ async def test_a_revoked_session_frees_its_slot_for_the_next_visitor(stores: Env
     assert await env.state(b) == "waiting"  # the one slot is a's
     env.events()
     assert a.door is not None
-    assert await env.store.revoke_session("r", a.token.gen if a.token else None, a.n, a.door) == a.n
+    assert await env.store.revoke_session("r", a.token.gen if a.token else None, a.n, a.door) == (1, a.n)
     assert [(e.type, e.data) for e in env.events()] == [("session.revoke", {"n": a.n})]
     stats = await env.stats()
     assert (stats["activeSessions"], stats["occupancy"], stats["sessionsRevoked"]) == (0, 0, 1)
@@ -48,7 +48,7 @@ async def test_a_revoke_by_door_key_alone_finds_the_session(stores: Env) -> None
     env = stores
     (a,) = await _inside(env, 1)
     assert a.door is not None
-    assert await env.store.revoke_session("r", None, None, a.door) == a.n
+    assert await env.store.revoke_session("r", None, None, a.door) == (1, a.n)
     assert (await env.stats())["sessionsRevoked"] == 1
 
 
@@ -64,7 +64,7 @@ async def test_unknown_ended_or_other_generation_is_a_no_op(stores: Env) -> None
     assert env.types() == []
     assert (await env.stats())["sessionsRevoked"] == 0
     assert (await a.check()).admit  # still inside
-    assert await env.store.revoke_session("r", None, a.n, a.door) == a.n
+    assert await env.store.revoke_session("r", None, a.n, a.door) == (1, a.n)
     assert await env.store.revoke_session("r", None, a.n, a.door) is None  # already ended
     assert (await env.stats())["sessionsRevoked"] == 1
 
