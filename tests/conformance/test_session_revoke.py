@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from harness import Server, create_room, join, metric, status, tamper_signature, wait_for_state
-from passkit import PUBLIC_KEY, Visitor, admitted, bnd, key_of, parts, sign
+from passkit import PUBLIC_KEY, admitted, bnd, key_of, parts, sign
 
 ServerFactory = Callable[..., Server]
 ROOM = {"sessionTtlSec": 600, "maxConcurrent": 1, "presenceSec": None, "queueMaxPerIp": None}
