@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import Server, create_room, join, metric, status, tamper_signature, wait_for_state
+from harness import Server, create_room, join, metric, status, tamper_signature, wait_for_state, wait_until
 from passkit import PUBLIC_KEY, admitted, bnd, key_of, parts, sign
 
 ServerFactory = Callable[..., Server]
@@ -71,6 +71,14 @@ def test_a_revoke_frees_the_slot_and_the_next_visitor_gets_in(server: Server) ->
     stats = _room(server, room)
     assert (stats["activeSessions"], stats["sessionsRevoked"]) == (0, 1)
     assert metric(server, "qm_sessions_revoked_total", room=room) == 1.0
+
+    def reported() -> dict[str, Any] | None:  # the hourly history samples the room every 2 s
+        with server.admin() as admin:
+            rows = admin.get("/api/admin/reports", params={"bucket": "hour"}).json()["rows"]
+        mine = [row for row in rows if row["roomId"] == room]
+        return mine[-1] if mine and mine[-1]["sessionsRevoked"] == 1 else None
+
+    assert wait_until(reported, 15, 0.2, "the report's sessionsRevoked")["sessionsRevoked"] == 1
     # the same again: the session is already over, nothing changes
     again = _revoke(server, {"roomId": room, "doorKey": inside.door_key, "token": inside.token})
     assert again.status_code == 200 and again.json()["revoked"] is False

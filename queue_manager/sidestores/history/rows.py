@@ -2,8 +2,9 @@
 
 A row never depends on who wrote it before:
 
-* joins and passes are counted from the room's cumulative counters against a baseline kept in the row
-  (the counters at the start of the hour, or at the first sample of the hour), so any writer computes
+* joins, passes and the sessions the site ended (``sessionsRevoked``) are counted from the room's
+  cumulative counters against a baseline kept in the row (the counters at the start of the hour, or at
+  the first sample of the hour), so any writer computes
   the hour's joins exactly from the row and the current counters; a new generation of the room (deleted
   and created again) moves what was counted into ``done_*`` and starts the baseline at zero;
 * every write reads the rows it changes first, under a lock (``Warehouse.update``, ``base.py``), and merges
@@ -59,6 +60,9 @@ class HourRow:
     covered_ms: int = 0
     last_ms: int = 0  # when the fleet last sampled this row (epoch ms)
     wait_ord: int = 0  # the highest pass (k-th of generation ``gen``) whose wait is folded in: none twice
+    base_revoked: int = 0  # sessionsRevoked, counted like joins (kept in the state, not a column of its own)
+    cur_revoked: int = 0
+    done_revoked: int = 0
 
     @property
     def joins(self) -> int:
@@ -67,6 +71,10 @@ class HourRow:
     @property
     def passes(self) -> int:
         return self.done_passes + max(0, self.cur_passes - self.base_passes)
+
+    @property
+    def revoked(self) -> int:
+        return self.done_revoked + max(0, self.cur_revoked - self.base_revoked)
 
     def state(self) -> dict[str, int]:
         """The bookkeeping a writer needs that is not a report column (stored as jsonb)."""
@@ -81,6 +89,9 @@ class HourRow:
             "coveredMs": self.covered_ms,
             "lastMs": self.last_ms,
             "waitOrd": self.wait_ord,
+            "baseRevoked": self.base_revoked,
+            "curRevoked": self.cur_revoked,
+            "doneRevoked": self.done_revoked,
         }
 
     def load_state(self, state: Mapping[str, Any]) -> None:
@@ -94,6 +105,9 @@ class HourRow:
         self.covered_ms = int(state.get("coveredMs") or 0)
         self.last_ms = int(state.get("lastMs") or 0)
         self.wait_ord = int(state.get("waitOrd") or 0)
+        self.base_revoked = int(state.get("baseRevoked") or 0)  # 0: a row written before they were counted
+        self.cur_revoked = int(state.get("curRevoked") or 0)
+        self.done_revoked = int(state.get("doneRevoked") or 0)
 
 
 @dataclass(slots=True)
@@ -112,6 +126,7 @@ class Reading:
     waits: list[tuple[int, float]] = field(default_factory=list)
     created_ms: int = 0  # when this generation of the room began (epoch ms; 0: unknown)
     lumps: list[WaitLump] = field(default_factory=list)
+    revoked_total: int = 0  # the room's sessionsRevoked
 
     @classmethod
     def of(
@@ -127,6 +142,7 @@ class Reading:
             list(waits),
             int(summary.get("createdAt") or 0),
             list(lumps),
+            int(summary.get("sessionsRevoked") or 0),
         )
 
 
@@ -176,12 +192,17 @@ def fold(
     if row is None:
         row = HourRow(reading.room, hour, gen=reading.gen)
         base = previous if previous is not None and previous.gen == reading.gen else reading
-        if base.joins_total > reading.joins_total or base.passes_total > reading.passes_total:
+        if (
+            base.joins_total > reading.joins_total
+            or base.passes_total > reading.passes_total
+            or base.revoked_total > reading.revoked_total
+        ):
             base = reading
         if reading.created_ms >= hour * 1000:  # born this hour: its counters began at zero within it
             base = Reading(reading.room, reading.gen, 0, 0, 0, 0)
         row.base_joins, row.base_passes = base.joins_total, base.passes_total
         row.cur_joins, row.cur_passes = row.base_joins, row.base_passes
+        row.base_revoked = row.cur_revoked = base.revoked_total
         row.covered_ms = max(0, now_ms - max(hour * 1000, covered_since_ms))
         row.last_ms = now_ms
     elif now_ms > row.last_ms:
@@ -195,13 +216,21 @@ def fold(
             _add_waits(row, reading, rng)  # only those the row does not hold: none is counted twice
         return row
     if reading.gen != row.gen:  # the room was deleted and created again: its counters start over
-        row.done_joins, row.done_passes = row.joins, row.passes
+        row.done_joins, row.done_passes, row.done_revoked = row.joins, row.passes, row.revoked
         row.gen, row.base_joins, row.base_passes, row.wait_ord = reading.gen, 0, 0, 0
-    elif reading.joins_total < row.cur_joins or reading.passes_total < row.cur_passes:
-        row.done_joins, row.done_passes = row.joins, row.passes  # counters went back: count on from here
+        row.base_revoked = 0
+    elif (
+        reading.joins_total < row.cur_joins
+        or reading.passes_total < row.cur_passes
+        or reading.revoked_total < row.cur_revoked
+    ):
+        # counters went back: count on from here
+        row.done_joins, row.done_passes, row.done_revoked = row.joins, row.passes, row.revoked
         row.base_joins, row.base_passes = reading.joins_total, reading.passes_total
+        row.base_revoked = reading.revoked_total
         row.wait_ord = 0
     row.cur_joins, row.cur_passes = reading.joins_total, reading.passes_total
+    row.cur_revoked = reading.revoked_total
     row.depth_sum += reading.depth
     row.samples += 1
     _absolute(row, reading)
