@@ -9,12 +9,24 @@ a forged or other room's credential is refused (403 ``invalid_pass`` / ``invalid
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
-from harness import Server, create_room, join, metric, status, tamper_signature, wait_for_state, wait_until
+from harness import (
+    Server,
+    create_room,
+    join,
+    metric,
+    start_server,
+    status,
+    sync_valkey,
+    tamper_signature,
+    wait_for_state,
+    wait_until,
+)
 from passkit import PUBLIC_KEY, admitted, bnd, key_of, parts, sign
 
 ServerFactory = Callable[..., Server]
@@ -162,3 +174,49 @@ def test_the_public_api_key_is_required(server: Server) -> None:
         r = c.post("/api/sessions/revoke", json=body, params={"key": PUBLIC_KEY})
     assert r.status_code == 401 and r.json()["code"] == "credential_in_query"
     assert inside.check().json()["admit"] is True
+
+
+SHARED = ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY", "PASS_SIGNING", "PUBLIC_API_KEY")
+
+
+@pytest.mark.stores("valkey")
+def test_a_revoke_works_on_any_instance_and_survives_a_rebuild_from_the_journal() -> None:
+    first = start_server({"PASS_SIGNING": "ed25519", "PUBLIC_API_KEY": PUBLIC_KEY})
+    second: Server | None = None
+    again: Server | None = None
+    try:
+        inside = admitted(first, **{**ROOM, "maxConcurrent": 5})
+        room = inside.room_id
+        second = start_server({**{k: first.env[k] for k in SHARED}, "SPOOL_DIR": first.env["SPOOL_DIR"] + "-2"})
+        # ended through another instance of the fleet: the first one's door refuses the key at once
+        assert inside.door_key is not None
+        r = _revoke(second, {"roomId": room, "doorKey": inside.door_key, "token": inside.token})
+        assert r.status_code == 200 and r.json()["revoked"] is True, r.text
+        assert inside.check().json()["reason"] == "revoked"
+        # both killed, and Valkey loses the room: the next process rebuilds it from the journal alone
+        for srv in (first, second):
+            srv.proc.send_signal(signal.SIGKILL)
+            srv.wait()
+        client = sync_valkey(first.env["VALKEY_URL"])
+        gone = list(client.scan_iter(match=f"{first.env['VALKEY_PREFIX']}{{{room}}}:*", count=1000))
+        assert gone
+        client.delete(*gone)
+        client.close()
+        again = start_server(
+            {**{k: first.env[k] for k in SHARED}, "SPOOL_DIR": first.env["SPOOL_DIR"] + "-3", "RESYNC_MS": "500"}
+        )
+
+        def rebuilt() -> dict[str, Any] | None:
+            with again.admin() as admin:  # type: ignore[union-attr]
+                r = admin.get(f"/api/admin/rooms/{room}")
+            return r.json()["room"] if r.status_code == 200 and r.json()["room"].get("sessionsRevoked") else None
+
+        summary = wait_until(rebuilt, timeout=30, what="the room rebuilt from the journal")
+        assert (summary["sessionsRevoked"], summary["activeSessions"]) == (1, 0)
+        inside.srv = again
+        body = inside.check().json()
+        assert body["admit"] is False and body["reason"] == "revoked", body
+    finally:
+        for srv in (again, second, first):
+            if srv is not None:
+                srv.stop()
