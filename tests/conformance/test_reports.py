@@ -55,6 +55,7 @@ COLUMNS = [
     "measuredWaits",
     "blocked",
     "warned",
+    "refusedFull",
     "sessionsRevoked",
     "samples",
     "partial",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+from typing import Any
 
 from queue_manager.context import Context
 from queue_manager.engine.brand import Brand
@@ -46,6 +47,24 @@ def render(
     hit = _pages.get(key)
     if hit is not None:
         return hit
+    rendered = static.Payload.of(build(room_id, name, lang, prefix, email, brand).encode(), "text/html; charset=utf-8")
+    if len(_pages) >= _CACHE_MAX:
+        _pages.clear()
+    _pages[key] = rendered
+    return rendered
+
+
+def build(
+    room_id: str,
+    name: str,
+    lang: str,
+    prefix: str,
+    email: bool = False,
+    brand: Brand | None = None,
+    preview: dict[str, Any] | None = None,
+) -> str:
+    """The page's HTML. ``preview``: a preview's synthetic answer (routes/pages/preview.py): the page shows it,
+    marked as a preview, and asks the server for nothing."""
     strings = asset.waiting_strings()
     table = strings[lang]
     page = asset.waiting_template()
@@ -56,17 +75,23 @@ def render(
     )
     if brand is not None and brand.display_name:
         name = brand.display_name
-    config = asset.script_json(
-        {
-            "roomId": room_id,
-            "name": name,
-            "apiBase": prefix,
-            "email": email,
-            "brandMessage": {} if brand is None else dict(brand.message),
-        }
+    settings: dict[str, Any] = {
+        "roomId": room_id,
+        "name": name,
+        "apiBase": prefix,
+        "email": email,
+        "brandMessage": {} if brand is None else dict(brand.message),
+    }
+    if preview is not None:
+        settings["preview"] = preview
+    mark = (
+        '<p id="preview-mark" class="preview-mark" role="note" data-i18n="previewMark">{{previewMark}}</p>'
+        if preview is not None
+        else ""
     )
     page = (
-        page.replace("__QM_CONFIG__", config, 1)
+        page.replace("__QM_CONFIG__", asset.script_json(settings), 1)
+        .replace("__QM_PREVIEW_MARK__", mark, 1)
         .replace("__QM_LANG_OPTIONS__", options, 1)
         .replace("__QM_LANG__", lang)
         .replace("__QM_TITLE__", html.escape(name))
@@ -77,17 +102,12 @@ def render(
     for k, v in table.items():
         page = page.replace("{{" + k + "}}", html.escape(v))
     # the operator's text goes in last, so nothing in it is taken for a placeholder
-    page = (
+    return (
         page.replace("__QM_BRAND_CSS__", branding.head_links(room_id, brand, prefix), 1)
         .replace("__QM_BRAND_LOGO__", branding.logo_img(room_id, brand, prefix, name), 1)
         .replace("__QM_BRAND_HELP__", branding.help_html(brand, table["helpLink"]), 1)
         .replace("__QM_BRAND_MESSAGE__", branding.message_html(brand, lang), 1)
     )
-    rendered = static.Payload.of(page.encode(), "text/html; charset=utf-8")
-    if len(_pages) >= _CACHE_MAX:
-        _pages.clear()
-    _pages[key] = rendered
-    return rendered
 
 
 async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, prefix: str | None = None) -> None:

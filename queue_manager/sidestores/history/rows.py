@@ -2,14 +2,15 @@
 
 A row never depends on who wrote it before:
 
-* joins, passes and the sessions the site ended (``sessionsRevoked``) are counted from the room's
-  cumulative counters against a baseline kept in the row (the counters at the start of the hour, or at
-  the first sample of the hour), so any writer computes
+* joins and passes are counted from the room's cumulative counters against a baseline kept in the row
+  (the counters at the start of the hour, or at the first sample of the hour), so any writer computes
   the hour's joins exactly from the row and the current counters; a new generation of the room (deleted
   and created again) moves what was counted into ``done_*`` and starts the baseline at zero;
 * every write reads the rows it changes first, under a lock (``Warehouse.update``, ``base.py``), and merges
   into them: peaks are maxima, waits go into the bounded reservoir (``RESERVOIR``), coverage is added from
   the row's own ``last_ms``;
+* the room's other cumulative counters (``TALLIES``: full-line refusals, the sessions the site ended) are
+  counted the same way, each with its own baseline, kept in the row's state;
 * blocked and warned are absolute counts of the hour read from the instances' tallies
   (``RefusalCounts``), taken as a maximum, never added twice.
 
@@ -32,6 +33,28 @@ DAY = 86400
 RESERVOIR = 256  # waits kept per room and hour: a uniform sample; the percentiles are estimated from it
 GAP_MS = 10_000  # two samples at most this far apart cover the time between them
 TOLERANCE_SEC = 10  # a row short of its span by at most this much is not partial
+#: the room's cumulative counters, besides joins and passes, an hour counts: each is a report column and a
+#: field of the room's summary by the same name
+TALLIES = ("refusedFull", "sessionsRevoked")
+
+
+@dataclass(slots=True)
+class Tally:
+    """One cumulative counter within an hour: where its counting began, its latest reading, and what earlier
+    generations of the room counted within the hour."""
+
+    base: int = 0
+    cur: int = 0
+    done: int = 0
+
+    @property
+    def value(self) -> int:
+        return self.done + max(0, self.cur - self.base)
+
+    def restart(self, base: int) -> None:
+        """The counter started over (a new generation) or went back: what was counted is kept, counting goes on
+        from ``base``."""
+        self.done, self.base, self.cur = self.value, base, base
 
 
 @dataclass(slots=True)
@@ -60,9 +83,7 @@ class HourRow:
     covered_ms: int = 0
     last_ms: int = 0  # when the fleet last sampled this row (epoch ms)
     wait_ord: int = 0  # the highest pass (k-th of generation ``gen``) whose wait is folded in: none twice
-    base_revoked: int = 0  # sessionsRevoked, counted like joins (kept in the state, not a column of its own)
-    cur_revoked: int = 0
-    done_revoked: int = 0
+    tallies: dict[str, Tally] = field(default_factory=dict)
 
     @property
     def joins(self) -> int:
@@ -72,11 +93,16 @@ class HourRow:
     def passes(self) -> int:
         return self.done_passes + max(0, self.cur_passes - self.base_passes)
 
-    @property
-    def revoked(self) -> int:
-        return self.done_revoked + max(0, self.cur_revoked - self.base_revoked)
+    def tally(self, name: str) -> int:
+        """The hour's count of the room counter ``name`` (one of ``TALLIES``)."""
+        held = self.tallies.get(name)
+        return held.value if held is not None else 0
 
-    def state(self) -> dict[str, int]:
+    def counted(self) -> dict[str, int]:
+        """Every tally's count of the hour, by name."""
+        return {name: self.tally(name) for name in TALLIES}
+
+    def state(self) -> dict[str, Any]:
         """The bookkeeping a writer needs that is not a report column (stored as jsonb)."""
         return {
             "gen": self.gen,
@@ -89,9 +115,7 @@ class HourRow:
             "coveredMs": self.covered_ms,
             "lastMs": self.last_ms,
             "waitOrd": self.wait_ord,
-            "baseRevoked": self.base_revoked,
-            "curRevoked": self.cur_revoked,
-            "doneRevoked": self.done_revoked,
+            "tallies": {name: [t.base, t.cur, t.done] for name, t in self.tallies.items()},
         }
 
     def load_state(self, state: Mapping[str, Any]) -> None:
@@ -105,9 +129,11 @@ class HourRow:
         self.covered_ms = int(state.get("coveredMs") or 0)
         self.last_ms = int(state.get("lastMs") or 0)
         self.wait_ord = int(state.get("waitOrd") or 0)
-        self.base_revoked = int(state.get("baseRevoked") or 0)  # 0: a row written before they were counted
-        self.cur_revoked = int(state.get("curRevoked") or 0)
-        self.done_revoked = int(state.get("doneRevoked") or 0)
+        held = state.get("tallies")
+        if isinstance(held, Mapping):
+            for name, triple in held.items():
+                if name in TALLIES and isinstance(triple, list) and len(triple) == 3:
+                    self.tallies[name] = Tally(*(int(v or 0) for v in triple))
 
 
 @dataclass(slots=True)
@@ -126,7 +152,7 @@ class Reading:
     waits: list[tuple[int, float]] = field(default_factory=list)
     created_ms: int = 0  # when this generation of the room began (epoch ms; 0: unknown)
     lumps: list[WaitLump] = field(default_factory=list)
-    revoked_total: int = 0  # the room's sessionsRevoked
+    tallies: dict[str, int] = field(default_factory=dict)  # the room's ``TALLIES`` counters, cumulative
 
     @classmethod
     def of(
@@ -142,7 +168,7 @@ class Reading:
             list(waits),
             int(summary.get("createdAt") or 0),
             list(lumps),
-            int(summary.get("sessionsRevoked") or 0),
+            {name: int(summary.get(name) or 0) for name in TALLIES},
         )
 
 
@@ -192,17 +218,17 @@ def fold(
     if row is None:
         row = HourRow(reading.room, hour, gen=reading.gen)
         base = previous if previous is not None and previous.gen == reading.gen else reading
-        if (
-            base.joins_total > reading.joins_total
-            or base.passes_total > reading.passes_total
-            or base.revoked_total > reading.revoked_total
-        ):
+        if base.joins_total > reading.joins_total or base.passes_total > reading.passes_total:
             base = reading
         if reading.created_ms >= hour * 1000:  # born this hour: its counters began at zero within it
             base = Reading(reading.room, reading.gen, 0, 0, 0, 0)
         row.base_joins, row.base_passes = base.joins_total, base.passes_total
         row.cur_joins, row.cur_passes = row.base_joins, row.base_passes
-        row.base_revoked = row.cur_revoked = base.revoked_total
+        for name in TALLIES:
+            start = base.tallies.get(name, 0)
+            if start > reading.tallies.get(name, 0):
+                start = reading.tallies.get(name, 0)
+            row.tallies[name] = Tally(start, start)
         row.covered_ms = max(0, now_ms - max(hour * 1000, covered_since_ms))
         row.last_ms = now_ms
     elif now_ms > row.last_ms:
@@ -216,21 +242,23 @@ def fold(
             _add_waits(row, reading, rng)  # only those the row does not hold: none is counted twice
         return row
     if reading.gen != row.gen:  # the room was deleted and created again: its counters start over
-        row.done_joins, row.done_passes, row.done_revoked = row.joins, row.passes, row.revoked
+        row.done_joins, row.done_passes = row.joins, row.passes
         row.gen, row.base_joins, row.base_passes, row.wait_ord = reading.gen, 0, 0, 0
-        row.base_revoked = 0
-    elif (
-        reading.joins_total < row.cur_joins
-        or reading.passes_total < row.cur_passes
-        or reading.revoked_total < row.cur_revoked
-    ):
-        # counters went back: count on from here
-        row.done_joins, row.done_passes, row.done_revoked = row.joins, row.passes, row.revoked
+        for counter in row.tallies.values():
+            counter.restart(0)
+    elif reading.joins_total < row.cur_joins or reading.passes_total < row.cur_passes:
+        row.done_joins, row.done_passes = row.joins, row.passes  # counters went back: count on from here
         row.base_joins, row.base_passes = reading.joins_total, reading.passes_total
-        row.base_revoked = reading.revoked_total
         row.wait_ord = 0
     row.cur_joins, row.cur_passes = reading.joins_total, reading.passes_total
-    row.cur_revoked = reading.revoked_total
+    for name in TALLIES:
+        now = reading.tallies.get(name, 0)
+        held = row.tallies.get(name)
+        if held is None:  # a row written before this counter was kept: it counts from this sample on
+            held = row.tallies[name] = Tally(now, now)
+        elif now < held.cur:  # this counter went back (a rebuild that lost it): count on from here
+            held.restart(now)
+        held.cur = now
     row.depth_sum += reading.depth
     row.samples += 1
     _absolute(row, reading)
