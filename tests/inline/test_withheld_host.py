@@ -39,7 +39,16 @@ def _concrete(pattern: str, room_id: str, asset: str) -> str:
         return "/connectors/node"
     if pattern == "/docs/{page...}":
         return "/docs/operations"
-    values = {"room": room_id, "file": "x", "page": "x", "visitor": "x", "operator": "x", "link": "x"}
+    values = {
+        "room": room_id,
+        "file": "x",
+        "page": "x",
+        "visitor": "x",
+        "operator": "x",
+        "link": "x",
+        "event": "x",
+        "token": "x",
+    }
     return re.sub(r"\{(\w+)(?:\.\.\.)?\}", lambda m: values[m.group(1)], pattern)
 
 
