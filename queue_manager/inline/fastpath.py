@@ -42,7 +42,7 @@ from uvicorn.server import ServerState
 
 from queue_manager.http.eager import run_now
 from queue_manager.http.wire import Message, Request, api_path
-from queue_manager.inline import gate, proxy
+from queue_manager.inline import proxy
 from queue_manager.inline.client import NO_EVENT
 from queue_manager.inline.decision import Proxy, decide
 from queue_manager.inline.front import PREPARED, InlineFront
@@ -430,7 +430,7 @@ class InlineProtocol(HttpToolsProtocol):
             head,
             body_kind,
             head_request=req.method == "HEAD",
-            navigation=gate.is_navigation(req.headers),
+            request_headers=req.headers,
             extra=decision.extra,
             session=decision.session,
             keep_alive=keep_alive,

@@ -108,7 +108,6 @@ async def door(ctx: Context, inline: Inline, req: Request, room: InlineRoom) -> 
     counters = ctx.counters
     counters.inline_gated += 1
     ident = ctx.identity.resolve(req)
-    navigation = gate.is_navigation(req.headers)
     try:
         check, token = admit(ctx, inline, req, ident, room)
         result = await check
@@ -116,7 +115,9 @@ async def door(ctx: Context, inline: Inline, req: Request, room: InlineRoom) -> 
         mode = room.on_backend_down
         counters.backend_down[mode] = counters.backend_down.get(mode, 0) + 1
         log_backend_down(room, mode)
-        return Decision(FORWARD_PLAIN if mode == "open" else "backend_down", navigation=navigation)
+        if mode == "open":
+            return Decision(FORWARD_PLAIN)
+        return Decision("backend_down", navigation=gate.is_navigation(req.headers))
     if result.admit:
         extra: list[tuple[bytes, bytes]] = []
         secure = ctx.identity.secure(ident)
@@ -126,12 +127,14 @@ async def door(ctx: Context, inline: Inline, req: Request, room: InlineRoom) -> 
         if result.state == "admitted":
             session = (token, result.door_key or req.cookies.get(cookies.DOOR_KEY + room.room_id))
         qs = req.scope.get("query_string") or b""
-        if token is not None and hand_off_token(qs) and req.method == "GET" and navigation:
+        # (whether the request is a page is asked only here: an admitted request forwards whatever it is)
+        if token is not None and hand_off_token(qs) and req.method == "GET" and gate.is_navigation(req.headers):
             # the waiting page's hand-off: keep the token in the cookie, not in the app's URLs and logs
             age = ctx.settings.queue_cookie_max_age_sec
             extra.append(cookie_header(cookies.TICKET + room.room_id, token, max_age=age, secure=secure))
-            return Decision("redirect", extra, navigation)
-        return Decision(FORWARD_PLAIN, extra, navigation, session=session)
+            return Decision("redirect", extra, True)
+        return Decision(FORWARD_PLAIN, extra, session=session)
+    navigation = gate.is_navigation(req.headers)
     return Decision("waiting" if navigation else "queued", navigation=navigation, reason=result.reason or "waiting")
 
 

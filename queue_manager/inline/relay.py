@@ -28,7 +28,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 from queue_manager.context import Context
 from queue_manager.http.eager import run_now
 from queue_manager.http.wire import Message, Send
-from queue_manager.inline import pages
+from queue_manager.inline import gate, pages
 from queue_manager.inline.client import NO_EVENT, Upstream, UpstreamError
 from queue_manager.inline.component import Inline
 from queue_manager.inline.forward import commands, downstream_headers
@@ -75,10 +75,10 @@ class Relay:
         "http10",
         "inline",
         "keep_alive",
-        "navigation",
         "out",
         "out_size",
         "proto",
+        "request_headers",
         "response_complete",
         "retried",
         "reused",
@@ -99,7 +99,7 @@ class Relay:
         body_kind: str,
         *,
         head_request: bool,
-        navigation: bool,
+        request_headers: dict[bytes, bytes],
         extra: list[tuple[bytes, bytes]],
         keep_alive: bool,
         http10: bool,
@@ -115,7 +115,7 @@ class Relay:
         self.head = head
         self.body_kind = body_kind
         self.head_request = head_request
-        self.navigation = navigation
+        self.request_headers = request_headers  # read only when the origin fails: is the answer a page?
         self.extra = extra
         self.keep_alive = keep_alive
         self.http10 = http10
@@ -370,7 +370,8 @@ class Relay:
         if self.finished:
             return
         count_origin_error(self.ctx, self.room, phase)
-        page, room_id, head, down_page = self.navigation, self.room.room_id, self.head_request, self.room.down_page
+        page = gate.is_navigation(self.request_headers)
+        room_id, head, down_page = self.room.room_id, self.head_request, self.room.down_page
         got = collected(
             lambda send: pages.origin_down(
                 send, page=page, status=status, room_id=room_id, phase=phase, head=head, body=down_page
