@@ -40,6 +40,10 @@ async def origin_down(
 
 
 async def queued_json(send: Send, room_id: str, reason: str, head: bool) -> None:
+    if reason == "room_closed":  # a closed room (queueing reject): no place to see
+        closed = {"error": "This waiting room is closed.", "code": "room_closed", "roomId": room_id, "reload": False}
+        await send_response(send, 503, orjson.dumps(closed), [JSON_TYPE, NO_STORE, EXPOSE], head)
+        return
     payload = {
         "error": "You are in the waiting room for this site; reload the page to see your place.",
         "code": "queued",

@@ -209,7 +209,8 @@ async def waiting_page(ctx: Context, inline: Inline, req: Request, send: Send, r
             status = message["status"]
             headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in (b"cache-control", b"etag")]
             headers += [(b"cache-control", b"no-store"), back]
-            if status == 200:
+            closed = any(k.lower() == b"x-qm-closed" for k, _ in headers)  # a closed room's page keeps its status
+            if status == 200 and not closed:
                 status = 503
                 headers += [(pages.QUEUED_HEADER, b"1"), pages.EXPOSE, (b"retry-after", b"5")]
             message = {**message, "status": status, "headers": headers}
