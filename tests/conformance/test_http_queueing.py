@@ -59,7 +59,10 @@ def test_a_closed_room_refuses_joins_and_the_door(server: Server, admin: httpx.C
         wait_for_state(waiting, rid, held["token"], ("passed",))
         open_page = late.get(f"/w/{rid}")
         assert open_page.status_code == 200 and "x-qm-closed" not in open_page.headers
-    for body, code in (({"queueing": "random-ish"}, "invalid_queueing"), ({"rejectStatus": 302}, "invalid_reject_status")):
+    for body, code in (
+        ({"queueing": "random-ish"}, "invalid_queueing"),
+        ({"rejectStatus": 302}, "invalid_reject_status"),
+    ):
         r = admin.post("/api/admin/rooms", json={"id": rid, **body})
         assert r.status_code == 400 and r.json()["code"] == code, r.text
 
