@@ -8,7 +8,8 @@ import time
 from typing import Any
 
 import httpx
-from harness import Server, create_room, join, status, wait_for_state, wait_until
+import pytest
+from harness import Server, create_room, join, start_server, status, wait_for_state, wait_until
 
 PAGE = "https://shop.example/p"
 
@@ -105,3 +106,37 @@ def test_a_random_line_shows_a_range_and_draws_only_those_present(server: Server
     finally:
         for c in clients:
             c.close()
+
+
+@pytest.mark.stores("valkey")
+def test_a_live_switch_on_one_instance_closes_and_reopens_the_room_on_the_other() -> None:
+    """Two instances on one Valkey: closing the room on A refuses joins, the door and the page on B; the
+    visitor waiting there keeps the place and is let through once A reopens the room as random."""
+    a = start_server()
+    b = None
+    try:
+        shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
+        shared["SPOOL_DIR"] = a.env["SPOOL_DIR"] + "-b"
+        b = start_server(shared)
+        with a.admin() as admin, b.client() as waiting, b.client() as late:
+            rid = create_room(admin, ratePerMinute=0, queueMaxPerIp=None)["id"]
+            held = join(waiting, rid).json()
+            admin.post("/api/admin/rooms", json={"id": rid, "queueing": "reject"}).raise_for_status()
+
+            def refused_on_b() -> bool:
+                r = join(late, rid)
+                return r.status_code == 403 and r.json()["code"] == "room_closed"
+
+            wait_until(refused_on_b, timeout=10, what="B refusing joins to the closed room")
+            assert check(waiting, rid, qm_token=held["token"])["reason"] == "room_closed"
+            wait_until(lambda: late.get(f"/w/{rid}").status_code == 503, timeout=10, what="B's closed page")
+            assert status(waiting, rid, held["token"])["queueing"] == "reject"
+            admin.post(
+                "/api/admin/rooms", json={"id": rid, "queueing": "random", "ratePerMinute": 600}
+            ).raise_for_status()
+            wait_for_state(waiting, rid, held["token"], ("passed",), timeout=15)
+            assert b.client().get(f"/w/{rid}").status_code == 200
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()

@@ -247,6 +247,22 @@ def test_waiting_visitor_is_sent_to_the_waiting_room(rig: Rig) -> None:
     assert points(rig, "gate-live") == []
 
 
+def test_a_closed_room_sends_visitors_to_its_closed_page(rig: Rig) -> None:
+    """queueing reject: the Worker follows the check's answer (room_closed) to the room's closed page."""
+    with rig.qm.admin() as admin:
+        admin.post("/api/admin/rooms", json={"id": rig.room, "queueing": "reject"}).raise_for_status()
+        try:
+            r = get(rig, "gate-live", "/closed", headers=NAV)
+            assert r.status_code == 302 and "x-qm-failover" not in r.headers, r.text
+            page = httpx.get(r.headers["location"], headers=NAV)
+            assert page.status_code == 503 and page.headers["x-qm-closed"] == "1"
+            assert "This waiting room is closed" in page.text
+            api = get(rig, "gate-live", "/api/cart", headers={"Accept": "application/json", "Sec-Fetch-Mode": "cors"})
+            assert api.status_code == 503 and api.json()["reason"] == "room_closed"
+        finally:
+            admin.post("/api/admin/rooms", json={"id": rig.room, "queueing": "fifo"}).raise_for_status()
+
+
 def test_static_subresource_skips_the_check(rig: Rig) -> None:
     r = get(rig, "gate-live", "/assets/app.css", headers={"Sec-Fetch-Dest": "style", "User-Agent": UA})
     assert r.status_code == 200 and "origin served /assets/app.css" in r.text
