@@ -14,6 +14,7 @@ HTML_TYPE = (b"content-type", b"text/html; charset=utf-8")
 JSON_TYPE = (b"content-type", b"application/json")
 QUEUED_HEADER = b"x-qm-queued"
 ORIGIN_HEADER = b"x-qm-origin"
+CLOSED_HEADER = (b"x-qm-closed", b"1")  # a closed room's answer (queueing reject), as on its page
 EXPOSE = (b"access-control-expose-headers", b"X-QM-Queued, X-QM-Origin, Retry-After")
 
 
@@ -42,7 +43,7 @@ async def origin_down(
 async def queued_json(send: Send, room_id: str, reason: str, head: bool) -> None:
     if reason == "room_closed":  # a closed room (queueing reject): no place to see
         closed = {"error": "This waiting room is closed.", "code": "room_closed", "roomId": room_id, "reload": False}
-        await send_response(send, 503, orjson.dumps(closed), [JSON_TYPE, NO_STORE, EXPOSE], head)
+        await send_response(send, 503, orjson.dumps(closed), [JSON_TYPE, NO_STORE, CLOSED_HEADER, EXPOSE], head)
         return
     payload = {
         "error": "You are in the waiting room for this site; reload the page to see your place.",

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from axe import describe, violations
 from harness import create_room, join, start_server, unique_id
@@ -165,5 +166,8 @@ def test_inline_a_closed_room_answers_its_closed_page(browser: Any, peer: Peer, 
             assert page.url == f"{public}/page/shoes?size=9"
             page.screenshot(path=str(artifacts / "inline-closed.png"), full_page=True)
             page.close()
+            api = httpx.get(f"{public}/api/cart", headers={"Accept": "application/json", "Sec-Fetch-Mode": "cors"})
+            assert api.status_code == 503 and api.json()["code"] == "room_closed"
+            assert api.headers["x-qm-closed"] == "1" and "x-qm-queued" not in api.headers
     finally:
         srv.stop()
