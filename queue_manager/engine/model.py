@@ -424,7 +424,7 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
                 raise bad_field(key, "queueing must be fifo, random, passthrough or reject.", "invalid_queueing")
             cfg.queueing = value
         elif key == "rejectStatus":
-            if value not in REJECT_STATUSES or isinstance(value, bool):
+            if type(value) is not int or value not in REJECT_STATUSES:
                 raise bad_field(key, "rejectStatus must be 200 or 503.", "invalid_reject_status")
             cfg.reject_status = value
         elif key == "onBackendDown":

@@ -39,8 +39,12 @@ async def test_defaults_and_validation(stores: Env) -> None:
     for body, code in (({"queueing": "lottery"}, "invalid_queueing"), ({"rejectStatus": 404}, "invalid_reject_status")):
         err = await raises(env.store.upsert_room({"id": "r", **body}))
         assert (err.status, err.code) == (400, code)
-    err = await raises(env.store.upsert_room({"id": "r", "rejectStatus": True}))
-    assert err.code == "invalid_reject_status"
+    for bad in (True, 200.0, "503", None):
+        err = await raises(env.store.upsert_room({"id": "r", "rejectStatus": bad}))
+        assert err.code == "invalid_reject_status"
+    for bad in (None, 1, "FIFO"):
+        err = await raises(env.store.upsert_room({"id": "r", "queueing": bad}))
+        assert err.code == "invalid_queueing"
     room, _, _ = await env.store.upsert_room({"id": "r", "queueing": "reject", "rejectStatus": 200})
     assert (room["queueing"], room["rejectStatus"]) == ("reject", 200)
 
