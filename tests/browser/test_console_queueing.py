@@ -58,6 +58,9 @@ def test_the_editor_switches_the_queueing_method(browser: Any, qm: Any, artifact
         page.get_by_role("button", name="Save changes").click()
         wait_until(lambda: _room(admin, room)["queueing"] == "reject", what="the room closed from the editor")
         assert _room(admin, room)["rejectStatus"] == 200
+        badge = card.locator('[data-k="method"]')
+        badge.get_by_text("closed", exact=True).wait_for(timeout=10_000)
+        card.screenshot(path=str(artifacts / "console-card-closed.png"))
         # and back: the editor shows what the room has
         page.locator("#dlg-editor[open]").wait_for(state="detached", timeout=5_000)
         card.get_by_role("button", name="Edit").click()
@@ -67,4 +70,9 @@ def test_the_editor_switches_the_queueing_method(browser: Any, qm: Any, artifact
         page.get_by_role("button", name="Save changes").click()
         wait_until(lambda: _room(admin, room)["queueing"] == "random", what="the room made random from the editor")
         assert _room(admin, room)["rejectStatus"] == 200  # not sent again: unchanged
+        badge.get_by_text("random draw", exact=True).wait_for(timeout=10_000)
+        found = violations(page)
+        assert not found, describe(found)
+        admin.post("/api/admin/rooms", json={"id": room, "queueing": "fifo"}).raise_for_status()
+        badge.wait_for(state="hidden", timeout=10_000)  # the usual line carries no badge
         ctx.close()
