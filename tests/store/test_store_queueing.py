@@ -198,3 +198,15 @@ async def test_random_draw_matches_the_reference_on_both_stores(stores: Env) -> 
         index = next(x for x in (draw_index(salt, len(expected), a, len(left)) for a in range(32)) if x is not None)
         expected.append(left.pop(index))
     assert order == expected
+
+
+async def test_the_method_survives_a_checkpoint(stores: Env) -> None:
+    from queue_manager.engine.snapshot import dump
+
+    env = stores
+    await env.room(ratePerMinute=0, queueing="reject", rejectStatus=200, **QUIET)
+    if env.kind == "memory":
+        exported = dump(env.store.engine.rooms["r"])
+    else:
+        exported = await env.store.export_room("r")
+    assert (exported["config"]["queueing"], exported["config"]["rejectStatus"]) == ("reject", 200)
