@@ -78,6 +78,15 @@ def test_passthrough_lets_every_arrival_through_and_counts_it(server: Server, ad
     room = admin.get(f"/api/admin/rooms/{rid}").json()["room"]
     assert (room["joinsTotal"], room["passesTotal"], room["waiting"], room["activeSessions"]) == (3, 3, 0, 3)
 
+    def counted_row() -> dict[str, Any] | None:  # the room's history: its hour row in the reports
+        r = admin.get("/api/admin/reports", params={"roomId": rid})
+        assert r.status_code == 200, r.text
+        rows = r.json()["rows"]
+        return rows[-1] if rows and rows[-1]["passes"] >= 3 else None
+
+    row = wait_until(counted_row, timeout=20, what="the passthrough room's passes in its report row")
+    assert (row["joins"], row["passes"]) == (3, 3)
+
 
 def test_a_random_line_shows_a_range_and_draws_only_those_present(server: Server, admin: httpx.Client) -> None:
     rid = create_room(admin, ratePerMinute=0, queueing="random", presenceSec=5, queueMaxPerIp=None)["id"]
