@@ -26,6 +26,7 @@ from queue_manager.inline.component import Inline, QueueSide
 from queue_manager.inline.front import InlineFront
 from queue_manager.jobs import webhook
 from queue_manager.jobs.alert_frame import Autopilot, shared_for
+from queue_manager.jobs.room_events import EventKeeper
 from queue_manager.jobs.turn_mail import TurnMail
 from queue_manager.journal.describe import describe
 from queue_manager.routes.app import App
@@ -100,6 +101,7 @@ class Server:
         if refusal is not None:
             raise refusal
         self.autopilot = Autopilot(ctx, shared_for(ctx, self.fleet), self.fleet)
+        self.room_events = EventKeeper(ctx, self.autopilot.shared.leadership, self.fleet)
         self.turn_mail: TurnMail | None = None
         if ctx.addresses is not None:  # TURN_EMAILS: addresses in this process or in Valkey, sent by the leader
             self.turn_mail = TurnMail(ctx, ctx.addresses, self.autopilot.shared.leadership, self.fleet)
@@ -169,6 +171,7 @@ class Server:
             self.timeline.start()
         await self.inline.start()
         self.autopilot.start()
+        self.room_events.start()
         if self.turn_mail is not None:
             self.turn_mail.start()
         if self.peer_listener is not None:
@@ -278,6 +281,7 @@ class Server:
         if self.peer_listener is not None:  # the siblings' scrapes go without this worker from now on
             await self.peer_listener.stop()
         await self.autopilot.stop()
+        await self.room_events.stop()
         if self.turn_mail is not None:
             await self.turn_mail.stop()
         await self.inline.stop()

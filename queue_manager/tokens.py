@@ -47,7 +47,7 @@ __all__ = [
     "hkdf_key",
 ]
 
-Purpose = Literal["visitor", "monitor", "session", "operator"]
+Purpose = Literal["visitor", "monitor", "session", "operator", "preview"]
 PURPOSES: Final[tuple[Purpose, ...]] = get_args(Purpose)
 
 TokenErrorReason = Literal["malformed", "bad_signature", "unknown_kid", "wrong_purpose", "future", "expired"]

@@ -53,6 +53,49 @@ export interface GateStats {
   refused: Partial<Record<PassRefusal, number>>;
 }
 
+/** What the wait is, in the body of a queued JSON answer (`GatedWait` in the queue's OpenAPI document). */
+export type WaitState =
+  | 'waiting'
+  | 'scheduled'
+  | 'passed'
+  | 'paused'
+  | 'not_in_line'
+  | 'backend_down'
+  | 'rate_limited';
+
+/**
+ * The body the gate answers (503, X-QM-Queued, Retry-After) to a request that is not shown as a page:
+ * one that asks for JSON (Accept preferring application/json, X-Requested-With: XMLHttpRequest or
+ * X-QM-Accept: json) or any other request that is not a navigation.
+ */
+export interface GatedWait {
+  roomId: string;
+  state: WaitState;
+  /** The place in line (1 is next); null without one, and for a room whose queueing shows no position. */
+  position: number | null;
+  /** Seconds until the visitor's turn at the current rate; null when the line does not move or there is no place. */
+  etaSec: number | null;
+  /** Present only for a room whose queueing shows no position: the range the place lies in. */
+  positionRange?: [number, number];
+  /** Present only for a room whose queueing shows no position: the range the wait lies in (s). */
+  etaRange?: [number, number];
+  /** The room's state now (active, paused, bypass, scheduled); null when the queue did not say. */
+  roomState: string | null;
+  /** While scheduled: when the room opens (ms since the epoch). */
+  opensAt: number | null;
+  /** The same as the Retry-After header: when to ask again. */
+  retryAfterSec: number;
+  /** The waiting room, coming back to the address asked (qm_return). */
+  waitingUrl: string;
+  /** The same URL, by its earlier name. */
+  waitUrl: string;
+  /** Why the door said no (no_ticket, waiting, paused, at_capacity, expired, rate_limited, ...). */
+  reason: string;
+  code: 'queued' | 'storage_unavailable';
+  error: string;
+  reload: true;
+}
+
 /** true: continue to the app. false: the gate has answered (waiting room, queued JSON or hand-off). */
 export interface Gate {
   (req: IncomingMessage, res: ServerResponse): Promise<boolean>;
@@ -70,8 +113,10 @@ export function middleware(
 ): (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
 /** Does this request skip the check (a static subresource: the four conditions of the Operations Guide)? */
 export function skipsGate(method: string, path: string, secFetchDest?: string | null): boolean;
-/** Will a browser show the answer to a person? */
+/** Will a browser show the answer to a person? (Never when the request asks for JSON.) */
 export function isNavigation(req: IncomingMessage): boolean;
+/** Does the request ask for JSON (Accept preferring application/json, X-Requested-With: XMLHttpRequest, X-QM-Accept: json)? */
+export function wantsJson(req: IncomingMessage): boolean;
 export const VERSION: string;
 
 declare const connector: {
@@ -79,6 +124,7 @@ declare const connector: {
   middleware: typeof middleware;
   skipsGate: typeof skipsGate;
   isNavigation: typeof isNavigation;
+  wantsJson: typeof wantsJson;
   VERSION: string;
 };
 export default connector;

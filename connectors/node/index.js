@@ -35,6 +35,15 @@ const STATIC_EXTENSIONS = new Set([
 ]);
 const BROWSING_DESTS = new Set(['document', 'iframe', 'frame', 'object', 'embed']);
 const EXPOSE = 'X-QM-Queued, X-QM-Failover, Retry-After';
+const VARY = 'Accept, X-Requested-With, X-QM-Accept'; // the same address answers a page or JSON
+const RETRY_AFTER_SEC = 5;
+// the wait's state from the door's reason alone (the queue's own description names it when asked with wait=1)
+const STATE_OF_REASON = new Map([
+  ['waiting', 'waiting'],
+  ['paused', 'paused'],
+  ['at_capacity', 'passed'],
+  ['rate_limited', 'rate_limited'],
+]);
 const RETURN_CHECK_ORIGINS_MAX = 32; // origins asked about per gate: the Host header is the visitor's to choose
 const RETURN_CHECK_RETRY_MS = 60000; // a start-up question the queue could not answer is asked again after this
 const TOKEN_SHAPE = /^[A-Za-z0-9._~-]{1,4096}$/; // a signed token: base64url parts and a dot; nothing a cookie could misread
@@ -64,8 +73,36 @@ function skipsGate(method, path, secFetchDest) {
   return secFetchDest == null || !BROWSING_DESTS.has(String(secFetchDest).toLowerCase());
 }
 
-/** Will a browser show the answer to a person? Fetch Metadata first, Accept: text/html without it. */
+/** The q the Accept header gives one media type, when it names it (a browser's *\/* asks for no JSON). */
+function acceptQ(accept, type) {
+  let q = 0;
+  for (const part of String(accept || '').split(',').slice(0, 20)) {
+    const [token, ...params] = part.split(';');
+    if (token.trim().toLowerCase() !== type) continue;
+    q = 1;
+    for (const p of params) {
+      const m = /^\s*q=([0-9.]+)\s*$/i.exec(p);
+      if (m) q = Number(m[1]) || 0;
+    }
+  }
+  return q;
+}
+
+/**
+ * Does the request ask for JSON rather than a page? X-QM-Accept: json, X-Requested-With: XMLHttpRequest,
+ * or an Accept that prefers application/json to text/html (the same rule as the queue's inline gate).
+ */
+function wantsJson(req) {
+  if (String(header(req, 'x-qm-accept') || '').trim().toLowerCase() === 'json') return true;
+  if (String(header(req, 'x-requested-with') || '').trim().toLowerCase() === 'xmlhttprequest') return true;
+  const accept = header(req, 'accept') || '';
+  const json = acceptQ(accept, 'application/json');
+  return json > 0 && json > acceptQ(accept, 'text/html');
+}
+
+/** Will a browser show the answer to a person? Not when it asks for JSON; else Fetch Metadata first, Accept: text/html without it. */
 function isNavigation(req) {
+  if (wantsJson(req)) return false;
   const mode = header(req, 'sec-fetch-mode');
   const dest = header(req, 'sec-fetch-dest');
   if (mode != null || dest != null) {
@@ -185,6 +222,30 @@ function decorate(res, cookies, extra) {
     }
     return writeHead.apply(this, args);
   };
+}
+
+/** The wait as the queue described it (GET /api/check?wait=1), or the least of it when it did not. */
+function gatedWait(wait, waitUrl, roomId, reason) {
+  const described = wait && typeof wait === 'object' && !Array.isArray(wait) ? wait : null;
+  const body = described
+    ? { ...described }
+    : {
+        error: 'You are in the waiting room for this site; reload the page to see your place.',
+        code: 'queued',
+        roomId,
+        state: STATE_OF_REASON.get(reason) || 'not_in_line', // a queue that did not describe the wait
+        reason,
+        position: null,
+        etaSec: null,
+        roomState: null,
+        opensAt: null,
+        retryAfterSec: RETRY_AFTER_SEC,
+        reload: true,
+      };
+  if (!Number.isInteger(body.retryAfterSec) || body.retryAfterSec < 1) body.retryAfterSec = RETRY_AFTER_SEC;
+  body.waitingUrl = waitUrl;
+  body.waitUrl = waitUrl; // the name this answer had before it described the wait
+  return body;
 }
 
 function httpUrl(value) {
@@ -425,28 +486,24 @@ function createGate(options = {}) {
     return true;
   }
 
-  function queued(req, res, waitUrl, reason) {
+  function queued(req, res, waitUrl, reason, wait) {
     res.statusCode = isNavigation(req) ? 302 : 503;
     res.setHeader('Cache-Control', 'no-store');
+    res.setHeader('Vary', VARY);
     if (res.statusCode === 302) {
       res.setHeader('Location', waitUrl);
       res.setHeader('Content-Length', '0');
       res.end();
       return false;
     }
-    const body = JSON.stringify({
-      error: 'You are in the waiting room for this site; reload the page to see your place.',
-      code: 'queued',
-      roomId,
-      reason,
-      reload: true,
-      waitUrl,
-    });
+    const body = gatedWait(wait, waitUrl, roomId, reason);
+    const text = JSON.stringify(body);
     res.setHeader('Content-Type', 'application/json');
     res.setHeader('X-QM-Queued', '1');
+    res.setHeader('Retry-After', String(body.retryAfterSec));
     res.setHeader('Access-Control-Expose-Headers', EXPOSE);
-    res.setHeader('Content-Length', String(Buffer.byteLength(body)));
-    res.end(req.method === 'HEAD' ? undefined : body);
+    res.setHeader('Content-Length', String(Buffer.byteLength(text)));
+    res.end(req.method === 'HEAD' ? undefined : text);
     return false;
   }
 
@@ -462,6 +519,7 @@ function createGate(options = {}) {
       agent: (header(req, 'user-agent') || '').slice(0, 512),
     });
     if (queryToken) params.set('qm_token', queryToken);
+    if (!isNavigation(req)) params.set('wait', '1'); // answered in JSON: the queue describes the wait
     const edgePass = cookies[`qmp_${roomId}`];
     if (edgePass && !queryToken) {
       const why = passes.refusal(edgePass, cookies[`qm_dk_${roomId}`]);
@@ -545,7 +603,8 @@ function createGate(options = {}) {
       return true;
     }
     if (payload.admit === false && httpUrl(payload.waitUrl)) {
-      return queued(req, res, payload.waitUrl, typeof payload.reason === 'string' ? payload.reason : 'waiting');
+      const reason = typeof payload.reason === 'string' ? payload.reason : 'waiting';
+      return queued(req, res, payload.waitUrl, reason, payload.wait);
     }
     return failOpen(res, 'invalid-response');
   }
@@ -590,4 +649,4 @@ function middleware(options) {
   return createGate(options).middleware();
 }
 
-module.exports = { createGate, middleware, skipsGate, isNavigation, VERSION };
+module.exports = { createGate, middleware, skipsGate, isNavigation, wantsJson, VERSION };

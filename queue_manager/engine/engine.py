@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +11,14 @@ from queue_manager.clock import Clock
 from queue_manager.engine import drop, outflow, report
 from queue_manager.engine.errors import EngineError, bad_field, no_room
 from queue_manager.engine.events import Event
-from queue_manager.engine.model import apply_fields, check_room_id, check_schedule_body, normalise_body, parse_opens_at
+from queue_manager.engine.model import (
+    RoomConfig,
+    apply_fields,
+    check_room_id,
+    check_schedule_body,
+    normalise_body,
+    parse_opens_at,
+)
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
 from queue_manager.engine.room import Room
 from queue_manager.engine.ticket import make_ref
@@ -36,6 +44,19 @@ def check_expected_state(room_id: str, state: str, expect_state: str | None) -> 
     changed a moment before is never flipped back."""
     if expect_state is not None and state != expect_state:
         raise EngineError(409, "state_changed", f"{room_id} is {state} now, not {expect_state}", state=state)
+
+
+def check_expected_fields(room_id: str, cfg: RoomConfig, expect: Mapping[str, Any] | None) -> None:
+    """The compare of a compare-and-set on room fields: refuse (409 config_changed) unless each field named
+    in ``expect`` still reads as given (its public form, as a room read shows it). The room's events
+    compare ``eventInForce`` (a boundary applied once) and the events routes compare ``events`` (two
+    edits of the list never lose one another)."""
+    if not expect:
+        return
+    public = cfg.to_public(logo_data=False)
+    changed = sorted(k for k, v in expect.items() if public.get(k) != v)
+    if changed:
+        raise EngineError(409, "config_changed", f"{room_id} changed meanwhile: {', '.join(changed)}", fields=changed)
 
 
 class Engine:
@@ -71,20 +92,29 @@ class Engine:
 
     # ------------------------------------------------------------------ room definitions
 
-    def upsert(self, body: dict[str, Any], *, expect_state: str | None = None) -> tuple[Room, bool, list[str]]:
+    def upsert(
+        self,
+        body: dict[str, Any],
+        *,
+        expect_state: str | None = None,
+        expect: Mapping[str, Any] | None = None,
+        system: bool = False,
+    ) -> tuple[Room, bool, list[str]]:
         """Create the room named by ``body["id"]`` or change exactly the fields sent.
 
         ``expect_state``: change the room only while its configured state is that one (see
-        ``check_expected_state``); it never creates one.
+        ``check_expected_state``); ``expect``: only while those fields read as given
+        (``check_expected_fields``); neither ever creates one. ``system``: automation's change, which may
+        write the fields only it writes (``model.SYSTEM_FIELDS``).
         """
-        body = normalise_body(body)
+        body = normalise_body(body, system=system)
         if "id" not in body:
             raise bad_field("id", "id is required.", "invalid_room_id")
         room_id = body["id"]
         existing = self.rooms.get(room_id) if isinstance(room_id, str) else None
         if existing is None:
             check_room_id(room_id)
-            if expect_state is not None:
+            if expect_state is not None or expect:
                 raise no_room(room_id)
             cfg, changed = apply_fields(None, body)
             gen = self.generations.get(room_id, 0) + 1
@@ -95,6 +125,7 @@ class Engine:
             room.emit("room.create", fields=changed, config=cfg.to_event(None), **self._commit(room, None))
             return room, True, changed
         check_expected_state(room_id, existing.cfg.state, expect_state)
+        check_expected_fields(room_id, existing.cfg, expect)
         cfg, changed = apply_fields(existing.cfg, body)
         old = existing.cfg
         existing.advance()

@@ -10,6 +10,7 @@ from typing import Any, get_args
 from queue_manager.engine.brand import Brand, apply_brand, same_logo
 from queue_manager.engine.errors import EngineError, bad_field
 from queue_manager.engine.origins import OriginPattern, is_absolute_http_url, origin_of, parse_origin_pattern
+from queue_manager.engine.room_events import OVERRIDABLE, EventInForce, RoomEvent, parse_events, parse_in_force
 from queue_manager.engine.states import RoomState
 from queue_manager.engine.targeting import TargetRule, parse_rules
 
@@ -75,6 +76,7 @@ ROOM_FIELDS = frozenset(
         "autoActivate",
         "autotune",
         "brand",
+        "events",
     }
 )
 ALIASES = {"rate": "ratePerMinute"}
@@ -108,8 +110,12 @@ READ_ONLY_FIELDS = frozenset(
         "nextTicket",
         "createdAt",
         "autoSelf",
+        "eventInForce",
     }
 )
+# Written by automation only (the room's events), kept by the journal and the stores: a body sent to the
+# admin API may carry them back from a read (ignored, as the read-only figures are).
+SYSTEM_FIELDS = frozenset({"eventInForce"})
 READ_ONLY_RULE_FIELDS = frozenset({"matchCount", "lastMatchAt"})
 
 
@@ -156,6 +162,8 @@ class RoomConfig:
     auto_activate: dict[str, Any] | None = None
     autotune: dict[str, Any] | None = None
     brand: Brand | None = None
+    events: tuple[RoomEvent, ...] = ()
+    event_in_force: EventInForce | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_event(self, before: RoomConfig | None) -> dict[str, Any]:
@@ -201,6 +209,8 @@ class RoomConfig:
             "autoActivate": self.auto_activate,
             "autotune": self.autotune,
             "brand": None if self.brand is None else self.brand.to_public(with_data=logo_data),
+            "events": [e.to_public(ms_to_iso) for e in self.events],
+            "eventInForce": None if self.event_in_force is None else self.event_in_force.to_public(),
         }
 
 
@@ -229,9 +239,10 @@ def check_room_id(room_id: Any) -> str:
     return room_id
 
 
-def normalise_body(body: dict[str, Any]) -> dict[str, Any]:
+def normalise_body(body: dict[str, Any], *, system: bool = False) -> dict[str, Any]:
     """Refuse unknown fields, drop the read-only figures a room read adds (``READ_ONLY_FIELDS``, and
-    each rule's counters), and resolve the ``rate`` alias (``conflicting_field`` when they disagree)."""
+    each rule's counters), and resolve the ``rate`` alias (``conflicting_field`` when they disagree).
+    ``system``: automation's own change, which keeps the ``SYSTEM_FIELDS`` it sends."""
     unknown = sorted(k for k in body if k not in ROOM_FIELDS and k not in ALIASES and k not in READ_ONLY_FIELDS)
     if unknown:
         raise EngineError(
@@ -240,7 +251,7 @@ def normalise_body(body: dict[str, Any]) -> dict[str, Any]:
             f"Unknown room field(s): {', '.join(unknown)}. Nothing was changed.",
             fields=unknown,
         )
-    out = {k: v for k, v in body.items() if k not in READ_ONLY_FIELDS}
+    out = {k: v for k, v in body.items() if k not in READ_ONLY_FIELDS or (system and k in SYSTEM_FIELDS)}
     if isinstance(out.get("rules"), list):
         out["rules"] = [
             {k: v for k, v in rule.items() if k not in READ_ONLY_RULE_FIELDS} if isinstance(rule, dict) else rule
@@ -443,6 +454,10 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
             cfg.autotune = _autotune(value)
         elif key == "brand":
             cfg.brand = apply_brand(cfg.brand, value)
+        elif key == "events":
+            cfg.events = parse_events(value, _check_override, _event_time)
+        elif key == "eventInForce":
+            cfg.event_in_force = parse_in_force(value)
     if cfg.proxy_origin is not None:
         target = origin_of(cfg.target_url)
         proxy = origin_of(cfg.proxy_origin)
@@ -533,3 +548,38 @@ def check_schedule_body(body: Any) -> dict[str, Any]:
             "Send opensAt (null cancels the drop) and/or preQueueMaxPerIp; the body had neither.",
         )
     return body
+
+
+_SCRATCH = RoomConfig(id="scratch", target_url="https://scratch.invalid/")
+
+
+def _check_override(key: str, value: Any) -> Any:
+    """An event's override checked as the room field itself would be (``message``: the brand's message by
+    language), in the form the room's read shows it."""
+    try:
+        if key == "message":
+            cfg, _ = apply_fields(_SCRATCH, {"id": _SCRATCH.id, "brand": {"message": value}})
+            return dict(cfg.brand.message) if cfg.brand is not None else {}
+        cfg, _ = apply_fields(_SCRATCH, {"id": _SCRATCH.id, key: value})
+        return cfg.to_public(logo_data=False)[key]
+    except EngineError as err:
+        raise bad_field("events", f"An event's {key}: {err.message}", "invalid_event") from None
+
+
+def _event_time(value: Any, name: str) -> int | None:
+    try:
+        return parse_opens_at(value, name)
+    except EngineError:
+        raise bad_field(
+            "events", f"{name} must be an ISO 8601 time or epoch milliseconds between 2000 and 2100.", "invalid_event"
+        ) from None
+
+
+def event_fields(cfg: RoomConfig) -> dict[str, Any]:
+    """The room's current values of every field its events set, as ``room_events.step`` compares them."""
+    public = cfg.to_public(logo_data=False)
+    out = {key: public[key] for key in OVERRIDABLE if key in public}
+    out["message"] = dict(cfg.brand.message) if cfg.brand is not None else {}
+    out["state"] = cfg.state
+    out["opensAt"] = cfg.opens_at_ms
+    return out

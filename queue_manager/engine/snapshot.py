@@ -32,7 +32,7 @@ from queue_manager.clock import Clock
 from queue_manager.engine.deadlines import session_deadline, slot_deadline
 from queue_manager.engine.draw import DrawRecord
 from queue_manager.engine.events import Event
-from queue_manager.engine.model import ROOM_FIELDS, RoomConfig, apply_fields, normalise_body
+from queue_manager.engine.model import ROOM_FIELDS, SYSTEM_FIELDS, RoomConfig, apply_fields, normalise_body
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
 from queue_manager.engine.room import Room
 from queue_manager.engine.states import TicketState
@@ -62,11 +62,11 @@ def iso_to_ms(value: str) -> int:
 
 def config_from_public(config: Mapping[str, Any]) -> RoomConfig:
     """Rebuild a ``RoomConfig`` from ``RoomConfig.to_public()`` (as journaled in ``room.*`` events)."""
-    body = {k: v for k, v in config.items() if k in ROOM_FIELDS}
+    body = {k: v for k, v in config.items() if k in ROOM_FIELDS or k in SYSTEM_FIELDS}
     opens = body.get("opensAt")
     if isinstance(opens, str):
         body["opensAt"] = iso_to_ms(opens)
-    cfg, _ = apply_fields(None, normalise_body(body))
+    cfg, _ = apply_fields(None, normalise_body(body, system=True))
     return cfg
 
 

@@ -84,6 +84,8 @@ def queue_full() -> EngineError:
         503,
         "queue_full",
         "The line is full right now. Try again later.",
+        state="full",  # the gated wait's state name (services/gated_wait.py)
+        retryAfterSec=60,
     )
     err.headers["Retry-After"] = "60"
     return err

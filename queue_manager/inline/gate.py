@@ -12,6 +12,8 @@ A request skips the gate only when all four hold (the Operations Guide, "What sk
 
 from __future__ import annotations
 
+from queue_manager.http.negotiate import wants_json
+
 STATIC_EXTENSIONS = frozenset(
     {
         # scripts, styles, source maps
@@ -58,7 +60,11 @@ def skips_gate(method: str, raw_path: bytes, sec_fetch_dest: bytes | None) -> bo
 
 
 def is_navigation(headers: dict[bytes, bytes]) -> bool:
-    """Will a browser show the answer to a person? Fetch Metadata first, ``Accept: text/html`` without it."""
+    """Will a browser show the answer to a person? Not when the request asks for JSON (``X-QM-Accept: json``,
+    ``X-Requested-With: XMLHttpRequest``, an Accept preferring JSON); else Fetch Metadata first, ``Accept:
+    text/html`` without it."""
+    if wants_json(headers):
+        return False
     mode = headers.get(b"sec-fetch-mode")
     dest = headers.get(b"sec-fetch-dest")
     if mode is not None or dest is not None:

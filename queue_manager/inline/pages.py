@@ -7,7 +7,9 @@ from typing import Any
 
 import orjson
 
+from queue_manager.http.negotiate import VARY_JSON
 from queue_manager.http.wire import NO_STORE, Send, send_response
+from queue_manager.services import gated_wait
 from queue_manager.web import asset
 
 HTML_TYPE = (b"content-type", b"text/html; charset=utf-8")
@@ -40,20 +42,18 @@ async def origin_down(
     await send_response(send, status, orjson.dumps(payload), [JSON_TYPE, *headers], head)
 
 
-async def queued_json(send: Send, room_id: str, reason: str, head: bool) -> None:
-    if reason == "room_closed":  # a closed room (queueing reject): no place to see
-        closed = {"error": "This waiting room is closed.", "code": "room_closed", "roomId": room_id, "reload": False}
-        await send_response(send, 503, orjson.dumps(closed), [JSON_TYPE, NO_STORE, CLOSED_HEADER, EXPOSE], head)
-        return
-    payload = {
-        "error": "You are in the waiting room for this site; reload the page to see your place.",
-        "code": "queued",
-        "roomId": room_id,
-        "reason": reason,
-        "reload": True,
-    }
-    headers = [JSON_TYPE, NO_STORE, (QUEUED_HEADER, b"1"), EXPOSE]
-    await send_response(send, 503, orjson.dumps(payload), headers, head)
+async def queued_json(send: Send, wait: dict[str, Any], head: bool) -> None:
+    """The gated wait (services/gated_wait.py) for a request that is not shown as a page: 503, X-QM-Queued."""
+    retry = str(wait["retryAfterSec"]).encode()
+    headers = [JSON_TYPE, NO_STORE, VARY_JSON, (QUEUED_HEADER, b"1"), EXPOSE, (b"retry-after", retry)]
+    await send_response(send, 503, orjson.dumps(wait), headers, head)
+
+
+async def closed_json(send: Send, room_id: str, head: bool) -> None:
+    """A closed room (queueing reject) to a request that is not shown as a page: 503 room_closed, X-QM-Closed
+    (never X-QM-Queued: nobody is waiting)."""
+    closed = {"error": "This waiting room is closed.", "code": "room_closed", "roomId": room_id, "reload": False}
+    await send_response(send, 503, orjson.dumps(closed), [JSON_TYPE, NO_STORE, CLOSED_HEADER, EXPOSE], head)
 
 
 def retry_page(seconds: int) -> bytes:
@@ -68,16 +68,12 @@ def retry_page(seconds: int) -> bytes:
     ).encode()
 
 
-async def backend_down(send: Send, *, page: bool, room_id: str, head: bool) -> None:
-    headers = [NO_STORE, (b"retry-after", b"5"), EXPOSE]
+async def backend_down(send: Send, *, page: bool, room_id: str, head: bool, waiting_url: str | None = None) -> None:
+    headers = [NO_STORE, VARY_JSON, (b"retry-after", b"5"), EXPOSE]
     if page:
         await send_response(send, 503, retry_page(5), [HTML_TYPE, *headers], head)
         return
-    payload = {
-        "error": "The waiting room cannot reach its storage; retry shortly.",
-        "code": "storage_unavailable",
-        "roomId": room_id,
-    }
+    payload = gated_wait.body(room_id, "backend_down", waiting_url, retry_after_sec=5)
     await send_response(send, 503, orjson.dumps(payload), [JSON_TYPE, *headers], head)
 
 

@@ -2,7 +2,8 @@
 
 Admitted requests (and static subresources that skip the gate) are forwarded to the room's
 ``proxyOrigin`` with bodies streamed both ways; everyone else gets the waiting page at the URL they
-asked for (a navigation) or the queued JSON envelope (anything else), both 503 with ``X-QM-Queued``.
+asked for (a navigation) or the gated wait in JSON (anything else, and whatever asks for JSON: its
+position, estimate and where to wait), both 503 with ``X-QM-Queued``.
 """
 
 from __future__ import annotations
@@ -17,14 +18,18 @@ from typing import Any
 from urllib.parse import quote
 
 from queue_manager.context import Context
+from queue_manager.engine.errors import EngineError
+from queue_manager.engine.view import VisitorView
 from queue_manager.engine.visitor import CheckResult
 from queue_manager.http import cookies
+from queue_manager.http.negotiate import VARY_JSON
 from queue_manager.http.wire import Message, Receive, Request, Send, cookie_header
 from queue_manager.inline import gate, pages
 from queue_manager.inline.client import Upstream, UpstreamError
 from queue_manager.inline.component import Inline
 from queue_manager.inline.forward import downstream_headers, request_head, upstream_headers
 from queue_manager.inline.hosts import InlineRoom
+from queue_manager.services import gated_wait
 from queue_manager.services.identity import Identity
 from queue_manager.ssrf import OriginRefused
 from queue_manager.store.base import StoreUnavailable
@@ -139,11 +144,36 @@ async def answer(ctx: Context, inline: Inline, req: Request, room: InlineRoom, s
     elif d.kind == "redirect":
         await _redirect_clean(req, send, d.extra)
     elif d.kind == "backend_down":
-        await pages.backend_down(send, page=d.navigation, room_id=room.room_id, head=head)
+        url = None if d.navigation else waiting_url(ctx, req, room.room_id)
+        await pages.backend_down(send, page=d.navigation, room_id=room.room_id, head=head, waiting_url=url)
     elif d.kind == "waiting":
         await waiting_page(ctx, inline, req, send, room.room_id)
+    elif d.reason == "room_closed":
+        await pages.closed_json(send, room.room_id, head)
     else:
-        await pages.queued_json(send, room.room_id, d.reason, head)
+        view = await wait_view(ctx, req, room.room_id)
+        wait = gated_wait.body(room.room_id, d.reason, waiting_url(ctx, req, room.room_id), view)
+        await pages.queued_json(send, wait, head)
+
+
+def waiting_url(ctx: Context, req: Request, room_id: str) -> str:
+    """The room's waiting page under /__qm on this host, coming back to the address asked."""
+    ident = ctx.identity.resolve(req)
+    back = quote(visitor_url(req, ident), safe="")
+    return f"{ident.scheme}://{req.header(b'host') or ''}{API_BASE}/w/{quote(room_id, safe='')}?qm_return={back}"
+
+
+async def wait_view(ctx: Context, req: Request, room_id: str) -> VisitorView | None:
+    """The status of the place the request's token names (None: no token, or the store cannot say)."""
+    token = hand_off_token(req.scope.get("query_string") or b"") or req.cookies.get(cookies.TICKET + room_id)
+    presented, _ = ctx.read_ticket(room_id, token)
+    if presented is None:
+        return None
+    client = ctx.identity.resolve(req).client(req.cookies.get(cookies.SESSION + room_id))
+    try:
+        return await ctx.store.status(room_id, client, presented)
+    except (StoreUnavailable, EngineError):
+        return None
 
 
 BACKEND_DOWN_LOGGED: dict[str, float] = {}
@@ -212,7 +242,7 @@ async def waiting_page(ctx: Context, inline: Inline, req: Request, send: Send, r
             closed = any(k.lower() == b"x-qm-closed" for k, _ in headers)  # a closed room's page keeps its status
             if status == 200 and not closed:
                 status = 503
-                headers += [(pages.QUEUED_HEADER, b"1"), pages.EXPOSE, (b"retry-after", b"5")]
+                headers += [(pages.QUEUED_HEADER, b"1"), pages.EXPOSE, (b"retry-after", b"5"), VARY_JSON]
             message = {**message, "status": status, "headers": headers}
         await send(message)
 

@@ -24,7 +24,8 @@ Tables (all in ``schema``, default ``qm``):
                     (room, at, kind, note).
 ``audit``           the audit trail: actor, action, target, room, ok, caller's address, detail.
 ``history_hourly``  one row per room and hour (the report columns, the wait reservoir, coverage;
-                    ``depth_sum`` and ``state``, the counter baselines a writer continues from).
+                    ``depth_sum`` and ``state``, the counter baselines a writer continues from; ``tallies``,
+                    the hour's counts of the room's other counters by report column name).
 ``instance_runs``   one row per QM_INSTANCE_ID: when its newest run started and stopped, and whether
                     that stop was clean (``runs.py``); the next start reads it for ``server.start``.
 """
@@ -215,6 +216,14 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             # a row that went through the disk spool carries its own id, so a second drain adds nothing
             "ALTER TABLE {s}.audit ADD COLUMN IF NOT EXISTS uid text",
             "CREATE UNIQUE INDEX IF NOT EXISTS audit_uid ON {s}.audit (uid)",
+        ],
+    ),
+    (
+        8,
+        "history_hourly.tallies",
+        [
+            # the hour's counts of the room's other counters, by report column name ({"refusedFull": 3})
+            "ALTER TABLE {s}.history_hourly ADD COLUMN IF NOT EXISTS tallies jsonb NOT NULL DEFAULT '{{}}'::jsonb",
         ],
     ),
 ]

@@ -18,7 +18,9 @@ from queue_manager.routes import edge_passes as passkeys
 from queue_manager.routes import health, system
 from queue_manager.routes.admin import alerts as admin_alerts
 from queue_manager.routes.admin import install_check
+from queue_manager.routes.admin import preview as admin_preview
 from queue_manager.routes.admin import reports as admin_console
+from queue_manager.routes.admin import room_events as admin_events
 from queue_manager.routes.admin import rooms as admin_rooms
 from queue_manager.routes.admin import server_state as admin
 from queue_manager.routes.admin import stream as admin_stream
@@ -27,6 +29,7 @@ from queue_manager.routes.apidoc.serve import Description
 from queue_manager.routes.pages import connectors, waiting
 from queue_manager.routes.pages import console as pages_console
 from queue_manager.routes.pages import docs as pages_docs
+from queue_manager.routes.pages import preview as pages_preview
 from queue_manager.routes.pages import visitor as pages_visitor
 from queue_manager.routes.router import Route, Router
 from queue_manager.routes.router import admin as a
@@ -45,6 +48,7 @@ async def _asset(ctx: Context, req: Request, send: Send) -> None:
 
 
 ROOM = "/api/admin/rooms/{room}"
+EVENT = ROOM + "/events/{event}"
 MAINT = "/api/system/maintenance"
 POP = f"{MAINT}/pop"
 LINK = "/api/admin/monitor-links"
@@ -83,6 +87,7 @@ TABLE: tuple[Route, ...] = (
     v("GET", "/fonts/{file...}", waiting.font_file, "A font of the waiting page."),
     v("GET", "/offline.html", pages_visitor.offline_page, "The self-contained page shown while the queue is away."),
     v("GET", "/origin-down.html", pages_visitor.origin_down_page, "The page shown while an inline app is down."),
+    o("GET", "/preview/{token}", pages_preview.preview_page, "A room's page in one state, by a signed preview link."),
     o("GET", "/docs", GUIDES.docs_page, "The guides, in the reader's language."),
     o("GET", "/docs/{page...}", GUIDES.docs_page, "One guide page."),
     # -- the admin API: the console's sign-in and this server
@@ -143,7 +148,19 @@ TABLE: tuple[Route, ...] = (
         install_check.install_check,
         "Fetch a page of the site: is the room's tag on it, and is its origin answered?",
     ),
+    a(
+        "POST",
+        ROOM + "/preview",
+        ("write", "team"),
+        admin_preview.preview_link,
+        "A signed link to the room's page forced into one state (an hour, no ticket).",
+    ),
     a("POST", ROOM + "/tag-origins", ("write", "team"), install_check.add_tag_origin, "Add one origin to tagOrigins."),
+    a("GET", ROOM + "/events", ("read",), admin_events.events_list, "The room's scheduled events."),
+    a("POST", ROOM + "/events", ("write",), admin_events.event_create, "Schedule an event in the room."),
+    a("GET", EVENT, ("read",), admin_events.event_get, "One scheduled event."),
+    a("PUT", EVENT, ("write",), admin_events.event_put, "Change a scheduled event."),
+    a("DELETE", EVENT, ("write",), admin_events.event_delete, "Delete a scheduled event (one in force ends)."),
     a("GET", ROOM + "/rules", ("team",), admin_rooms.room_rules, "The room's URL rules."),
     a("POST", ROOM + "/rules/test", ("team",), admin_rooms.room_rules_test, "Which rule a URL matches."),
     a("GET", "/api/admin/series/{room...}", ("read",), admin_console.series, "A room's chart series (JSON or CSV)."),

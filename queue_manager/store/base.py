@@ -81,14 +81,21 @@ class Store(Protocol):
     async def get_room(self, room_id: str) -> dict[str, Any]: ...
 
     async def upsert_room(
-        self, body: dict[str, Any], *, expect_state: str | None = None
+        self,
+        body: dict[str, Any],
+        *,
+        expect_state: str | None = None,
+        expect: Mapping[str, Any] | None = None,
+        system: bool = False,
     ) -> tuple[dict[str, Any], bool, list[str]]:
         """Create the room ``body["id"]`` or change the fields sent: (summary, created, fields changed).
 
         With ``expect_state`` this is a compare-and-set: the change applies only if the room exists
         and its configured state (active, paused or bypass) is ``expect_state`` at the instant it is
         applied; otherwise 409 ``state_changed`` (the current state in ``extra["state"]``) or 404
-        ``no_room``, and nothing changes.
+        ``no_room``, and nothing changes. ``expect`` does the same for room fields by their public
+        names (409 ``config_changed``). ``system``: automation's change, which may write the fields
+        only automation writes (``eventInForce``).
         """
 
     async def delete_room(self, room_id: str) -> None: ...

@@ -87,10 +87,15 @@ class MemoryStore:
         return cached[1]
 
     async def upsert_room(
-        self, body: dict[str, Any], *, expect_state: str | None = None
+        self,
+        body: dict[str, Any],
+        *,
+        expect_state: str | None = None,
+        expect: Mapping[str, Any] | None = None,
+        system: bool = False,
     ) -> tuple[dict[str, Any], bool, list[str]]:
         try:
-            room, created, changed = self.engine.upsert(body, expect_state=expect_state)
+            room, created, changed = self.engine.upsert(body, expect_state=expect_state, expect=expect, system=system)
         finally:
             self._changed()
         return room_summary(room), created, changed

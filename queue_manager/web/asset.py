@@ -146,6 +146,18 @@ def origin_down_page() -> bytes:
     return _outage_page("origin_down")
 
 
+def outage_preview(page: bytes, lang: str, marks: dict[str, str]) -> bytes:
+    """An outage page (plain or branded) as a preview link shows it: in ``lang``, with the "Preview" marker
+    (``marks``: its text in each language), and no retries."""
+    mark = f'    <p id="t-preview" class="preview-mark" role="note">{html.escape(marks.get(lang, marks["en"]))}</p>\n'
+    data = f'<script type="application/json" id="qm-preview">{script_json({"lang": lang, "mark": marks})}</script>\n'
+    text = page.decode()
+    text = text.replace('<html lang="en">', f'<html lang="{html.escape(lang)}">', 1)
+    text = text.replace('<div class="card">\n', '<div class="card">\n' + mark, 1)
+    text = text.replace("<script>\n(function", data + "<script>\n(function", 1)
+    return text.encode()
+
+
 _INLINE = re.compile(rb"<(script|style)>(.*?)</\1>", re.S)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from harness import start_server, unique_id
 
@@ -49,6 +49,63 @@ def test_visitor_waits_at_the_apps_url_and_lands_on_the_app(browser: Any, peer: 
             # the admitted visitor's next navigation goes straight to the app
             page.goto(f"{public}/page/next")
             page.get_by_text("Peer app page /page/next").wait_for(timeout=10_000)
+            page.close()
+    finally:
+        srv.stop()
+
+
+def _guide_fetch_example() -> str:
+    """The single-page app's `fetch` from the Integration Guide's "JSON for apps", as printed there."""
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "INTEGRATION.md").read_text(encoding="utf-8")
+    section = guide.split("### JSON for apps: the gated wait", 1)[1]
+    return section.split("```js\n", 1)[1].split("```", 1)[0]
+
+
+def test_a_single_page_apps_fetch_meets_the_gate_as_json(browser: Any, peer: Peer, artifacts: Path) -> None:
+    """Only /api/ is queued: the app's page loads, and the guide's `fetch` meets the gate as JSON. Without a
+    place it sends the visitor to the waiting room (coming back to the page); with one it shows the place
+    and, once the doors open, gets the app's answer."""
+    srv = start_server({"PROXY_ALLOW_PRIVATE": "1"})
+    try:
+        room = unique_id("spa")
+        public = f"http://localhost:{srv.port}"
+        with srv.admin() as admin:
+            body = {
+                "id": room,
+                "name": "Inline app",
+                "targetUrl": public,
+                "proxyOrigin": peer.url,
+                "ratePerMinute": 0,
+                "rules": [{"pattern": "/api/*", "action": "queue"}],
+            }
+            admin.post("/api/admin/rooms", json=body).raise_for_status()
+            page = browser.new_page(viewport={"width": 1000, "height": 760})
+            example = _guide_fetch_example()
+            spa = f"{public}/page/spa"
+            assert page.goto(spa).status == 200  # the page itself is not queued
+            # a plain fetch (no header of ours) is no navigation: JSON, not the page
+            plain = page.evaluate(
+                "fetch('/api/echo').then(async (r) => [r.status, r.headers.get('content-type'), await r.json()])"
+            )
+            assert plain[0] == 503 and plain[1].startswith("application/json")
+            assert plain[2]["state"] == "not_in_line" and plain[2]["roomId"] == room
+            # no place: the guide's fetch takes the visitor to the waiting room, which comes back to this page
+            page.evaluate(f"(() => {{ {example}\nwindow.showWait = () => {{}}; api('/api/echo'); }})()")
+            page.get_by_text("You are number").wait_for(timeout=10_000)
+            assert page.url.startswith(f"{public}/__qm/w/{room}?qm_return=")
+            assert parse_qs(urlsplit(page.url).query)["qm_return"] == [spa]
+            page.screenshot(path=str(artifacts / "inline-spa-sent-to-wait.png"), full_page=True)
+            # a place in line: the guide's fetch shows it, and gets the app's answer once the doors open
+            assert page.goto(spa).status == 200
+            page.evaluate(
+                f"(() => {{ {example}\nwindow.seen = []; window.showWait = (...a) => window.seen.push(a);"
+                "\nwindow.done = api('/api/echo').then(async (r) => [r.status, await r.text()]); })()"
+            )
+            page.wait_for_function("window.seen.length > 0", timeout=10_000)
+            assert page.evaluate("window.seen[0]") == [1, None, "waiting"]  # a rate of 0: no estimate
+            admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 600}).raise_for_status()
+            status, text = page.evaluate("window.done")
+            assert status == 200 and "/api/echo" in text, text
             page.close()
     finally:
         srv.stop()

@@ -54,6 +54,8 @@ def test_a_partial_row_is_marked_and_its_counters_are_lower_bounds(browser: Any,
         assert cells[2] == "2+" and cells[3] == "0+"  # joins, passes: lower bounds
         assert cells[4] == "—"  # net unserved is not known for a partial row
         assert cells[10].endswith("+") and cells[11] == "0+" and cells[12].endswith("+")
+        heads = page.locator("#dlg-reports th").all_inner_texts()
+        assert heads[13].lower() == "line full" and cells[13] == "0+"  # joins refused: the line was full
         assert "lower bounds" in page.locator("#dlg-reports").inner_text()
         page.locator("#dlg-reports").screenshot(path=str(artifacts / "console-reports-partial.png"))
         found = violations(page)

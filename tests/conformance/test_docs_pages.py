@@ -295,7 +295,7 @@ def test_the_api_reference_lists_every_operation_of_the_document(docs_server: Se
     listed = 0
     for path, item in doc["paths"].items():
         for method, op in item.items():
-            if method in ("get", "post", "delete"):
+            if method in ("get", "post", "put", "delete"):
                 section = re.search(rf'<section class="api-op" id="{op["operationId"]}">(.*?)</section>', r.text)
                 assert section is not None, f"{method.upper()} {path} is not on /docs/api"
                 assert f"<code>{method.upper()} {path}</code>" in section.group(1)

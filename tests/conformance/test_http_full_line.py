@@ -1,11 +1,11 @@
 """A full line over HTTP, on every store: maxWaiting / maxWaitSec refuse a new join with 503 queue_full
 (Retry-After, no token, no cookie), keep every place already held, and count the refusal in the room's
-read and in /metrics."""
+read, in /metrics and in the hourly report's ``refusedFull`` column."""
 
 from __future__ import annotations
 
 import httpx
-from harness import Server, create_room, join, metric
+from harness import Server, create_room, join, metric, wait_until
 
 
 def test_a_full_line_refuses_new_joins_with_503(server: Server, admin: httpx.Client) -> None:
@@ -18,6 +18,7 @@ def test_a_full_line_refuses_new_joins_with_503(server: Server, admin: httpx.Cli
         assert r.status_code == 503, r.text
         assert r.json()["code"] == "queue_full"
         assert r.headers.get("retry-after") == "60"
+        assert r.json()["state"] == "full" and r.json()["retryAfterSec"] == 60  # the gated wait's names
         assert r.headers.get_list("set-cookie") == []
         assert not r.json().get("token")
         again = join(v1, rid)  # a place already held is never refused
@@ -27,6 +28,15 @@ def test_a_full_line_refuses_new_joins_with_503(server: Server, admin: httpx.Cli
     room = admin.get(f"/api/admin/rooms/{rid}").json()["room"]
     assert (room["maxWaiting"], room["maxWaitSec"], room["waiting"], room["refusedFull"]) == (2, None, 2, 1)
     assert metric(server, "qm_room_refused_full_total", room=rid) == 1.0
+
+    def reported() -> int | None:  # summed over the room's hours: the test may straddle an hour's turn
+        rows = admin.get(f"/api/admin/reports?roomId={rid}").json()["rows"]
+        total = sum(int(r["refusedFull"]) for r in rows)
+        return total if total else None
+
+    assert wait_until(reported, timeout=15, what="the refusal in the hourly report") == 1
+    csv_head = admin.get(f"/api/admin/reports?roomId={rid}&format=csv").text.splitlines()[0]
+    assert "warned,refusedFull,samples" in csv_head
     # lowered below the line: nobody leaves; removed: joins are taken again
     assert admin.post("/api/admin/rooms", json={"id": rid, "maxWaiting": 1}).status_code == 200
     assert admin.get(f"/api/admin/rooms/{rid}").json()["room"]["waiting"] == 2

@@ -55,6 +55,7 @@ COLUMNS = [
     "measuredWaits",
     "blocked",
     "warned",
+    "refusedFull",
     "samples",
     "partial",
     "coveredSec",

@@ -205,6 +205,7 @@ OPERATIONS: dict[str, str] = {
     "GET /fonts/{file}": "visitor",
     "GET /offline.html": "visitor",
     "GET /origin-down.html": "visitor",
+    "GET /preview/{token}": "visitor",
     "GET /docs": "visitor",
     "GET /docs/{page}": "visitor",
     "POST /api/admin/session": "visitor",
@@ -236,8 +237,14 @@ OPERATIONS: dict[str, str] = {
     "POST /api/admin/rooms/{room}/flush": "admin",
     "POST /api/admin/rooms/{room}/install-check": "admin",
     "POST /api/admin/rooms/{room}/tag-origins": "admin",
+    "POST /api/admin/rooms/{room}/preview": "admin",
     "POST /api/admin/rooms/{room}/journal/void": "admin",
     "GET /api/admin/rooms/{room}/visitors/{visitor}": "admin",
+    "GET /api/admin/rooms/{room}/events": "admin",
+    "POST /api/admin/rooms/{room}/events": "admin",
+    "GET /api/admin/rooms/{room}/events/{event}": "admin",
+    "PUT /api/admin/rooms/{room}/events/{event}": "admin",
+    "DELETE /api/admin/rooms/{room}/events/{event}": "admin",
     "GET /api/admin/rooms/{room}/rules": "admin",
     "POST /api/admin/rooms/{room}/rules/test": "admin",
     "GET /api/admin/series/{room}": "admin",
@@ -383,6 +390,13 @@ class Keys:
         raise AssertionError(f"no credential kind {kind!r}")
 
 
+def preview_token(admin: httpx.Client, room: str, state: str) -> str:
+    r = admin.post(f"/api/admin/rooms/{quote(room, safe='')}/preview", json={"state": state, "lang": "th"})
+    assert r.status_code == 200, r.text
+    url: str = r.json()["url"]
+    return url.rsplit("/", 1)[1]
+
+
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -461,6 +475,9 @@ class Call:
     stream: bool = False
 
 
+FAR = 4_000_000_000_000  # an instant long after any test (2096): a scheduled event that never starts
+
+
 class CannotCall(AssertionError):
     """The matrix does not know how to call an operation: fails its case (coverage never lags silently)."""
 
@@ -478,7 +495,10 @@ def _json_body(op: Op, room: str) -> dict[str, Any]:
         # a loopback page: refused by the private-address rule before any connection is made
         "POST /api/admin/rooms/{room}/install-check": {"url": "http://127.0.0.1:9/"},
         "POST /api/admin/rooms/{room}/tag-origins": {"origin": "https://shop.example"},
+        "POST /api/admin/rooms/{room}/preview": {"state": "waiting", "lang": "th"},
         "POST /api/admin/rooms/{room}/rules/test": {"url": "https://shop.example/x"},
+        "POST /api/admin/rooms/{room}/events": {"startsAt": FAR, "endsAt": FAR + 60_000},
+        "PUT /api/admin/rooms/{room}/events/{event}": {"startsAt": FAR, "endsAt": FAR + 60_000},
         "POST /api/admin/operators": {"name": unique_id("made"), "role": "viewer"},
         "POST /api/system/maintenance": {"enabled": False},
         "POST /api/system/maintenance/pop": {"enabled": False},
@@ -507,6 +527,10 @@ def build_call(world: World, op: Op, *, fresh: bool = True) -> Call:
             value = room
         elif name == "visitor":
             value = "1"
+        elif name == "event":  # one event the room holds, made once per room
+            with adm(srv) as admin:
+                admin.post(f"/api/admin/rooms/{room}/events", json={"id": "sec-ev", "startsAt": FAR, "endsAt": FAR + 1})
+            value = "sec-ev"
         elif name == "operator":
             with adm(srv) as admin:
                 value = mint_operator(admin, "viewer")["id"]
@@ -517,6 +541,9 @@ def build_call(world: World, op: Op, *, fresh: bool = True) -> Call:
             value = FILES[prefix]
         elif name == "page" and op.path.startswith("/docs/"):
             value = "operations"
+        elif name == "token" and op.path.startswith("/preview/"):
+            with adm(srv) as admin:
+                value = preview_token(admin, room, "waiting")
         else:
             raise CannotCall(f"{op.label}: the matrix does not know how to fill {{{name}}}; teach build_call")
         path = path.replace("{" + name + "}", value)
@@ -1650,6 +1677,21 @@ def test_a_hostile_room_name_and_brand_are_escaped_on_every_page(main: Server, h
     assert r.headers["content-type"].startswith("text/html")
     assert_inert(r.text, page)
     assert "&lt;img src=x onerror=alert(1)&gt;" in r.text  # it is there, as text
+
+
+@pytest.mark.parametrize("state", ["waiting", "full", "origin_down", "offline"])
+def test_a_hostile_room_name_and_brand_are_escaped_on_its_preview(main: Server, hostile: str, state: str) -> None:
+    with adm(main) as admin:
+        token = preview_token(admin, hostile, state)
+    with http(main) as c:
+        r = c.get(f"/preview/{token}")
+    assert r.status_code == 200, r.text[:200]
+    assert r.headers["content-type"].startswith("text/html")
+    assert_inert(r.text, state)
+    assert "&lt;img src=x onerror=alert(1)&gt;" in r.text  # it is there, as text
+    policy = _policy(r.headers.get("content-security-policy"))
+    assert policy.get("frame-ancestors") == "'none'" and policy.get("base-uri") == "'none'", policy
+    assert "'unsafe-inline'" not in " ".join(policy.values()), policy
 
 
 def test_the_consoles_data_is_json_never_a_page(main: Server, hostile: str) -> None:

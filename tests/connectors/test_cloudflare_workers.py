@@ -267,6 +267,52 @@ def test_a_closed_room_sends_visitors_to_its_closed_page(rig: Rig) -> None:
             admin.post("/api/admin/rooms", json={"id": rig.room, "queueing": "fifo"}).raise_for_status()
 
 
+WAIT_FIELDS = {"roomId", "state", "position", "etaSec", "retryAfterSec", "waitingUrl", "reason", "code"}
+
+
+def _gated_wait(r: httpx.Response) -> dict[str, Any]:
+    """The edge gate's JSON answer: 503, X-QM-Queued, Retry-After as retryAfterSec, no-store, Vary: Accept."""
+    assert r.status_code == 503, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    assert r.headers["x-qm-queued"] == "1" and "x-qm-failover" not in r.headers
+    assert r.headers["cache-control"] == "no-store" and "Accept" in r.headers["vary"]
+    body: dict[str, Any] = r.json()
+    assert WAIT_FIELDS <= body.keys(), body
+    assert r.headers["retry-after"] == str(body["retryAfterSec"]) == "5"
+    return body
+
+
+def test_a_request_asking_for_json_gets_the_gated_wait(rig: Rig) -> None:
+    worker = rig.workerd.url("gate-live")
+    wait_page = f"{rig.qm.base_url}/w/{rig.room}?qm_return="
+    # no place yet: the wait says so, and where to take one
+    first = _gated_wait(get(rig, "gate-live", "/api/cart", headers={"Accept": "application/json", "User-Agent": UA}))
+    assert first["roomId"] == rig.room and first["state"] == "not_in_line" and first["reason"] == "no_ticket"
+    assert first["position"] is None and first["etaSec"] is None
+    assert first["waitingUrl"].startswith(wait_page)
+    assert parse_qs(urlsplit(first["waitingUrl"]).query)["qm_return"] == [worker + "/api/cart"]
+    # the documented headers ask for JSON even on what would be a navigation
+    for ask in ({"X-QM-Accept": "json"}, {"X-Requested-With": "XMLHttpRequest"}):
+        _gated_wait(get(rig, "gate-live", "/orders", headers={**NAV, **ask}))
+    # with a place in line (the app presents its token): the place and the room's state
+    with rig.qm.client(headers={"User-Agent": UA}) as queue:
+        token = join(queue, rig.room).json()["token"]
+        status = queue.get("/api/status", params={"roomId": rig.room, "token": token}).json()
+    assert status["state"] == "waiting"
+    headers = {"Accept": "application/json", "User-Agent": UA, "CF-Connecting-IP": "127.0.0.1"}
+    placed = _gated_wait(get(rig, "gate-live", f"/api/cart?qm_token={token}", headers=headers))
+    assert placed["state"] == "waiting" and placed["reason"] == "waiting", placed
+    assert placed["position"] == status["position"] and placed["etaSec"] is None  # a rate of 0: no estimate
+    assert placed["roomState"] == "active"
+    # HEAD: the same head, no body
+    head = httpx.head(worker + "/api/cart", headers={"Accept": "application/json"}, timeout=10)
+    assert head.status_code == 503 and head.headers["x-qm-queued"] == "1" and head.content == b""
+    # a browser still goes to the waiting room
+    page = get(rig, "gate-live", "/orders", headers=NAV)
+    assert page.status_code == 302 and page.headers["location"].startswith(wait_page)
+    assert "Accept" in page.headers["vary"]
+
+
 def test_static_subresource_skips_the_check(rig: Rig) -> None:
     r = get(rig, "gate-live", "/assets/app.css", headers={"Sec-Fetch-Dest": "style", "User-Agent": UA})
     assert r.status_code == 200 and "origin served /assets/app.css" in r.text
@@ -453,6 +499,25 @@ def test_error_status_fails_open_http_status(rig: Rig) -> None:
     assert headers["x-qm-connector"] == "cloudflare/1.4.0"
 
 
+def test_a_queue_that_does_not_describe_the_wait_still_gets_a_gated_wait(rig: Rig) -> None:
+    """A queue answering a refusal without ``wait`` (one from before wait=1): the Worker names the state
+    from the reason, and asks for the description only when the answer is JSON."""
+    wait_url = "https://queue.example/w/shop?qm_return=x"
+    rig.fake.status, rig.fake.body = (
+        200,
+        json.dumps({"admit": False, "reason": "at_capacity", "waitUrl": wait_url}).encode(),
+    )
+    before = len(rig.fake.requests)
+    body = _gated_wait(get(rig, "gate-fake", "/api/q", headers={"Accept": "application/json", "User-Agent": UA}))
+    assert body["state"] == "passed" and body["reason"] == "at_capacity" and body["position"] is None
+    assert body["roomId"] == rig.room and "/w/" in body["waitingUrl"]
+    rig.fake.body = json.dumps({"admit": False, "reason": "__proto__", "waitUrl": wait_url}).encode()
+    assert _gated_wait(get(rig, "gate-fake", "/api/q", headers={"X-QM-Accept": "json"}))["state"] == "not_in_line"
+    assert get(rig, "gate-fake", "/q", headers=NAV).status_code == 302
+    asked = [urlsplit(path).query for path, _h in rig.fake.requests[before:] if path.startswith("/api/check")]
+    assert [("wait=1" in q) for q in asked] == [True, True, False], asked
+
+
 def test_unusable_200_fails_open_invalid_response(rig: Rig) -> None:
     for body in (b'{"hello": "world"}', b"<html>not json</html>", b'{"admit": false}'):
         rig.fake.status, rig.fake.body = 200, body
@@ -473,6 +538,10 @@ def test_rate_limited_check_sends_to_the_waiting_room_unmarked(rig: Rig) -> None
         r = get(rig, "gate-limited", "/drop", headers=headers)
         assert r.status_code == 302 and "x-qm-failover" not in r.headers
         assert urlsplit(r.headers["location"]).path == f"/w/{rig.room}"
+    # asked for JSON: the wait says the queue shed the check (it described nothing more)
+    shed = _gated_wait(get(rig, "gate-limited", "/api/x", headers={**headers, "Accept": "application/json"}))
+    assert shed["state"] == "rate_limited" and shed["reason"] == "rate_limited" and shed["position"] is None
+    assert urlsplit(shed["waitingUrl"]).path == f"/w/{rig.room}"
     assert _rate_limited(rig.limited) >= before + 2
     assert points(rig, "gate-limited") == []
     log = wait_until(lambda: rig.workerd.log if "429" in rig.workerd.log else None, timeout=3, what="the 429 log line")

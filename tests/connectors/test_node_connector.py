@@ -486,6 +486,62 @@ def test_waiting_then_admitted_through_express(rig: Rig) -> None:
         assert again.status_code == 200 and again.text == "APP express GET /api/cart"
 
 
+def _gated_wait(r: httpx.Response) -> dict[str, Any]:
+    """The connector's JSON answer: 503, X-QM-Queued, Retry-After as retryAfterSec, no-store, Vary: Accept."""
+    assert r.status_code == 503, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    assert r.headers["x-qm-queued"] == "1" and "x-qm-failover" not in r.headers
+    assert r.headers["cache-control"] == "no-store" and "Accept" in r.headers["vary"]
+    body: dict[str, Any] = r.json()
+    keys = {"roomId", "state", "position", "etaSec", "retryAfterSec", "waitingUrl", "reason", "code"}
+    assert keys <= body.keys(), body
+    assert r.headers["retry-after"] == str(body["retryAfterSec"]) == "5"
+    return body
+
+
+def test_a_request_asking_for_json_gets_the_gated_wait(rig: Rig) -> None:
+    with rig.live.admin() as admin:  # a line that does not move while the test looks at it
+        assert admin.post(f"/api/admin/rooms/{rig.room}/rate", json={"ratePerMinute": 0}).status_code == 200
+    wait_page = f"{rig.live.base_url}/w/{rig.room}?qm_return="
+    json_only = {"User-Agent": UA, "Accept": "application/json"}
+    for site in ("express", "http"):
+        with visitor() as c:
+            first = _gated_wait(c.get(rig.url(site, "/api/cart?x=1"), headers=json_only))
+            assert first["roomId"] == rig.room and first["state"] == "not_in_line" and first["reason"] == "no_ticket"
+            assert first["position"] is None and first["etaSec"] is None
+            assert parse_qs(urlsplit(first["waitingUrl"]).query)["qm_return"] == [rig.url(site, "/api/cart?x=1")]
+            assert first["waitingUrl"].startswith(wait_page)
+            for ask in ({"X-QM-Accept": "json"}, {"X-Requested-With": "XMLHttpRequest"}):
+                assert _gated_wait(c.get(rig.url(site, "/orders"), headers={**NAV, **ask}))["roomId"] == rig.room
+            head = c.head(rig.url(site, "/api/cart"), headers=json_only)
+            assert head.status_code == 503 and head.headers["retry-after"] == "5" and head.content == b""
+            page = c.get(rig.url(site, "/orders"), headers=NAV)  # a browser still goes to the waiting room
+            assert page.status_code == 302 and page.headers["location"].startswith(wait_page)
+            assert "Accept" in page.headers["vary"]
+    # with a place in line (the app presents its ticket in the qm_<room> cookie): the place and the room's state
+    with rig.live.client(headers={"User-Agent": UA}) as queue:
+        token = queue.post("/api/join", json={"roomId": rig.room}).json()["token"]
+        status = queue.get("/api/status", params={"roomId": rig.room, "token": token}).json()
+    assert status["state"] == "waiting"
+    with visitor() as c:
+        cookie = {**json_only, "Cookie": f"qm_{rig.room}={token}"}
+        placed = _gated_wait(c.get(rig.url("express", "/api/cart"), headers=cookie))
+    assert placed["state"] == "waiting" and placed["reason"] == "waiting", placed
+    assert placed["position"] == status["position"] and placed["etaSec"] is None  # a rate of 0: no estimate
+    assert placed["roomState"] == "active"
+    # wantsJson is exported with the rest
+    probe = (
+        f"const c = require({json.dumps(str(rig.modules / PACKAGE))});"
+        "const r = (h) => ({ headers: h });"
+        "process.stdout.write(JSON.stringify([c.wantsJson(r({ accept: 'application/json' })),"
+        " c.wantsJson(r({ accept: 'text/html,*/*;q=0.8' })), c.wantsJson(r({ accept: 'application/json, text/html' })),"
+        " c.wantsJson(r({ 'x-qm-accept': 'JSON' })),"
+        " c.isNavigation(r({ accept: 'text/html', 'x-requested-with': 'XMLHttpRequest' }))]))"
+    )
+    done = subprocess.run([NODE, "-e", probe], capture_output=True, text=True, timeout=20, check=False)
+    assert json.loads(done.stdout or "null") == [True, False, False, True, False], done.stderr
+
+
 def test_queue_cookies_survive_an_app_that_replaces_set_cookie(rig: Rig) -> None:
     """node:http with gate(): the app's res.setHeader('Set-Cookie', …) does not drop the relayed door key."""
     with rig.live.client(headers={"User-Agent": UA}) as queue, rig.live.admin() as admin:
@@ -562,6 +618,9 @@ def test_429_goes_to_the_waiting_room_then_a_stopped_queue_is_unreachable(rig: R
         assert parse_qs(urlsplit(wait).query)["qm_return"] == [page]
         api = c.get(rig.url("limited", "/api/x"), headers=API)
         assert api.status_code == 503 and api.headers["x-qm-queued"] == "1" and "x-qm-failover" not in api.headers
+        shed = _gated_wait(api)  # the queue described nothing: the connector says what it knows
+        assert shed["state"] == "rate_limited" and shed["reason"] == "rate_limited" and shed["position"] is None
+        assert shed["waitingUrl"].startswith(f"{rig.limited.base_url}/w/{rig.limited_room}?qm_return=")
         assert not any(e["site"] == "limited" for e in rig.fail_opens())
 
         rig.limited.stop()

@@ -165,6 +165,15 @@ def test_on_backend_down_open_forwards_closed_answers_retry(valkey_server: tuple
         assert page.headers["content-type"].startswith("text/html")
         api = c.get("/api/echo", headers={"Accept": "application/json"})
         assert api.status_code == 503 and api.json()["code"] == "storage_unavailable"
+        # the gated wait in JSON, asked for even on a navigation: state backend_down, the page's Retry-After
+        wait = c.get("/account", headers={"Sec-Fetch-Mode": "navigate", "X-QM-Accept": "json"})
+        assert wait.status_code == 503 and wait.headers["content-type"].startswith("application/json")
+        assert wait.headers["retry-after"] == "5" and wait.headers["cache-control"] == "no-store"
+        assert "Accept" in wait.headers["vary"]
+        body = wait.json()
+        assert body["state"] == "backend_down" and body["roomId"] == closed and body["retryAfterSec"] == 5
+        assert body["waitingUrl"].startswith(f"http://{closed_host}/__qm/w/{closed}?qm_return=")
+        assert body["position"] is None and body["etaSec"] is None
     # WebSocket upgrades follow the same setting
     status, _, hello = _ws_status(srv, open_host)
     assert status == 101 and hello["path"] == "/ws"

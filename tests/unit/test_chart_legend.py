@@ -22,6 +22,7 @@ NAMES = {
     "eject": "ejects",
     "edit": "edits",
     "schedule": "schedule changes",
+    "event": "scheduled events",
     "room": "the room re-created",
     "block": "protection blocks",
 }

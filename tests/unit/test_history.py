@@ -114,6 +114,45 @@ def test_a_new_generation_keeps_what_was_counted() -> None:
     assert row.joins == 9 + 4
 
 
+def tallied(joins: int, refused: int, *, gen: int = 1, created_ms: int = 0) -> Reading:
+    return Reading("r", gen, joins, 0, 0, 0, [], created_ms, tallies={"refusedFull": refused})
+
+
+def test_full_line_refusals_are_counted_from_their_own_baseline() -> None:
+    row = run([(T0 + i * 2000, tallied(i, 40 + i // 3)) for i in range(30)])
+    assert row.tally("refusedFull") == 9  # 40 -> 49, counted from the hour's first sample
+    out = report("r", "hour", H, [row], T0 + 60_000)
+    assert out["refusedFull"] == 9 and list(out) == list(COLUMNS)
+    assert list(COLUMNS).index("refusedFull") == list(COLUMNS).index("warned") + 1
+    # a new generation keeps what was counted and counts its own from zero
+    row = run(
+        [(T0 + i * 2000, tallied(0, 5 + i)) for i in range(5)]
+        + [(T0 + 20_000 + i * 2000, tallied(0, i, gen=2)) for i in range(3)],
+    )
+    assert row.tally("refusedFull") == 4 + 2
+    # the counter went back (a rebuild that lost it): what was counted stays, counting goes on
+    row = run(
+        [(T0, tallied(0, 10)), (T0 + 2000, tallied(0, 13)), (T0 + 4000, tallied(0, 1)), (T0 + 6000, tallied(0, 2))]
+    )
+    assert row.tally("refusedFull") == 3 + 1
+
+
+def test_a_writer_continues_the_tallies_from_the_stored_state() -> None:
+    a = run([(T0 + i * 2000, tallied(0, i)) for i in range(10)])
+    copy = HourRow(a.room, a.hour)
+    copy.load_state(a.state())
+    b = run([(T0 + 30_000 + i * 2000, tallied(0, 20 + i)) for i in range(3)], row=copy, since=T0 + 30_000)
+    assert b.tally("refusedFull") == 22  # 0 -> 22, whoever wrote
+    # a row written before the tallies were kept counts from its first sample on, never the room's whole past
+    old = HourRow(a.room, a.hour)
+    old.load_state({k: v for k, v in a.state().items() if k != "tallies"})
+    c = run([(T0 + 30_000, tallied(0, 500)), (T0 + 32_000, tallied(0, 503))], row=old, since=T0 + 30_000)
+    assert c.tally("refusedFull") == 3
+    # a room born this hour counts from zero
+    born = fold(None, tallied(0, 4, created_ms=T0 + 1000), T0 + 5000, covered_since_ms=T0, rng=random.Random())
+    assert born.tally("refusedFull") == 4
+
+
 def test_the_reservoir_is_bounded_and_the_exact_figures_are_exact() -> None:
     waits = [float(i % 600) for i in range(5000)]
     row = run([(T0 + 2000, reading(0, 0, waits=waits))])

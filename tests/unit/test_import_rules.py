@@ -29,8 +29,10 @@ INLINE_MAY_USE = frozenset(
         "queue_manager.http.cookies",
         "queue_manager.http.hostname",
         "queue_manager.http.eager",
+        "queue_manager.http.negotiate",
         "queue_manager.context",
         "queue_manager.services.identity",
+        "queue_manager.services.gated_wait",
     }
 )
 ABOVE_ACCESS = (

@@ -88,8 +88,36 @@ export function skipsGate(request, url) {
   );
 }
 
-// Will a browser show the answer to a person? Fetch Metadata first, Accept: text/html without it.
+// The q of each media type the Accept header names (only those named: a browser's */* asks for no JSON).
+function acceptQ(accept, type) {
+  let q = 0;
+  for (const part of (accept || "").split(",").slice(0, 20)) {
+    const [token, ...params] = part.split(";");
+    if (token.trim().toLowerCase() !== type) continue;
+    q = 1;
+    for (const p of params) {
+      const m = /^\s*q=([0-9.]+)\s*$/i.exec(p);
+      if (m) q = Number(m[1]) || 0;
+    }
+  }
+  return q;
+}
+
+// Does the request ask for JSON rather than a page? X-QM-Accept: json, X-Requested-With: XMLHttpRequest,
+// or an Accept that prefers application/json to text/html (the same rule as the queue's inline gate).
+export function wantsJson(request) {
+  const h = request.headers;
+  if ((h.get("x-qm-accept") || "").trim().toLowerCase() === "json") return true;
+  if ((h.get("x-requested-with") || "").trim().toLowerCase() === "xmlhttprequest") return true;
+  const accept = h.get("accept") || "";
+  const json = acceptQ(accept, "application/json");
+  return json > 0 && json > acceptQ(accept, "text/html");
+}
+
+// Will a browser show the answer to a person? Not when it asks for JSON; else Fetch Metadata first,
+// Accept: text/html without it.
 export function isNavigation(request) {
+  if (wantsJson(request)) return false;
   const mode = request.headers.get("sec-fetch-mode");
   const dest = request.headers.get("sec-fetch-dest");
   if (mode !== null || dest !== null) {
@@ -150,18 +178,52 @@ function waitingRoom(base, room, visitorUrl) {
   return `${base}/w/${encodeURIComponent(room)}?qm_return=${encodeURIComponent(visitorUrl)}`;
 }
 
-function queued(request, location, room, reason) {
-  const headers = new Headers({ "Cache-Control": "no-store" });
+const RETRY_AFTER_SEC = 5;
+// the wait's state from the door's reason alone (the queue's own description names it when asked with wait=1)
+const STATE_OF_REASON = new Map([
+  ["waiting", "waiting"],
+  ["paused", "paused"],
+  ["at_capacity", "passed"],
+  ["rate_limited", "rate_limited"],
+]);
+const VARY = "Accept, X-Requested-With, X-QM-Accept";
+
+// The wait as the queue described it (GET /api/check?wait=1), or the least of it when it did not.
+function gatedWait(wait, location, room, reason) {
+  const described = wait && typeof wait === "object" && !Array.isArray(wait) ? wait : null;
+  const body = described
+    ? { ...described }
+    : {
+        error: "You are in the waiting room for this site; reload the page to see your place.",
+        code: "queued",
+        roomId: room,
+        state: STATE_OF_REASON.get(reason) || "not_in_line", // a queue that did not describe the wait
+        reason,
+        position: null,
+        etaSec: null,
+        roomState: null,
+        opensAt: null,
+        retryAfterSec: RETRY_AFTER_SEC,
+        reload: true,
+      };
+  if (!Number.isInteger(body.retryAfterSec) || body.retryAfterSec < 1) body.retryAfterSec = RETRY_AFTER_SEC;
+  body.waitingUrl = location;
+  body.waitUrl = location; // the name this answer had before it described the wait
+  return body;
+}
+
+function queued(request, location, room, reason, wait) {
+  const headers = new Headers({ "Cache-Control": "no-store", Vary: VARY });
   if (isNavigation(request)) {
     headers.set("Location", location);
     return new Response(null, { status: 302, headers });
   }
+  const body = gatedWait(wait, location, room, reason);
   headers.set("Content-Type", "application/json; charset=utf-8");
   headers.set("X-QM-Queued", "1");
-  headers.set("Retry-After", "5");
-  headers.set("Access-Control-Expose-Headers", "X-QM-Queued");
-  const body = { error: "The visitor is waiting in line.", code: "queued", roomId: room, reason, reload: true, waitUrl: location };
-  return new Response(JSON.stringify(body), { status: 503, headers });
+  headers.set("Retry-After", String(body.retryAfterSec));
+  headers.set("Access-Control-Expose-Headers", "X-QM-Queued, Retry-After");
+  return new Response(request.method === "HEAD" ? null : JSON.stringify(body), { status: 503, headers });
 }
 
 // ---------------------------------------------------------------- edge passes (checked here)
@@ -357,6 +419,7 @@ export default {
     check.searchParams.set("url", clean.href);
     check.searchParams.set("ip", request.headers.get("cf-connecting-ip") || "");
     check.searchParams.set("agent", (request.headers.get("user-agent") || "").slice(0, 512));
+    if (!isNavigation(request)) check.searchParams.set("wait", "1"); // answered in JSON: the queue describes the wait
     const headers = new Headers({
       Authorization: `Bearer ${key}`,
       Accept: "application/json",
@@ -409,7 +472,7 @@ export default {
       return setCookies.length ? withHeaders(response, setCookies) : response;
     }
     if (verdict.admit === false && typeof verdict.waitUrl === "string" && /^https?:\/\//i.test(verdict.waitUrl)) {
-      return queued(request, waitUrl, room, String(verdict.reason || "waiting"));
+      return queued(request, waitUrl, room, String(verdict.reason || "waiting"), verdict.wait);
     }
     return failOpen(request, env, room, "invalid-response", forward);
   },

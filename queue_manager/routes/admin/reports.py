@@ -89,6 +89,8 @@ AUDIT_MARKS = {
     "room.inline": ("edit", "inline settings changed"),
     "room.threshold": ("threshold", "threshold activation"),
     "room.autotune": ("autotune", "autotune"),
+    "room.event": ("event", "scheduled event"),
+    "room.events": ("edit", "events edited"),
 }
 
 
@@ -123,11 +125,22 @@ async def _marks(call: Call, room_id: str, since: int) -> list[dict[str, Any]]:
             note = "room edited: " + ", ".join(str(f) for f in fields)
         elif row.action == "room.threshold":
             note = f"threshold activation: {row.detail.get('change')} at {row.detail.get('joinsPerMin')} joins/min"
+        elif row.action == "room.event":
+            note = _event_note(row.detail)
+        elif row.action == "room.events":
+            note = f"event {row.detail.get('event')}: {row.detail.get('op')}d"
         elif row.action == "room.autotune":
             note = f"autotune: rate {row.detail.get('from')} → {row.detail.get('to')}/min ({row.detail.get('reason')})"
         marks.append({"t": row.ts // 1000, "kind": kind, "note": note})
     marks.sort(key=lambda m: m["t"])
     return marks
+
+
+def _event_note(detail: dict[str, Any]) -> str:
+    what = {"prequeue": "pre-queue opens", "start": "starts", "end": "ends", "edited": "edited while in force"}
+    note = f"event {detail.get('event')} {what.get(str(detail.get('change')), detail.get('change'))}"
+    fields = detail.get("fields")
+    return f"{note}: {', '.join(str(f) for f in fields)}" if fields else note
 
 
 async def _recorded(call: Call, room_id: str, since: int) -> list[dict[str, Any]]:

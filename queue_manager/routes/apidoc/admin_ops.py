@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from queue_manager.engine.logo import LOGO_MAX_BYTES
+from queue_manager.routes import preview
 from queue_manager.routes.apidoc.components import ROOM_ID
 from queue_manager.routes.apidoc.model import CSV, EVENTS, JSON, Answer, Op, err, ok, path, query, ref
+from queue_manager.web.asset import LANGUAGES
 
 _OBJ: dict[str, Any] = {"type": "object"}
 _ROOM_P = path("room", "The room's id.")
@@ -65,6 +67,13 @@ _INSTALL_CHECK: dict[str, Any] = {
     },
 }
 _STATE_CHANGED = err("The room changed state meanwhile.", "state_changed")
+_EVENT_P = path("event", "The event's id.")
+_EVENT_CODES = ("bad_request", "invalid_event", "event_overlap")
+_EVENT_CONFLICTS = ("event_exists", "too_many_events", "config_changed")
+_EVENT_OK: dict[str, Any] = {
+    "type": "object",
+    "properties": {"ok": {"const": True}, "event": ref("RoomEvent")},
+}
 
 
 _HEALTH: dict[str, Any] = {
@@ -334,6 +343,63 @@ OPS: dict[tuple[str, str], Op] = {
         "(PROXY_ALLOW_PRIVATE=1 lifts it). A page that cannot be fetched is still answered 200: the origin "
         "questions do not need it.",
     ),
+    ("POST", "/api/admin/rooms/{room}/preview"): Op(
+        {
+            200: ok(
+                "`url`: the page in that state, open without a credential until `expiresAt` (ms since the epoch, "
+                "an hour from now); `state` and `lang` as asked.",
+                {
+                    "type": "object",
+                    "required": ["url", "expiresAt", "state", "lang"],
+                    "properties": {
+                        "url": {"type": "string"},
+                        "expiresAt": {"type": "integer"},
+                        "state": {"type": "string"},
+                        "lang": {"type": "string"},
+                    },
+                },
+            ),
+            400: err(
+                "state or lang is not one of the listed values, or position or waitSec is not a whole number in "
+                "range (`field` names it).",
+                "invalid_preview_state",
+                "invalid_preview_lang",
+                "invalid_preview_value",
+                "unknown_field",
+            ),
+            404: _NO_ROOM,
+        },
+        (_ROOM_P,),
+        body={
+            "type": "object",
+            "required": ["state"],
+            "properties": {
+                "state": {
+                    "type": "string",
+                    "enum": list(preview.STATES),
+                    "description": "The state the page shows.",
+                },
+                "lang": {"type": "string", "enum": list(LANGUAGES), "default": "en"},
+                "position": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": preview.POSITION_MAX,
+                    "default": preview.DEFAULT_POSITION,
+                    "description": "The place shown (waiting, paused); pre-queue: how many have signed up.",
+                },
+                "waitSec": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": preview.WAIT_MAX_SEC,
+                    "default": preview.DEFAULT_WAIT_SEC,
+                    "description": "The wait shown (waiting, paused); pre-queue: the time left until the doors open.",
+                },
+            },
+            "additionalProperties": False,
+        },
+        description="Signed with the server's SECRET for one hour. Opening the link creates no ticket and "
+        "changes none of the room's numbers. Making one is audited as `room.preview`.",
+    ),
     ("POST", "/api/admin/rooms/{room}/tag-origins"): Op(
         {
             200: ok(
@@ -356,6 +422,45 @@ OPS: dict[tuple[str, str], Op] = {
         description="The install verifier's one-click fix, audited as room.update. A blank tagOrigins (which "
         "means returnOrigins) becomes returnOrigins plus the origin, so nothing answered before stops being "
         "answered.",
+    ),
+    ("GET", "/api/admin/rooms/{room}/events"): Op(
+        {200: ok("The room's scheduled events, what is in force and its own drop.", ref("RoomEvents")), 404: _NO_ROOM},
+        (_ROOM_P,),
+    ),
+    ("POST", "/api/admin/rooms/{room}/events"): Op(
+        {
+            201: ok("Scheduled; the event as kept.", _EVENT_OK),
+            400: err("Not an event, or one that overlaps another or is already over.", *_EVENT_CODES),
+            404: _NO_ROOM,
+            409: err("The id is taken, five events are not over yet, or the list kept changing.", *_EVENT_CONFLICTS),
+        },
+        (_ROOM_P,),
+        body=ref("RoomEventWrite"),
+    ),
+    ("GET", "/api/admin/rooms/{room}/events/{event}"): Op(
+        {200: ok("The event, with its status.", _EVENT_OK), 404: err("No such room or event.", "no_room", "no_event")},
+        (_ROOM_P, _EVENT_P),
+    ),
+    ("PUT", "/api/admin/rooms/{room}/events/{event}"): Op(
+        {
+            200: ok("Changed; the event as kept.", _EVENT_OK),
+            400: err("Not an event, or one that overlaps another or is already over.", *_EVENT_CODES),
+            404: err("No such room or event.", "no_room", "no_event"),
+            409: err("The list kept changing.", "config_changed"),
+        },
+        (_ROOM_P, _EVENT_P),
+        body=ref("RoomEventWrite"),
+    ),
+    ("DELETE", "/api/admin/rooms/{room}/events/{event}"): Op(
+        {
+            200: ok(
+                "Deleted (an event in force ends within a second).",
+                {"type": "object", "properties": {"ok": {"const": True}, "deleted": {"type": "string"}}},
+            ),
+            404: err("No such room or event.", "no_room", "no_event"),
+            409: err("The list kept changing.", "config_changed"),
+        },
+        (_ROOM_P, _EVENT_P),
     ),
     ("GET", "/api/admin/rooms/{room}/rules"): Op({200: ok("The room's URL rules.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,)),
     ("POST", "/api/admin/rooms/{room}/rules/test"): Op(

@@ -78,6 +78,69 @@ VISITOR_STATUS: dict[str, Any] = {
     },
 }
 
+_RANGE: dict[str, Any] = {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}
+
+GATED_WAIT: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "The wait, as a gated address answers it instead of the waiting page to a request that is not shown as a "
+        "page: one asking for JSON (`Accept` preferring `application/json` to `text/html`, `X-Requested-With: "
+        "XMLHttpRequest` or `X-QM-Accept: json`) or any other request that is not a navigation. Answered by an "
+        "inline room's host, the edge gate Worker and the Node connector, 503 with `X-QM-Queued: 1`, `Retry-After` "
+        "(= `retryAfterSec`), `Cache-Control: no-store` and `Vary: Accept, X-Requested-With, X-QM-Accept`; the door "
+        "check returns it as `wait` when asked with `wait=1`."
+    ),
+    "required": ["roomId", "state", "position", "etaSec", "retryAfterSec", "waitingUrl", "code", "reason"],
+    "properties": {
+        "roomId": {"type": "string"},
+        "state": {
+            "enum": [
+                "waiting",
+                "scheduled",
+                "passed",
+                "paused",
+                "not_in_line",
+                "backend_down",
+                "rate_limited",
+                "full",
+                "closed",
+            ],
+            "description": (
+                "waiting: a place in line; scheduled: in the pre-queue before the room opens; passed: the turn "
+                "came but the site is at capacity this moment; paused: the room is paused, the place kept; "
+                "not_in_line: no place (none yet, or it lapsed), take one at waitingUrl; backend_down: the queue "
+                "cannot reach its storage and the room fails closed; rate_limited: the queue shed this check; full: "
+                "the line is full (the state the join's queue_full refusal names)."
+            ),
+        },
+        "position": {"type": ["integer", "null"], "description": "The place in line (1 is next), while waiting."},
+        "etaSec": {
+            "type": ["integer", "null"],
+            "description": "Seconds until the turn at the room's rate; null when the line does not move.",
+        },
+        "positionRange": {
+            **_RANGE,
+            "description": "Only for a room whose queueing shows no position: the places the visitor may hold.",
+        },
+        "etaRange": {
+            **_RANGE,
+            "description": "Only for a room whose queueing shows no position: the wait's range in seconds.",
+        },
+        "roomState": {"type": ["string", "null"], "description": "active, paused, bypass or scheduled."},
+        "opensAt": {"type": ["integer", "null"], "description": "While scheduled: when the room opens (epoch ms)."},
+        "retryAfterSec": {"type": "integer", "minimum": 1, "description": "When to ask again (the Retry-After)."},
+        "waitingUrl": {
+            "type": ["string", "null"],
+            "description": "The room's waiting page, returning to the address asked (`qm_return`).",
+        },
+        "waitUrl": {"type": "string", "description": "The connectors' earlier name for waitingUrl."},
+        "reason": {"type": "string", "description": "Why the door said no: no_ticket, waiting, paused, …"},
+        "code": {"enum": ["queued", "storage_unavailable"]},
+        "error": {"type": "string"},
+        "reload": {"const": True},
+    },
+}
+
 DOOR_CHECK: dict[str, Any] = {
     "type": "object",
     "description": "The door check's verdict: admit, or where the visitor waits.",
@@ -97,6 +160,7 @@ DOOR_CHECK: dict[str, Any] = {
         "edgePass": {"type": "string"},
         "edgePassExpiresAt": {"type": "integer"},
         "edgePassRefused": {"type": "string"},
+        "wait": {**{"$ref": "#/components/schemas/GatedWait"}, "description": "With wait=1, on a refusal."},
     },
 }
 
@@ -173,6 +237,59 @@ ROOM_WRITE: dict[str, Any] = {
         "protection": {"type": ["object", "null"]},
         "autoActivate": {"type": ["object", "null"]},
         "autotune": {"type": ["object", "null"]},
+        "events": {"type": "array", "maxItems": 5, "items": {"$ref": "#/components/schemas/RoomEventWrite"}},
+    },
+}
+
+_EVENT_INSTANT: dict[str, Any] = {"type": ["string", "integer"], "description": "ISO 8601 or epoch milliseconds."}
+_EVENT_FIELDS: dict[str, Any] = {
+    "id": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"},
+    "name": {"type": ["string", "null"], "maxLength": 120},
+    "startsAt": _EVENT_INSTANT,
+    "endsAt": _EVENT_INSTANT,
+    "preQueueAt": {**_EVENT_INSTANT, "type": ["string", "integer", "null"]},
+    "shuffle": {"type": "boolean", "description": "Draw the pre-queue at the start (needs preQueueAt)."},
+    "ratePerMinute": {"type": "integer", "minimum": 0},
+    "maxConcurrent": {"type": ["integer", "null"], "minimum": 1},
+    "sessionTtlSec": {"type": "integer", "minimum": 10},
+    "sessionMaxSec": {"type": ["integer", "null"], "minimum": 10},
+    "maxWaiting": {"type": ["integer", "null"], "minimum": 1},
+    "maxWaitSec": {"type": ["integer", "null"], "minimum": 1},
+    "message": {"type": ["object", "null"], "description": "The page message by language, as brand.message."},
+}
+ROOM_EVENT_WRITE: dict[str, Any] = {
+    "type": "object",
+    "description": "A scheduled event: its span and the room fields it overrides (docs/OPERATIONS.md, Scheduled "
+    "events). The id comes from the path on PUT and is made by the server on POST when left out.",
+    "required": ["startsAt", "endsAt"],
+    "properties": _EVENT_FIELDS,
+    "additionalProperties": False,
+}
+ROOM_EVENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "startsAt", "endsAt", "status"],
+    "properties": {
+        **_EVENT_FIELDS,
+        "startsAt": {"type": "string", "format": "date-time"},
+        "endsAt": {"type": "string", "format": "date-time"},
+        "preQueueAt": {"type": ["string", "null"], "format": "date-time"},
+        "status": {"enum": ["upcoming", "prequeue", "live", "ended"]},
+    },
+}
+ROOM_EVENTS: dict[str, Any] = {
+    "type": "object",
+    "required": ["roomId", "events", "eventInForce", "drop", "max", "now"],
+    "properties": {
+        "roomId": {"type": "string"},
+        "events": {"type": "array", "items": {"$ref": "#/components/schemas/RoomEvent"}},
+        "eventInForce": {
+            "type": ["object", "null"],
+            "description": "The event the room follows now: id, phase (prequeue or live), since (epoch ms), "
+            "applied (the fields it set) and restore (what they replaced).",
+        },
+        "drop": {"type": ["object", "null"], "description": "The room's own opensAt drop: opensAt, preQueue."},
+        "max": {"type": "integer"},
+        "now": {"type": "integer"},
     },
 }
 
@@ -215,9 +332,13 @@ SCHEMAS: dict[str, Any] = {
     "Error": ERROR,
     "VisitorStatus": VISITOR_STATUS,
     "DoorCheck": DOOR_CHECK,
+    "GatedWait": GATED_WAIT,
     "Notify": NOTIFY,
     "Room": ROOM,
     "RoomWrite": ROOM_WRITE,
+    "RoomEvent": ROOM_EVENT,
+    "RoomEventWrite": ROOM_EVENT_WRITE,
+    "RoomEvents": ROOM_EVENTS,
     "EffectiveSetting": EFFECTIVE_SETTING,
     "Ok": OK,
 }

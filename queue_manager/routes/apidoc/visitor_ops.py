@@ -105,7 +105,9 @@ OPS: dict[tuple[str, str], Op] = {
         {
             200: ok("Admit or not, and where the visitor waits.", ref("DoorCheck")),
             400: err(
-                "A vouched check without ip, or url not an absolute http(s) address.", "bad_request", "invalid_url"
+                "A vouched check without ip, url not an absolute http(s) address, or wait not 0 or 1.",
+                "bad_request",
+                "invalid_url",
             ),
             401: err("A wrong Public API key, or a key sent in the URL.", "unauthorized", "credential_in_query"),
             403: err("The calling page's origin is not in the room's tagOrigins.", "origin_not_allowed"),
@@ -119,6 +121,11 @@ OPS: dict[tuple[str, str], Op] = {
             query("dk", "The door key of an admitted visit (else its cookie)."),
             query("ip", "A vouched check: the visitor's address."),
             query("agent", "A vouched check: the visitor's User-Agent."),
+            query(
+                "wait",
+                "1: a refusal also describes the wait (`wait`, a GatedWait), for a request that asked for JSON.",
+                {"enum": ["0", "1"]},
+            ),
         ),
         limited=True,
         description="Open to anyone; a connector vouching for a visitor sends its Public API key as a Bearer.",
@@ -245,6 +252,24 @@ OPS: dict[tuple[str, str], Op] = {
         },
         (path("file", "The font's name.", {"type": "string"}),),
         store=False,
+    ),
+    ("GET", "/preview/{token}"): Op(
+        {
+            200: page(
+                "The room's waiting page in the link's state and language, marked Preview, in the room's brand "
+                "(the origin-down and offline states: that outage page). It asks the server for nothing: no "
+                "ticket, no place, nothing counted."
+            ),
+            403: err(
+                "Not a preview link this server made (tampered, another secret, another kind of token).",
+                "invalid_preview_link",
+            ),
+            404: err("The link's room no longer exists.", "no_room"),
+            410: err("The link is over an hour old: make a new one.", "preview_expired"),
+            429: _PAGE_LIMIT,
+        },
+        (path("token", "The signed preview, as POST /api/admin/rooms/{room}/preview made it.", {"type": "string"}),),
+        description="Open to anyone holding the link, for an hour from when it was made.",
     ),
     ("GET", "/offline.html"): Op({200: page("The outage page.")}, store=False),
     ("GET", "/origin-down.html"): Op({200: page("The outage page.")}, store=False),

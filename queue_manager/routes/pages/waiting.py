@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+from typing import Any
 
 from queue_manager.context import Context
 from queue_manager.engine.brand import Brand
@@ -58,6 +59,28 @@ def render(
     hit = _pages.get(key)
     if hit is not None:
         return hit
+    page = build(room_id, name, lang, prefix, email, brand, closed=closed)
+    rendered = static.Payload.of(page.encode(), "text/html; charset=utf-8")
+    if len(_pages) >= _CACHE_MAX:
+        _pages.clear()
+    _pages[key] = rendered
+    return rendered
+
+
+def build(
+    room_id: str,
+    name: str,
+    lang: str,
+    prefix: str,
+    email: bool = False,
+    brand: Brand | None = None,
+    preview: dict[str, Any] | None = None,
+    *,
+    closed: bool = False,
+) -> str:
+    """The page's HTML. ``preview``: a preview's synthetic answer (routes/pages/preview.py): the page shows it,
+    marked as a preview, and asks the server for nothing. ``closed``: the room's closed page (queueing reject),
+    said as sent; its script joins nothing."""
     strings = asset.waiting_strings()
     table = strings[lang]
     page = asset.waiting_template()
@@ -68,22 +91,28 @@ def render(
     )
     if brand is not None and brand.display_name:
         name = brand.display_name
-    config = asset.script_json(
-        {
-            "roomId": room_id,
-            "name": name,
-            "apiBase": prefix,
-            "email": email,
-            "brandMessage": {} if brand is None else dict(brand.message),
-            "closed": closed,
-        }
+    settings: dict[str, Any] = {
+        "roomId": room_id,
+        "name": name,
+        "apiBase": prefix,
+        "email": email,
+        "brandMessage": {} if brand is None else dict(brand.message),
+        "closed": closed,
+    }
+    if preview is not None:
+        settings["preview"] = preview
+    mark = (
+        '<p id="preview-mark" class="preview-mark" role="note" data-i18n="previewMark">{{previewMark}}</p>'
+        if preview is not None
+        else ""
     )
     if closed:  # the closed page reads as such before (and without) its script
         page = page.replace('data-i18n="lead">{{lead}}', 'data-i18n="closedBody">{{closedBody}}', 1).replace(
             'data-i18n="finding">{{finding}}', 'data-i18n="closedHead">{{closedHead}}', 1
         )
     page = (
-        page.replace("__QM_CONFIG__", config, 1)
+        page.replace("__QM_CONFIG__", asset.script_json(settings), 1)
+        .replace("__QM_PREVIEW_MARK__", mark, 1)
         .replace("__QM_LANG_OPTIONS__", options, 1)
         .replace("__QM_LANG__", lang)
         .replace("__QM_TITLE__", html.escape(name))
@@ -94,17 +123,12 @@ def render(
     for k, v in table.items():
         page = page.replace("{{" + k + "}}", html.escape(v))
     # the operator's text goes in last, so nothing in it is taken for a placeholder
-    page = (
+    return (
         page.replace("__QM_BRAND_CSS__", branding.head_links(room_id, brand, prefix), 1)
         .replace("__QM_BRAND_LOGO__", branding.logo_img(room_id, brand, prefix, name), 1)
         .replace("__QM_BRAND_HELP__", branding.help_html(brand, table["helpLink"]), 1)
         .replace("__QM_BRAND_MESSAGE__", branding.message_html(brand, lang), 1)
     )
-    rendered = static.Payload.of(page.encode(), "text/html; charset=utf-8")
-    if len(_pages) >= _CACHE_MAX:
-        _pages.clear()
-    _pages[key] = rendered
-    return rendered
 
 
 async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, prefix: str | None = None) -> None:

@@ -34,7 +34,7 @@ from queue_manager.http.wire import (
 from queue_manager.routes import edge_passes as passkeys
 from queue_manager.routes.visitor import backend_down
 from queue_manager.routes.visitor.door import door_check, door_hash
-from queue_manager.services import ratelimit
+from queue_manager.services import gated_wait, ratelimit
 from queue_manager.services.identity import FORWARDED_HEADERS as FORWARDED
 from queue_manager.services.identity import Identity, valid_ip
 from queue_manager.services.sse import SEND_TIMEOUT, Stream, hold_stream
@@ -396,6 +396,10 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
         raise HttpError(400, "invalid_url", "url must be the absolute http(s) address of the page.")
     if url is None:
         ctx.counters.unscoped_checks += 1
+    wait_param = q.get("wait")
+    if wait_param not in (None, "0", "1"):
+        raise HttpError(400, "bad_request", "wait must be 1 (describe the wait of a refused visitor) or 0.")
+    describe = wait_param == "1"
     cors = _door_cors(ctx, req, policy)
     token = q.get(cookies.TOKEN_PARAM) or _cookie_ticket(req, room_id)
     presented, _ = ctx.read_ticket(room_id, token)
@@ -421,6 +425,12 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
         if url is not None:
             wait += "?" + urlencode({"qm_return": url})
         payload = {"admit": False, "roomId": room_id, "reason": result.reason, "waitUrl": wait}
+        if describe:  # ?wait=1: the gated wait a connector hands a request that asked for JSON
+            view = None
+            if presented is not None:
+                client = ident.client(req.cookies.get(cookies.SESSION + room_id))
+                view = await ctx.store.status(room_id, client, presented)
+            payload["wait"] = gated_wait.body(room_id, result.reason, wait, view)
     if ctx.passes is not None:
         await _edge_pass(ctx, req, room_id, presented, result, dk, vouched, payload, headers)
     await send_json(send, 200, payload, headers)

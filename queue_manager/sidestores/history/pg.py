@@ -8,7 +8,8 @@ did not read first.
 
 Besides the report columns a row keeps ``depth_sum`` (for the average over merged hours), the wait
 ``reservoir`` (jsonb, at most 256 values) and ``state`` (jsonb: the counter baselines, the covered
-milliseconds and the last sample's instant), which is what lets any leader continue the hour exactly.
+milliseconds and the last sample's instant), which is what lets any leader continue the hour exactly;
+``tallies`` (jsonb) holds the hour's counts of the room's other counters (``rows.TALLIES``) by column name.
 
 :meth:`check` reads the table once at boot. PostgreSQL unreachable is not a refusal (the instance boots
 degraded, as the journal does, and nothing is written over a row that was not read); PostgreSQL answering
@@ -27,14 +28,14 @@ import asyncpg  # type: ignore[import-untyped]
 
 from queue_manager.journal.database import Database
 from queue_manager.sidestores.history.base import WarehouseRefused
-from queue_manager.sidestores.history.rows import HOUR, TOLERANCE_SEC, HourRow
+from queue_manager.sidestores.history.rows import HOUR, TALLIES, TOLERANCE_SEC, HourRow, Tally
 from queue_manager.sidestores.timeline.series import percentile
 
 # every column the writer and the reader name: a boot whose table lacks one refuses
 _COLUMNS = (
     "room, extract(epoch FROM hour)::bigint AS hour_s, joins, passes, peak_depth, avg_depth, peak_active, "
     "wait_max_sec, measured_waits, wait_sum_sec, reservoir, blocked, warned, samples, covered_sec, "
-    "missing_sec, partial, depth_sum, state"
+    "missing_sec, partial, depth_sum, state, tallies"
 )
 
 
@@ -57,6 +58,11 @@ def _row(record: Any) -> HourRow:
     if not state:  # a row written without state (by hand, or by an earlier release): its columns
         row.covered_ms = int(record["covered_sec"]) * 1000
         row.done_joins, row.done_passes = int(record["joins"]), int(record["passes"])
+        raw_tallies = record["tallies"]
+        counted = json.loads(raw_tallies) if isinstance(raw_tallies, str) else raw_tallies
+        for name in TALLIES:
+            if isinstance(counted, dict) and name in counted:
+                row.tallies[name] = Tally(done=int(counted[name] or 0))
     return row
 
 
@@ -87,6 +93,7 @@ def _values(row: HourRow, now_ms: int) -> tuple[Any, ...]:
         missing > 0,
         row.depth_sum,
         json.dumps(row.state()),
+        json.dumps(row.counted()),
     )
 
 
@@ -128,9 +135,9 @@ class PgWarehouse:
                 f"""INSERT INTO {s}.history_hourly AS h (room, hour, joins, passes, peak_depth, avg_depth,
                         peak_active, wait_p50_sec, wait_p90_sec, wait_max_sec, wait_avg_sec, measured_waits,
                         wait_sum_sec, reservoir, blocked, warned, samples, covered_sec, missing_sec, partial,
-                        depth_sum, state, updated_at)
+                        depth_sum, state, tallies, updated_at)
                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16, $17,
-                        $18, $19, $20, $21, $22::jsonb, now())
+                        $18, $19, $20, $21, $22::jsonb, $23::jsonb, now())
                     ON CONFLICT (room, hour) DO UPDATE SET joins = EXCLUDED.joins, passes = EXCLUDED.passes,
                         peak_depth = EXCLUDED.peak_depth, avg_depth = EXCLUDED.avg_depth,
                         peak_active = EXCLUDED.peak_active, wait_p50_sec = EXCLUDED.wait_p50_sec,
@@ -140,7 +147,7 @@ class PgWarehouse:
                         blocked = EXCLUDED.blocked, warned = EXCLUDED.warned, samples = EXCLUDED.samples,
                         covered_sec = EXCLUDED.covered_sec, missing_sec = EXCLUDED.missing_sec,
                         partial = EXCLUDED.partial, depth_sum = EXCLUDED.depth_sum, state = EXCLUDED.state,
-                        updated_at = now()""",
+                        tallies = EXCLUDED.tallies, updated_at = now()""",
                 [_values(row, now_ms) for row in rows],
             )
 

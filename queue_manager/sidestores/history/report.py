@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from queue_manager.sidestores.history.rows import DAY, HOUR, TOLERANCE_SEC, HourRow
+from queue_manager.sidestores.history.rows import DAY, HOUR, TALLIES, TOLERANCE_SEC, HourRow
 from queue_manager.sidestores.timeline.series import weighted_percentile
 
 COLUMNS = (
@@ -33,6 +33,7 @@ COLUMNS = (
     "measuredWaits",
     "blocked",
     "warned",
+    *TALLIES,
     "samples",
     "partial",
     "coveredSec",
@@ -101,6 +102,7 @@ def report(
         "measuredWaits": measured,
         "blocked": sum(r.blocked for r in rows),
         "warned": sum(r.warned for r in rows),
+        **{name: sum(r.tally(name) for r in rows) for name in TALLIES},
         "samples": samples,
         "partial": partial,
         "coveredSec": covered,

@@ -9,6 +9,8 @@ A row never depends on who wrote it before:
 * every write reads the rows it changes first, under a lock (``Warehouse.update``, ``base.py``), and merges
   into them: peaks are maxima, waits go into the bounded reservoir (``RESERVOIR``), coverage is added from
   the row's own ``last_ms``;
+* the room's other cumulative counters (``TALLIES``: full-line refusals) are counted the same way, each with
+  its own baseline, kept in the row's state;
 * blocked and warned are absolute counts of the hour read from the instances' tallies
   (``RefusalCounts``), taken as a maximum, never added twice.
 
@@ -31,6 +33,28 @@ DAY = 86400
 RESERVOIR = 256  # waits kept per room and hour: a uniform sample; the percentiles are estimated from it
 GAP_MS = 10_000  # two samples at most this far apart cover the time between them
 TOLERANCE_SEC = 10  # a row short of its span by at most this much is not partial
+#: the room's cumulative counters, besides joins and passes, an hour counts: each is a report column and a
+#: field of the room's summary by the same name
+TALLIES = ("refusedFull",)
+
+
+@dataclass(slots=True)
+class Tally:
+    """One cumulative counter within an hour: where its counting began, its latest reading, and what earlier
+    generations of the room counted within the hour."""
+
+    base: int = 0
+    cur: int = 0
+    done: int = 0
+
+    @property
+    def value(self) -> int:
+        return self.done + max(0, self.cur - self.base)
+
+    def restart(self, base: int) -> None:
+        """The counter started over (a new generation) or went back: what was counted is kept, counting goes on
+        from ``base``."""
+        self.done, self.base, self.cur = self.value, base, base
 
 
 @dataclass(slots=True)
@@ -59,6 +83,7 @@ class HourRow:
     covered_ms: int = 0
     last_ms: int = 0  # when the fleet last sampled this row (epoch ms)
     wait_ord: int = 0  # the highest pass (k-th of generation ``gen``) whose wait is folded in: none twice
+    tallies: dict[str, Tally] = field(default_factory=dict)
 
     @property
     def joins(self) -> int:
@@ -68,7 +93,16 @@ class HourRow:
     def passes(self) -> int:
         return self.done_passes + max(0, self.cur_passes - self.base_passes)
 
-    def state(self) -> dict[str, int]:
+    def tally(self, name: str) -> int:
+        """The hour's count of the room counter ``name`` (one of ``TALLIES``)."""
+        held = self.tallies.get(name)
+        return held.value if held is not None else 0
+
+    def counted(self) -> dict[str, int]:
+        """Every tally's count of the hour, by name."""
+        return {name: self.tally(name) for name in TALLIES}
+
+    def state(self) -> dict[str, Any]:
         """The bookkeeping a writer needs that is not a report column (stored as jsonb)."""
         return {
             "gen": self.gen,
@@ -81,6 +115,7 @@ class HourRow:
             "coveredMs": self.covered_ms,
             "lastMs": self.last_ms,
             "waitOrd": self.wait_ord,
+            "tallies": {name: [t.base, t.cur, t.done] for name, t in self.tallies.items()},
         }
 
     def load_state(self, state: Mapping[str, Any]) -> None:
@@ -94,6 +129,11 @@ class HourRow:
         self.covered_ms = int(state.get("coveredMs") or 0)
         self.last_ms = int(state.get("lastMs") or 0)
         self.wait_ord = int(state.get("waitOrd") or 0)
+        held = state.get("tallies")
+        if isinstance(held, Mapping):
+            for name, triple in held.items():
+                if name in TALLIES and isinstance(triple, list) and len(triple) == 3:
+                    self.tallies[name] = Tally(*(int(v or 0) for v in triple))
 
 
 @dataclass(slots=True)
@@ -112,6 +152,7 @@ class Reading:
     waits: list[tuple[int, float]] = field(default_factory=list)
     created_ms: int = 0  # when this generation of the room began (epoch ms; 0: unknown)
     lumps: list[WaitLump] = field(default_factory=list)
+    tallies: dict[str, int] = field(default_factory=dict)  # the room's ``TALLIES`` counters, cumulative
 
     @classmethod
     def of(
@@ -127,6 +168,7 @@ class Reading:
             list(waits),
             int(summary.get("createdAt") or 0),
             list(lumps),
+            {name: int(summary.get(name) or 0) for name in TALLIES},
         )
 
 
@@ -182,6 +224,11 @@ def fold(
             base = Reading(reading.room, reading.gen, 0, 0, 0, 0)
         row.base_joins, row.base_passes = base.joins_total, base.passes_total
         row.cur_joins, row.cur_passes = row.base_joins, row.base_passes
+        for name in TALLIES:
+            start = base.tallies.get(name, 0)
+            if start > reading.tallies.get(name, 0):
+                start = reading.tallies.get(name, 0)
+            row.tallies[name] = Tally(start, start)
         row.covered_ms = max(0, now_ms - max(hour * 1000, covered_since_ms))
         row.last_ms = now_ms
     elif now_ms > row.last_ms:
@@ -197,11 +244,21 @@ def fold(
     if reading.gen != row.gen:  # the room was deleted and created again: its counters start over
         row.done_joins, row.done_passes = row.joins, row.passes
         row.gen, row.base_joins, row.base_passes, row.wait_ord = reading.gen, 0, 0, 0
+        for counter in row.tallies.values():
+            counter.restart(0)
     elif reading.joins_total < row.cur_joins or reading.passes_total < row.cur_passes:
         row.done_joins, row.done_passes = row.joins, row.passes  # counters went back: count on from here
         row.base_joins, row.base_passes = reading.joins_total, reading.passes_total
         row.wait_ord = 0
     row.cur_joins, row.cur_passes = reading.joins_total, reading.passes_total
+    for name in TALLIES:
+        now = reading.tallies.get(name, 0)
+        held = row.tallies.get(name)
+        if held is None:  # a row written before this counter was kept: it counts from this sample on
+            held = row.tallies[name] = Tally(now, now)
+        elif now < held.cur:  # this counter went back (a rebuild that lost it): count on from here
+            held.restart(now)
+        held.cur = now
     row.depth_sum += reading.depth
     row.samples += 1
     _absolute(row, reading)

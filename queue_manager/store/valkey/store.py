@@ -272,9 +272,14 @@ class ValkeyStore:
         return None if cache is None else cache.policy
 
     async def upsert_room(
-        self, body: dict[str, Any], *, expect_state: str | None = None
+        self,
+        body: dict[str, Any],
+        *,
+        expect_state: str | None = None,
+        expect: Mapping[str, Any] | None = None,
+        system: bool = False,
     ) -> tuple[dict[str, Any], bool, list[str]]:
-        room_id, created, changed = await self._writes.upsert(body, expect_state)
+        room_id, created, changed = await self._writes.upsert(body, expect_state, expect, system)
         return await self.get_room(room_id), created, changed
 
     async def delete_room(self, room_id: str) -> None:

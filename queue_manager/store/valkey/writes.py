@@ -9,7 +9,7 @@ it schedules a drop, the seed it committed to (``draws.py``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import queue_manager.engine.engine as engine_module
@@ -45,9 +45,11 @@ class ConfigWrites:
         self._registry = registry
         self._finish = finish
 
-    async def upsert(self, body: dict[str, Any], expect_state: str | None) -> tuple[str, bool, list[str]]:
+    async def upsert(
+        self, body: dict[str, Any], expect_state: str | None, expect: Mapping[str, Any] | None, system: bool
+    ) -> tuple[str, bool, list[str]]:
         """(room id, created, fields changed)."""
-        body = normalise_body(body)
+        body = normalise_body(body, system=system)
         if "id" not in body:
             raise bad_field("id", "id is required.", "invalid_room_id")
         room_id = body["id"]
@@ -57,11 +59,11 @@ class ConfigWrites:
             cur, _reply = await self._runner.read_config(room_id)
             try:
                 if cur is None:
-                    if expect_state is not None:
+                    if expect_state is not None or expect:
                         check_room_id(room_id)
                         raise no_room(room_id)
                     return room_id, True, await self._create(room_id, body)
-                return room_id, False, await self._update(room_id, body, cur, expect_state)
+                return room_id, False, await self._update(room_id, body, cur, expect_state, expect)
             except _Retry:
                 continue  # created or deleted meanwhile by another instance: read again
         raise StoreUnavailable(f"room {room_id!r}: too much contention, try again")
@@ -85,7 +87,14 @@ class ConfigWrites:
         await self._finish([_with_data(e, "room.create", data) for e in events_of(room_id, reply)])
         return changed
 
-    async def _update(self, room_id: str, body: dict[str, Any], cur: ConfigCopy, expect_state: str | None) -> list[str]:
+    async def _update(
+        self,
+        room_id: str,
+        body: dict[str, Any],
+        cur: ConfigCopy,
+        expect_state: str | None,
+        expect: Mapping[str, Any] | None,
+    ) -> list[str]:
         held: dict[str, Any] = {}
         seed = OneSeed(self._runner.rng)  # drawn once for this request, whatever the attempts
 
@@ -94,6 +103,7 @@ class ConfigWrites:
             # the compare of a compare-and-set: made on the config this call's script insists on (strict,
             # below: a newer config answers 'cfg', nothing changes, and this runs again on the new one)
             engine_module.check_expected_state(room_id, base.state, expect_state)
+            engine_module.check_expected_fields(room_id, base, expect)
             cfg, changed = apply_fields(base, body)
             old_rules = {(r.id, r.pattern, r.action): i for i, r in enumerate(base.rules)}
             rule_map = [old_rules.get((r.id, r.pattern, r.action), -1) for r in cfg.rules]

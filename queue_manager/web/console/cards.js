@@ -8,6 +8,8 @@ import { consoleMoveText, deleteLeavesConsoleHost, openEditor } from "./editor.j
 import { openVisitor } from "./visitors.js";
 import { selectChart, syncChartRooms } from "./chart.js";
 import { openVerifier, returnLine } from "./verify.js";
+import { openPreview } from "./preview.js";
+import { eventLine, openEvents } from "./events.js";
 
 function estimate(r) {
   const st = r.effectiveState;
@@ -82,7 +84,8 @@ function buildCard(r) {
   const siteLine = el("p", { class: "site-line", "data-k": "site-line", role: "status", hidden: true });
   // where admitted visitors land, said plainly when a tag or connector origin is not returned to (verify.js)
   const returnLineNode = el("p", { class: "return-line", "data-k": "return-line", hidden: true });
-  node.append(skip, el("div", { class: "card-head" }, title, badges), stats, siteLine, returnLineNode);
+  const eventLineNode = el("p", { class: "event-line", "data-k": "event-line", hidden: true });
+  node.append(skip, el("div", { class: "card-head" }, title, badges), stats, eventLineNode, siteLine, returnLineNode);
   const card = { node, id, dial: null, num: null, pending: null };
   if (may("write")) {
     const dialId = `rate-${cssId(id)}`;
@@ -99,7 +102,9 @@ function buildCard(r) {
       el("button", { type: "button", class: "btn small", onclick: (ev) => openEditor(id, ev.currentTarget) }, "Edit"),
       may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVisitor(id, ev.currentTarget) }, "Visitors") : null,
       el("button", { type: "button", class: "btn small", onclick: () => selectChart(id, true) }, "Chart"),
+      el("button", { type: "button", class: "btn small", onclick: (ev) => openEvents(id, ev.currentTarget) }, "Events"),
       may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVerifier(id, ev.currentTarget) }, "Verify install") : null,
+      may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openPreview(id, ev.currentTarget) }, "Preview") : null,
       el("span", { class: "spacer" }),
       // the destructive group wraps as one: never a lone Delete under Purge and Flush
       el("span", { class: "destructive" },
@@ -109,7 +114,8 @@ function buildCard(r) {
   } else {
     node.append(el("div", { class: "actions" },
       may("team") ? el("button", { type: "button", class: "btn small", onclick: (ev) => openVisitor(id, ev.currentTarget) }, "Visitors") : null,
-      el("button", { type: "button", class: "btn small", onclick: () => selectChart(id, true) }, "Chart")));
+      el("button", { type: "button", class: "btn small", onclick: () => selectChart(id, true) }, "Chart"),
+      el("button", { type: "button", class: "btn small", onclick: (ev) => openEvents(id, ev.currentTarget) }, "Events")));
   }
   return card;
 }
@@ -149,6 +155,9 @@ function updateCard(card, r) {
   hint(card, "passes", `of ${fmtInt(r.ratePerMinute)}/min`);
   card.node.dataset.opens = r.opensAt ? String(Date.parse(r.opensAt)) : "";
   tickCountdown(card, r);
+  const line = $('[data-k="event-line"]', card.node), said = eventLine(r);
+  if (line.textContent !== said) line.textContent = said;
+  line.hidden = !said;
   siteHealth(card);
   returnLine(card, r);
   if (card.dial) {

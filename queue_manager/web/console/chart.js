@@ -11,7 +11,7 @@ const SERIES = [
   { key: "waitP50Sec", label: "actual wait p50", color: "--teal", scale: "s" },
   { key: "waitP90Sec", label: "actual wait p90", color: "--rose", scale: "s" },
   { key: "marks", label: "events", color: "--mark", scale: null,
-    title: "Marks for everything that changed the room: rate moves, state flips, threshold activation, autotune, flushes, purges, ejects, edits, schedule changes, the room re-created and protection blocks" },
+    title: "Marks for everything that changed the room: rate moves, state flips, threshold activation, autotune, flushes, purges, ejects, edits, schedule changes, scheduled events, the room re-created and protection blocks" },
 ];
 const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
 const WAIT_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 432000];

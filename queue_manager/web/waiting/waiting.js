@@ -9,6 +9,8 @@
   var apiBase = typeof cfg.apiBase === 'string' ? cfg.apiBase.replace(/\/+$/, '') : '';
   var roomName = typeof cfg.name === 'string' && cfg.name ? cfg.name : roomId;
   var lang = STRINGS[document.documentElement.lang] ? document.documentElement.lang : 'en';
+  // a preview link's page: the server's synthetic answer is shown and nothing is asked of the server
+  var preview = cfg.preview && typeof cfg.preview === 'object' ? cfg.preview : null;
 
   var POLL_MS = 5000;
   var BACKOFF_MIN = 2000;
@@ -615,7 +617,7 @@
   }
 
   function pollOnceQuietly() {
-    if (finished || polling) return;
+    if (finished || polling || preview) return;
     fetchStatus();
   }
 
@@ -639,7 +641,7 @@
   }
 
   // ---- turn e-mails (only when the server offers them) ----
-  var mailOn = cfg.email === true;
+  var mailOn = cfg.email === true && !preview;
   var mailTicket = null;    // the ticket the section was last set up for
   var mailMsg = null;       // the status line shown: {key, vars, cls}
   var mailBusy = false;
@@ -759,20 +761,38 @@
     picker.addEventListener('change', function () {
       var v = picker.value;
       if (!STRINGS[v]) return;
-      persistLang(v);
+      if (!preview) persistLang(v);   // a preview leaves the reader's own choice alone
       setLang(v);
     });
   }
   // The server rendered the language of the qm_lang cookie (else Accept-Language); localStorage covers a
   // visitor whose cookie was cleared but whose queue-host storage was not.
-  var fromCookie = cookieLang();
-  var saved = fromCookie || storedLang();
+  // A preview shows the language it was made for.
+  var fromCookie = preview ? null : cookieLang();
+  var saved = preview ? null : fromCookie || storedLang();
   if (saved && STRINGS[saved]) {
     if (!fromCookie) persistLang(saved);
     if (saved !== lang) setLang(saved);
   }
+
+  // A preview: the state it was made for, rendered as the live page would; no join, no stream, no poll.
+  function showPreview() {
+    finished = true;
+    var p = preview.status && typeof preview.status === 'object' ? preview.status : null;
+    if (!p) {            // the line is full: the answer carries no place
+      full = true;
+      showFull();
+      setConn('full');
+      return;
+    }
+    if (typeof p.now === 'number') offset = p.now - Date.now();
+    last = p;
+    render(p);
+    setConn(p.state === 'waiting' || p.state === 'scheduled' ? 'live' : 'done');
+  }
+
   try {
-    if (closed) showClosed(); else join();
+    if (preview) showPreview(); else if (closed) showClosed(); else join();
   } catch (e) {
     setProblem('generic');
   }
