@@ -149,3 +149,22 @@ def test_a_live_switch_on_one_instance_closes_and_reopens_the_room_on_the_other(
         a.stop()
         if b is not None:
             b.stop()
+
+
+def test_the_gated_wait_names_a_closed_room_and_a_random_lines_ranges(server: Server, admin: httpx.Client) -> None:
+    rid = create_room(admin, ratePerMinute=4, queueing="random", presenceSec=None, queueMaxPerIp=None)["id"]
+    clients = [server.client() for _ in range(8)]
+    try:
+        tokens = [join(c, rid).json()["token"] for c in clients]
+        last = clients[-1]
+        wait = check(last, rid, qm_token=tokens[-1], wait="1")["wait"]
+        # 8 waiting at 4 a minute: the middle half are turns 2 … 6, 30 s … 90 s; no position
+        assert (wait["state"], wait["position"], wait["etaSec"]) == ("waiting", None, None)
+        assert (wait["positionRange"], wait["etaRange"]) == ([2, 6], [30, 90])
+        admin.post("/api/admin/rooms", json={"id": rid, "queueing": "reject"}).raise_for_status()
+        closed = check(last, rid, qm_token=tokens[-1], wait="1")
+        assert closed["reason"] == "room_closed" and closed["wait"]["state"] == "closed"
+        assert closed["wait"]["waitingUrl"] == closed["waitUrl"] and "positionRange" not in closed["wait"]
+    finally:
+        for c in clients:
+            c.close()
