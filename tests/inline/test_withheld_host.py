@@ -40,6 +40,7 @@ def _concrete(pattern: str, room_id: str, asset: str) -> str:
     if pattern == "/docs/{page...}":
         return "/docs/operations"
     values = {"room": room_id, "file": "x", "page": "x", "visitor": "x", "operator": "x", "link": "x"}
+    values.update(event="x", token="x")
     return re.sub(r"\{(\w+)(?:\.\.\.)?\}", lambda m: values[m.group(1)], pattern)
 
 
