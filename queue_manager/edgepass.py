@@ -79,6 +79,11 @@ class PassClaims:
     exp: int
     kid: str
 
+    @property
+    def door_hash(self) -> bytes:
+        """The 16-byte door-key hash the pass is bound to (``bnd`` decoded)."""
+        return b64url_decode(self.bnd)
+
 
 def binding_of(door_hash: bytes) -> str:
     """The ``bnd`` claim for a door key's hash (the 16 bytes the store knows the key by)."""
@@ -170,6 +175,20 @@ class PassSigner:
             raise PassError("revoked")
         if door_hash is not None and not hmac.compare_digest(claims.bnd, binding_of(door_hash)):
             raise PassError("unbound")
+        return claims
+
+    def claims_of(self, token: str, room_id: str) -> PassClaims:
+        """The claims of a pass this server signed for ``room_id``, expired or not (what names the session
+        a revoke ends); raise :class:`PassError` for a forged or malformed pass, or one of another room."""
+        claims = self._checked(token)
+        if claims.room != room_id:
+            raise PassError("wrong_room")
+        try:
+            bound = claims.door_hash
+        except ValueError:
+            raise PassError("malformed") from None
+        if len(bound) != 16:
+            raise PassError("malformed")
         return claims
 
     def _checked(self, token: object) -> PassClaims:

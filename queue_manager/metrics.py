@@ -168,6 +168,11 @@ def render(
         "New joins refused because the line was full (maxWaiting, maxWaitSec)",
         labels=room_labels,
     )
+    sessions_revoked = CounterMetricFamily(
+        "qm_sessions_revoked",
+        "Live sessions the site ended (X-QM-Command: revoke, POST /api/sessions/revoke)",
+        labels=room_labels,
+    )
     count = 0
     for room in rooms:
         count += 1
@@ -178,6 +183,7 @@ def render(
         max_conc.add_metric(lab, -1.0 if cap is None else float(cap))
         state.add_metric(lab, float(_STATE_CODES.get(room.get("effectiveState", ""), 0)))
         refused_full.add_metric(lab, float(room.get("refusedFull") or 0))
+        sessions_revoked.add_metric(lab, float(room.get("sessionsRevoked") or 0))
     refused_origin = CounterMetricFamily(
         "qm_refused_origin_checks",
         "Door checks from an origin the room does not list",
@@ -210,6 +216,7 @@ def render(
         max_conc,
         state,
         refused_full,
+        sessions_revoked,
         gauge("qm_rooms", "Rooms defined", count),
         gauge("qm_sse_subscribers", "Open visitor and console streams on this instance", sse_subscribers),
         gauge("qm_uptime_seconds", "Seconds since this process started", uptime),

@@ -32,7 +32,7 @@ from queue_manager.journal.describe import describe
 from queue_manager.routes.app import App
 from queue_manager.routes.health import local_counters, local_exposition
 from queue_manager.routes.pages import branding, waiting
-from queue_manager.routes.visitor import door
+from queue_manager.routes.visitor import door, revoke
 from queue_manager.services.peers import PeerListener, Peers
 from queue_manager.sidestores.history.base import WarehouseRefused
 from queue_manager.store.base import JournalCommitFailed, StoreUnavailable
@@ -92,6 +92,7 @@ class Server:
             door_check=door.door_check,
             waiting_page=waiting.waiting_page,
             origin_down_page=branding.origin_down_page,
+            revoke_session=revoke.inline_revoke,
         )
         self.inline = Inline(ctx, queue_side)
         self.front = InlineFront(self.app, self.inline)

@@ -100,17 +100,27 @@ export interface GatedWait {
 export interface Gate {
   (req: IncomingMessage, res: ServerResponse): Promise<boolean>;
   /** The same gate as Express/Connect middleware. */
-  middleware(): (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+  middleware(): Middleware;
   /** What the gate did so far. */
   readonly stats: GateStats;
   /** Stop refreshing the revocation list. */
   close(): void;
+  /**
+   * End this request's visitor's session at the queue (POST /api/sessions/revoke with the request's door key
+   * and ticket, or its edge pass): true when a live session ended, false when there was none or the queue
+   * could not be asked. Never rejects. Call it once the visitor is done (their order is complete).
+   */
+  revokeSession(req: IncomingMessage): Promise<boolean>;
+}
+
+/** Express/Connect middleware, with the gate's revokeSession. */
+export interface Middleware {
+  (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void): void;
+  revokeSession(req: IncomingMessage): Promise<boolean>;
 }
 
 export function createGate(options: GateOptions): Gate;
-export function middleware(
-  options: GateOptions,
-): (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+export function middleware(options: GateOptions): Middleware;
 /** Does this request skip the check (a static subresource: the four conditions of the Operations Guide)? */
 export function skipsGate(method: string, path: string, secFetchDest?: string | null): boolean;
 /** Will a browser show the answer to a person? (Never when the request asks for JSON.) */

@@ -14,6 +14,10 @@ const crypto = require('node:crypto');
  * queue's /.well-known/jwks.json and the room's /api/passes/revoked, both fetched in the background) and
  * asks the queue only when the pass is missing, expired, revoked, bound to another door key, for another
  * room, or signed by a key it does not know.
+ *
+ * Ending a session: gate.revokeSession(req) (also on the middleware) tells the queue the visitor is done
+ * (their order is complete): POST {queueUrl}/api/sessions/revoke with the request's door key and ticket,
+ * or its edge pass. Their slot goes to the next visitor in line at once.
  */
 
 const VERSION = '__QM_CONNECTOR_VERSION__';
@@ -288,6 +292,7 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     keysLoading: null,
     generation: null, // null: no usable revocation list (not fetched yet, or the room is gone)
     revoked: new Set(),
+    ended: new Map(), // pass id -> its exp (s): sessions this connector ended, refused whatever the list says yet
     revokedBefore: null, // a flush's cutoff (s): a pass issued (iat) before it is refused
     timer: null,
     verified: new Map(), // "<pass> <door key>" -> claims whose signature, room and binding were checked
@@ -360,6 +365,11 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     return state.revokedBefore !== null && !(Number.isInteger(claims.iat) && claims.iat >= state.revokedBefore);
   }
 
+  /** Revoked: on the room's list, or its session ended here (a list fetched just before may not say so). */
+  function isRevoked(claims) {
+    return state.revoked.has(claims.sub) || state.ended.has(claims.sub) || flushed(claims);
+  }
+
   /** null when the pass admits its holder here and now; otherwise why the queue must be asked. */
   function refusal(token, doorKey) {
     if (!state.keys || state.generation === null) return 'not_ready';
@@ -369,7 +379,7 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     const known = state.verified.get(cacheKey);
     if (known !== undefined) {
       if (known.exp * 1000 <= Date.now()) return 'expired';
-      if (known.gen !== state.generation || state.revoked.has(known.sub) || flushed(known)) return 'revoked';
+      if (known.gen !== state.generation || isRevoked(known)) return 'revoked';
       return null;
     }
     const parts = String(token).split('.');
@@ -394,7 +404,7 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     if (!claims || typeof claims !== 'object') return 'malformed';
     if (claims.room !== roomId) return 'wrong_room';
     if (!Number.isInteger(claims.exp) || claims.exp * 1000 <= Date.now()) return 'expired';
-    if (claims.gen !== state.generation || state.revoked.has(claims.sub) || flushed(claims)) return 'revoked';
+    if (claims.gen !== state.generation || isRevoked(claims)) return 'revoked';
     if (claims.bnd !== bindingOf(doorKey)) return 'unbound';
     // signature, room and binding hold for the pass's life: later requests check only time and revocation
     if (state.verified.size >= 10000) state.verified.clear();
@@ -407,7 +417,24 @@ function edgePasses(queueUrl, roomId, timeoutMs, refreshMs) {
     state.timer = null;
   }
 
-  return { watch, refusal, stop, state };
+  /** This pass admits nobody here any more (its session was ended): refused until the list says so too. */
+  function forget(token) {
+    try {
+      const claims = JSON.parse(fromB64url(String(token).split('.')[1] || '').toString('utf8'));
+      if (claims && typeof claims.sub === 'string') {
+        const now = Date.now() / 1000;
+        for (const [sub, exp] of state.ended) if (!(exp > now)) state.ended.delete(sub); // expired: refused anyway
+        if (state.ended.size < 10000) state.ended.set(claims.sub, Number(claims.exp));
+      }
+    } catch (_) {
+      // not a pass of ours: nothing to forget
+    }
+    for (const cached of state.verified.keys()) {
+      if (cached.startsWith(`${token} `)) state.verified.delete(cached);
+    }
+  }
+
+  return { watch, refusal, stop, forget, state };
 }
 
 /**
@@ -628,11 +655,63 @@ function createGate(options = {}) {
     }
   }
 
+  /**
+   * End this request's visitor's session at the queue (their order is complete, say): POST
+   * /api/sessions/revoke with the door key and ticket of the request's cookies, or its edge pass. Resolves
+   * true when a live session ended, false when there was none (or the queue could not be asked); never
+   * rejects. The slot goes to the next visitor in line; this visitor's next page is the waiting room's.
+   */
+  async function revokeSession(req) {
+    if (!configured || !req) return false;
+    const cookies = parseCookies(req);
+    const doorKey = cookies[`qm_dk_${roomId}`];
+    const token = cookies[`qm_${roomId}`];
+    const edgePass = cookies[`qmp_${roomId}`];
+    let body;
+    if (doorKey && TOKEN_SHAPE.test(doorKey)) {
+      body = { roomId, doorKey };
+      if (token && TOKEN_SHAPE.test(token)) body.token = token;
+    } else if (edgePass && TOKEN_SHAPE.test(edgePass)) {
+      body = { roomId, pass: edgePass };
+    } else {
+      return false;
+    }
+    if (edgePass) passes.forget(edgePass);
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), timeoutMs);
+    try {
+      const answer = await fetch(`${queueUrl}/api/sessions/revoke`, {
+        method: 'POST',
+        headers: {
+          Authorization: `Bearer ${key}`,
+          Accept: 'application/json',
+          'Content-Type': 'application/json',
+          'User-Agent': `qm-node-connector/${VERSION}`,
+        },
+        body: JSON.stringify(body),
+        redirect: 'manual',
+        signal: controller.signal,
+      });
+      const payload = await answer.json().catch(() => null);
+      if (answer.status !== 200) {
+        console.warn(`[qm] ${roomId}: the queue refused to end a session (${answer.status} ${payload && payload.code})`);
+        return false;
+      }
+      return Boolean(payload && payload.revoked === true);
+    } catch (err) {
+      console.warn(`[qm] ${roomId}: could not end a session at the queue:`, err && err.message);
+      return false;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   gate.stats = stats;
+  gate.revokeSession = revokeSession;
   /** Stop refreshing the revocation list (the timer never keeps the process alive anyway). */
   gate.close = passes.stop;
   gate.middleware = function middlewareOf() {
-    return (req, res, next) => {
+    const mw = (req, res, next) => {
       gate(req, res).then(
         (go) => {
           if (go) next();
@@ -640,6 +719,8 @@ function createGate(options = {}) {
         () => next(),
       );
     };
+    mw.revokeSession = revokeSession;
+    return mw;
   };
   return gate;
 }

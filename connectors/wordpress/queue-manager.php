@@ -31,7 +31,9 @@ define( 'QM_UPDATE_HOST', 'queue-manager.invalid' );
 require_once __DIR__ . '/includes/class-settings.php';
 require_once __DIR__ . '/includes/class-gate.php';
 require_once __DIR__ . '/includes/class-updater.php';
+require_once __DIR__ . '/includes/class-revoke.php';
 
 QM_Settings::register();
 QM_Gate::register();
 QM_Updater::register();
+QM_Revoke::register();

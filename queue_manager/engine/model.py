@@ -107,6 +107,7 @@ READ_ONLY_FIELDS = frozenset(
         "unscopedChecks",
         "blockedReturnUrls",
         "refusedFull",
+        "sessionsRevoked",
         "nextTicket",
         "createdAt",
         "autoSelf",

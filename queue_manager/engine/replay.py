@@ -437,6 +437,10 @@ def _session_end(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     ctx.room.end_session(_ticket(ctx.room, data["n"], "admitted"))
 
 
+def _session_revoke(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    ctx.room.revoke_session(_ticket(ctx.room, data["n"], "admitted"))
+
+
 def _reclaim(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     ctx.room.reclaim_session(_ticket(ctx.room, data["n"], "admitted"))
 
@@ -544,6 +548,7 @@ HANDLERS: dict[str, Handler] = {
     "admit.revoke": _admit_revoke,
     "session.touch": _session_touch,
     "session.end": _session_end,
+    "session.revoke": _session_revoke,
     "reclaim": _reclaim,
     "bounce": _bounce,
     "expire": _expire,

@@ -41,6 +41,7 @@ def stats(room: Room) -> dict[str, Any]:
         unscoped_checks=room.unscoped_checks,
         blocked_returns=room.blocked_returns,
         refused_full=room.refused_full,
+        sessions_revoked=room.sessions_revoked,
         next_ticket=room.next_n,
         rule_counts=[(r.matches, r.last_match_ms) for r in room.cfg.rules],
         created_ms=room.created_ms,

@@ -109,6 +109,7 @@ class Room:
         self.unscoped_checks = 0
         self.blocked_returns = 0
         self.refused_full = 0  # new joins refused while the line was full (maxWaiting, maxWaitSec)
+        self.sessions_revoked = 0  # live sessions the site ended (X-QM-Command: revoke, /api/sessions/revoke)
         self.ejected_total = 0
 
     # ------------------------------------------------------------------ the state, read
@@ -397,6 +398,13 @@ class Room:
         """A session idles out or reaches sessionMaxSec: the ticket is finished (``expired``)."""
         self._finish(t, "expired")
         self.emit("session.end", n=t.n)
+
+    def revoke_session(self, t: Ticket) -> None:
+        """The site ends a live session (its visitor is done): the ticket is finished (``revoked``) and
+        its slot is free at once, for the next promotion."""
+        self._finish(t, "revoked")
+        self.sessions_revoked += 1
+        self.emit("session.revoke", n=t.n)
 
     def update_return_url(self, holder: Ticket | PreEntry, return_url: str | None) -> None:
         """A held place (ticket or pre-queue entry) is sent back to a different page when it gets in."""

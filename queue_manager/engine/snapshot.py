@@ -150,6 +150,7 @@ def dump(room: Room) -> dict[str, Any]:
             "unscopedChecks": room.unscoped_checks,
             "blockedReturnUrls": room.blocked_returns,
             "refusedFull": room.refused_full,
+            "sessionsRevoked": room.sessions_revoked,
             "ejected": room.ejected_total,
         },
     }
@@ -294,5 +295,6 @@ def _load(data: Mapping[str, Any], clock: Clock, events: list[Event], rng: Rando
     room.unscoped_checks = _int(counters, "unscopedChecks")
     room.blocked_returns = _int(counters, "blockedReturnUrls")
     room.refused_full = int(counters.get("refusedFull") or 0)  # 0: a checkpoint written before it was kept
+    room.sessions_revoked = int(counters.get("sessionsRevoked") or 0)  # 0: likewise
     room.ejected_total = _int(counters, "ejected")
     return room

@@ -271,6 +271,7 @@ def render_stats(
     rule_counts: Sequence[tuple[int, int | None]],
     created_ms: int | None = None,
     refused_full: int = 0,
+    sessions_revoked: int = 0,
 ) -> dict[str, Any]:
     """The room stats of the operator API, from raw counts.
 
@@ -301,6 +302,7 @@ def render_stats(
         "unscopedChecks": unscoped_checks,
         "blockedReturnUrls": blocked_returns,
         "refusedFull": refused_full,
+        "sessionsRevoked": sessions_revoked,
         "nextTicket": next_ticket,
         "createdAt": created_ms or None,
         "rules": [

@@ -3,7 +3,7 @@
 Each operation brings the room's clocks up to date (``Room.advance``), decides what happens for the
 token the visitor presented, and makes every change through one of the room's transitions
 (``join_line``, ``admit``, ``bounce`` …), which emit the events a rebuild replays. ``door_replay`` is
-the door's hot path: a live session's own door key slides it.
+the door's hot path: a live session's own door key slides it; ``revoke`` is the site ending a session.
 
 The rules at the door (read with the guide's "Absent holders do not hold slots"): a pass holding its
 slot walks in; otherwise it takes a free slot only when no older bounced pass-holder is waiting;
@@ -309,6 +309,25 @@ def door_replay(room: Room, presented: Presented, door_hash: bytes, url: str | N
         return early
     room.slide(t, room.clock.mono_ms())
     return CheckResult(True, state="admitted", ticket=t, rule=rule_id, session_expires_ms=_session_expires_ms(room, t))
+
+
+def revoke(room: Room, gen: int | None, n: int | None, door_hash: bytes) -> int | None:
+    """The site ends a visitor's live session (``X-QM-Command: revoke``, ``POST /api/sessions/revoke``):
+    the session whose door key hashes to ``door_hash`` (ticket ``n`` when the caller knows it, else the
+    room's session holding that key), in generation ``gen`` (None: the room's own). Its ticket is finished
+    (``revoked``) and its slot is free at once. Returns the ticket's number, or None when no live session
+    of this room holds that key (unknown, already ended, another generation): nothing changes then."""
+    if gen is not None and gen != room.gen:
+        return None
+    room.advance()
+    if n is not None:
+        t = room.tickets.get(n)
+    else:
+        t = next((room.tickets[m] for m in sorted(room.sessions) if room.tickets[m].door == door_hash), None)
+    if t is None or t.state != "admitted" or t.door != door_hash:
+        return None
+    room.revoke_session(t)
+    return t.n
 
 
 def _door_prelude(room: Room, url: str | None) -> tuple[CheckResult | None, str | None]:

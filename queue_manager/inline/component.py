@@ -46,6 +46,9 @@ def pg_retry_delay(failures: int) -> float:
 DoorCheck = Callable[
     [Context, Request, Identity, str, Presented | None, str | None, str], Coroutine[Any, Any, CheckResult]
 ]
+#: The app's ``X-QM-Command: revoke``: (ctx, room id, the ticket presented, the door key) -> whether a
+#: live session ended.
+RevokeSession = Callable[[Context, str, Presented | None, str | None], Coroutine[Any, Any, bool]]
 #: A room's waiting page: (ctx, request, send, room id, the API prefix its script calls).
 WaitingPage = Callable[[Context, Request, Send, str, str], Awaitable[None]]
 #: A branded room's origin-down page (one self-contained file), rendered when the host index is rebuilt.
@@ -59,6 +62,7 @@ class QueueSide:
     door_check: DoorCheck
     waiting_page: WaitingPage
     origin_down_page: OriginDownPage | None = None
+    revoke_session: RevokeSession | None = None
 
 
 class Inline:
@@ -82,6 +86,7 @@ class Inline:
         ctx.room_changes.subscribe(self._rooms_changed)
         self._pg_failures = 0  # Postgres reads of the index failed in a row (both stores down)
         self._pg_next_at = 0.0  # when (clock.mono) the next one may be made
+        self.revoking: set[asyncio.Task[bool]] = set()  # sessions the apps ended, being ended in the store
 
     # ---------------------------------------------------------------- the index
 
@@ -177,6 +182,25 @@ class Inline:
             "upstreamConnectionsOpened": self.pool.connections_opened,
             "origins": {r: res.as_json(0) for r, res in sorted(self.probe.results.items())},
         }
+
+    # ---------------------------------------------------------------- the app's commands
+
+    def revoke(self, room_id: str, session: tuple[str | None, str | None] | None) -> None:
+        """The app answered ``X-QM-Command: revoke``: end the session of the visitor the response went to
+        (``session``: the ticket token and door key the gate read), beside the response, which goes on."""
+        end = self.queue.revoke_session
+        if end is None or session is None:
+            return
+        token, door_key = session
+        presented, _ = self.ctx.read_ticket(room_id, token)
+        task = asyncio.get_running_loop().create_task(end(self.ctx, room_id, presented, door_key))
+        self.revoking.add(task)
+        task.add_done_callback(self._revoked)
+
+    def _revoked(self, task: asyncio.Task[bool]) -> None:
+        self.revoking.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("an app's X-QM-Command: revoke was not applied: %s", task.exception())
 
     # ---------------------------------------------------------------- limits
 

@@ -432,6 +432,7 @@ class InlineProtocol(HttpToolsProtocol):
             head_request=req.method == "HEAD",
             navigation=gate.is_navigation(req.headers),
             extra=decision.extra,
+            session=decision.session,
             keep_alive=keep_alive,
             http10=scope.get("http_version") == "1.0",
             expect_continue=expect_continue,

@@ -72,7 +72,16 @@ def strip_console_cookie(value: bytes) -> bytes:
 
 # every request header name the app never receives as sent (Host and X-Forwarded-* are rebuilt)
 DROP_UP = HOP_BY_HOP | REBUILT | NEVER_UP
-DROP_DOWN = HOP_BY_HOP | {b"date"}
+#: the app's command to the queue (``X-QM-Command: revoke``): acted on by the proxy, never shown to the visitor
+COMMAND = b"x-qm-command"
+DROP_DOWN = HOP_BY_HOP | {b"date", COMMAND}
+
+
+def commands(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
+    """What the app's response asks of the queue: each ``X-QM-Command`` value, lower case (``revoke``)."""
+    return frozenset(part.strip().lower() for k, v in headers if k == COMMAND for part in v.split(b",") if part.strip())
+
+
 CONSOLE_SET_COOKIE = CONSOLE_COOKIE.encode()
 
 

@@ -27,7 +27,7 @@ from queue_manager.http.wire import Message, Receive, Request, Send, cookie_head
 from queue_manager.inline import gate, pages
 from queue_manager.inline.client import Upstream, UpstreamError
 from queue_manager.inline.component import Inline
-from queue_manager.inline.forward import downstream_headers, request_head, upstream_headers
+from queue_manager.inline.forward import commands, downstream_headers, request_head, upstream_headers
 from queue_manager.inline.hosts import InlineRoom
 from queue_manager.services import gated_wait
 from queue_manager.services.identity import Identity
@@ -81,6 +81,8 @@ class Decision:
     extra: list[tuple[bytes, bytes]] = field(default_factory=list)
     navigation: bool = False
     reason: str = "waiting"
+    # an admitted visitor's ticket token and door key: what an app's X-QM-Command: revoke ends
+    session: tuple[str | None, str | None] | None = None
 
 
 FORWARD_PLAIN = "forward"
@@ -120,13 +122,16 @@ async def door(ctx: Context, inline: Inline, req: Request, room: InlineRoom) -> 
         secure = ctx.identity.secure(ident)
         if result.door_key:
             extra.append(cookie_header(cookies.DOOR_KEY + room.room_id, result.door_key, max_age=None, secure=secure))
+        session = None
+        if result.state == "admitted":
+            session = (token, result.door_key or req.cookies.get(cookies.DOOR_KEY + room.room_id))
         qs = req.scope.get("query_string") or b""
         if token is not None and hand_off_token(qs) and req.method == "GET" and navigation:
             # the waiting page's hand-off: keep the token in the cookie, not in the app's URLs and logs
             age = ctx.settings.queue_cookie_max_age_sec
             extra.append(cookie_header(cookies.TICKET + room.room_id, token, max_age=age, secure=secure))
             return Decision("redirect", extra, navigation)
-        return Decision(FORWARD_PLAIN, extra, navigation)
+        return Decision(FORWARD_PLAIN, extra, navigation, session=session)
     return Decision("waiting" if navigation else "queued", navigation=navigation, reason=result.reason or "waiting")
 
 
@@ -140,7 +145,7 @@ async def serve(ctx: Context, inline: Inline, req: Request, room: InlineRoom, se
 async def answer(ctx: Context, inline: Inline, req: Request, room: InlineRoom, send: Send, d: Decision) -> None:
     head = req.method == "HEAD"
     if d.kind == FORWARD_PLAIN:
-        await forward(ctx, inline, req, room, send, d.extra)
+        await forward(ctx, inline, req, room, send, d.extra, d.session)
     elif d.kind == "redirect":
         await _redirect_clean(req, send, d.extra)
     elif d.kind == "backend_down":
@@ -299,14 +304,20 @@ async def _pump(conn: Upstream, receive: Receive, chunked: bool) -> bool:
 
 
 async def forward(
-    ctx: Context, inline: Inline, req: Request, room: InlineRoom, send: Send, extra: list[tuple[bytes, bytes]]
+    ctx: Context,
+    inline: Inline,
+    req: Request,
+    room: InlineRoom,
+    send: Send,
+    extra: list[tuple[bytes, bytes]],
+    session: tuple[str | None, str | None] | None = None,
 ) -> None:
     ident = ctx.identity.resolve(req)
     head_request = req.method == "HEAD"
     head, body_kind = upstream_request(ctx, req, ident)
     inline.active_proxied += 1
     try:
-        await _exchange(ctx, inline, req, room, send, extra, head, head_request, body_kind)
+        await _exchange(ctx, inline, req, room, send, extra, head, head_request, body_kind, session)
     finally:
         inline.active_proxied -= 1
 
@@ -321,6 +332,7 @@ async def _exchange(
     head: bytes,
     head_request: bool,
     body_kind: str,
+    session: tuple[str | None, str | None] | None = None,
 ) -> None:
     pool = inline.pool
     origin = room.origin
@@ -364,6 +376,8 @@ async def _exchange(
         if pump is not None:
             pump.cancel()
         raise
+    if b"revoke" in commands(conn.headers):
+        inline.revoke(room.room_id, session)
     await _relay_response(ctx, inline, req, room, conn, pump, send, extra)
 
 

@@ -31,7 +31,7 @@ from queue_manager.http.wire import Message, Send
 from queue_manager.inline import pages
 from queue_manager.inline.client import NO_EVENT, Upstream, UpstreamError
 from queue_manager.inline.component import Inline
-from queue_manager.inline.forward import downstream_headers
+from queue_manager.inline.forward import commands, downstream_headers
 from queue_manager.inline.hosts import InlineRoom
 from queue_manager.inline.proxy import count_disconnect, count_origin_error
 from queue_manager.ssrf import OriginRefused
@@ -83,6 +83,7 @@ class Relay:
         "retried",
         "reused",
         "room",
+        "session",
         "started",
         "timing",
         "transport",
@@ -103,8 +104,10 @@ class Relay:
         keep_alive: bool,
         http10: bool,
         expect_continue: bool,
+        session: tuple[str | None, str | None] | None = None,
     ) -> None:
         self.proto = proto
+        self.session = session
         self.transport = proto.transport
         self.ctx = ctx
         self.inline = inline
@@ -257,6 +260,8 @@ class Relay:
         self._cancel_timer()
         if self.finished:
             return
+        if b"revoke" in commands(conn.headers):
+            self.inline.revoke(self.room.room_id, self.session)
         status = conn.status
         no_body = self.head_request or status in (204, 304)
         line = STATUS_LINE.get(status) or b"HTTP/1.1 %d \r\n" % status

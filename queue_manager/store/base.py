@@ -137,6 +137,14 @@ class Store(Protocol):
     ) -> CheckResult | None:
         """The hot path: a live session's own door key. None means "run the full check"."""
 
+    async def revoke_session(
+        self, room_id: str, gen: int | None, n: int | None, door_hash: bytes
+    ) -> tuple[int, int] | None:
+        """The site ends a live session: the one whose door key hashes to ``door_hash`` (ticket ``n`` when
+        known), in generation ``gen`` (None: the room's own). Finished ``revoked``, its slot free at once,
+        journaled; answers (generation, ticket number) once committed, or None when no live session holds
+        the key (nothing changes)."""
+
     async def note_blocked_return(self, room_id: str) -> None: ...
 
     async def places_held(self, room_id: str, ident: str) -> int:

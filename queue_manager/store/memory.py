@@ -178,6 +178,15 @@ class MemoryStore:
             self._changed()
         return result
 
+    async def revoke_session(
+        self, room_id: str, gen: int | None, n: int | None, door_hash: bytes
+    ) -> tuple[int, int] | None:
+        room = self.engine.room(room_id)
+        revoked = visitor.revoke(room, gen, n, door_hash)
+        if self.engine.events:
+            self._changed()
+        return None if revoked is None else (room.gen, revoked)
+
     async def note_blocked_return(self, room_id: str) -> None:
         room = self.engine.rooms.get(room_id)
         if room is not None:

@@ -56,6 +56,7 @@ def test_a_partial_row_is_marked_and_its_counters_are_lower_bounds(browser: Any,
         assert cells[10].endswith("+") and cells[11] == "0+" and cells[12].endswith("+")
         heads = page.locator("#dlg-reports th").all_inner_texts()
         assert heads[13].lower() == "line full" and cells[13] == "0+"  # joins refused: the line was full
+        assert heads[14].lower() == "sessions ended" and cells[14] == "0+"  # sessions the site ended: none
         assert "lower bounds" in page.locator("#dlg-reports").inner_text()
         page.locator("#dlg-reports").screenshot(path=str(artifacts / "console-reports-partial.png"))
         found = violations(page)

@@ -185,6 +185,7 @@ OPERATIONS: dict[str, str] = {
     "GET /api/rooms/{room}/draw": "visitor",
     "GET /api/check": "visitor",
     "GET /api/verify": "visitor",
+    "POST /api/sessions/revoke": "visitor",
     "POST /api/notify": "visitor",
     "GET /api/notify": "visitor",
     "DELETE /api/notify": "visitor",

@@ -462,6 +462,33 @@ def test_a_flush_reaches_the_worker_through_the_revocation_list(rig: Rig) -> Non
         assert refused.headers["location"].startswith(f"{rig.counted.url}/w/{room}")
 
 
+def test_the_origins_revoke_command_ends_the_session_at_the_queue(rig: Rig) -> None:
+    """The origin answers a visitor's thank-you page with X-QM-Command: revoke: the visitor gets the page
+    without the header, the queue ends their session (counted in sessionsRevoked), the Worker stops
+    admitting their pass at once, and their next page sends them to the line."""
+    room = rig.room
+    with rig.passes.admin() as admin:
+        assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 600}).status_code == 200
+    one = pass_browser(rig, "/one")
+    wait_until(lambda: one.local("/one"), 10, 0.05, "a pass let in by the Worker alone")
+    with rig.passes.admin() as admin:
+        before = admin.get(f"/api/admin/rooms/{room}").json()["room"]["sessionsRevoked"]
+        # no outflow from here: the visitor sent back stays in the line
+        assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 0}).status_code == 200
+    thanks = one.get("/thanks")
+    assert thanks.status_code == 200 and "origin served /thanks" in thanks.text
+    assert "x-qm-command" not in thanks.headers
+
+    def counted() -> int | None:
+        with rig.passes.admin() as admin:
+            n = int(admin.get(f"/api/admin/rooms/{room}").json()["room"]["sessionsRevoked"])
+        return n if n > before else None
+
+    assert wait_until(counted, 10, 0.05, "the session ended at the queue") == before + 1
+    sent = one.get("/one")  # refused in the Worker at once, and the queue sends the visitor to the line
+    assert sent.status_code == 302 and sent.headers["location"].startswith(f"{rig.counted.url}/w/{room}")
+
+
 def test_queue_not_running_fails_open_unreachable(rig: Rig) -> None:
     r = get(rig, "gate-down", "/shoes", headers=NAV)
     assert r.status_code == 200 and "origin served /shoes" in r.text

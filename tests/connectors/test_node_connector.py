@@ -90,7 +90,9 @@ function note(name) {
 
 function expressApp(site) {
   const app = express();
-  app.use(middleware({ ...site.options, onFailOpen: note(site.name) }));
+  const qm = middleware({ ...site.options, onFailOpen: note(site.name) });
+  app.get('/__has-revoke', (req, res) => res.json({ revokeSession: typeof qm.revokeSession }));
+  app.use(qm);
   app.get('/assets/app.css', (req, res) => res.type('text/css').send('body{color:black}'));
   app.all('*', (req, res) => {
     res.cookie('app_session', 'e1', { path: '/' });
@@ -104,6 +106,11 @@ function plainApp(site) {
   return http.createServer(async (req, res) => {
     if (req.url === '/__gate-stats') return res.end(JSON.stringify(gate.stats)); // what the test reads
     if (!(await gate(req, res))) return;
+    if (req.url === '/__thanks') {  // the order is complete: the visitor's slot goes to the next one
+      const revoked = await gate.revokeSession(req);
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      return res.end(JSON.stringify({ revoked }));
+    }
     // the app replaces Set-Cookie outright: the queue's cookies must survive that
     res.setHeader('Set-Cookie', 'app_session=h1; Path=/');
     res.writeHead(200, { 'Content-Type': 'text/plain' });
@@ -761,6 +768,27 @@ def test_a_closed_room_sends_visitors_to_its_closed_page(rig: Rig) -> None:
                 assert api.status_code == 503 and api.json()["reason"] == "room_closed"
         finally:
             admin.post("/api/admin/rooms", json={"id": rig.room, "queueing": "fifo"}).raise_for_status()
+
+
+def test_revoke_session_ends_the_visit_at_the_queue_and_in_the_connector(rig: Rig) -> None:
+    """The app calls gate.revokeSession(req) once the visitor is done: the queue ends the session (counted),
+    the visitor's edge pass admits nothing more in the connector (no wait for the list's refresh), their next
+    page is the waiting room, and a second call finds no session."""
+    room = rig.edge_room
+    one = admitted_browser(rig, "/one")
+    wait_until(lambda: one.get("/one").status_code == 200 and gate_stats(rig)["local"] > 0, 10, 0.05, "a local pass")
+    with rig.edge.admin() as admin:
+        before = admin.get(f"/api/admin/rooms/{room}").json()["room"]["sessionsRevoked"]
+    r = one.get("/__thanks")
+    assert r.status_code == 200 and r.json() == {"revoked": True}, r.text
+    with rig.edge.admin() as admin:
+        assert admin.get(f"/api/admin/rooms/{room}").json()["room"]["sessionsRevoked"] == before + 1
+    sent = one.get("/one")
+    assert sent.status_code == 302 and sent.headers["location"].startswith(f"{rig.edge.base_url}/w/{room}")
+    again = one.get("/__thanks")  # the gate sends them to the line first: no session left to end
+    assert again.status_code == 302
+    with httpx.Client(timeout=10) as c:
+        assert c.get(rig.url("express", "/__has-revoke")).json() == {"revokeSession": "function"}
 
 
 def test_a_flush_reaches_the_connector_through_the_revocation_list(rig: Rig) -> None:

@@ -325,6 +325,65 @@ def test_a_visitor_waits_then_gets_the_page_and_the_queues_cookie(queue: Server,
     waiting_room_of(site.get("/hello-world/", headers={"User-Agent": UA + " other"}), queue, room)
 
 
+def _admitted_jar(queue: Server, site: Site, room: str) -> dict[str, str]:
+    """A visitor who waited, came back with qm_token and got the page: the site's cookies they now hold."""
+    with httpx.Client(base_url=queue.base_url, headers={"User-Agent": UA}, timeout=10.0) as browser:
+        token = browser.post("/api/join", json={"roomId": room, "returnUrl": site.url + "/sample-page/"}).json()[
+            "token"
+        ]
+
+        def passed() -> dict[str, object] | None:
+            body = browser.get("/api/status", params={"roomId": room, "token": token}).json()
+            return body if body["state"] == "passed" else None
+
+        wait_until(passed, timeout=15.0, what="the visitor's turn")
+    r = site.get(f"/sample-page/?qm_token={token}")
+    assert r.status_code == 200 and "QM test page" in r.text, (r.status_code, r.headers)
+    jar = {line.split("=", 1)[0]: line.split("=", 1)[1].split(";", 1)[0] for line in r.headers.get_list("set-cookie")}
+    assert {f"qm_{room}", f"qm_dk_{room}"} <= set(jar), jar
+    return jar
+
+
+def _as_cookies(jar: dict[str, str]) -> str:
+    """PHP that puts the visitor's cookies in $_COOKIE, before WordPress loads (as their request would)."""
+    return "".join(f"$_COOKIE[{php_str(k)}] = {php_str(v)};\n" for k, v in jar.items())
+
+
+def test_qm_revoke_session_and_the_order_received_hook_end_the_visitors_session(
+    queue: Server, site: Site, room: str
+) -> None:
+    """qm_revoke_session() ends the current visitor's session at the queue (their next page is the waiting
+    room's); the woocommerce_thankyou hook is registered and calls it. WooCommerce itself cannot be installed
+    here (no network), so the hook is fired by hand, as WooCommerce fires it on the order-received page."""
+    with queue.admin() as a:
+        assert a.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 600}).status_code == 200
+    first, second = _admitted_jar(queue, site, room), _admitted_jar(queue, site, room)
+    with queue.admin() as a:  # no outflow from here: a visitor sent back stays in the line
+        assert a.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 0}).status_code == 200
+
+    def revoked() -> int:
+        with queue.admin() as a:
+            return int(a.get(f"/api/admin/rooms/{room}").json()["room"]["sessionsRevoked"])
+
+    out = site.php("var_export(qm_revoke_session());", before=_as_cookies(first))
+    assert out == "true", out
+    assert revoked() == 1
+    waiting_room_of(site.get("/hello-world/", cookies=first), queue, room)
+    assert site.php("var_export(qm_revoke_session());", before=_as_cookies(first)) == "false"  # already ended
+    assert site.php("var_export(qm_revoke_session());") == "false"  # a visitor without cookies holds none
+    assert revoked() == 1
+
+    out = site.php(
+        "var_export(has_action('woocommerce_thankyou', array('QM_Revoke', 'order_received')));"
+        "echo '|';"
+        "do_action('woocommerce_thankyou', 42);",
+        before=_as_cookies(second),
+    )
+    assert out == "10|", out  # registered at priority 10
+    assert revoked() == 2
+    waiting_room_of(site.get("/hello-world/", cookies=second), queue, room)
+
+
 def test_admin_login_rest_and_static_files_are_never_gated(queue: Server, site: Site, room: str) -> None:
     login = site.get("/wp-login.php")
     assert login.status_code == 200 and "user_login" in login.text

@@ -241,7 +241,8 @@ class _ThreadServer:
 
 
 class Origin(_ThreadServer):
-    """The customer's site: every path answers 200 with a page naming it; ``requests`` records what came."""
+    """The customer's site: every path answers 200 with a page naming it; ``requests`` records what came.
+    ``/thanks…`` (an order's thank-you page) also answers ``X-QM-Command: revoke``."""
 
     def __init__(self, title: str = "Origin shop") -> None:
         self.requests: list[tuple[str, str, dict[str, str]]] = []
@@ -263,6 +264,8 @@ class Origin(_ThreadServer):
                 self.send_header("content-type", "text/html; charset=utf-8")
                 self.send_header("content-length", str(len(body)))
                 self.send_header("x-origin", "1")
+                if self.path.startswith("/thanks"):  # an order's thank-you page: the visitor is done
+                    self.send_header("x-qm-command", "revoke")
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(body)

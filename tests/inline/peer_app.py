@@ -10,6 +10,7 @@
 * ``/big?mb=N``: N MiB streamed down;
 * ``/static/app.js``, ``/static/logo.png``: assets; ``/cookies``: sets ``qm_console`` and ``app`` cookies;
 * ``/broken``: promises 100 bytes, sends 10 and closes;
+* ``/thanks``: an order's thank-you page, answered with ``X-QM-Command: revoke`` (the visitor is done);
 * ``/ws``: WebSocket echo that first sends the handshake headers it saw.
 
 It prints ``peer listening on http://127.0.0.1:PORT`` (``http://[::1]:PORT``) once it accepts connections.
@@ -73,7 +74,10 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if not any(k == b"user-agent" and v == b"queue-manager-probe" for k, v in scope["headers"]):
         VISITOR_HITS[host] = VISITOR_HITS.get(host, 0) + 1
     HOST_CONNS.setdefault(host, set()).add(tuple(scope.get("client") or ()))
-    if path == "/" or path.startswith("/page/"):
+    if path == "/thanks":
+        body = b"<!doctype html><title>Thanks</title><h1>Thank you for your order</h1>"
+        await _respond(send, 200, body, b"text/html; charset=utf-8", [(b"x-qm-command", b"revoke")])
+    elif path == "/" or path.startswith("/page/"):
         body = f"<!doctype html><title>Peer</title><h1 id=app>Peer app page {path}</h1>".encode()
         await _respond(send, 200, body, b"text/html; charset=utf-8")
     elif path == "/hits":

@@ -304,6 +304,9 @@ def visit(room: Room, people: list[Browser], op: tuple[Any, ...], doors: Iterato
             return ("purge", operator.purge(room))
         if kind == "flush":
             return ("flush", operator.flush(room))
+        if kind == "revoke":
+            door = people[op[1]].door
+            return ("revoke", None if door is None else visits.revoke(room, None, None, door))
     except EngineError as err:
         return ("error", err.status, err.code)
     raise AssertionError(f"unknown op {op!r}")

@@ -181,6 +181,27 @@ def test_a_flush_replays_to_the_same_room_and_a_count_that_does_not_fit_fences()
     assert "flush of 2" in err.value.reason
 
 
+def test_a_revoked_session_replays_to_the_same_room():
+    # one walks in and the site ends the session; the next one is promoted into the freed slot
+    script = [
+        ("join", 0, None),
+        ("join", 1, None),
+        ("wait", 2000),
+        ("check", 0, 0, 0),
+        ("revoke", 0),
+        ("revoke", 0),  # already ended: nothing
+        ("wait", 2000),
+    ]
+    run, _ = scripted({"ratePerMinute": 60, "maxConcurrent": 1, "presenceSec": None}, script)
+    assert [e.data for e in run.events if e.type == "session.revoke"] == [{"n": 1}]
+    assert run.room.finished[1].reason == "revoked" and run.room.sessions_revoked == 1
+    assert run.room.tickets[2].state == "passed"
+    here = clock_copy(run.clock)
+    rebuilt = replay(run.events, here, room_events=[])
+    assert rebuilt.sessions_revoked == 1
+    assert_same_room(rebuilt, run, here, pacing_exact=False)
+
+
 def test_an_event_that_does_not_fit_the_state_fences():
     with pytest.raises(ReplayFenced):
         replay(journal(("promote", {"n": 9, "slot": True}, 1)), FakeClock())

@@ -90,6 +90,7 @@ def test_the_documented_example_shape():
     }  # fmt: skip
     assert set(data["counters"]) == {
         "joinsTotal", "passesTotal", "waitMsTotal", "unscopedChecks", "blockedReturnUrls", "refusedFull", "ejected",
+        "sessionsRevoked",
     }  # fmt: skip
     # the running sum of the passes' waits survives a restore, so a reader's count of them carries on
     assert data["counters"]["waitMsTotal"] == run.room.wait_ms_total == sum(run.room.waits) > 0
@@ -98,6 +99,8 @@ def test_the_documented_example_shape():
     assert load(older, FakeClock(), []).wait_ms_total == 0  # a checkpoint written before it was kept
     before_full = {**data, "counters": {k: v for k, v in data["counters"].items() if k != "refusedFull"}}
     assert load(before_full, FakeClock(), []).refused_full == 0  # written before a full line was counted
+    before_revoke = {**data, "counters": {k: v for k, v in data["counters"].items() if k != "sessionsRevoked"}}
+    assert load(before_revoke, FakeClock(), []).sessions_revoked == 0  # written before a revoke was counted
     assert [t["state"] for t in data["tickets"]] == ["admitted", "passed"]
     assert data["seq"] == run.room.event_seq == run.events[-1].seq
 

@@ -399,7 +399,7 @@ class Equivalence(RuleBasedStateMachine):
         self.settle_events()
 
     @rule(
-        action=st.sampled_from(["eject", "eject", "eject", "purge", "flush", "lookup", "blocked", "match"]),
+        action=st.sampled_from(["eject", "eject", "eject", "purge", "flush", "lookup", "blocked", "match", "revoke"]),
         number=st.integers(1, 12),
         who=st.integers(0, 5),
         by=st.sampled_from(["number", "ref", "odd"]),
@@ -420,6 +420,10 @@ class Equivalence(RuleBasedStateMachine):
             m, v = self.both(lambda s, _: s.purge(ROOM))
         elif action == "flush":
             m, v = self.both(lambda s, _: s.flush(ROOM))
+        elif action == "revoke":  # the site ends the browser's session: by its door key, with the ticket or not
+            door = b.door or b"\x00" * 16
+            n = b.token_m.n if by == "ref" and b.token_m is not None else None
+            m, v = self.both(lambda s, _: s.revoke_session(ROOM, None, n, door))
         elif action == "lookup":
             m, v = self.both(lambda s, _: s.lookup(ROOM, query))
         elif action == "blocked":
@@ -572,6 +576,9 @@ def test_long_runs_with_a_crowd(seed: int) -> None:
                 machine.delete_or_recreate(600, 3, 0)
             elif op < 0.983:
                 machine.operate("flush", 1, who, "number", "", URLS[1])
+            elif op < 0.995:  # the site ends a session: of a browser that walked in, when there is one
+                inside = [i for i, b in enumerate(machine.browsers) if b.door is not None] or [who]
+                machine.operate("revoke", 1, rng.choice(inside), rng.choice(["number", "ref"]), "", URLS[1])
             else:
                 machine.do_visit("steal", who, None, None, "own")
             machine.same_summary_and_lookups()
@@ -590,6 +597,7 @@ def test_long_runs_with_a_crowd(seed: int) -> None:
             "eject",
             "purge",
             "flush",
+            "session.revoke",
             "prequeue.draw",
             "room.schedule",
             "room.delete",

@@ -404,3 +404,22 @@ def test_an_hour_row_holds_each_pass_exact_wait_from_the_store() -> None:
         assert out["waitAvgSec"] == round(sum(waits.values()) / 3000.0, 1)
 
     asyncio.run(go())
+
+
+def _revoking(joins: int, revoked: int, *, gen: int = 1) -> Reading:
+    return Reading("r", gen, joins, 0, 0, 0, tallies={"sessionsRevoked": revoked})
+
+
+def test_sessions_revoked_are_a_tally_counted_through_a_new_generation_and_a_reload() -> None:
+    samples = [(T0 + i * 2000, _revoking(10 + i, 4 + i // 3)) for i in range(30)]
+    row = run(samples)
+    assert row.tally("sessionsRevoked") == 9  # 4 at the hour's first sample, 13 at its last
+    samples = [(T0 + 60_000 + i * 2000, _revoking(i, i, gen=2)) for i in range(1, 6)]
+    row = run(samples, row)  # deleted and created again: what was counted stays, the new one counts on
+    assert row.tally("sessionsRevoked") == 9 + 5
+    again = HourRow("r", H)
+    again.load_state(row.state())  # what the warehouse keeps for the next writer
+    assert again.tally("sessionsRevoked") == row.tally("sessionsRevoked")
+    out = report("r", "hour", H, [row, again], T0 + HOUR * 1000)
+    assert out["sessionsRevoked"] == 2 * 14 and list(out).index("sessionsRevoked") == list(out).index("refusedFull") + 1
+    assert Reading.of({"id": "r", "generation": 1, "sessionsRevoked": 3}).tallies["sessionsRevoked"] == 3

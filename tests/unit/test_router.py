@@ -132,6 +132,7 @@ def test_the_visitor_paths_are_what_a_visitor_and_the_customers_site_use() -> No
         "/api/rooms/{room}/draw",
         "/api/check",
         "/api/verify",
+        "/api/sessions/revoke",
         "/api/notify",
         "/.well-known/jwks.json",
         "/api/passes/revoked",

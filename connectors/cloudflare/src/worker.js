@@ -3,7 +3,9 @@
  * the queue cannot answer, and marks those responses X-QM-Failover: <reason>.
  * With the queue's edge passes (PASS_SIGNING=ed25519) an admitted visitor's qmp_<room> cookie is checked
  * here (WebCrypto Ed25519, the queue's key set and the room's revocation list) and the queue is asked
- * only when the pass is missing, expired, revoked, bound to another door key or signed by an unknown key. */
+ * only when the pass is missing, expired, revoked, bound to another door key or signed by an unknown key.
+ * An origin response carrying X-QM-Command: revoke (stripped here) ends the visitor's session at the queue
+ * (POST /api/sessions/revoke): their slot goes to the next visitor in line. */
 
 const VERSION = "__QM_CONNECTOR_VERSION__";
 const CHECK_TIMEOUT_MS = 2000;
@@ -168,10 +170,51 @@ function count(env, room, reason) {
   }
 }
 
-async function failOpen(request, env, room, reason, forward) {
+async function failOpen(request, env, room, reason, forward, visit) {
   count(env, room, reason);
-  const response = await toOrigin(forward, env);
+  const response = await fromOrigin(forward, env, visit);
   return withHeaders(response, [["X-QM-Failover", reason]]);
+}
+
+// The origin's answer to a gated request. Its X-QM-Command never reaches the visitor; "revoke" ends the
+// visitor's session at the queue (their order is complete, say), beside the response: the slot is freed
+// at once, and their edge pass admits nothing more in this isolate.
+async function fromOrigin(forward, env, visit) {
+  const response = await toOrigin(forward, env);
+  const command = response.headers.get("x-qm-command");
+  if (command === null) return response;
+  const out = new Response(response.body, response);
+  out.headers.delete("x-qm-command");
+  if (visit && command.split(",").some((c) => c.trim().toLowerCase() === "revoke")) {
+    visit.ctx.waitUntil(revokeSession(env, visit));
+  }
+  return out;
+}
+
+async function revokeSession(env, { base, room, key, ticket, doorKey, edgePass }) {
+  let body;
+  if (doorKey) body = ticket ? { roomId: room, doorKey, token: ticket } : { roomId: room, doorKey };
+  else if (edgePass) body = { roomId: room, pass: edgePass };
+  else return;
+  if (edgePass) forgetPass(edgePass);
+  const headers = new Headers({
+    Authorization: `Bearer ${key}`,
+    Accept: "application/json",
+    "Content-Type": "application/json",
+    "X-QM-Connector": `cloudflare/${VERSION}`,
+  });
+  if (env.QM_EDGE_SECRET) headers.set("X-QM-Edge", env.QM_EDGE_SECRET);
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), CHECK_TIMEOUT_MS);
+  try {
+    const answer = await fetch(`${base}/api/sessions/revoke`, { method: "POST", headers, body: JSON.stringify(body), signal: abort.signal, redirect: "manual" });
+    if (answer.status !== 200) logOnce(`revoke ${answer.status}`, `${room}: the queue refused to end a session (${answer.status}); check QM_KEY`);
+    await answer.body?.cancel();
+  } catch (e) {
+    logOnce("revoke-unreachable", `${room}: the queue could not be asked to end a session; it ends when its sessionTtlSec runs out`);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 function waitingRoom(base, room, visitorUrl) {
@@ -242,7 +285,21 @@ const passes = {
   revokedTried: 0,
   revokedLoading: null,
   verified: new Map(), // "<pass> <door key>" -> claims whose signature, room and binding were checked
+  ended: new Map(), // pass id -> its exp (s): sessions this isolate ended, refused whatever the list says yet
 };
+
+// This pass admits nobody here any more (its session was ended): refused until the list says so too.
+function forgetPass(token) {
+  try {
+    const claims = JSON.parse(new TextDecoder().decode(fromB64url(token.split(".")[1] || "")));
+    if (!claims || typeof claims.sub !== "string") return;
+    const now = Date.now() / 1000;
+    for (const [sub, exp] of passes.ended) if (!(exp > now)) passes.ended.delete(sub);
+    if (passes.ended.size < 10000) passes.ended.set(claims.sub, Number(claims.exp));
+  } catch (e) {
+    // not a pass of ours: nothing to forget
+  }
+}
 
 function fromB64url(text) {
   if (!/^[A-Za-z0-9_-]*$/.test(text)) throw new Error("not base64url");
@@ -329,6 +386,12 @@ function flushed(claims) {
   return passes.revokedBefore !== null && !(Number.isInteger(claims.iat) && claims.iat >= passes.revokedBefore);
 }
 
+// revoked: on the room's list, flushed, or its session ended by this isolate (a list fetched just before
+// may not say so yet)
+function revokedHere(claims) {
+  return passes.revoked.has(claims.sub) || passes.ended.has(claims.sub) || flushed(claims);
+}
+
 // null when the pass admits its holder here and now; otherwise why the queue must be asked.
 async function passRefusal(env, ctx, base, room, token, doorKey) {
   const source = `${base} ${room}`;
@@ -373,7 +436,7 @@ async function passRefusal(env, ctx, base, room, token, doorKey) {
     if (!claims || typeof claims !== "object") return "malformed";
     if (claims.room !== room) return "wrong_room";
     if (!Number.isInteger(claims.exp) || claims.exp * 1000 <= Date.now()) return "expired";
-    if (claims.gen !== passes.generation || passes.revoked.has(claims.sub) || flushed(claims)) return "revoked";
+    if (claims.gen !== passes.generation || revokedHere(claims)) return "revoked";
     const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(doorKey)));
     if (claims.bnd !== toB64url(digest.subarray(0, 16))) return "unbound";
     // signature, room and binding hold for the pass's life: later requests check only time and revocation
@@ -382,7 +445,7 @@ async function passRefusal(env, ctx, base, room, token, doorKey) {
     return null;
   }
   if (claims.exp * 1000 <= Date.now()) return "expired";
-  if (claims.gen !== passes.generation || passes.revoked.has(claims.sub) || flushed(claims)) return "revoked";
+  if (claims.gen !== passes.generation || revokedHere(claims)) return "revoked";
   return null;
 }
 
@@ -409,9 +472,10 @@ export default {
     const ticket = token || readCookie(cookieHeader, `qm_${room}`);
     const doorKey = readCookie(cookieHeader, `qm_dk_${room}`);
     const edgePass = readCookie(cookieHeader, `qmp_${room}`);
+    const visit = { ctx, base, room, key, ticket, doorKey, edgePass };
     if (edgePass && doorKey && !token) {
       // a valid pass bound to this visitor's door key: no round trip to the queue
-      if ((await passRefusal(env, ctx, base, room, edgePass, doorKey)) === null) return toOrigin(forward, env);
+      if ((await passRefusal(env, ctx, base, room, edgePass, doorKey)) === null) return fromOrigin(forward, env, visit);
     }
 
     const check = new URL(`${base}/api/check`);
@@ -442,7 +506,7 @@ export default {
       else await answer.body?.cancel();
     } catch (e) {
       clearTimeout(timer);
-      return failOpen(request, env, room, abort.signal.aborted ? "timeout" : answer ? "invalid-response" : "unreachable", forward);
+      return failOpen(request, env, room, abort.signal.aborted ? "timeout" : answer ? "invalid-response" : "unreachable", forward, visit);
     }
     clearTimeout(timer);
     const waitUrl = waitingRoom(base, room, clean.href);
@@ -452,8 +516,8 @@ export default {
       logOnce("429", "the queue answered 429 (CHECK_LIMIT_PER_MIN): visitors are sent to the waiting room; raise the limit if this persists");
       return queued(request, waitUrl, room, "rate_limited");
     }
-    if (answer.status !== 200) return failOpen(request, env, room, `http-${answer.status}`, forward);
-    if (!verdict || typeof verdict !== "object") return failOpen(request, env, room, "invalid-response", forward);
+    if (answer.status !== 200) return failOpen(request, env, room, `http-${answer.status}`, forward, visit);
+    if (!verdict || typeof verdict !== "object") return failOpen(request, env, room, "invalid-response", forward, visit);
 
     if (verdict.admit === true) {
       const cookies = answer.headers.getSetCookie ? answer.headers.getSetCookie() : [];
@@ -468,12 +532,14 @@ export default {
           return new Response(null, { status: 302, headers });
         }
       }
-      const response = await toOrigin(forward, env);
+      // the door key the check just handed out names the session if the origin ends it in this answer
+      const given = /^qm_dk_[^=]*=([^;]*)/.exec(cookies.find((line) => line.startsWith(`qm_dk_${room}=`)) || "");
+      const response = await fromOrigin(forward, env, given ? { ...visit, doorKey: given[1] } : visit);
       return setCookies.length ? withHeaders(response, setCookies) : response;
     }
     if (verdict.admit === false && typeof verdict.waitUrl === "string" && /^https?:\/\//i.test(verdict.waitUrl)) {
       return queued(request, waitUrl, room, String(verdict.reason || "waiting"), verdict.wait);
     }
-    return failOpen(request, env, room, "invalid-response", forward);
+    return failOpen(request, env, room, "invalid-response", forward, visit);
   },
 };

@@ -208,7 +208,9 @@ async def reports(call: Call) -> None:
                 "netUnserved": "joins minus passes, not observed abandonment; inside one hour it also counts "
                 "everyone still waiting at its end; null when the row is partial",
                 "partial": "the server was not running for part of the period: joins, passes, measuredWaits, "
-                "blocked and warned are lower bounds; coveredSec and missingSec say how much was counted",
+                "blocked, warned and sessionsRevoked are lower bounds; coveredSec and missingSec say how much "
+                "was counted",
+                "sessionsRevoked": "live sessions the site ended (X-QM-Command: revoke, POST /api/sessions/revoke)",
             },
         },
         head=head,

@@ -60,6 +60,8 @@ def _security(route: Route) -> list[dict[str, list[str]]]:
     if not route.is_admin:
         if route.pattern in ("/api/check", "/api/verify"):
             return [{}, {"publicApiKey": []}]
+        if route.pattern == "/api/sessions/revoke":
+            return [{"publicApiKey": []}]
         return []
     session: dict[str, list[str]] = (
         {"consoleSession": []} if route.method in SAFE else {"consoleSession": [], "csrfHeader": []}

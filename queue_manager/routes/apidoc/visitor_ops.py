@@ -54,6 +54,24 @@ _NOTIFY_BODY: dict[str, Any] = {
     },
 }
 
+_REVOKE_BODY: dict[str, Any] = {
+    "type": "object",
+    "required": ["roomId"],
+    "properties": {
+        "roomId": ROOM_ID,
+        "doorKey": {
+            "type": "string",
+            "maxLength": 64,
+            "description": "The visitor's door key (the `qm_dk_<roomId>` cookie).",
+        },
+        "token": {
+            "type": "string",
+            "description": "With doorKey: the visitor's signed ticket (the `qm_<roomId>` cookie).",
+        },
+        "pass": {"type": "string", "description": "Instead of doorKey: the visitor's edge pass (`qmp_<roomId>`)."},
+    },
+}
+
 _NOTIFY_OFF = "This server offers no turn e-mails (EMAIL_NOTIFY off)"
 
 OPS: dict[tuple[str, str], Op] = {
@@ -148,6 +166,28 @@ OPS: dict[tuple[str, str], Op] = {
                 "a connector asks this about its own origin when it starts.",
             ),
         ),
+    ),
+    ("POST", "/api/sessions/revoke"): Op(
+        {
+            200: ok(
+                "`revoked`: true when a live session ended; false when none held the credential (a no-op).",
+                {
+                    "type": "object",
+                    "required": ["roomId", "revoked"],
+                    "properties": {"roomId": ROOM_ID, "revoked": {"type": "boolean"}},
+                },
+            ),
+            400: err("The body is malformed: roomId with doorKey (and token) or with pass.", "bad_request"),
+            401: err("No key, a wrong key, or a key sent in the URL.", "unauthorized", "credential_in_query"),
+            403: err(
+                "A forged pass or ticket token, or one of another room.",
+                "invalid_pass",
+                "invalid_token",
+            ),
+            404: _NO_ROOM,
+        },
+        body=_REVOKE_BODY,
+        description="The customer's backend ends a visitor's session, with its Public API key as a Bearer.",
     ),
     ("POST", "/api/notify"): Op(
         {

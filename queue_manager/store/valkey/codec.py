@@ -206,6 +206,7 @@ def stats(gen: int, cfg: RoomConfig, r: dict[str, Any], now_wall: int) -> dict[s
         unscoped_checks=r["unscoped"],
         blocked_returns=r["blocked"],
         refused_full=r.get("refused") or 0,
+        sessions_revoked=r.get("srev") or 0,
         next_ticket=r["next"],
         rule_counts=rule_counts,
         created_ms=r.get("created"),

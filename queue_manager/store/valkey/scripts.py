@@ -35,6 +35,7 @@ OPERATIONS = (
     "eject",
     "purge",
     "flush",
+    "session_revoke",
     "blocked",
     "revoke",
     "export",

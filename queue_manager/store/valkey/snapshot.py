@@ -108,6 +108,7 @@ def export_document(room_id: str, reply: dict[str, Any]) -> dict[str, Any]:
             "unscopedChecks": num("unscoped"),
             "blockedReturnUrls": num("blocked"),
             "refusedFull": num("refused"),
+            "sessionsRevoked": num("srev"),
             "ejected": num("ejected"),
         },
     }
@@ -258,6 +259,7 @@ def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tu
         "unscoped": int(counters.get("unscopedChecks") or 0),
         "blocked": int(counters.get("blockedReturnUrls") or 0),
         "refused": int(counters.get("refusedFull") or 0),
+        "srev": int(counters.get("sessionsRevoked") or 0),
         "ejected": int(counters.get("ejected") or 0),
         "pqver": now_mono,  # a version no draw in flight can carry
         "pqseq": len(prequeue),

@@ -428,6 +428,15 @@ class ValkeyStore:
             rule=None if state == "bypass" else matched.get("rule"),
         )
 
+    async def revoke_session(
+        self, room_id: str, gen: int | None, n: int | None, door_hash: bytes
+    ) -> tuple[int, int] | None:
+        runner = self._runner
+        args = ["" if gen is None else str(gen), "" if n is None else str(n), door_hash.hex()]
+        reply, events = await runner.run("session_revoke", room_id, await runner.now(), lambda _: args, cv="any")
+        await self._finish(events)
+        return (int(reply["gen"]), int(reply["n"])) if reply["k"] == "ok" else None
+
     async def note_blocked_return(self, room_id: str) -> None:
         await self._runner.once("blocked", room_id)
 

@@ -25,7 +25,7 @@ function when(r) {
 
 function table(rows) {
   const cols = ["Room", bucket === "hour" ? "Hour" : "Day (UTC)", "Joins", "Passes", "Net unserved", "Peak depth", "Peak active",
-    "Wait p50", "Wait p90", "Wait max", "Measured waits", "Blocked", "Warned", "Line full", "Missing"];
+    "Wait p50", "Wait p90", "Wait max", "Measured waits", "Blocked", "Warned", "Line full", "Sessions ended", "Missing"];
   return el("div", { class: "tbl-wrap", tabindex: "0", role: "region", "aria-label": "Report rows" }, el("table", { class: "tbl" },
     el("thead", {}, el("tr", {}, cols.map((h, i) => el("th", { scope: "col", class: i > 1 ? "num" : null, text: h })))),
     el("tbody", {}, rows.map((r) => el("tr", { class: r.partial ? "partial" : null },
@@ -38,6 +38,7 @@ function table(rows) {
       el("td", { class: "num", text: secs(r.waitMaxSec) }), el("td", { class: "num", text: plus(r, r.measuredWaits) }),
       el("td", { class: "num", text: plus(r, r.blocked) }), el("td", { class: "num", text: plus(r, r.warned) }),
       el("td", { class: "num", text: plus(r, r.refusedFull ?? 0), title: "Joins refused because the line was full" }),
+      el("td", { class: "num", text: plus(r, r.sessionsRevoked ?? 0), title: "Sessions the site ended" }),
       el("td", { class: "num", text: r.missingSec ? secs(r.missingSec) : "" }))))));
 }
 

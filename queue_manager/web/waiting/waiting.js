@@ -15,7 +15,7 @@
   var POLL_MS = 5000;
   var BACKOFF_MIN = 2000;
   var BACKOFF_MAX = 20000;
-  var REASONS = ['ejected', 'expired', 'purged', 'flushed', 'previous_generation', 'not_owner'];
+  var REASONS = ['ejected', 'expired', 'purged', 'flushed', 'revoked', 'previous_generation', 'not_owner'];
 
   var $ = function (id) { return document.getElementById(id); };
 

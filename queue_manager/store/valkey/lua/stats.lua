@@ -69,5 +69,6 @@ return done({
   unscoped = S.unscoped,
   blocked = S.blocked,
   refused = S.refused or 0,
+  srev = S.srev or 0,
   rules = rules,
 })

@@ -31,6 +31,7 @@ if mode == 'create' then
   S.unscoped = 0
   S.blocked = 0
   S.refused = 0
+  S.srev = 0
   S.ejected = 0
   S.pqver = 0
   local c = set_config(A + 4)
