@@ -81,6 +81,18 @@ class Line:
             order.popleft()
         return None
 
+    def nth(self, k: int) -> int:
+        """The ticket at 1-based position ``k`` (1 ≤ k ≤ len): a descent of the tree, O(log n)."""
+        tree, size = self._tree, self._size
+        i, step = 0, 1 << (size.bit_length() - 1)
+        while step:
+            j = i + step
+            if j <= size and tree[j] < k:
+                i = j
+                k -= tree[j]
+            step >>= 1
+        return self._live[i + 1]
+
     def __iter__(self) -> Iterator[int]:
         """Ticket numbers front to back."""
         for line_seq in self._order:

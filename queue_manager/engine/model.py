@@ -42,6 +42,10 @@ DEFAULT_QUEUE_MAX_PER_IP = 16
 DEFAULT_PREQUEUE_MAX_PER_IP = 16
 CLAIM_WINDOW_SEC = 120
 MAX_RATE_PER_MINUTE = 1_000_000
+#: how a room lets people in: fifo (a line, first come first served), random (a line drawn from at each
+#: release), passthrough (no line: everyone admitted at once, counted), reject (closed: nobody joins)
+QUEUEING_METHODS = ("fifo", "random", "passthrough", "reject")
+REJECT_STATUSES = (200, 503)
 
 # Every field a room may carry (plus the `rate` alias); anything else is 400 unknown_field.
 ROOM_FIELDS = frozenset(
@@ -60,6 +64,8 @@ ROOM_FIELDS = frozenset(
         "preQueueMaxPerIp",
         "maxWaiting",
         "maxWaitSec",
+        "queueing",
+        "rejectStatus",
         "opensAt",
         "returnOrigins",
         "tagOrigins",
@@ -145,6 +151,8 @@ class RoomConfig:
     prequeue_max_per_ip: int | None = DEFAULT_PREQUEUE_MAX_PER_IP
     max_waiting: int | None = None
     max_wait_sec: int | None = None
+    queueing: str = "fifo"  # fifo | random | passthrough | reject (QUEUEING_METHODS)
+    reject_status: int = 503  # what a closed (reject) room's page answers: 200, or 503 with Retry-After
     opens_at_ms: int | None = None
     return_origins: tuple[OriginPattern, ...] = ()
     tag_origins: tuple[OriginPattern, ...] | None = None
@@ -190,6 +198,8 @@ class RoomConfig:
             "preQueueMaxPerIp": self.prequeue_max_per_ip,
             "maxWaiting": self.max_waiting,
             "maxWaitSec": self.max_wait_sec,
+            "queueing": self.queueing,
+            "rejectStatus": self.reject_status,
             "opensAt": ms_to_iso(self.opens_at_ms),
             "returnOrigins": [str(p) for p in self.return_origins],
             "tagOrigins": None if self.tag_origins is None else [str(p) for p in self.tag_origins],
@@ -421,6 +431,14 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
             cfg.rules = parse_rules(value)
         elif key == "proxyOrigin":
             cfg.proxy_origin = None if value is None else bare_origin(value)
+        elif key == "queueing":
+            if value not in QUEUEING_METHODS:
+                raise bad_field(key, "queueing must be fifo, random, passthrough or reject.", "invalid_queueing")
+            cfg.queueing = value
+        elif key == "rejectStatus":
+            if type(value) is not int or value not in REJECT_STATUSES:
+                raise bad_field(key, "rejectStatus must be 200 or 503.", "invalid_reject_status")
+            cfg.reject_status = value
         elif key == "onBackendDown":
             if value not in ("open", "closed"):
                 raise bad_field(key, "onBackendDown must be open or closed.", "invalid_on_backend_down")

@@ -6,6 +6,11 @@ line while there is credit for a slot and (with ``maxConcurrent``) a free one. A
 absent holder (unseen for ``presenceSec``) is promoted in order without a slot and without costing
 the rate. Paused, bypass, scheduled or a rate of 0 promote nobody. Each promotion is the room's
 ``promote`` transition.
+
+The room's ``queueing`` method changes whom a tick promotes: ``fifo`` the head, as above; ``random``
+a holder drawn uniformly from those waiting and present (``engine/release.py``; the absent are left in
+line); ``passthrough`` everyone waiting, at once, without a slot and whatever the rate; ``reject``
+nobody.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from queue_manager.engine.deadlines import absent
 from queue_manager.engine.minute import arrivals_last_minute, last_minute
+from queue_manager.engine.release import DRAW_TRIES, draw_index
 
 if TYPE_CHECKING:
     from queue_manager.engine.room import Room
@@ -44,11 +50,14 @@ def tick(room: Room) -> int:
     last_minute(room.pass_times, now)
     state = room.effective_state()
     cfg = room.cfg
-    moving = state == "active" and cfg.rate_per_minute > 0
+    method = cfg.queueing
+    if method == "passthrough":
+        return _pass_everyone(room, now) if state == "active" else 0
+    moving = state == "active" and cfg.rate_per_minute > 0 and method != "reject"
     if moving:
         room.credit += cfg.rate_per_minute * elapsed
-    promoted = 0
-    while moving:
+    promoted = _draw(room, now) if moving and method == "random" else 0
+    while moving and method == "fifo":
         head = room.line.head()
         if head is None:
             break
@@ -67,4 +76,46 @@ def tick(room: Room) -> int:
         promoted += 1
     if room.credit > SLOT:
         room.credit = SLOT  # the one-slot bank
+    return promoted
+
+
+def _pass_everyone(room: Room, now: int) -> int:
+    """passthrough: everyone still waiting (those in line when the method was switched) gets a pass, no slot."""
+    promoted = 0
+    while (head := room.line.head()) is not None:
+        room.promote(room.tickets[head[1]], slot=False, now=now)
+        promoted += 1
+    room.credit = min(room.credit, SLOT)
+    return promoted
+
+
+def _draw(room: Room, now: int) -> int:
+    """random: while there is credit for a slot (and a free one), promote a holder drawn from those
+    waiting and present (``engine/release.py``). Absent holders stay in line."""
+    cfg = room.cfg
+    line = room.line
+    salt: str | None = None
+    promoted = 0
+    while len(line) and room.credit >= SLOT:
+        free = room.free_slots(now)
+        if free is not None and free <= 0:
+            break
+        if salt is None:
+            salt = room.rng.token_hex(8)
+        picked = None
+        for attempt in range(DRAW_TRIES):
+            index = draw_index(salt, room.passes_total, attempt, len(line))
+            if index is None:
+                continue
+            t = room.tickets[line.nth(index + 1)]
+            if not absent(cfg, t.seen, now):
+                picked = t
+                break
+        if picked is None:
+            break
+        room.credit -= SLOT
+        room.promote(picked, slot=True, now=now)
+        promoted += 1
+    if room.credit > SLOT:
+        room.credit = SLOT
     return promoted

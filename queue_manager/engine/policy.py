@@ -26,6 +26,8 @@ class RoomPolicy:
     tag_origins: tuple[OriginPattern, ...]  # tagOrigins, or returnOrigins when it is null
     protection: dict[str, Any] | None
     brand: Brand | None = None
+    queueing: str = "fifo"
+    reject_status: int = 503
     _tag_ok: dict[str, bool] = field(default_factory=dict)
 
     def return_allowed(self, url: str) -> bool:
@@ -54,4 +56,6 @@ def policy_of(cfg: RoomConfig) -> RoomPolicy:
         tag_origins=cfg.tag_origins if cfg.tag_origins is not None else cfg.return_origins,
         protection=cfg.protection,
         brand=cfg.brand,
+        queueing=cfg.queueing,
+        reject_status=cfg.reject_status,
     )

@@ -151,7 +151,7 @@ class Room:
         """Capacity slots free at ``now`` (None: no cap); a bounced pass-holder's claim counts as taken
         (only those older than ticket ``older_than``, when given)."""
         cap = self.cfg.max_concurrent
-        if cap is None:
+        if cap is None or self.cfg.queueing == "passthrough":  # passthrough: no limit
             return None
         return cap - self.occupancy() - self._active_bounced(now, older_than)
 

@@ -21,6 +21,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from queue_manager.engine.model import RoomConfig
+from queue_manager.engine.release import next_minute_odds, wait_range
 from queue_manager.engine.states import EffectiveState, TicketState, ViewState
 from queue_manager.engine.ticket import make_ref
 
@@ -88,6 +89,12 @@ class VisitorView:
     reason: str | None = None
     new: bool = False
     draw_commitment: str | None = None  # while the doors are shut: the drop's published commitment
+    queueing: str = "fifo"  # the room's method (model.QUEUEING_METHODS)
+    # a random line, instead of a position: how many wait, the p25–p75 wait range (s), next minute's odds (%)
+    waiting: int | None = None
+    eta_low_sec: int | None = None
+    eta_high_sec: int | None = None
+    odds_pct: int | None = None
 
     @property
     def ahead(self) -> int | None:
@@ -125,6 +132,7 @@ def render_visitor_view(
     position: int | None = None,
     pass_at: int = 0,
     draw_commitment: str | None = None,
+    waiting: int | None = None,
 ) -> VisitorView:
     """The view of what a join or status resolved to, from raw numbers.
 
@@ -134,7 +142,8 @@ def render_visitor_view(
     monotonic ms while passed); or no live place (``n`` the number the token named, if any, and
     ``finished_joined_ms`` when that ticket is finished). ``joined_ms``/``return_url`` belong to the
     entry or ticket. ``now_wall``/``now_mono`` are the instant rendered at (ms). ``draw_commitment``:
-    the drop's commitment, shown while the room is scheduled.
+    the drop's commitment, shown while the room is scheduled. ``waiting``: how many are in line (read
+    for a random line, whose visitors are shown a range instead of a position).
     """
     view = VisitorView(
         room_id=cfg.id,
@@ -147,6 +156,7 @@ def render_visitor_view(
         new=new,
         opens_at_ms=cfg.opens_at_ms,
         draw_commitment=draw_commitment if room_state == "scheduled" else None,
+        queueing=cfg.queueing,
     )
     if handle is not None:
         view.state = "scheduled"
@@ -167,7 +177,13 @@ def render_visitor_view(
     view.return_url = return_url
     view.reason = ticket_reason if reason is None else reason
     view.state = ticket_state
-    if ticket_state == "waiting":
+    if ticket_state == "waiting" and cfg.queueing == "random":
+        view.waiting = waiting
+        span = wait_range(waiting, room_state, cfg.rate_per_minute)
+        if span is not None:
+            view.eta_low_sec, view.eta_high_sec = span
+        view.odds_pct = next_minute_odds(waiting, room_state, cfg.rate_per_minute)
+    elif ticket_state == "waiting":
         view.position = position
         view.eta_sec = eta_sec(position, room_state, cfg.rate_per_minute)
     elif ticket_state == "passed":
@@ -229,6 +245,7 @@ def visitor_view(room: Room, found: Lookup) -> VisitorView:
         return_url=t.return_url,
         position=room.position(t) if t.state == "waiting" else None,
         pass_at=t.pass_at,
+        waiting=len(room.line) if t.state == "waiting" and cfg.queueing == "random" else None,
     )
 
 

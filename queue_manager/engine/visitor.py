@@ -91,6 +91,12 @@ def queue_full() -> EngineError:
     return err
 
 
+def room_closed() -> EngineError:
+    """The refusal of a place in a closed room (``queueing: reject``): nobody joins; the waiting page
+    shows the room's closed page instead."""
+    return EngineError(403, "room_closed", "This waiting room is closed.")
+
+
 def line_full(room: Room) -> bool:
     """Whether a new place would go past the room's maxWaiting, or its estimated wait past maxWaitSec
     (the same estimate the waiting page shows, for the place a new join would take)."""
@@ -159,6 +165,9 @@ def join(room: Room, client: ClientId, presented: Presented | None, return_url: 
     if state == "bypass":
         count_arrival(room.arrival_buckets, room.clock.mono_ms())
         return Lookup(reason=found.reason)
+    method = room.cfg.queueing
+    if method == "reject":
+        raise room_closed()
     now_ms = room.clock.wall_ms()
     if state == "scheduled":
         limit = room.cfg.prequeue_max_per_ip
@@ -169,10 +178,12 @@ def join(room: Room, client: ClientId, presented: Presented | None, return_url: 
     limit = room.cfg.queue_max_per_ip
     if limit is not None and room.per_ident.get(client.ident, 0) >= limit:
         raise identity_limit()
-    if line_full(room):
+    if method != "passthrough" and line_full(room):
         room.refused_full += 1
         raise queue_full()
     t = room.join_line(client, now_ms, return_url, found.reason)
+    if method == "passthrough" and state == "active":  # no line: the pass at once, counted like any other
+        room.promote(t, slot=False, now=room.clock.mono_ms())
     return Lookup(ticket=t, n=t.n, reason=found.reason, new=True)
 
 
@@ -200,8 +211,23 @@ def check(
     """The door: admit (starting or sliding the session) or say why not.
 
     ``new_door`` is the (raw, hash) door key to issue if somebody walks in, or a callable minting one
-    only when it is needed.
+    only when it is needed. In a closed room (``queueing: reject``) only a live session walks on; every
+    other refusal is ``room_closed``.
     """
+    result = _check(room, client, presented, door_hash, url, new_door)
+    if not result.admit and room.cfg.queueing == "reject" and result.state is None:
+        result.reason = "room_closed"
+    return result
+
+
+def _check(
+    room: Room,
+    client: ClientId,
+    presented: Presented | None,
+    door_hash: bytes | None,
+    url: str | None,
+    new_door: NewDoor,
+) -> CheckResult:
     room.advance()
     now = room.clock.mono_ms()
     early, rule_id = _door_prelude(room, url)
@@ -245,6 +271,8 @@ def check(
     t.seen = room.clock.mono_ms()
     if room.held:  # admission maintenance: the pass waits, unspent, until it is over
         return CheckResult(False, reason="paused", ticket=t, rule=rule_id)
+    if room.cfg.queueing == "reject":  # closed: a pass handed out before is not spent
+        return CheckResult(False, reason="room_closed", ticket=t, rule=rule_id)
     if not t.slot:
         free = room.free_slots(now, older_than=t.n)
         if free is not None and free <= 0:

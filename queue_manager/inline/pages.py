@@ -16,6 +16,7 @@ HTML_TYPE = (b"content-type", b"text/html; charset=utf-8")
 JSON_TYPE = (b"content-type", b"application/json")
 QUEUED_HEADER = b"x-qm-queued"
 ORIGIN_HEADER = b"x-qm-origin"
+CLOSED_HEADER = (b"x-qm-closed", b"1")  # a closed room's answer (queueing reject), as on its page
 EXPOSE = (b"access-control-expose-headers", b"X-QM-Queued, X-QM-Origin, Retry-After")
 
 
@@ -46,6 +47,13 @@ async def queued_json(send: Send, wait: dict[str, Any], head: bool) -> None:
     retry = str(wait["retryAfterSec"]).encode()
     headers = [JSON_TYPE, NO_STORE, VARY_JSON, (QUEUED_HEADER, b"1"), EXPOSE, (b"retry-after", retry)]
     await send_response(send, 503, orjson.dumps(wait), headers, head)
+
+
+async def closed_json(send: Send, room_id: str, head: bool) -> None:
+    """A closed room (queueing reject) to a request that is not shown as a page: 503 room_closed, X-QM-Closed
+    (never X-QM-Queued: nobody is waiting)."""
+    closed = {"error": "This waiting room is closed.", "code": "room_closed", "roomId": room_id, "reload": False}
+    await send_response(send, 503, orjson.dumps(closed), [JSON_TYPE, NO_STORE, CLOSED_HEADER, EXPOSE], head)
 
 
 def retry_page(seconds: int) -> bytes:

@@ -156,6 +156,8 @@ async def answer(ctx: Context, inline: Inline, req: Request, room: InlineRoom, s
         await pages.backend_down(send, page=d.navigation, room_id=room.room_id, head=head, waiting_url=url)
     elif d.kind == "waiting":
         await waiting_page(ctx, inline, req, send, room.room_id)
+    elif d.reason == "room_closed":
+        await pages.closed_json(send, room.room_id, head)
     else:
         view = await wait_view(ctx, req, room.room_id)
         wait = gated_wait.body(room.room_id, d.reason, waiting_url(ctx, req, room.room_id), view)
@@ -245,7 +247,8 @@ async def waiting_page(ctx: Context, inline: Inline, req: Request, send: Send, r
             status = message["status"]
             headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in (b"cache-control", b"etag")]
             headers += [(b"cache-control", b"no-store"), back]
-            if status == 200:
+            closed = any(k.lower() == b"x-qm-closed" for k, _ in headers)  # a closed room's page keeps its status
+            if status == 200 and not closed:
                 status = 503
                 headers += [(pages.QUEUED_HEADER, b"1"), pages.EXPOSE, (b"retry-after", b"5"), VARY_JSON]
             message = {**message, "status": status, "headers": headers}

@@ -194,7 +194,7 @@ def _node() -> str:
 def test_downloads_are_wrangler_projects_with_a_pre_deploy_check(rig: Rig, name: str, top: str, tmp_path: Path) -> None:
     manifest = httpx.get(rig.qm.base_url + "/connectors/manifest.json").json()
     entry = next(c for c in manifest["connectors"] if c["name"] == name)
-    assert entry["version"] == {"cloudflare": "1.4.0", "cloudflare-failover": "1.2.0"}[name]
+    assert entry["version"] == {"cloudflare": "1.4.0", "cloudflare-failover": "1.3.0"}[name]
     tgz = httpx.get(entry["downloads"]["archive"]["latest"]).content
     with tarfile.open(fileobj=io.BytesIO(tgz)) as tar:
         names = sorted(tar.getnames())
@@ -245,6 +245,26 @@ def test_waiting_visitor_is_sent_to_the_waiting_room(rig: Rig) -> None:
     assert api.status_code == 503 and api.headers["x-qm-queued"] == "1"
     assert api.json()["code"] == "queued" and api.json()["roomId"] == rig.room
     assert points(rig, "gate-live") == []
+
+
+def test_a_closed_room_sends_visitors_to_its_closed_page(rig: Rig) -> None:
+    """queueing reject: the Worker follows the check's answer (room_closed) to the room's closed page."""
+    with rig.qm.admin() as admin:
+        admin.post("/api/admin/rooms", json={"id": rig.room, "queueing": "reject"}).raise_for_status()
+        try:
+            r = get(rig, "gate-live", "/closed", headers=NAV)
+            assert r.status_code == 302 and "x-qm-failover" not in r.headers, r.text
+            page = httpx.get(r.headers["location"], headers=NAV)
+            assert page.status_code == 503 and page.headers["x-qm-closed"] == "1"
+            assert "This waiting room is closed" in page.text
+            api = get(rig, "gate-live", "/api/cart", headers={"Accept": "application/json", "Sec-Fetch-Mode": "cors"})
+            assert api.status_code == 503 and api.json()["reason"] == "room_closed"
+            # the failover Worker in front of the queue lets the closed page (503, X-QM-Closed) through
+            through = get(rig, "fo-live", f"/w/{rig.room}", headers=NAV)
+            assert through.status_code == 503 and "x-qm-failover" not in through.headers
+            assert "This waiting room is closed" in through.text
+        finally:
+            admin.post("/api/admin/rooms", json={"id": rig.room, "queueing": "fifo"}).raise_for_status()
 
 
 WAIT_FIELDS = {"roomId", "state", "position", "etaSec", "retryAfterSec", "waitingUrl", "reason", "code"}

@@ -753,6 +753,23 @@ def admitted_browser(rig: Rig, page: str) -> Browser:
     return b
 
 
+def test_a_closed_room_sends_visitors_to_its_closed_page(rig: Rig) -> None:
+    """queueing reject: the connector follows the check's answer (room_closed) to the room's closed page."""
+    with rig.live.admin() as admin:
+        admin.post("/api/admin/rooms", json={"id": rig.room, "queueing": "reject"}).raise_for_status()
+        try:
+            with visitor() as c:
+                r = c.get(rig.url("express", "/shop/closed"), headers=NAV)
+                assert r.status_code == 302 and "x-qm-failover" not in r.headers, r.text
+                page = c.get(r.headers["location"], headers=NAV)
+                assert page.status_code == 503 and page.headers["x-qm-closed"] == "1"
+                assert "This waiting room is closed" in page.text
+                api = c.get(rig.url("express", "/api/cart"), headers=API)
+                assert api.status_code == 503 and api.json()["reason"] == "room_closed"
+        finally:
+            admin.post("/api/admin/rooms", json={"id": rig.room, "queueing": "fifo"}).raise_for_status()
+
+
 def test_revoke_session_ends_the_visit_at_the_queue_and_in_the_connector(rig: Rig) -> None:
     """The app calls gate.revokeSession(req) once the visitor is done: the queue ends the session (counted),
     the visitor's edge pass admits nothing more in the connector (no wait for the list's refresh), their next

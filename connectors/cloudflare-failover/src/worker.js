@@ -1,7 +1,7 @@
 /*! Queue Manager failover Worker __QM_CONNECTOR_VERSION__ - see README.md.
  * Routed at the hostname the queue answers on. Forwards every request to the queue; only when the queue
- * is unreachable, too slow, or answers a 503 that is not its own "still waiting" (X-QM-Queued), a
- * document request gets this build's offline page: 503, Retry-After, no-store, noindex. */
+ * is unreachable, too slow, or answers a 503 that is not its own "still waiting" (X-QM-Queued) or
+ * "closed" (X-QM-Closed), a document request gets this build's offline page: 503, Retry-After, no-store, noindex. */
 
 const VERSION = "__QM_CONNECTOR_VERSION__";
 const OFFLINE_HTML = "__QM_OFFLINE_HTML__";
@@ -59,9 +59,10 @@ export default {
     } finally {
       clearTimeout(timer);
     }
-    // 503 alone is never enough: a healthy queue answers 503 + X-QM-Queued to a visitor still waiting.
-    // 502/504 mean the queue is up and the site behind it is down: the queue's own answer stands.
-    if (response.status === 503 && !response.headers.has("x-qm-queued")) {
+    // 503 alone is never enough: a healthy queue answers 503 + X-QM-Queued to a visitor still waiting, and
+    // 503 + X-QM-Closed with a closed room's page. 502/504 mean the queue is up and the site behind it is
+    // down: the queue's own answer stands.
+    if (response.status === 503 && !response.headers.has("x-qm-queued") && !response.headers.has("x-qm-closed")) {
       await response.body?.cancel();
       return offline(request, "http-503");
     }

@@ -51,6 +51,27 @@ VISITOR_STATUS: dict[str, Any] = {
         "preCount": _INT_OR_NULL,
         "handle": _STR_OR_NULL,
         "drawCommitment": _STR_OR_NULL,
+        "queueing": {
+            "type": "string",
+            "enum": ["fifo", "random", "passthrough", "reject"],
+            "description": "The room's queueing method. reject: the room is closed (show its closed page).",
+        },
+        "waiting": {
+            "type": ["integer", "null"],
+            "description": "A random line only (instead of position): how many people are in line.",
+        },
+        "etaLowSec": {
+            "type": ["integer", "null"],
+            "description": "A random line only (instead of etaSec): the 25th percentile of the wait, seconds.",
+        },
+        "etaHighSec": {
+            "type": ["integer", "null"],
+            "description": "A random line only (instead of etaSec): the 75th percentile of the wait, seconds.",
+        },
+        "nextMinuteOdds": {
+            "type": ["integer", "null"],
+            "description": "A random line only: the chance (whole percent) of being let through within a minute.",
+        },
         "passExpiresAt": _INT_OR_NULL,
         "redirectUrl": {"type": ["string", "null"], "description": "Where to send the visitor now, if anywhere."},
         "reason": _STR_OR_NULL,
@@ -73,7 +94,17 @@ GATED_WAIT: dict[str, Any] = {
     "properties": {
         "roomId": {"type": "string"},
         "state": {
-            "enum": ["waiting", "scheduled", "passed", "paused", "not_in_line", "backend_down", "rate_limited", "full"],
+            "enum": [
+                "waiting",
+                "scheduled",
+                "passed",
+                "paused",
+                "not_in_line",
+                "backend_down",
+                "rate_limited",
+                "full",
+                "closed",
+            ],
             "description": (
                 "waiting: a place in line; scheduled: in the pre-queue before the room opens; passed: the turn "
                 "came but the site is at capacity this moment; paused: the room is paused, the place kept; "
@@ -120,7 +151,11 @@ DOOR_CHECK: dict[str, Any] = {
         "state": {"type": "string"},
         "doorKey": _STR_OR_NULL,
         "sessionExpiresAt": _INT_OR_NULL,
-        "reason": _STR_OR_NULL,
+        "reason": {
+            "type": ["string", "null"],
+            "description": "Why not: waiting, paused, at_capacity, no_ticket, … and room_closed for a closed "
+            "(queueing reject) room, whose waitUrl is its closed page.",
+        },
         "waitUrl": {"type": "string"},
         "edgePass": {"type": "string"},
         "edgePassExpiresAt": {"type": "integer"},
@@ -181,6 +216,17 @@ ROOM_WRITE: dict[str, Any] = {
             "type": ["integer", "null"],
             "minimum": 1,
             "description": "The estimated wait past which the line is full.",
+        },
+        "queueing": {
+            "type": "string",
+            "enum": ["fifo", "random", "passthrough", "reject"],
+            "description": "How visitors are let in: fifo (in order of arrival), random (drawn at each release), "
+            "passthrough (no line: everyone let through at once, counted), reject (closed: nobody joins).",
+        },
+        "rejectStatus": {
+            "type": "integer",
+            "enum": [200, 503],
+            "description": "The HTTP status of a closed (reject) room's page; 503 carries Retry-After.",
         },
         "opensAt": {"type": ["string", "integer", "null"], "description": "ISO 8601 or epoch milliseconds."},
         "returnOrigins": {"type": ["array", "null"], "items": {"type": "string"}},

@@ -79,7 +79,12 @@ OPS: dict[tuple[str, str], Op] = {
         {
             200: ok("The visitor's place; sets the `qm_<roomId>` ticket cookie.", ref("VisitorStatus")),
             400: err("The body is not a JSON object with a roomId, or a field is malformed.", "bad_request"),
-            403: err("Bot protection refused this request a place in line.", BLOCKED_CODE),
+            403: err(
+                "Bot protection refused this request a place in line (the bot code), or the room is closed "
+                "(queueing reject: room_closed; nobody joins, show the room's page).",
+                BLOCKED_CODE,
+                "room_closed",
+            ),
             404: _NO_ROOM,
             429: err(
                 "Too many places in this line are held from this address (queueMaxPerIp).", "queue_identity_limit"

@@ -29,25 +29,38 @@ PAGE_CSP = (
 FONT_CACHE = (b"cache-control", b"public, max-age=604800")
 _CACHE_MAX = 4096
 
-_pages: dict[tuple[str, str, str, str, bool, str], static.Payload] = {}
+#: what a closed room's page (queueing reject) answers beside rejectStatus: a signal for the inline front
+#: and connectors, and when a 503 is tried again
+CLOSED_HEADER = (b"x-qm-closed", b"1")
+CLOSED_RETRY_AFTER = (b"retry-after", b"300")
+
+_pages: dict[tuple[str, str, str, str, bool, str, bool], static.Payload] = {}
 
 
 def _key(
-    room_id: str, name: str, lang: str, prefix: str, email: bool, brand: Brand | None
-) -> tuple[str, str, str, str, bool, str]:
-    return (room_id, name, lang, prefix, email, "" if brand is None else brand.fingerprint)
+    room_id: str, name: str, lang: str, prefix: str, email: bool, brand: Brand | None, closed: bool = False
+) -> tuple[str, str, str, str, bool, str, bool]:
+    return (room_id, name, lang, prefix, email, "" if brand is None else brand.fingerprint, closed)
 
 
 def render(
-    room_id: str, name: str, lang: str, prefix: str, email: bool = False, brand: Brand | None = None
+    room_id: str,
+    name: str,
+    lang: str,
+    prefix: str,
+    email: bool = False,
+    brand: Brand | None = None,
+    closed: bool = False,
 ) -> static.Payload:
     """The page for one room in one language, built once and kept. ``email``: the page offers turn e-mails;
-    ``brand``: the room's brand (its fingerprint is part of the key, so a brand change renders anew)."""
-    key = _key(room_id, name, lang, prefix, email, brand)
+    ``brand``: the room's brand (its fingerprint is part of the key, so a brand change renders anew);
+    ``closed``: the room is closed (queueing reject): the page says so as sent, and never joins."""
+    key = _key(room_id, name, lang, prefix, email, brand, closed)
     hit = _pages.get(key)
     if hit is not None:
         return hit
-    rendered = static.Payload.of(build(room_id, name, lang, prefix, email, brand).encode(), "text/html; charset=utf-8")
+    page = build(room_id, name, lang, prefix, email, brand, closed=closed)
+    rendered = static.Payload.of(page.encode(), "text/html; charset=utf-8")
     if len(_pages) >= _CACHE_MAX:
         _pages.clear()
     _pages[key] = rendered
@@ -62,9 +75,12 @@ def build(
     email: bool = False,
     brand: Brand | None = None,
     preview: dict[str, Any] | None = None,
+    *,
+    closed: bool = False,
 ) -> str:
     """The page's HTML. ``preview``: a preview's synthetic answer (routes/pages/preview.py): the page shows it,
-    marked as a preview, and asks the server for nothing."""
+    marked as a preview, and asks the server for nothing. ``closed``: the room's closed page (queueing reject),
+    said as sent; its script joins nothing."""
     strings = asset.waiting_strings()
     table = strings[lang]
     page = asset.waiting_template()
@@ -81,6 +97,7 @@ def build(
         "apiBase": prefix,
         "email": email,
         "brandMessage": {} if brand is None else dict(brand.message),
+        "closed": closed,
     }
     if preview is not None:
         settings["preview"] = preview
@@ -89,6 +106,10 @@ def build(
         if preview is not None
         else ""
     )
+    if closed:  # the closed page reads as such before (and without) its script
+        page = page.replace('data-i18n="lead">{{lead}}', 'data-i18n="closedBody">{{closedBody}}', 1).replace(
+            'data-i18n="finding">{{finding}}', 'data-i18n="closedHead">{{closedHead}}', 1
+        )
     page = (
         page.replace("__QM_CONFIG__", asset.script_json(settings), 1)
         .replace("__QM_PREVIEW_MARK__", mark, 1)
@@ -133,9 +154,10 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, pre
         return
     name, lang = policy.name or room_id, pick_language(req)
     email = ctx.settings.turn_emails and ctx.addresses is not None
-    page = _pages.get(_key(room_id, name, lang, prefix, email, policy.brand))
+    closed = policy.queueing == "reject"
+    page = _pages.get(_key(room_id, name, lang, prefix, email, policy.brand, closed))
     if page is None:  # Brotli at its best setting takes tens of ms: keep it off the event loop
-        page = await asyncio.to_thread(render, room_id, name, lang, prefix, email, policy.brand)
+        page = await asyncio.to_thread(render, room_id, name, lang, prefix, email, policy.brand, closed)
     headers = [
         (b"cache-control", b"private, no-cache"),
         *admitted,
@@ -144,7 +166,13 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, pre
         (b"x-content-type-options", b"nosniff"),
         (b"referrer-policy", b"no-referrer"),
     ]
-    await serve_payload(req, send, page, headers, vary=b"Accept-Encoding, Accept-Language, Cookie")
+    vary = b"Accept-Encoding, Accept-Language, Cookie"
+    if closed:  # the operator's status (rejectStatus); a 503 says when to try again
+        status = policy.reject_status
+        headers += [CLOSED_HEADER, *([CLOSED_RETRY_AFTER] if status == 503 else [])]
+        await serve_payload(req, send, page, headers, status=status, conditional=False, vary=vary)
+        return
+    await serve_payload(req, send, page, headers, vary=vary)
 
 
 async def _not_found(req: Request, send: Send, what: bytes) -> None:

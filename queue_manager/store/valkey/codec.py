@@ -32,6 +32,7 @@ CONFIG_FIELD_NAMES = (
     "c_pqmax",
     "c_wmax",
     "c_wsec",
+    "c_qm",
     "c_opens",
     "c_rules",
 )
@@ -70,6 +71,7 @@ def lua_fields(cfg: RoomConfig) -> list[str]:
         s(cfg.prequeue_max_per_ip),
         s(cfg.max_waiting),
         s(cfg.max_wait_sec),
+        cfg.queueing,
         s(cfg.opens_at_ms),
         s(len(cfg.rules)),
     ]
@@ -136,6 +138,7 @@ def visitor_view(
         return_url=t.get("ru"),
         position=r.get("pos") if t["s"] == "waiting" else None,
         pass_at=t.get("pa", 0),
+        waiting=r.get("wl"),
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from queue_manager.engine.errors import EngineError
-from queue_manager.engine.visitor import identity_limit, queue_full
+from queue_manager.engine.visitor import identity_limit, queue_full, room_closed
 from queue_manager.store.valkey import codec
 
 
@@ -22,6 +22,8 @@ def refusal(
         return identity_limit()
     if code == "queue_full":
         return queue_full()
+    if code == "room_closed":
+        return room_closed()
     if code == "no_ticket_long":
         return EngineError(404, "no_ticket", "No such ticket in this room.", query=stripped[:32])
     if code == "no_ticket_num":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, Protocol
 
 from redis.asyncio import Redis
@@ -542,17 +543,22 @@ class ValkeyStore:
         now = await runner.now()
         ids = await self._registry.ids()
         header = runner.header(now, "*")
-        replies = await self._calls.eval_many("tick", [(room_id, header) for room_id in ids])
+        # a random room's draws this tick come from one fresh salt (engine/release.py); every room gets
+        # one, as this copy of a room's config may not know yet that another instance made it random
+        salts = [self.rng.token_hex(8) for _ in ids]
+        replies = await self._calls.eval_many(
+            "tick", [(room_id, [*header, salt]) for room_id, salt in zip(ids, salts, strict=True)]
+        )
         events: list[Event] = []
         failure: Exception | None = None
-        for room_id, reply in zip(ids, replies, strict=True):
+        for room_id, salt, reply in zip(ids, salts, replies, strict=True):
             if isinstance(reply, EngineError | RoomFenced):
                 continue  # deleted since the registry was read, or being rebuilt
             if isinstance(reply, Exception):
                 failure = failure or reply
                 continue
             try:
-                _, evs = await runner.run("tick", room_id, now, lambda _: [], cv="any", first=reply)
+                _, evs = await runner.run("tick", room_id, now, partial(_salt_args, salt), cv="any", first=reply)
             except RoomFenced:
                 continue
             except (StoreUnavailable, EngineError) as exc:
@@ -599,3 +605,8 @@ class ValkeyStore:
 
 def _implements_the_contract(store: ValkeyStore) -> Store:
     return store  # mypy checks ValkeyStore against the Store protocol here
+
+
+def _salt_args(salt: str, _copy: object) -> list[str]:
+    """The tick script's own arguments: the salt of its random draws."""
+    return [salt]

@@ -77,6 +77,7 @@ function buildCard(r) {
   const badges = el("div", { class: "card-badges" },
     el("span", { class: "auto-slot", "data-k": "auto" }),
     el("span", { class: "badge", "data-k": "state" }),
+    el("span", { class: "badge", "data-k": "method", hidden: true }),
     el("span", { class: "badge", "data-k": "site", hidden: true }));
   const stats = el("dl", { class: "stats" },
     stat("Waiting", "waiting"), stat("Capacity", "capacity"), stat("Est. wait", "est"), stat("Passes/min", "passes"));
@@ -138,6 +139,7 @@ function updateCard(card, r) {
   const badge = $('[data-k="state"]', card.node);
   badge.textContent = st;
   badge.className = "badge " + ({ active: "badge-ok", paused: "badge-warn", bypass: "badge-info", scheduled: "badge-info" }[st] || "badge-mute");
+  methodBadge($('[data-k="method"]', card.node), r.queueing || "fifo");
   if (st === "scheduled") {
     put(card, "waiting", fmtInt(r.preQueue)); hint(card, "waiting", "in pre-queue");
   } else {
@@ -168,6 +170,20 @@ function updateCard(card, r) {
     pause.disabled = r.state === "bypass";
   }
   card.node.classList.toggle("selected", state.chartRoom === r.id);
+}
+
+// the queueing method when it is not the usual line in order of arrival (fifo)
+const METHODS = {
+  random: ["random draw", "badge-info", "Each release draws from everyone waiting and present; no places are shown."],
+  passthrough: ["passthrough", "badge-info", "No line: every arrival is let through at once, and counted."],
+  reject: ["closed", "badge-bad", "Nobody joins: visitors get the room's closed page."],
+};
+function methodBadge(node, method) {
+  const [text, cls, title] = METHODS[method] || ["", "", ""];
+  node.hidden = !text;
+  if (node.textContent !== text) node.textContent = text;
+  node.className = "badge " + cls;
+  if (title) node.title = title; else node.removeAttribute("title");
 }
 
 // AUTO ≥n/MIN while threshold activation is armed; amber AUTO · SELF for the 15 minutes after it acted on its own

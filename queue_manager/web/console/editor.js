@@ -21,6 +21,8 @@ const FIELDS = [
   ["preQueueMaxPerIp", "Pre-queue per address", "int?", "Blank: no limit."],
   ["maxWaiting", "Line holds at most", "int?", "People in line; new joins past it are refused. Blank: no limit."],
   ["maxWaitSec", "Line full past wait (s)", "int?", "Estimated wait past which new joins are refused. Blank: no limit."],
+  ["queueing", "Queueing method", ["fifo", "random", "passthrough", "reject"], "fifo: in order of arrival. random: drawn at each release. passthrough: no line, everyone let in and counted. reject: closed, nobody joins."],
+  ["rejectStatus", "Closed page status", ["503", "200"], "What the page of a closed (reject) room answers; 503 says Retry-After."],
   ["opensAt", "Doors open (your local time)", "datetime", "Blank: no scheduled drop."],
   ["onBackendDown", "When storage is down", ["closed", "open"], "STORE=valkey only."],
   ["protection", "Bot protection", ["", "monitor", "enforce"], "Blank: the server default."],
@@ -51,7 +53,7 @@ function openEditor(roomId, opener) {
     const v = room ? room[key] : undefined;
     if (Array.isArray(kind)) {
       input = el("select", { id, name: key }, kind.map((o) => el("option", { value: o, text: o || "server default" })));
-      input.value = key === "protection" ? (v && v.mode) || "" : v || kind[0];
+      input.value = key === "protection" ? (v && v.mode) || "" : v ? String(v) : kind[0];
     } else if (kind === "lines" || kind === "lines?") {
       input = el("textarea", { id, name: key, rows: "3", spellcheck: "false" });
       input.value = (v || []).join("\n");
@@ -316,7 +318,7 @@ function collect(form, room, rulesBox) {
     if (!input || input.disabled) continue;
     const raw = input.value.trim();
     let v;
-    if (Array.isArray(kind)) v = key === "protection" ? (raw ? { mode: raw } : null) : raw;
+    if (Array.isArray(kind)) v = key === "protection" ? (raw ? { mode: raw } : null) : key === "rejectStatus" ? Number(raw) : raw;
     else if (kind === "int") { if (raw === "") throw new Error(`${label} needs a number.`); v = Number(raw); }
     else if (kind === "int?") v = raw === "" ? null : Number(raw);
     else if (kind === "datetime") v = raw ? new Date(raw).toISOString() : null;

@@ -61,7 +61,7 @@
     }
     headlineKey = null;
     noticeKey = null;
-    if (last) render(last); else if (full) showFull(); else setTitle(null);
+    if (closed) showClosed(); else if (last) render(last); else if (full) showFull(); else setTitle(null);
     setConn(connMode);
     if (problemKey) setProblem(problemKey);
     if (mailMsg) setMailStatus(mailMsg.key, mailMsg.vars, mailMsg.cls);
@@ -91,6 +91,7 @@
   var connMode = 'connecting';
   var problemKey = null;
   var full = false;         // the last join was refused because the line is full (it keeps trying)
+  var closed = cfg.closed === true;  // the room is closed (queueing reject): the closed page, no place
   var headlineKey = null;
   var noticeKey = null;
 
@@ -162,6 +163,7 @@
       mode === 'poll' ? t('connPoll') :
       mode === 'retry' ? t('connRetry') :
       mode === 'full' ? t('connFull') :
+      mode === 'closed' ? t('titleClosed') :
       mode === 'done' ? t('connDone') : t('connecting'));
   }
 
@@ -268,7 +270,41 @@
     setText('draw-handle', handle);
   }
 
+  // a random line: how many wait, the likely wait as a range (p25–p75) and the odds of the next minute in words
+  function renderRandom(p) {
+    setHeadline(t('randomHead'), null, '', true);
+    setTitle(null);
+    var label = $('ahead-label');
+    if (label) { label.setAttribute('data-i18n', 'waitingLabel'); label.textContent = t('waitingLabel'); }
+    setText('ahead', typeof p.waiting === 'number' ? num(p.waiting) : '–');
+    var lo = p.etaLowSec, hi = p.etaHighSec;
+    setText('eta', typeof lo === 'number' && typeof hi === 'number'
+      ? (formatEta(lo) === formatEta(hi) ? formatEta(lo) : t('etaRange', { lo: formatEta(lo), hi: formatEta(hi) }))
+      : t('etaNone'));
+    var odds = p.nextMinuteOdds;
+    setText('odds', typeof odds !== 'number' ? '' : odds >= 100 ? t('oddsSure') : odds < 1 ? t('oddsLow') : t('oddsPct', { n: num(odds) }));
+    show('odds', typeof odds === 'number');
+    show('random-explain', true);
+    show('bar', false);
+  }
+
+  function renderFifoLabels() {
+    var label = $('ahead-label');
+    if (label && label.getAttribute('data-i18n') !== 'aheadLabel') {
+      label.setAttribute('data-i18n', 'aheadLabel');
+      label.textContent = t('aheadLabel');
+    }
+    show('odds', false);
+    show('random-explain', false);
+    show('bar', true);
+  }
+
   function render(p) {
+    if (p.queueing === 'reject' && p.state !== 'passed' && p.state !== 'admitted' && p.state !== 'bypass') {
+      showClosed();
+      return;
+    }
+    showClosedBody(false);
     renderNotice(p);
     renderRef(p);
     renderMail(p);
@@ -287,8 +323,12 @@
       setTitle(t('titleOpens'));
       tickCountdown();
       if (!countdownTimer) countdownTimer = setInterval(tickCountdown, 1000);
+    } else if (p.state === 'waiting' && p.queueing === 'random') {
+      setView('wait');
+      renderRandom(p);
     } else if (p.state === 'waiting') {
       setView('wait');
+      renderFifoLabels();
       if (typeof p.position === 'number') {
         setHeadline(t('posBefore'), num(p.position), t('posAfter'), false);
         setTitle('(' + num(p.position) + ')');
@@ -372,6 +412,29 @@
     setProblem('fullBody');
   }
 
+  // the room is closed (queueing reject): its message and brand stay, the place (if any) is kept
+  function showClosedBody(on) {
+    var lead = document.querySelector('p.lead');
+    if (!lead) return;
+    var key = on ? 'closedBody' : 'lead';
+    if (lead.getAttribute('data-i18n') !== key) {
+      lead.setAttribute('data-i18n', key);
+      lead.textContent = t(key);
+    }
+    if (on) lead.hidden = false;
+  }
+
+  function showClosed() {
+    setView(null);
+    showClosedBody(true);
+    setHeadline(t('closedHead'), null, '', true);
+    setTitle(t('titleClosed'));
+    setProblem(null);
+    show('ref-help', false);
+    show('mail', false);
+    setConn('closed');
+  }
+
   function fatal(key) {
     finished = true;
     closeStream();
@@ -434,6 +497,11 @@
       return;
     }
     if (res.status === 404 && code === 'no_room') { fatal('noRoom'); return; }
+    if (res.status === 403 && code === 'room_closed') {  // closed since this page was sent: ask again now and then
+      showClosed();
+      scheduleJoin(60000);
+      return;
+    }
     if (res.status === 503 && code === 'queue_full') {
       full = true;
       showFull();
@@ -724,7 +792,7 @@
   }
 
   try {
-    if (preview) showPreview(); else join();
+    if (preview) showPreview(); else if (closed) showClosed(); else join();
   } catch (e) {
     setProblem('generic');
   }

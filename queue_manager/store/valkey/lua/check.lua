@@ -18,6 +18,15 @@ local unprotected = ARGV[A + 11] == '1'
 local new_door = ARGV[A + 12]
 local now = NOW
 
+-- a closed room (queueing reject): only a live session walks on; every other refusal is room_closed
+local closed = S.c_qm == 'reject'
+local function no(reply)
+  if closed then
+    reply.reason = 'room_closed'
+  end
+  return done(reply)
+end
+
 local state = effective_state(NOW_WALL)
 if state == 'bypass' then
   count_arrival()
@@ -32,18 +41,18 @@ if url_sent and unprotected then
   return done({k = 'ok', admit = true, state = 'unprotected'})
 end
 if P == nil then
-  return done({k = 'ok', admit = false, reason = 'no_ticket'})
+  return no({k = 'ok', admit = false, reason = 'no_ticket'})
 end
 local found = resolve(P, C)
 if found.pre ~= nil then
-  return done({k = 'ok', admit = false, reason = 'waiting'})
+  return no({k = 'ok', admit = false, reason = 'waiting'})
 end
 local t = nil
 if found.n ~= nil then
   t = getT(found.n)
 end
 if t == nil then
-  return done({k = 'ok', admit = false, reason = found.reason or 'expired'})
+  return no({k = 'ok', admit = false, reason = found.reason or 'expired'})
 end
 if t.s == 'admitted' then
   if door ~= nil and t.d ~= nil and door == t.d then
@@ -60,10 +69,10 @@ if t.s == 'admitted' then
       sx = NOW_WALL + (session_deadline(t) - now), undo = undo,
     })
   end
-  return done({k = 'ok', admit = false, reason = 'session_elsewhere', t = T_raw[t.n]})
+  return no({k = 'ok', admit = false, reason = 'session_elsewhere', t = T_raw[t.n]})
 end
 if found.ticket == nil then
-  return done({k = 'ok', admit = false, reason = found.reason or 'not_owner'})
+  return no({k = 'ok', admit = false, reason = found.reason or 'not_owner'})
 end
 if t.s == 'waiting' then
   local reason = 'waiting'
@@ -72,12 +81,15 @@ if t.s == 'waiting' then
   elseif state == 'paused' then
     reason = 'paused'
   end
-  return done({k = 'ok', admit = false, reason = reason, t = T_raw[t.n]})
+  return no({k = 'ok', admit = false, reason = reason, t = T_raw[t.n]})
 end
 -- t.s == 'passed'
 t.sn = now
 if HOLD then  -- admission maintenance: the pass waits, unspent, until it is over
-  return done({k = 'ok', admit = false, reason = 'paused', t = T_raw[t.n]})
+  return no({k = 'ok', admit = false, reason = 'paused', t = T_raw[t.n]})
+end
+if closed then  -- a pass handed out before the room closed is not spent
+  return no({k = 'ok', admit = false, reason = 'room_closed', t = T_raw[t.n]})
 end
 if not t.sl then
   local free = free_slots(now, t.n)
@@ -85,7 +97,7 @@ if not t.sl then
     t.ba = now
     redis.call('SADD', K.bn, I(t.n))
     emit('bounce', {n = t.n})
-    return done({k = 'ok', admit = false, reason = 'at_capacity', t = T_raw[t.n]})
+    return no({k = 'ok', admit = false, reason = 'at_capacity', t = T_raw[t.n]})
   end
 end
 local undo = {

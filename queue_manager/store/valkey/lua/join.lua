@@ -49,6 +49,9 @@ if state == 'bypass' then
   count_arrival()
   return done(view_payload({reason = found.reason}))
 end
+if S.c_qm == 'reject' then  -- closed: nobody joins (visitor.room_closed)
+  return err('room_closed')
+end
 if state == 'scheduled' then
   local limit = S.c_pqmax
   if limit ~= nil and tonumber(redis.call('HGET', K.ppi, C.id) or '0') >= limit then
@@ -74,8 +77,9 @@ end
 -- a full line (visitor.line_full): maxWaiting people, or the estimated wait of the place this join
 -- would take past maxWaitSec. Nobody in line is touched; the refusal is counted.
 local waiting = line_len()
-local full = S.c_wmax ~= nil and waiting >= S.c_wmax
-if not full and S.c_wsec ~= nil and state == 'active' and S.c_rate > 0 then
+local passthrough = S.c_qm == 'passthrough'
+local full = not passthrough and S.c_wmax ~= nil and waiting >= S.c_wmax
+if not full and not passthrough and S.c_wsec ~= nil and state == 'active' and S.c_rate > 0 then
   full = math.max(1, math.ceil((waiting + 1) * 60 / S.c_rate)) > S.c_wsec
 end
 if full then
@@ -88,4 +92,7 @@ emit('join', {
   n = t.n, reason = jnull(found.reason), ident = C.id, fp = C.fp, fp2 = jnull(C.f2), ck = jnull(C.ck),
   joined = NOW_WALL, ret = jnull(ret),
 })
+if passthrough and state == 'active' then  -- no line: the pass at once, counted like any other
+  promote(t, false, NOW)
+end
 return done(view_payload({ticket = t, n = t.n, reason = found.reason, new = true}))

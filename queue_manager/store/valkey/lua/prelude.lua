@@ -257,7 +257,7 @@ end
 
 local function free_slots(now, older_than)
   local cap = S.c_maxc
-  if cap == nil then
+  if cap == nil or S.c_qm == 'passthrough' then  -- passthrough: no limit
     return nil
   end
   return cap - occupancy() - active_bounced(now, older_than)
@@ -845,6 +845,9 @@ local function view_payload(found)  -- the raw material of view.visitor_view()
     out.t = T_raw[t.n]
     if t.s == 'waiting' then
       out.pos = position(t.n)
+      if S.c_qm == 'random' then
+        out.wl = line_len()  -- a random line shows a range from its length, not a position
+      end
     end
   elseif found.finished ~= nil then
     out.fin = found.finished
@@ -965,7 +968,7 @@ local function err(code, extra)
 end
 
 -- the config fields the rules read, from the op's arguments starting at i (see config.py)
-local CONFIG_FIELDS = {'c_state', 'c_rate', 'c_maxc', 'c_pttl', 'c_sttl', 'c_smax', 'c_pres', 'c_qmax', 'c_pqmax', 'c_wmax', 'c_wsec', 'c_opens', 'c_rules'}
+local CONFIG_FIELDS = {'c_state', 'c_rate', 'c_maxc', 'c_pttl', 'c_sttl', 'c_smax', 'c_pres', 'c_qmax', 'c_pqmax', 'c_wmax', 'c_wsec', 'c_qm', 'c_opens', 'c_rules'}
 
 local function set_config(i)
   for j, name in ipairs(CONFIG_FIELDS) do

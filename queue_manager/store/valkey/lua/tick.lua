@@ -2,6 +2,9 @@
 -- ticking one room each claim the span since the last claim, so together they credit what one
 -- ticker would. Answers 'more' (credit not yet capped) when PROMOTE_MAX promotions were made and
 -- more may follow, and 'again' when the sweep budget ran out: the store calls again at once.
+-- ARGV after the header: the salt of this tick's random draws (queueing random; engine/release.py).
+-- The room's queueing method picks whom it promotes (outflow.tick): fifo the head, random a holder
+-- drawn from those waiting and present, passthrough everyone waiting (no slot), reject nobody.
 local early = begin(false, true)
 if early then
   return early
@@ -14,7 +17,9 @@ if DRAW_NOW then
   apply_draw()
 end
 local state = effective_state(NOW_WALL)
-local moving = state == 'active' and S.c_rate > 0
+local method = S.c_qm or 'fifo'
+local salt = ARGV[A + 1] or ''
+local moving = state == 'active' and S.c_rate > 0 and method ~= 'reject' and method ~= 'passthrough'
 if moving then
   S.credit = S.credit + S.c_rate * elapsed
 end
@@ -27,7 +32,56 @@ redis.call('ZREMRANGEBYSCORE', K.jt, '-inf', I(cutoff))
 redis.call('ZREMRANGEBYSCORE', K.pt, '-inf', I(cutoff))
 arrivals_last_minute()  -- drops the bypass arrival fields that left the window
 local promoted = 0
-while moving do
+if method == 'passthrough' and state == 'active' then  -- outflow._pass_everyone
+  while true do
+    if promoted >= PROMOTE_MAX then
+      return done({k = 'more', p = promoted})
+    end
+    local head = line_head()
+    if head == nil then
+      break
+    end
+    promote(getT(head), false, now)
+    promoted = promoted + 1
+  end
+end
+-- random (outflow._draw, release.draw_index): the place drawn for try i of release S.passes is the first
+-- 32 bits of SHA-1('<salt>:<passes>:<i>') mod the line's length, past the unbiased cut thrown away;
+-- an absent holder is left in line and the next try made
+local SPAN = 4294967296
+local DRAW_TRIES = 32  -- release.DRAW_TRIES
+while moving and method == 'random' and salt ~= '' do
+  if promoted >= PROMOTE_MAX then
+    return done({k = 'more', p = promoted})
+  end
+  local size = line_len()
+  if size == 0 or S.credit < SLOT then
+    break
+  end
+  local free = free_slots(now, nil)
+  if free ~= nil and free <= 0 then
+    break
+  end
+  local picked = nil
+  for attempt = 0, DRAW_TRIES - 1 do
+    local u = tonumber(string.sub(redis.sha1hex(salt .. ':' .. I(S.passes) .. ':' .. attempt), 1, 8), 16)
+    if u < math.floor(SPAN / size) * size then
+      local r = redis.call('ZRANGE', K.line, u % size, u % size)
+      local t = getT(tonumber(r[1]))
+      if not absent(t.sn, now) then
+        picked = t
+        break
+      end
+    end
+  end
+  if picked == nil then
+    break
+  end
+  S.credit = S.credit - SLOT
+  promote(picked, true, now)
+  promoted = promoted + 1
+end
+while moving and method == 'fifo' do
   if promoted >= PROMOTE_MAX then
     return done({k = 'more', p = promoted})
   end
