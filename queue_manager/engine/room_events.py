@@ -42,6 +42,8 @@ OVERRIDABLE = (
     "sessionMaxSec",
     "maxWaiting",
     "maxWaitSec",
+    "queueing",
+    "rejectStatus",
     "message",
 )
 EVENT_KEYS = frozenset({"id", "name", "startsAt", "endsAt", "preQueueAt", "shuffle", *OVERRIDABLE})

@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from queue_manager.engine import release
+from queue_manager.engine.model import MAX_RATE_PER_MINUTE
 from queue_manager.http.wire import HttpError
 from queue_manager.tokens import TokenError, TokenSigner
 from queue_manager.web.asset import LANGUAGES
@@ -73,6 +75,28 @@ def _scheduled(s: Shown) -> dict[str, Any]:
     }
 
 
+def _random(s: Shown) -> dict[str, Any]:
+    """A random line of ``position`` people whose middle wait is ``waitSec``: the rate that clears it in twice
+    that, and the range and odds the page shows at that rate (engine/release.py)."""
+    rate = max(1, round(s.position * 30 / s.wait_sec)) if s.wait_sec > 0 else MAX_RATE_PER_MINUTE
+    span = release.wait_range(s.position, "active", rate)
+    return {
+        "state": "waiting",
+        "roomState": "active",
+        "queueing": "random",
+        "waiting": s.position,
+        "etaLowSec": None if span is None else span[0],
+        "etaHighSec": None if span is None else span[1],
+        "nextMinuteOdds": release.next_minute_odds(s.position, "active", rate),
+        "now": s.now_ms,
+    }
+
+
+def _closed(s: Shown) -> dict[str, Any]:
+    # a closed room (queueing reject): the page shows its closed state whatever the figures
+    return {"state": "waiting", "roomState": "active", "queueing": "reject", "now": s.now_ms}
+
+
 def _turn(s: Shown) -> dict[str, Any]:
     # "#" keeps the page's Continue button: a preview never leads anywhere
     return {
@@ -87,10 +111,12 @@ def _turn(s: Shown) -> dict[str, Any]:
 #: every state a preview can show, by the name the API takes
 STATES: Final[Mapping[str, State]] = {
     "waiting": State("waiting", _waiting("active")),
+    "random": State("waiting", _random),
     "prequeue": State("waiting", _scheduled),
     "turn": State("waiting", _turn),
     "paused": State("waiting", _waiting("paused")),
     "full": State("waiting", None),
+    "closed": State("waiting", _closed),
     "origin_down": State("origin_down"),
     "offline": State("offline"),
 }

@@ -34,6 +34,8 @@ SHOWS: dict[str, dict[str, tuple[str, str]]] = {
     "turn": {"en": ("#headline", "It’s your turn"), "th": ("#headline", "ถึงคิวของคุณแล้ว")},
     "paused": {"en": ("#notice", "The line is paused by the organiser."), "th": ("#notice", "ผู้จัดหยุดคิวไว้ชั่วคราว")},
     "full": {"en": ("#headline", "The line is full"), "th": ("#headline", "คิวเต็มแล้ว")},
+    "random": {"en": ("#headline", "You are in the draw."), "th": ("#headline", "คุณอยู่ในการสุ่มแล้ว")},
+    "closed": {"en": ("#headline", "This waiting room is closed"), "th": ("#headline", "ห้องรอคิวนี้ปิดอยู่")},
     "origin_down": {
         "en": ("#t-head", "The site is not answering right now"),
         "th": ("#t-head", "เว็บไซต์ยังไม่ตอบสนองในขณะนี้"),
@@ -100,6 +102,8 @@ def test_each_state_in_english_and_thai(browser: Any, qm: Any, room: str, artifa
         else:
             assert page.locator("h1").inner_text() == "Acme Outlet"
             assert page.locator("img.brand-logo").is_visible()
+        if state == "closed":  # as the real closed page: no live updates are claimed
+            assert "Live updates on" not in page.locator("body").inner_text()
         page.screenshot(path=str(artifacts / f"preview-{state}-{lang}.png"), full_page=True)
         found = violations(page)
         assert not found, f"axe on the {state} preview ({lang}):\n{describe(found)}"

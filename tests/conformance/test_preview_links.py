@@ -16,7 +16,7 @@ import pytest
 from harness import Server, create_room, join, tamper_signature
 from passkit import b64, hkdf, unb64
 
-STATES = ("waiting", "prequeue", "turn", "paused", "full", "origin_down", "offline")
+STATES = ("waiting", "random", "prequeue", "turn", "paused", "full", "closed", "origin_down", "offline")
 LANGS = ("en", "th", "es", "ja", "de")
 HOUR_MS = 3_600_000
 ServerFactory = Callable[..., Server]

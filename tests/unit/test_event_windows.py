@@ -138,6 +138,22 @@ def test_back_to_back_events_hand_over_without_losing_the_base() -> None:
     assert follow(b, T + 120 * MIN).rate_per_minute == 60
 
 
+def test_an_event_can_close_the_room_and_open_it_as_a_lottery() -> None:
+    cfg = room(
+        events=[
+            event("closed", queueing="reject", rejectStatus=200, message={"en": "Sold out until noon"}),
+            event("draw", T + 60 * MIN, T + 120 * MIN, queueing="random"),
+        ]
+    )
+    closed = follow(cfg, T)
+    assert (closed.queueing, closed.reject_status) == ("reject", 200)
+    lottery = follow(closed, T + 60 * MIN)
+    assert lottery.queueing == "random" and lottery.reject_status == cfg.reject_status  # given back at the hand-over
+    assert follow(lottery, T + 120 * MIN).queueing == "fifo"
+    with pytest.raises(EngineError):
+        room(events=[event(queueing="lottery")])
+
+
 def test_the_field_survives_the_journal_form() -> None:
     cfg = follow(room(events=[event(ratePerMinute=600)]), T)
     again = config_from_public(cfg.to_event(None))

@@ -63,3 +63,13 @@ def test_every_language_and_the_defaults() -> None:
         assert preview.parse("shop", {"state": "turn", "lang": lang}).lang == lang
     got = preview.parse("shop", {"state": "waiting"})
     assert (got.lang, got.position, got.wait_sec) == ("en", preview.DEFAULT_POSITION, preview.DEFAULT_WAIT_SEC)
+
+
+def test_a_random_line_shows_its_range_and_odds_at_the_rate_that_clears_it_in_twice_the_wait() -> None:
+    shown = preview.Shown(position=120, wait_sec=600, now_ms=1_000, passed_ttl_sec=600)
+    status = preview.status_of("shop", preview.STATES["random"], shown)
+    assert status is not None and status["queueing"] == "random" and status["waiting"] == 120
+    # 120 people cleared in 1,200 s: 6 a minute; the quartile turns 30 and 90 are 300 s and 900 s away
+    assert (status["etaLowSec"], status["etaHighSec"], status["nextMinuteOdds"]) == (300, 900, 5)
+    closed = preview.status_of("shop", preview.STATES["closed"], shown)
+    assert closed is not None and closed["queueing"] == "reject"

@@ -255,6 +255,8 @@ _EVENT_FIELDS: dict[str, Any] = {
     "sessionMaxSec": {"type": ["integer", "null"], "minimum": 10},
     "maxWaiting": {"type": ["integer", "null"], "minimum": 1},
     "maxWaitSec": {"type": ["integer", "null"], "minimum": 1},
+    "queueing": {"enum": ["fifo", "random", "passthrough", "reject"]},
+    "rejectStatus": {"enum": [200, 503]},
     "message": {"type": ["object", "null"], "description": "The page message by language, as brand.message."},
 }
 ROOM_EVENT_WRITE: dict[str, Any] = {

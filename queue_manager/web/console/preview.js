@@ -9,16 +9,19 @@ import { head, openDialog } from "./dialogs.js";
 // One entry per state the server offers (POST /api/admin/rooms/<room>/preview): its value and what it shows.
 const STATES = [
   ["waiting", "Waiting in line"],
+  ["random", "Random line (a wait range)"],
   ["prequeue", "Pre-queue countdown"],
   ["turn", "Your turn"],
   ["paused", "Paused"],
   ["full", "Line full"],
+  ["closed", "Closed (queueing reject)"],
   ["origin_down", "Site down (origin down)"],
   ["offline", "Queue offline"],
 ];
 const LANGS = [["en", "English"], ["th", "ไทย (Thai)"], ["es", "Español"], ["ja", "日本語 (Japanese)"], ["de", "Deutsch"]];
 // the states the figures mean something in: a place and a wait, or the sign-ups and the time to the doors
-const FIGURES = { waiting: ["Position", "Wait (minutes)"], paused: ["Position", "Wait (minutes)"], prequeue: ["Signed up", "Doors open in (minutes)"] };
+const FIGURES = { waiting: ["Position", "Wait (minutes)"], paused: ["Position", "Wait (minutes)"], prequeue: ["Signed up", "Doors open in (minutes)"],
+  random: ["People waiting", "Middle wait (minutes)"] };
 
 let previewCtx = null; // {room, busy}
 function field(id, label, input, help) {

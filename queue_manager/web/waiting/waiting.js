@@ -788,7 +788,7 @@
     if (typeof p.now === 'number') offset = p.now - Date.now();
     last = p;
     render(p);
-    setConn(p.state === 'waiting' || p.state === 'scheduled' ? 'live' : 'done');
+    if (p.queueing !== 'reject') setConn(p.state === 'waiting' || p.state === 'scheduled' ? 'live' : 'done');
   }
 
   try {
