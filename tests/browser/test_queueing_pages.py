@@ -87,15 +87,15 @@ def test_an_open_page_turns_into_the_closed_page_and_back(browser: Any, qm: Any,
     with qm.admin() as admin, qm.client() as first:
         create_room(admin, room, name="Winter release", ratePerMinute=0, queueMaxPerIp=None)
         join(first, room).raise_for_status()
-        page = browser.new_page(viewport={"width": 1000, "height": 760})
+        page = browser.new_page(viewport={"width": 1000, "height": 760})  # the page's own CSP: no eval here
         page.goto(f"{qm.base_url}/w/{room}")
-        page.wait_for_function("document.getElementById('headline').innerText.includes('2')")
+        page.locator("#headline").filter(has_text="2").wait_for(timeout=10_000)
         admin.post("/api/admin/rooms", json={"id": room, "queueing": "reject"}).raise_for_status()
         page.get_by_text("This waiting room is closed", exact=True).wait_for(timeout=10_000)
         assert not page.locator("#v-wait").is_visible()
         page.screenshot(path=str(artifacts / "waiting-closed-live.png"), full_page=True)
         admin.post("/api/admin/rooms", json={"id": room, "queueing": "fifo"}).raise_for_status()
-        page.wait_for_function("document.getElementById('headline').innerText.includes('2')", timeout=10_000)
+        page.locator("#headline").filter(has_text="2").wait_for(timeout=10_000)
         assert page.locator("#v-wait").is_visible()  # the place was kept: still number 2
         page.close()
 
