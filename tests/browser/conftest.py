@@ -14,6 +14,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.inline.peer
 
+from harness import Server, start_server
+
 from tests.inline.peer import Peer
 
 CHROMIUM = os.environ.get("QM_CHROMIUM", "/usr/bin/chromium")
@@ -60,3 +62,13 @@ def peer() -> Iterator[Peer]:
         yield p
     finally:
         p.stop()
+
+
+@pytest.fixture(scope="module")
+def qm() -> Iterator[Server]:
+    """One server with the default settings per test module (a module that needs others defines its own)."""
+    srv = start_server()
+    try:
+        yield srv
+    finally:
+        srv.stop()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from axe import describe, violations
+from browsing import sign_in
 from customer_site import Site
 from harness import Server, create_room, free_port, join, start_server, unique_id, wait_until
 from receiver import Receiver
@@ -41,13 +42,6 @@ def paging(receiver: Receiver) -> Iterator[Server]:
 def _context(browser: Any, **kwargs: Any) -> Any:
     # axe is injected as a script tag, which the console's CSP (script-src 'self') would refuse
     return browser.new_context(bypass_csp=True, viewport={"width": 1360, "height": 1000}, **kwargs)
-
-
-def _sign_in(page: Any, srv: Server, key: str | None = None) -> None:
-    page.goto(f"{srv.base_url}/")
-    page.locator("#signin-key").fill(key or srv.admin_key)
-    page.get_by_role("button", name="Sign in").click()
-    page.locator("#live.on").wait_for(timeout=10_000)
 
 
 def _frozen_room(srv: Server, name: str) -> str:
@@ -87,7 +81,7 @@ def test_firing_now_lists_the_condition_and_a_test_alert_is_delivered(
 
     ctx = _context(browser)
     page = ctx.new_page()
-    _sign_in(page, paging)
+    sign_in(page, paging)
     page.get_by_role("button", name="Diagnostics", exact=True).click()
     section = _alerting(page, "dlg-diagnostics")
     firing = section.locator("ul[aria-labelledby='alerting-firing-h'] li", has_text=room).filter(
@@ -145,7 +139,7 @@ def test_a_viewer_key_and_a_monitor_link_see_the_button_disabled_with_the_reason
 
     ctx = _context(browser)
     page = ctx.new_page()
-    _sign_in(page, paging, key)
+    sign_in(page, paging, key)
     assert "viewer" in page.locator("#who").inner_text()
     page.get_by_role("button", name="Diagnostics", exact=True).click()
     section = _alerting(page, "dlg-diagnostics")
@@ -189,7 +183,7 @@ def test_without_a_webhook_the_panel_says_nobody_is_paged_and_the_button_is_iner
             assert refused.status_code == 409 and refused.json()["code"] == "webhook_not_configured"
         ctx = _context(browser)
         page = ctx.new_page()
-        _sign_in(page, srv)
+        sign_in(page, srv)
         page.get_by_role("button", name="Diagnostics", exact=True).click()
         section = _alerting(page, "dlg-diagnostics")
         holding = section.locator("ul[aria-labelledby='alerting-holding-h'] li", has_text=room).filter(
@@ -218,7 +212,7 @@ def test_a_queue_threshold_activation_put_up_reads_auto_self(browser: Any, pagin
         create_room(admin, room, name="Night drop", state="bypass", autoActivate=armed, queueMaxPerIp=None)
     ctx = _context(browser)
     page = ctx.new_page()
-    _sign_in(page, paging)
+    sign_in(page, paging)
     card = page.locator(f'article.card[data-room="{room}"]')
     auto = card.locator('[data-k="auto"]')
     auto.get_by_text("AUTO ≥5/MIN").wait_for(timeout=10_000)
@@ -286,7 +280,7 @@ def test_a_snippet_rooms_site_chip_follows_its_target_probe(browser: Any, artifa
             create_room(admin, room, name="Shop", targetUrl=site.url)
         ctx = _context(browser)
         page = ctx.new_page()
-        _sign_in(page, srv)
+        sign_in(page, srv)
         card = page.locator(f'article.card[data-room="{room}"]')
         chip = card.locator('[data-k="site"]')
         chip.get_by_text("site · ok").wait_for(timeout=30_000)
@@ -325,7 +319,7 @@ def test_an_example_target_reads_not_probed_and_a_private_one_refused_with_the_w
         wait_until(both_reported, timeout=30, what="both targets in the report")
         ctx = _context(browser)
         page = ctx.new_page()
-        _sign_in(page, srv)
+        sign_in(page, srv)
         card = page.locator(f'article.card[data-room="{example}"]')
         card.wait_for(timeout=10_000)
         assert card.locator('[data-k="site"]').is_hidden()  # no verdict on a site that was not probed

@@ -4,14 +4,13 @@ axe (WCAG 2.1 AA) clean on the brand's colours, and a screenshot of each."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from axe import describe, violations
-from harness import create_room, start_server, unique_id
+from harness import create_room, unique_id
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 PHONE = {"width": 390, "height": 844}
@@ -32,15 +31,6 @@ MESSAGES = {
 LOCALES = {"en": "en-US", "th": "th-TH", "es": "es-ES", "ja": "ja-JP", "de": "de-DE"}
 DARK = {"background": "#0b1f3a", "accent": "#ffd166"}
 LIGHT = {"background": "#f4efe6", "accent": "#8a1c1c"}
-
-
-@pytest.fixture(scope="module")
-def qm() -> Iterator[Any]:
-    srv = start_server()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def _branded_room(qm: Any, colours: dict[str, str]) -> str:

@@ -9,18 +9,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import pytest
 from axe import describe, violations
+from browsing import sign_in
 from harness import Server, create_room, free_port, join, start_server, unique_id, wait_until
-
-
-@pytest.fixture(scope="module")
-def qm() -> Any:
-    srv = start_server()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def _origin(url: str) -> str:
@@ -36,13 +27,6 @@ def _room(admin: Any, room_id: str) -> dict[str, Any]:
 def _context(browser: Any, **kwargs: Any) -> Any:
     # axe is injected as a script tag, which the console's CSP (script-src 'self') would refuse
     return browser.new_context(bypass_csp=True, **kwargs)
-
-
-def _sign_in(page: Any, qm: Any) -> None:
-    page.goto(f"{qm.base_url}/")
-    page.locator("#signin-key").fill(qm.admin_key)
-    page.get_by_role("button", name="Sign in").click()
-    page.locator("#live.on").wait_for(timeout=10_000)
 
 
 def _focus_is(page: Any, script: str, expected: str) -> None:
@@ -67,7 +51,7 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
     found = violations(page)
     assert not found, describe(found)
 
-    _sign_in(page, qm)
+    sign_in(page, qm)
     # the key is not kept anywhere the page's scripts can read
     assert page.evaluate("() => JSON.stringify(localStorage) + JSON.stringify(sessionStorage)").find(qm.admin_key) < 0
     assert page.locator("#signin-key").input_value() == ""
@@ -273,7 +257,7 @@ def test_keyboard_skip_links_and_console_menu(browser: Any, qm: Any) -> None:
         create_room(admin, second, name="Second")
     ctx = _context(browser, viewport={"width": 1300, "height": 900})
     page = ctx.new_page()
-    _sign_in(page, qm)
+    sign_in(page, qm)
     _card(page, second).wait_for(timeout=10_000)
     # the first Tab offers Skip to rooms
     page.locator("body").focus()
@@ -421,7 +405,7 @@ def test_room_states_site_down_panels_dry_run_and_a_restart(browser: Any, artifa
 
         ctx = _context(browser, viewport={"width": 1360, "height": 1000})
         page = ctx.new_page()
-        _sign_in(page, srv)
+        sign_in(page, srv)
         for room in (launch, held, moving, site):
             _card(page, room).wait_for(timeout=10_000)
         # one room is letting nobody through: the header leaves it out of the worst wait, and says so
@@ -550,7 +534,7 @@ def test_insecure_config_badge_opens_diagnostics_and_is_kept_from_a_monitor_link
             link = admin.post("/api/admin/monitor-links").json()["url"]
         ctx = _context(browser, viewport={"width": 1360, "height": 900})
         page = ctx.new_page()
-        _sign_in(page, srv)
+        sign_in(page, srv)
         badge = page.locator("#insecure")
         badge.wait_for(timeout=10_000)
         assert "ADMIN_KEY is the default" in (badge.get_attribute("title") or "")
@@ -600,7 +584,7 @@ def test_chart_splits_the_rate_scale_toggles_series_and_lists_collapsed_marks(
     ctx = _context(browser, viewport={"width": 1360, "height": 900}, permissions=["notifications"])
     ctx.add_init_script(NOTIFICATIONS_SEEN)
     page = ctx.new_page()
-    _sign_in(page, qm)
+    sign_in(page, qm)
     # Alerts: the surge raises a desktop notification in this tab once armed
     alerts = page.get_by_role("button", name="Alerts")
     alerts.click()

@@ -5,33 +5,16 @@ typed) and deletes one; axe-clean, with screenshots."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from axe import describe, violations
-from harness import create_room, start_server, unique_id, wait_until
+from browsing import sign_in
+from harness import create_room, unique_id, wait_until
 
 
 def _iso(seconds_from_now: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + seconds_from_now))
-
-
-@pytest.fixture(scope="module")
-def qm() -> Iterator[Any]:
-    srv = start_server()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-def _sign_in(page: Any, qm: Any) -> None:
-    page.goto(f"{qm.base_url}/")
-    page.locator("#signin-key").fill(qm.admin_key)
-    page.get_by_role("button", name="Sign in").click()
-    page.locator("#live.on").wait_for(timeout=10_000)
 
 
 def test_the_events_dialog_shows_adds_and_deletes(browser: Any, qm: Any, artifacts: Path) -> None:
@@ -59,7 +42,7 @@ def test_the_events_dialog_shows_adds_and_deletes(browser: Any, qm: Any, artifac
         wait_until(lambda: admin.get(f"/api/admin/rooms/{room}").json()["room"]["eventInForce"], timeout=15)
     context = browser.new_context(viewport={"width": 1360, "height": 1000}, bypass_csp=True)
     page = context.new_page()
-    _sign_in(page, qm)
+    sign_in(page, qm)
     card = page.locator(f'article.card[data-room="{room}"]')
     card.wait_for(timeout=10_000)
     line = card.locator('[data-k="event-line"]')

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from axe import describe, violations
+from browsing import sign_in
 from demo_site import serve_site
 from harness import Server, create_room, start_server, unique_id, wait_until
 from page_site import PageSite, html
@@ -24,13 +25,6 @@ def qm() -> Iterator[Server]:
         yield srv
     finally:
         srv.stop()
-
-
-def _sign_in(page: Any, qm: Server) -> None:
-    page.goto(f"{qm.base_url}/")
-    page.locator("#signin-key").fill(qm.admin_key)
-    page.get_by_role("button", name="Sign in").click()
-    page.locator("#live.on").wait_for(timeout=10_000)
 
 
 def _check(page: Any, url: str) -> Any:
@@ -56,7 +50,7 @@ def test_the_operator_verifies_a_page_and_unblocks_its_tag(browser: Any, qm: Ser
         create_room(admin, room, name="Landing drop", targetUrl="https://www.shop.example/")
         ctx = browser.new_context(bypass_csp=True, viewport={"width": 1360, "height": 1000})
         page = ctx.new_page()
-        _sign_in(page, qm)
+        sign_in(page, qm)
         card = page.locator(f'article.card[data-room="{room}"]')
         card.wait_for(timeout=10_000)
         assert card.locator('[data-k="return-line"]').is_hidden()  # nothing to say yet
@@ -125,7 +119,7 @@ def test_a_page_without_the_tag_says_what_to_add(browser: Any, qm: Server, artif
             room = create_room(admin, unique_id("bare"), targetUrl=site.origin + "/")["id"]
         ctx = browser.new_context(bypass_csp=True, viewport={"width": 1360, "height": 1000})
         page = ctx.new_page()
-        _sign_in(page, qm)
+        sign_in(page, qm)
         page.locator(f'article.card[data-room="{room}"]').get_by_role("button", name="Verify install").click()
         dlg = _check(page, site.origin + "/")
         dlg.get_by_text("✗ not on the page").wait_for()

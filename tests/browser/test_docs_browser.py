@@ -3,23 +3,12 @@ fetched from another origin, the keyboard reaches the content, and axe finds no 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import pytest
 from axe import describe, violations
-from harness import Server, start_server
-
-
-@pytest.fixture(scope="module")
-def qm() -> Iterator[Server]:
-    srv = start_server()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+from harness import Server
 
 
 def _page(browser: Any, scheme: str = "light", width: int = 1280, height: int = 900) -> tuple[Any, Any, list[str]]:

@@ -4,29 +4,15 @@ full" state in the room's brand and in the language they pick, and nobody in lin
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from axe import describe, violations
+from browsing import headline
 from harness import create_room, join, start_server, unique_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.inline.peer
 from tests.inline.peer import Peer
-
-
-@pytest.fixture(scope="module")
-def qm() -> Iterator[Any]:
-    srv = start_server()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-def _headline(page: Any) -> str:
-    return " ".join(page.locator("#headline").inner_text().split())
 
 
 def test_a_refused_visitor_sees_the_line_is_full(browser: Any, qm: Any, artifacts: Path) -> None:
@@ -46,7 +32,7 @@ def test_a_refused_visitor_sees_the_line_is_full(browser: Any, qm: Any, artifact
         page = context.new_page()
         page.goto(f"{qm.base_url}/w/{room}")
         page.get_by_text("The line is full", exact=True).wait_for()
-        assert _headline(page) == "The line is full"
+        assert headline(page) == "The line is full"
         assert not page.locator("p.lead").is_visible()  # "you keep your place": not said to someone without one
         problem = page.locator("#problem")
         assert problem.is_visible()
@@ -59,13 +45,13 @@ def test_a_refused_visitor_sees_the_line_is_full(browser: Any, qm: Any, artifact
 
         page.select_option("#lang", "th")
         page.wait_for_function("document.documentElement.lang === 'th'")
-        assert _headline(page) == "คิวเต็มแล้ว"
+        assert headline(page) == "คิวเต็มแล้ว"
         assert "โปรดลองใหม่ภายหลัง" in problem.inner_text()
         page.screenshot(path=str(artifacts / "waiting-full-th.png"), full_page=True)
         for lang, head in (("es", "La fila está llena"), ("ja", "列が満員です"), ("de", "Die Warteschlange ist voll")):
             page.select_option("#lang", lang)
             page.wait_for_function(f"document.documentElement.lang === '{lang}'")
-            assert _headline(page) == head
+            assert headline(page) == head
         context.close()
         r = admin.get(f"/api/admin/rooms/{room}").json()["room"]
         assert (r["waiting"], r["refusedFull"]) == (1, 1)

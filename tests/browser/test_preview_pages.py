@@ -5,14 +5,13 @@ console's Preview dialog makes one and opens it in a new tab."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from axe import describe, violations
-from harness import create_room, start_server, unique_id
+from harness import create_room, unique_id
 
 DESKTOP = {"width": 1100, "height": 820}
 LOGO = (
@@ -43,15 +42,6 @@ SHOWS: dict[str, dict[str, tuple[str, str]]] = {
     "offline": {"en": ("#t-head", "We’ll be right back"), "th": ("#t-head", "อีกสักครู่จะกลับมา")},
 }
 ASKS = ("/api/join", "/api/status", "/events", "/api/notify", "/api/check")
-
-
-@pytest.fixture(scope="module")
-def qm() -> Iterator[Any]:
-    srv = start_server()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,12 @@ words instead of a place."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from axe import describe, violations
+from browsing import headline
 from harness import create_room, join, start_server, unique_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.inline.peer
@@ -26,19 +25,6 @@ BRAND = {
 }
 
 
-@pytest.fixture(scope="module")
-def qm() -> Iterator[Any]:
-    srv = start_server()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-def _headline(page: Any) -> str:
-    return " ".join(page.locator("#headline").inner_text().split())
-
-
 def test_a_closed_room_shows_its_closed_page(browser: Any, qm: Any, artifacts: Path) -> None:
     room = unique_id("closed")
     with qm.admin() as admin:
@@ -48,7 +34,7 @@ def test_a_closed_room_shows_its_closed_page(browser: Any, qm: Any, artifacts: P
         response = page.goto(f"{qm.base_url}/w/{room}")
         assert response is not None and response.status == 503
         assert response.headers["retry-after"] == "300" and response.headers["x-qm-closed"] == "1"
-        assert _headline(page) == "This waiting room is closed"
+        assert headline(page) == "This waiting room is closed"
         assert page.locator("p.lead").inner_text() == "Nobody can join the line right now. Please come back later."
         assert page.locator("#brand-message").inner_text() == "The sale reopens on Monday at 9:00."
         page.wait_for_function("document.title.startsWith('Closed')")
@@ -59,7 +45,7 @@ def test_a_closed_room_shows_its_closed_page(browser: Any, qm: Any, artifacts: P
         assert not found, f"axe (WCAG 2.1 AA) on the closed page:\n{describe(found)}"
         page.select_option("#lang", "th")
         page.wait_for_function("document.documentElement.lang === 'th'")
-        assert _headline(page) == "ห้องรอคิวนี้ปิดอยู่"
+        assert headline(page) == "ห้องรอคิวนี้ปิดอยู่"
         assert "โปรดกลับมาใหม่ภายหลัง" in page.locator("p.lead").inner_text()
         assert page.locator("#brand-message").inner_text() == "การขายเปิดอีกครั้งวันจันทร์ เวลา 9:00 น."
         page.screenshot(path=str(artifacts / "waiting-closed-th.png"), full_page=True)
@@ -70,7 +56,7 @@ def test_a_closed_room_shows_its_closed_page(browser: Any, qm: Any, artifacts: P
         ):
             page.select_option("#lang", lang)
             page.wait_for_function(f"document.documentElement.lang === '{lang}'")
-            assert _headline(page) == head
+            assert headline(page) == head
         context.close()
         r = admin.get(f"/api/admin/rooms/{room}").json()["room"]
         assert r["joinsTotal"] == 0  # the closed page joins nothing
@@ -78,7 +64,7 @@ def test_a_closed_room_shows_its_closed_page(browser: Any, qm: Any, artifacts: P
         plain = browser.new_page()
         response = plain.goto(f"{qm.base_url}/w/{room}")
         assert response is not None and response.status == 200
-        assert _headline(plain) == "This waiting room is closed"
+        assert headline(plain) == "This waiting room is closed"
         plain.close()
 
 
@@ -126,7 +112,7 @@ def test_a_random_room_shows_a_range_and_the_odds(browser: Any, qm: Any, artifac
             assert not found, f"axe (WCAG 2.1 AA) on the random line:\n{describe(found)}"
             page.select_option("#lang", "th")
             page.wait_for_function("document.documentElement.lang === 'th'")
-            assert _headline(page) == "คุณอยู่ในการสุ่มแล้ว"
+            assert headline(page) == "คุณอยู่ในการสุ่มแล้ว"
             assert page.locator("#ahead-label").inner_text() == "จำนวนผู้รอ"
             assert "ใน 100" in page.locator("#odds").inner_text()
             page.screenshot(path=str(artifacts / "waiting-random-th.png"), full_page=True)
@@ -137,7 +123,7 @@ def test_a_random_room_shows_a_range_and_the_odds(browser: Any, qm: Any, artifac
             ):
                 page.select_option("#lang", lang)
                 page.wait_for_function(f"document.documentElement.lang === '{lang}'")
-                assert _headline(page) == head
+                assert headline(page) == head
             context.close()
         finally:
             for c in others:
@@ -162,7 +148,7 @@ def test_inline_a_closed_room_answers_its_closed_page(browser: Any, peer: Peer, 
             page = browser.new_page(viewport={"width": 1000, "height": 760})
             response = page.goto(f"{public}/page/shoes?size=9")
             assert response is not None and response.status == 200  # the operator's status, not 503 queued
-            assert _headline(page) == "This waiting room is closed"
+            assert headline(page) == "This waiting room is closed"
             assert page.url == f"{public}/page/shoes?size=9"
             page.screenshot(path=str(artifacts / "inline-closed.png"), full_page=True)
             page.close()

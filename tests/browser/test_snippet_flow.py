@@ -6,18 +6,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import pytest
 from demo_site import serve_site
-from harness import create_room, join, start_server, unique_id
-
-
-@pytest.fixture(scope="module")
-def qm() -> Any:
-    srv = start_server()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+from harness import create_room, join, unique_id
 
 
 def _origins(urls: list[str]) -> set[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,20 +12,12 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 from axe import describe, violations
+from browsing import headline
 from demo_site import serve_site
 from harness import create_room, join, start_server, unique_id
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1100, "height": 820}
-
-
-@pytest.fixture(scope="module")
-def qm() -> Iterator[Any]:
-    srv = start_server()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def _origin(url: str) -> str:
@@ -49,11 +40,6 @@ def _assert_axe_clean(page: Any, what: str) -> None:
     assert not found, f"axe (WCAG 2.1 AA) on {what}:\n{describe(found)}"
 
 
-def _headline(page: Any) -> str:
-    text: str = page.locator("#headline").inner_text()
-    return " ".join(text.split())
-
-
 def test_a_visitor_waits_switches_language_sees_the_causes_and_is_let_through(
     browser: Any, qm: Any, artifacts: Path
 ) -> None:
@@ -68,7 +54,7 @@ def test_a_visitor_waits_switches_language_sees_the_causes_and_is_let_through(
 
         # waiting: position, people ahead, an honest estimate, the Ref and the ticket number
         page.wait_for_function("document.querySelector('#headline .num')?.textContent === '2'")
-        assert _headline(page) == "You are number 2 in line"
+        assert headline(page) == "You are number 2 in line"
         assert page.locator("#ahead").inner_text() == "1 person"
         assert page.locator("#eta").inner_text() == "No estimate right now"  # rate 0: the arithmetic says ∞
         ref = page.locator("#ref").inner_text()
@@ -82,7 +68,7 @@ def test_a_visitor_waits_switches_language_sees_the_causes_and_is_let_through(
         # the picker: Thai at once, persisted in qm_lang, and still Thai (server-rendered) after a reload
         page.select_option("#lang", "th")
         page.wait_for_function("document.documentElement.lang === 'th'")
-        assert _headline(page) == "คุณอยู่ลำดับที่ 2 ในคิว"
+        assert headline(page) == "คุณอยู่ลำดับที่ 2 ในคิว"
         assert page.locator("#eta").inner_text() == "ยังประมาณเวลาไม่ได้"
         cookies = {c["name"]: c["value"] for c in context.cookies(qm.base_url)}
         assert cookies.get("qm_lang") == "th"
@@ -96,7 +82,7 @@ def test_a_visitor_waits_switches_language_sees_the_causes_and_is_let_through(
         _assert_axe_clean(page, "the waiting page (waiting, Thai)")
         page.select_option("#lang", "ja")
         page.wait_for_function("document.documentElement.lang === 'ja'")
-        assert _headline(page) == "あなたの順番は 2 番目です"
+        assert headline(page) == "あなたの順番は 2 番目です"
         page.screenshot(path=str(artifacts / "waiting-ja-desktop.png"), full_page=True)
         page.select_option("#lang", "en")
         page.wait_for_function("document.documentElement.lang === 'en'")
@@ -104,7 +90,7 @@ def test_a_visitor_waits_switches_language_sees_the_causes_and_is_let_through(
         # paused is named, and the place is kept
         assert admin.post(f"/api/admin/rooms/{room}/pause").status_code == 200
         page.get_by_text("The line is paused by the organiser. You keep your place.").wait_for()
-        assert _headline(page) == "You are number 2 in line"
+        assert headline(page) == "You are number 2 in line"
         page.screenshot(path=str(artifacts / "waiting-paused-en.png"), full_page=True)
         _assert_axe_clean(page, "the waiting page (paused)")
         assert admin.post(f"/api/admin/rooms/{room}/resume").status_code == 200
@@ -191,7 +177,7 @@ def test_phone_viewport_dark_mode_and_keyboard(browser: Any, qm: Any, artifacts:
         page.goto(f"{qm.base_url}/w/{room}")
         assert page.locator("html").get_attribute("lang") == "de"  # Accept-Language on a first visit
         page.wait_for_function("document.querySelector('#headline .num')?.textContent === '4'")
-        assert _headline(page) == "Sie sind Nummer 4 in der Warteschlange"
+        assert headline(page) == "Sie sind Nummer 4 in der Warteschlange"
         page.get_by_text("angehalten").wait_for()
         page.screenshot(path=str(artifacts / "waiting-de-phone.png"), full_page=True)
         _assert_axe_clean(page, "the waiting page on a phone (German)")
