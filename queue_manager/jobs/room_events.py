@@ -176,26 +176,17 @@ class EventKeeper:
         await self._read(room_id)
 
     async def _audit(self, room_id: str, change: Step) -> None:
-        fields = sorted(k for k in change.body)
+        """One audit row per boundary the step crossed: an end, a beginning, or an edit of the event in force."""
+        crossed: list[tuple[str, str]] = []
         if change.ended is not None:
-            await self.ctx.access.audit(
-                None, "room.event", target=room_id, room_id=room_id, event=change.ended, change="end", fields=fields
-            )
-            log.info("room events: %s: event %s ended", room_id, change.ended)
+            crossed.append((change.ended, "end"))
         if change.began is not None:
-            event_id, phase = change.began
-            what = "prequeue" if phase == "prequeue" else "start"
+            crossed.append((change.began[0], "prequeue" if change.began[1] == "prequeue" else "start"))
+        elif change.ended is None and change.in_force is not None:
+            crossed.append((change.in_force.id, "edited"))
+        fields = sorted(change.body)
+        for event_id, what in crossed:
             await self.ctx.access.audit(
                 None, "room.event", target=room_id, room_id=room_id, event=event_id, change=what, fields=fields
             )
             log.info("room events: %s: event %s: %s", room_id, event_id, what)
-        elif change.ended is None and change.in_force is not None:
-            await self.ctx.access.audit(
-                None,
-                "room.event",
-                target=room_id,
-                room_id=room_id,
-                event=change.in_force.id,
-                change="edited",
-                fields=fields,
-            )
