@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from queue_manager.background import Job
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import event_fields
-from queue_manager.engine.room_events import EventInForce, RoomEvent, Step, next_boundary, step
+from queue_manager.engine.room_events import EventInForce, RoomEvent, Step, step
 from queue_manager.engine.snapshot import config_from_public
 from queue_manager.store.base import StoreUnavailable
 
@@ -75,7 +75,6 @@ class EventKeeper:
         self.fleet = fleet
         self.rooms: dict[str, Followed] = {}
         self.stale: set[str] = set()
-        self.applied = 0  # boundaries this instance applied
         self._scanned_at: float | None = None
         self.job = Job("qm-room-events", self._run)
         ctx.room_changes.subscribe(self._on_change)
@@ -129,11 +128,6 @@ class EventKeeper:
         for room_id in list(self.rooms):
             await self._follow(room_id, now)
 
-    def next_boundary(self, now_ms: int) -> int | None:
-        """The next instant any followed room's events change what is due (for the status line)."""
-        times = [t for f in self.rooms.values() if (t := next_boundary(f.events, now_ms)) is not None]
-        return min(times) if times else None
-
     def _take(self, room_id: str, room: Mapping[str, Any]) -> None:
         try:
             seen = followed(room)
@@ -170,7 +164,6 @@ class EventKeeper:
                 log.warning("room events: %s: %s", room_id, err.message)
             await self._read(room_id)  # changed meanwhile (another leader applied it): read it and go on
             return
-        self.applied += 1
         await self._audit(room_id, change)
         await self.ctx.room_changes.announce(frozenset((room_id,)))
         await self._read(room_id)
