@@ -50,7 +50,8 @@ def test_a_burst_puts_the_queue_up_and_quiet_takes_it_down(make_server: ServerFa
     burst(srv, room, 15)  # 30 arrivals
     up = wait_until(lambda: (r := room_state(srv, room))["state"] == "active" and r, timeout=20, what="activation")
     assert up["autoSelf"]["action"] == "activate" and up["autoSelf"]["joinsPerMin"] >= 20
-    (row,) = threshold_rows(srv, room)
+    # the audit row is written just after the state changed: read until it is there
+    (row,) = wait_until(lambda: threshold_rows(srv, room), timeout=10, what="the activation's audit row")
     assert row["actor"] == "system"
     assert row["detail"]["change"] == "bypass → active" and row["detail"]["joinsPerMin"] >= 20
     with srv.admin() as admin:
@@ -80,7 +81,6 @@ def test_a_burst_puts_the_queue_up_and_quiet_takes_it_down(make_server: ServerFa
         assert admin.post(f"/api/admin/rooms/{room}/purge").status_code == 200
     wait_until(lambda: room_state(srv, room)["state"] == "bypass", timeout=20, what="the queue taken down")
 
-    # the audit row is written after the room's state changed: read until it is there
     def both_rows() -> list[dict[str, Any]] | None:
         found = threshold_rows(srv, room)
         return found if len(found) >= 2 else None

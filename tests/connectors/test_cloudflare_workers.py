@@ -159,7 +159,8 @@ def get(rig: Rig, worker: str, path: str = "/", **kwargs: Any) -> httpx.Response
         return httpx.get(rig.workerd.url(worker) + path, **kwargs)
     except httpx.ConnectError as exc:  # say whether workerd is gone, and what it said last
         proc = rig.workerd.proc
-        state = "running" if proc.poll() is None else f"exited with {proc.returncode}"
+        code = None if proc is None else proc.poll()
+        state = "not started" if proc is None else "running" if code is None else f"exited with {code}"
         raise AssertionError(f"workerd {state}; {worker} refused: {exc}\n{rig.workerd.log[-4000:]}") from exc
 
 

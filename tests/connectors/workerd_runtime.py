@@ -102,8 +102,10 @@ export default {
   async fetch(request, env, ctx) {
     const url = new URL(request.url);
     if (url.pathname === "/__test/points") return Response.json(points);
+    if (url.pathname === "/__test/name") return new Response(env.QM_TEST_NAME);
     const e = { ...env };
     delete e.QM_TEST_ANALYTICS;
+    delete e.QM_TEST_NAME;
     if (env.QM_TEST_ANALYTICS === "1") e.QM_ANALYTICS = { writeDataPoint(p) { points.push(p); } };
     let req = request;
     if (!request.headers.has("cf-connecting-ip")) {
@@ -139,12 +141,34 @@ class Workerd:
     def __init__(self, specs: list[WorkerSpec]) -> None:
         self.specs = {s.name: s for s in specs}
         self.dir = Path(tempfile.mkdtemp(prefix="qm-workerd-"))
+        self.log_path = self.dir / "workerd.log"
+        self._log = open(self.log_path, "wb")
+        self.proc: subprocess.Popen[bytes] | None = None
+        fixed = {s.name for s in specs if s.port}
+        # A port chosen free can be taken by another test's listener before workerd binds it; workerd then
+        # exits. Each try chooses fresh ports for every socket not fixed by the caller.
+        for attempt in range(5):
+            for spec in specs:
+                if spec.name not in fixed:
+                    spec.port = listen_port()
+            if self._launch(specs):
+                return
+            if attempt == 4 or "Address already in use" not in self.log:
+                break
+        log = self.log
+        self.stop()
+        raise AssertionError(f"workerd did not serve every socket: {log}")
+
+    def _launch(self, specs: list[WorkerSpec]) -> bool:
+        """Write the config, start workerd and wait until each socket answers as its own worker."""
+        if self.proc is not None:
+            self._halt()
         services, sockets = [], []
         for spec in specs:
-            spec.port = spec.port or listen_port()
             (self.dir / f"{spec.name}.js").write_bytes(spec.script)
             (self.dir / f"{spec.name}.wrapper.js").write_text(WRAPPER)
-            bindings = [f"(name = {_capnp_string(k)}, text = {_capnp_string(v)})" for k, v in spec.vars.items()]
+            named = {**spec.vars, "QM_TEST_NAME": spec.name}
+            bindings = [f"(name = {_capnp_string(k)}, text = {_capnp_string(v)})" for k, v in named.items()]
             if spec.analytics:
                 bindings.append('(name = "QM_TEST_ANALYTICS", text = "1")')
             services.append(
@@ -177,28 +201,24 @@ const config :Workerd.Config = (
 """
         self.config = self.dir / "config.capnp"
         self.config.write_text(config)
-        self.log_path = self.dir / "workerd.log"
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
+        self._log.truncate(0)
+        self._log.seek(0)
+        proc = subprocess.Popen(
             [str(workerd_binary()), "serve", str(self.config), "--verbose"],
             cwd=self.dir,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
+        self.proc = proc
         deadline = time.monotonic() + 20
         for spec in specs:
-            while True:
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"workerd exited ({self.proc.returncode}): {self.log}")
-                try:
-                    with socket.create_connection(("127.0.0.1", spec.port), timeout=0.5):
-                        break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        self.stop()
-                        raise AssertionError(f"workerd did not listen on {spec.port}: {self.log}") from None
-                    time.sleep(0.05)
+            # asked by name, so another process listening on a port that collided is never taken for workerd
+            while _served_name(spec.port) != spec.name:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    return False
+                time.sleep(0.05)
+        return True
 
     def url(self, name: str) -> str:
         return self.specs[name].url
@@ -211,16 +231,33 @@ const config :Workerd.Config = (
             pass
         return self.log_path.read_text(errors="replace")
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
+    def _halt(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+
+    def stop(self) -> None:
+        self._halt()
         self._log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _served_name(port: int) -> str | None:
+    """The worker name a test workerd socket answers with, or None while nothing (or something else) does."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        conn.request("GET", "/__test/name")
+        resp = conn.getresponse()
+        body = resp.read().decode(errors="replace")
+        return body if resp.status == 200 else None
+    except OSError:
+        return None
+    finally:
+        conn.close()
 
 
 # ------------------------------------------------------------------ local peers
