@@ -35,6 +35,8 @@ from queue_manager.services.room_changes import RoomChanges
 from queue_manager.services.run_state import RunState
 from queue_manager.services.sse import AdminStreams, Broadcaster
 from queue_manager.services.ticket_bursts import TicketBursts
+from queue_manager.sidestores.entrybook.base import EntryBook
+from queue_manager.sidestores.entrykeys.base import EntryKeys
 from queue_manager.sidestores.history.writer import HourlyHistory
 from queue_manager.sidestores.mailbook.base import AddressBook
 from queue_manager.sidestores.maintenance.base import AdmissionMaintenance, JournalMaintenance
@@ -106,6 +108,8 @@ class Context:
     passes: PassSigner | None  # PASS_SIGNING=ed25519: the edge passes' keys
     key_set: tuple[bytes, bytes]  # the edge passes' key set: its body and ETag
     revocations: RevocationList  # revoked edge passes (this process's, or Valkey's)
+    entry_keys: EntryKeys  # the rooms' invitation keys, sealed (this process's, or PostgreSQL's)
+    entry_book: EntryBook  # spent invitations, user keys' places, entry counts (this process's, or Valkey's)
     history: HourlyHistory  # the reports' hourly rows (this process's, or PostgreSQL's)
     admission: AdmissionMaintenance  # admission maintenance (this process's, or the fleet's on Valkey)
     #: journal maintenance: the disk spool (STORE=valkey), or a flag alone (STORE=memory)
@@ -116,6 +120,8 @@ class Context:
     version: str = __version__
     #: verified visitor tokens: token -> (room, presented, issued at)
     _ticket_cache: dict[str, tuple[str, Presented, int]] = field(default_factory=dict)
+    #: each room's invitation keys, unsealed, by kid: room -> (read at, monotonic s; keys)
+    entry_key_cache: dict[str, tuple[float, dict[str, str]]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, settings: Settings, parts: Parts, clock: SystemClock, *, peers: Peers | None = None) -> Context:
@@ -176,6 +182,8 @@ class Context:
             passes=passes,
             key_set=_key_set(passes),
             revocations=parts.revocations,
+            entry_keys=parts.entry_keys,
+            entry_book=parts.entry_book,
             history=parts.history,
             admission=parts.admission,
             journal_maintenance=parts.journal_maintenance,

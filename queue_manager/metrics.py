@@ -24,6 +24,7 @@ class Counters:
     refused_edge_passes: int = 0  # edge passes a door check carried that the queue would refuse
     rate_limited_checks: int = 0
     rate_limited_by_route: dict[str, int] = field(default_factory=dict)
+    entry_refused: dict[str, int] = field(default_factory=dict)  # joins refused by a room's entry, per code
     storage_write_errors: int = 0
     edge_refused: int = 0
     edge_client_ip_fallback: int = 0
@@ -254,6 +255,7 @@ def render(
         refused_origin,
         *_inline_families(counters, labels, inst),
         *_head_families(counters, labels, inst),
+        _entry_family(counters, labels, inst),
     ]
     return generate_latest(_Snapshot(metrics))
 
@@ -275,6 +277,32 @@ def workers_exposition(server: str, workers: int, scraped: int) -> bytes:
 #: The reasons each head family always shows (at 0 until it happens), so a dashboard's query has a series.
 HEAD_REFUSALS = ("too_large", "too_many_fields", "timeout")
 WAITING_CLOSES = ("idle", "ceiling")
+
+
+#: the codes a room's entry refuses a join with, each shown (at 0 until it happens) so a query has a series
+ENTRY_REFUSALS = (
+    "token_required",
+    "token_invalid",
+    "token_expired",
+    "token_used",
+    "token_wrong_room",
+    "token_ip_mismatch",
+    "code_required",
+    "code_invalid",
+    "code_used_up",
+    "code_rate_limited",
+)
+
+
+def _entry_family(counters: Counters, labels: list[str], inst: list[str]) -> Metric:
+    refused = CounterMetricFamily(
+        "qm_entry_refused",
+        "Joins refused by a room's entry (invitation token or code), per refusal code",
+        labels=["code", *labels],
+    )
+    for code in ENTRY_REFUSALS:
+        refused.add_metric([code, *inst], counters.entry_refused.get(code, 0))
+    return refused
 
 
 def _head_families(counters: Counters, labels: list[str], inst: list[str]) -> list[Metric]:

@@ -9,6 +9,8 @@ from queue_manager.access.records.memory import MemoryAccessStore
 from queue_manager.assembly.parts import Parts
 from queue_manager.clock import SystemClock
 from queue_manager.config import Settings
+from queue_manager.sidestores.entrybook.memory import MemoryEntryBook
+from queue_manager.sidestores.entrykeys.memory import MemoryEntryKeys
 from queue_manager.sidestores.history.memory import MemoryRefusals, MemoryWarehouse
 from queue_manager.sidestores.history.writer import HourlyHistory
 from queue_manager.sidestores.mailbook.memory import MemoryAddressBook
@@ -43,6 +45,8 @@ def memory_parts(settings: Settings, clock: SystemClock, store: MemoryStore | No
         ),
         timeline=None,
         revocations=MemoryRevocations(clock),
+        entry_keys=MemoryEntryKeys(clock),
+        entry_book=MemoryEntryBook(clock),
         addresses=MemoryAddressBook(clock) if settings.turn_emails else None,
         admission=MemoryAdmissionMaintenance(store),
         journal_maintenance=MemoryJournalMaintenance(),
@@ -59,6 +63,8 @@ def fleet_parts(settings: Settings, clock: SystemClock) -> Parts:
     from queue_manager.access.records.pg import SharedAccessStore
     from queue_manager.fleet.parts import build
     from queue_manager.journal.database import Database
+    from queue_manager.sidestores.entrybook.valkey import ValkeyEntryBook
+    from queue_manager.sidestores.entrykeys.pg import PgEntryKeys
     from queue_manager.sidestores.history.pg import PgWarehouse
     from queue_manager.sidestores.history.valkey import SharedRefusals
     from queue_manager.sidestores.mailbook.valkey import ValkeyAddressBook
@@ -89,6 +95,8 @@ def fleet_parts(settings: Settings, clock: SystemClock) -> Parts:
         # the chart's marks: written to PostgreSQL about a second after each, read back by every instance
         timeline=TimelineNotes(database, clock),
         revocations=ValkeyRevocations(redis, prefix, clock),  # revoked edge passes, for the whole fleet
+        entry_keys=PgEntryKeys(database, clock),  # invitation keys: durable, shared, sealed
+        entry_book=ValkeyEntryBook(redis, prefix, clock),  # spent invitations, user keys' places, counts
         addresses=ValkeyAddressBook(redis, prefix, clock) if settings.turn_emails else None,
         # admission maintenance: the fleet's flag in Valkey, announced by a hint, re-read every tick
         admission=ValkeyAdmissionMaintenance(

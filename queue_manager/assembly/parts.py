@@ -11,6 +11,8 @@ from queue_manager.access.records.base import AccessStore
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.view import VisitorView
 from queue_manager.engine.visitor import Presented
+from queue_manager.sidestores.entrybook.base import EntryBook
+from queue_manager.sidestores.entrykeys.base import EntryKeys
 from queue_manager.sidestores.history.writer import HourlyHistory
 from queue_manager.sidestores.mailbook.base import AddressBook
 from queue_manager.sidestores.maintenance.base import AdmissionMaintenance, JournalMaintenance
@@ -34,6 +36,8 @@ class Parts:
     history: HourlyHistory  # the reports' hourly rows (this process's, or PostgreSQL's)
     timeline: SharedTimeline | None  # the marks every instance shares (None: this process's only)
     revocations: RevocationList  # revoked edge passes (this process's, or Valkey's)
+    entry_keys: EntryKeys  # the rooms' invitation keys, sealed (this process's, or PostgreSQL's)
+    entry_book: EntryBook  # spent invitations, user keys' places, entry counts (this process's, or Valkey's)
     addresses: AddressBook | None  # turn-e-mail sign-ups (memory or Valkey), with TURN_EMAILS only
     admission: AdmissionMaintenance  # admission maintenance (this process's, or the fleet's on Valkey)
     #: journal maintenance: the disk spool (STORE=valkey), or a flag alone (STORE=memory)

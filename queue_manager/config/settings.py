@@ -227,6 +227,13 @@ class Settings:
     queue_cookie_max_age_sec: int = integer(
         "QUEUE_COOKIE_MAX_AGE_SEC", 86400, "Lifetime of the visitor's queue cookie.", unit="seconds", minimum=1
     )
+    entry_key_overlap_sec: int = integer(
+        "ENTRY_KEY_OVERLAP_SEC",
+        86400,
+        "How long a room's entry key stays valid after a new one replaces it.",
+        unit="seconds",
+        minimum=0,
+    )
     token_refresh_after_ms: int = integer(
         "TOKEN_REFRESH_AFTER_MS",
         Derived(_half_the_shorter_lifetime_ms, "half the shorter of TOKEN_MAX_AGE_SEC and QUEUE_COOKIE_MAX_AGE_SEC"),

@@ -46,6 +46,9 @@ MAX_RATE_PER_MINUTE = 1_000_000
 #: release), passthrough (no line: everyone admitted at once, counted), reject (closed: nobody joins)
 QUEUEING_METHODS = ("fifo", "random", "passthrough", "reject")
 REJECT_STATUSES = (200, 503)
+#: who may join a room: anyone (open), the holder of an invitation token signed with the room's entry key
+#: (token), or of a code the operator issued; a code room takes a valid invitation token too (code)
+ENTRY_MODES = ("open", "token", "code")
 
 # Every field a room may carry (plus the `rate` alias); anything else is 400 unknown_field.
 ROOM_FIELDS = frozenset(
@@ -66,6 +69,7 @@ ROOM_FIELDS = frozenset(
         "maxWaitSec",
         "queueing",
         "rejectStatus",
+        "entry",
         "opensAt",
         "returnOrigins",
         "tagOrigins",
@@ -153,6 +157,7 @@ class RoomConfig:
     max_wait_sec: int | None = None
     queueing: str = "fifo"  # fifo | random | passthrough | reject (QUEUEING_METHODS)
     reject_status: int = 503  # what a closed (reject) room's page answers: 200, or 503 with Retry-After
+    entry: str = "open"  # open | token | code (ENTRY_MODES): who may take a new place
     opens_at_ms: int | None = None
     return_origins: tuple[OriginPattern, ...] = ()
     tag_origins: tuple[OriginPattern, ...] | None = None
@@ -200,6 +205,7 @@ class RoomConfig:
             "maxWaitSec": self.max_wait_sec,
             "queueing": self.queueing,
             "rejectStatus": self.reject_status,
+            "entry": self.entry,
             "opensAt": ms_to_iso(self.opens_at_ms),
             "returnOrigins": [str(p) for p in self.return_origins],
             "tagOrigins": None if self.tag_origins is None else [str(p) for p in self.tag_origins],
@@ -435,6 +441,10 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
             if value not in QUEUEING_METHODS:
                 raise bad_field(key, "queueing must be fifo, random, passthrough or reject.", "invalid_queueing")
             cfg.queueing = value
+        elif key == "entry":
+            if value not in ENTRY_MODES:
+                raise bad_field(key, "entry must be open, token or code.", "invalid_entry")
+            cfg.entry = value
         elif key == "rejectStatus":
             if type(value) is not int or value not in REJECT_STATUSES:
                 raise bad_field(key, "rejectStatus must be 200 or 503.", "invalid_reject_status")

@@ -28,6 +28,7 @@ class RoomPolicy:
     brand: Brand | None = None
     queueing: str = "fifo"
     reject_status: int = 503
+    entry: str = "open"
     _tag_ok: dict[str, bool] = field(default_factory=dict)
 
     def return_allowed(self, url: str) -> bool:
@@ -58,4 +59,5 @@ def policy_of(cfg: RoomConfig) -> RoomPolicy:
         brand=cfg.brand,
         queueing=cfg.queueing,
         reject_status=cfg.reject_status,
+        entry=cfg.entry,
     )

@@ -226,6 +226,35 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "ALTER TABLE {s}.history_hourly ADD COLUMN IF NOT EXISTS tallies jsonb NOT NULL DEFAULT '{{}}'::jsonb",
         ],
     ),
+    (
+        9,
+        "entry_keys, entry_codes",
+        [
+            # a room's invitation keys, sealed under SECRET (invitation.seal); valid_until NULL: the current one
+            """CREATE TABLE IF NOT EXISTS {s}.entry_keys (
+                room        text    NOT NULL,
+                kid         text    NOT NULL,
+                sealed      bytea   NOT NULL,
+                created_at  bigint  NOT NULL,
+                valid_until bigint,
+                PRIMARY KEY (room, kid)
+            )""",
+            # a room's codes, by their salted SHA-256 only, with the lane and the uses allowed and spent
+            """CREATE TABLE IF NOT EXISTS {s}.entry_codes (
+                room        text    NOT NULL,
+                hash        bytea   NOT NULL,
+                lane        text,
+                uses        integer NOT NULL,
+                spent       integer NOT NULL DEFAULT 0,
+                PRIMARY KEY (room, hash)
+            )""",
+            # each room's salt for its codes' hashes
+            """CREATE TABLE IF NOT EXISTS {s}.entry_code_salts (
+                room        text    PRIMARY KEY,
+                salt        bytea   NOT NULL
+            )""",
+        ],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -17,6 +17,7 @@ from queue_manager.http.wire import HttpError, Request, Send
 from queue_manager.routes import edge_passes as passkeys
 from queue_manager.routes import health, system
 from queue_manager.routes.admin import alerts as admin_alerts
+from queue_manager.routes.admin import entry as admin_entry
 from queue_manager.routes.admin import install_check
 from queue_manager.routes.admin import preview as admin_preview
 from queue_manager.routes.admin import reports as admin_console
@@ -155,6 +156,13 @@ TABLE: tuple[Route, ...] = (
         ("write", "team"),
         admin_preview.preview_link,
         "A signed link to the room's page forced into one state (an hour, no ticket).",
+    ),
+    a(
+        "POST",
+        ROOM + "/entry-key",
+        ("write",),
+        admin_entry.entry_key,
+        "Create or rotate the room's invitation key; the key is answered once.",
     ),
     a("POST", ROOM + "/tag-origins", ("write", "team"), install_check.add_tag_origin, "Add one origin to tagOrigins."),
     a("GET", ROOM + "/events", ("read",), admin_events.events_list, "The room's scheduled events."),

@@ -400,6 +400,31 @@ OPS: dict[tuple[str, str], Op] = {
         description="Signed with the server's SECRET for one hour. Opening the link creates no ticket and "
         "changes none of the room's numbers. Making one is audited as `room.preview`.",
     ),
+    ("POST", "/api/admin/rooms/{room}/entry-key"): Op(
+        {
+            200: ok(
+                "The room's new entry key, answered this once: sign invitation tokens with `key` (HS256, its "
+                "UTF-8 bytes as the HMAC key) and put `kid` in their header. The key it replaced (`previousKid`, "
+                "null for a room's first key) stays valid until `previousValidUntil` (ms since the epoch).",
+                {
+                    "type": "object",
+                    "required": ["kid", "key", "alg", "previousKid", "previousValidUntil"],
+                    "properties": {
+                        "kid": {"type": "string"},
+                        "key": {"type": "string", "description": "256 random bits, base64url; never readable again."},
+                        "alg": {"type": "string", "enum": ["HS256"]},
+                        "previousKid": {"type": ["string", "null"]},
+                        "previousValidUntil": {"type": ["integer", "null"]},
+                    },
+                },
+            ),
+            404: _NO_ROOM,
+        },
+        (_ROOM_P,),
+        description="Creates the room's first key, or rotates it: the key it replaces keeps verifying for "
+        "ENTRY_KEY_OVERLAP_SEC (24 h by default). The server keeps the key sealed under SECRET only. "
+        "Audited as `room.entry_key` (the kids, never the key). docs/INTEGRATION.md, Invitation tokens.",
+    ),
     ("POST", "/api/admin/rooms/{room}/tag-origins"): Op(
         {
             200: ok(

@@ -228,6 +228,12 @@ ROOM_WRITE: dict[str, Any] = {
             "enum": [200, 503],
             "description": "The HTTP status of a closed (reject) room's page; 503 carries Retry-After.",
         },
+        "entry": {
+            "type": "string",
+            "enum": ["open", "token", "code"],
+            "description": "Who may take a new place: anyone (open), the holder of an invitation token signed "
+            "with the room's entry key (token), or of a code the operator issued, or a token (code).",
+        },
         "opensAt": {"type": ["string", "integer", "null"], "description": "ISO 8601 or epoch milliseconds."},
         "returnOrigins": {"type": ["array", "null"], "items": {"type": "string"}},
         "tagOrigins": {"type": ["array", "null"], "items": {"type": "string"}},

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from queue_manager.access.protection import BLOCKED_CODE
+from queue_manager.invitation import REFUSAL_CODES as ENTRY_TOKEN_CODES
 from queue_manager.routes.apidoc.components import ROOM_ID
 from queue_manager.routes.apidoc.model import (
     EVENTS,
@@ -38,7 +39,11 @@ _JOIN_BODY: dict[str, Any] = {
     "required": ["roomId"],
     "properties": {
         "roomId": ROOM_ID,
-        "token": {"type": "string", "description": "A ticket held already: join again keeps its place."},
+        "token": {
+            "type": "string",
+            "description": "A ticket held already (join again keeps its place), or an invitation token (a JWS: "
+            "three dot-separated parts; the X-QM-Enqueue-Token header carries one too).",
+        },
         "returnUrl": {"type": "string", "maxLength": 4096, "description": "Where to go back to once admitted."},
     },
 }
@@ -81,9 +86,14 @@ OPS: dict[tuple[str, str], Op] = {
             400: err("The body is not a JSON object with a roomId, or a field is malformed.", "bad_request"),
             403: err(
                 "Bot protection refused this request a place in line (the bot code), or the room is closed "
-                "(queueing reject: room_closed; nobody joins, show the room's page).",
+                "(queueing reject: room_closed; nobody joins, show the room's page), or the room's entry refused "
+                "a new place: no invitation token (token_required), a token malformed, tampered with or signed "
+                "with a key the room does not have (token_invalid), expired (token_expired), used already "
+                "(token_used), for another room (token_wrong_room) or bound to another address "
+                "(token_ip_mismatch). A place already held is never refused by the room's entry.",
                 BLOCKED_CODE,
                 "room_closed",
+                *ENTRY_TOKEN_CODES,
             ),
             404: _NO_ROOM,
             429: err(
@@ -97,6 +107,8 @@ OPS: dict[tuple[str, str], Op] = {
         },
         body=_JOIN_BODY,
         limited=True,
+        description="An invitation token may come as the X-QM-Enqueue-Token header (a server-side join) or "
+        "as a JWS in `token`. docs/INTEGRATION.md, Invitation tokens.",
     ),
     ("GET", "/api/status"): Op(
         {200: ok("The visitor's place, ETA and state.", ref("VisitorStatus")), 400: _BAD, 404: _NO_ROOM},

@@ -31,8 +31,9 @@ from queue_manager.http.wire import (
     send_json,
     send_response,
 )
+from queue_manager.invitation import looks_like_invitation
 from queue_manager.routes import edge_passes as passkeys
-from queue_manager.routes.visitor import backend_down
+from queue_manager.routes.visitor import backend_down, entry
 from queue_manager.routes.visitor.door import door_check, door_hash
 from queue_manager.services import gated_wait, ratelimit
 from queue_manager.services.identity import FORWARDED_HEADERS as FORWARDED
@@ -141,6 +142,10 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
     token = body.get("token")
     if token is not None and not isinstance(token, str):
         raise HttpError(400, "bad_request", "token must be a string.")
+    invitation = None
+    if token is not None and looks_like_invitation(token):  # a JWS: an invitation, not a ticket
+        invitation, token = token, None
+    invitation = entry.invitation_of(req, invitation)
     ident = ctx.identity.resolve(req)
     limit_headers = _limit(ctx, "join", ident)
     if not await ctx.store.room_exists(room_id):
@@ -153,11 +158,38 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
     new_qms = None
     if not qms or len(qms) > 64:
         qms = new_qms = secrets.token_urlsafe(18)
-    view = await ctx.store.join(room_id, ident.client(qms), presented, return_url)
+    policy = await ctx.store.room_policy(room_id)
+    grant = None
+    if invitation is not None or (policy is not None and policy.entry != "open"):
+        holds = invitation is None and await _holds_place(ctx, room_id, ident, qms, presented)
+        grant = await entry.admit(ctx, policy, room_id, ident, invitation, holds)
+    if grant is not None and grant.qms is not None:
+        presented = grant.presented
+        if grant.qms != qms:
+            qms = new_qms = grant.qms
+    # grant.lane is the visitor's lane: handed to Store.join as lane= once the store takes lanes
+    try:
+        view = await ctx.store.join(room_id, ident.client(qms), presented, return_url)
+    except BaseException:
+        if grant is not None:
+            await entry.release(ctx, room_id, grant)
+        raise
+    if grant is not None:
+        await entry.settle(ctx, room_id, grant, entry.place_text(view.gen, view.ticket, view.handle))
     signed = ctx.sign_ticket(view)
     headers = ticket_cookies(ctx, room_id, signed, new_qms, ctx.identity.secure(ident))
     headers.extend(limit_headers)
     await send_json(send, 200, render_view(ctx, view, signed), headers)
+
+
+async def _holds_place(ctx: Context, room_id: str, ident: Identity, qms: str, presented: Presented | None) -> bool:
+    """Whether the join re-presents a live place (kept without asking for entry again)."""
+    if presented is None:
+        return False
+    view = await ctx.store.status(room_id, ident.client(qms), presented)
+    return view.state in ("waiting", "passed", "admitted", "scheduled") and (
+        view.ticket is not None or view.handle is not None
+    )
 
 
 async def _protect(ctx: Context, req: Request, ident: Identity, room_id: str, *, has_cookie: bool) -> None:

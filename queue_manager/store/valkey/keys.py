@@ -98,6 +98,11 @@ passrev:<room>     zset     revoked edge passes of a room: member = pass id, sco
                             last pass it could name expires (dropped then); the key expires with it
 passflush:<room>   zset     a room's flushes: member = the cutoff (s; a pass issued before it is
                             refused), score = wall ms when the last such pass expires; expires with it
+ejti:<r>:<h>       str      an invitation token's id spent in room r (h: the id's SHA-256), kept until
+                            the token's exp
+esub:<r>:<h>       str      the place (signed ticket) of a user key in room r (h: the key's SHA-256),
+                            refreshed by each join with it, expiring QUEUE_COOKIE_MAX_AGE_SEC later
+etally:<room>      hash     a room's entry counts: tokens accepted, refusals by code, codes redeemed
 =================  =======  ==================================================================
 """
 
@@ -278,3 +283,15 @@ def pass_revoked_key(prefix: str, room_id: str) -> str:
 
 def pass_flushed_key(prefix: str, room_id: str) -> str:
     return f"{prefix}passflush:{room_id}"
+
+
+def entry_jti_key(prefix: str, room_id: str, jti_hash: str) -> str:
+    return f"{prefix}ejti:{room_id}:{jti_hash}"
+
+
+def entry_sub_key(prefix: str, room_id: str, sub_hash: str) -> str:
+    return f"{prefix}esub:{room_id}:{sub_hash}"
+
+
+def entry_tally_key(prefix: str, room_id: str) -> str:
+    return f"{prefix}etally:{room_id}"
