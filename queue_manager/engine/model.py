@@ -116,6 +116,7 @@ READ_ONLY_FIELDS = frozenset(
         "createdAt",
         "autoSelf",
         "eventInForce",
+        "entryCounts",
     }
 )
 # Written by automation only (the room's events), kept by the journal and the stores: a body sent to the

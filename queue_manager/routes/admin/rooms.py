@@ -24,6 +24,7 @@ from queue_manager.http.wire import HttpError, send_json
 from queue_manager.routes import edge_passes as passkeys
 from queue_manager.routes.admin.room_warnings import console_warnings
 from queue_manager.routes.call import Call
+from queue_manager.sidestores.entrybook.base import entry_counts
 
 TEAM_ONLY_FIELDS = ("proxyOrigin", "returnOrigins", "tagOrigins", "rules")
 
@@ -181,12 +182,15 @@ def _room(call: Call) -> str:
 
 async def room_get(call: Call) -> None:
     room = with_auto(call.ctx, [await call.ctx.store.get_room(_room(call))])[0]
+    room["entryCounts"] = entry_counts(await call.ctx.entry_book.tallies(room["id"]))
     await send_json(call.send, 200, {"room": _visible(call, room)}, head=call.req.method == "HEAD")
 
 
 async def room_delete(call: Call) -> None:
     room_id = _room(call)
     await call.ctx.store.delete_room(room_id)
+    await call.ctx.entry_keys.drop(room_id)  # a room made again under the id starts without keys
+    call.ctx.entry_key_cache.pop(room_id, None)
     await call.audit("room.delete", target=room_id, room_id=room_id)
     await _changed(call.ctx, room_id)
     await send_json(call.send, 200, {"ok": True, "deleted": room_id})

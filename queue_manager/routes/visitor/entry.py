@@ -26,6 +26,7 @@ from queue_manager.engine.visitor import Presented
 from queue_manager.http.wire import HttpError, Request
 from queue_manager.invitation import Invitation, InvitationError, RefusalCode, claimed_kid, unseal, verify
 from queue_manager.services.identity import Identity
+from queue_manager.sidestores.entrybook.base import ACCEPTED
 from queue_manager.tokens import b64url_encode, hkdf_key
 
 ENQUEUE_HEADER: Final = b"x-qm-enqueue-token"
@@ -117,7 +118,7 @@ async def check_invitation(ctx: Context, room_id: str, ident: Identity, token: s
     except InvitationError as err:
         await ctx.entry_book.tally(room_id, err.code)
         raise refuse(ctx, err.code, _what_to_do(err.code, err.message)) from None
-    await ctx.entry_book.tally(room_id, "accepted")
+    await ctx.entry_book.tally(room_id, ACCEPTED)
     return found
 
 

@@ -17,6 +17,23 @@ def digest(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
 
 
+#: the counts of codes kept beside the tokens' (tallies ``codeIssued``, ``codeRedeemed``, ``code_*`` refusals)
+ACCEPTED = "accepted"
+CODE_ISSUED = "codeIssued"
+CODE_REDEEMED = "codeRedeemed"
+
+
+def entry_counts(tallies: dict[str, int]) -> dict[str, object]:
+    """A room's entry counts as the room read shows them (``entryCounts``)."""
+    return {
+        "tokensAccepted": tallies.get(ACCEPTED, 0),
+        "tokensRefused": {k: v for k, v in sorted(tallies.items()) if k.startswith("token_") and v},
+        "codesIssued": tallies.get(CODE_ISSUED, 0),
+        "codesRedeemed": tallies.get(CODE_REDEEMED, 0),
+        "codesRefused": {k: v for k, v in sorted(tallies.items()) if k.startswith("code_") and v},
+    }
+
+
 class EntryBook(Protocol):
     """What the join and the room read ask of the entry book (``Context.entry_book``)."""
 
