@@ -36,6 +36,7 @@ from queue_manager.services.run_state import RunState
 from queue_manager.services.sse import AdminStreams, Broadcaster
 from queue_manager.services.ticket_bursts import TicketBursts
 from queue_manager.sidestores.entrybook.base import EntryBook
+from queue_manager.sidestores.entrycodes.base import EntryCodes
 from queue_manager.sidestores.entrykeys.base import EntryKeys
 from queue_manager.sidestores.history.writer import HourlyHistory
 from queue_manager.sidestores.mailbook.base import AddressBook
@@ -64,6 +65,9 @@ def _budgets(settings: Settings, clock: SystemClock) -> dict[str, Budget]:
         "pages": Budget(settings.waiting_limit_per_min, keys, clock),
         # turn-e-mail sign-ups and cancellations (POST/DELETE /api/notify)
         "notify": Budget(settings.notify_limit_per_min, keys, clock),
+        # entry codes tried at a join: per address, and per room (the key is the room id)
+        "code": Budget(settings.code_tries_per_min, keys, clock),
+        "code_room": Budget(settings.code_tries_per_room_per_min, keys, clock),
         # GET /api/rooms/<id>/draw (a drop's proof can be large): the size of the waiting page's
         "draw": Budget(settings.waiting_limit_per_min, keys, clock),
         # console sign-ins by a key without the write grant (a viewer's), per key: each is an audit row
@@ -109,6 +113,7 @@ class Context:
     key_set: tuple[bytes, bytes]  # the edge passes' key set: its body and ETag
     revocations: RevocationList  # revoked edge passes (this process's, or Valkey's)
     entry_keys: EntryKeys  # the rooms' invitation keys, sealed (this process's, or PostgreSQL's)
+    entry_codes: EntryCodes  # the rooms' entry codes, hashed (this process's, or PostgreSQL's)
     entry_book: EntryBook  # spent invitations, user keys' places, entry counts (this process's, or Valkey's)
     history: HourlyHistory  # the reports' hourly rows (this process's, or PostgreSQL's)
     admission: AdmissionMaintenance  # admission maintenance (this process's, or the fleet's on Valkey)
@@ -184,6 +189,7 @@ class Context:
             revocations=parts.revocations,
             entry_keys=parts.entry_keys,
             entry_book=parts.entry_book,
+            entry_codes=parts.entry_codes,
             history=parts.history,
             admission=parts.admission,
             journal_maintenance=parts.journal_maintenance,

@@ -10,6 +10,7 @@ from queue_manager.assembly.parts import Parts
 from queue_manager.clock import SystemClock
 from queue_manager.config import Settings
 from queue_manager.sidestores.entrybook.memory import MemoryEntryBook
+from queue_manager.sidestores.entrycodes.memory import MemoryEntryCodes
 from queue_manager.sidestores.entrykeys.memory import MemoryEntryKeys
 from queue_manager.sidestores.history.memory import MemoryRefusals, MemoryWarehouse
 from queue_manager.sidestores.history.writer import HourlyHistory
@@ -47,6 +48,7 @@ def memory_parts(settings: Settings, clock: SystemClock, store: MemoryStore | No
         revocations=MemoryRevocations(clock),
         entry_keys=MemoryEntryKeys(clock),
         entry_book=MemoryEntryBook(clock),
+        entry_codes=MemoryEntryCodes(),
         addresses=MemoryAddressBook(clock) if settings.turn_emails else None,
         admission=MemoryAdmissionMaintenance(store),
         journal_maintenance=MemoryJournalMaintenance(),
@@ -64,6 +66,7 @@ def fleet_parts(settings: Settings, clock: SystemClock) -> Parts:
     from queue_manager.fleet.parts import build
     from queue_manager.journal.database import Database
     from queue_manager.sidestores.entrybook.valkey import ValkeyEntryBook
+    from queue_manager.sidestores.entrycodes.pg import PgEntryCodes
     from queue_manager.sidestores.entrykeys.pg import PgEntryKeys
     from queue_manager.sidestores.history.pg import PgWarehouse
     from queue_manager.sidestores.history.valkey import SharedRefusals
@@ -97,6 +100,7 @@ def fleet_parts(settings: Settings, clock: SystemClock) -> Parts:
         revocations=ValkeyRevocations(redis, prefix, clock),  # revoked edge passes, for the whole fleet
         entry_keys=PgEntryKeys(database, clock),  # invitation keys: durable, shared, sealed
         entry_book=ValkeyEntryBook(redis, prefix, clock),  # spent invitations, user keys' places, counts
+        entry_codes=PgEntryCodes(database),  # entry codes: durable, shared, hashed
         addresses=ValkeyAddressBook(redis, prefix, clock) if settings.turn_emails else None,
         # admission maintenance: the fleet's flag in Valkey, announced by a hint, re-read every tick
         admission=ValkeyAdmissionMaintenance(

@@ -12,6 +12,7 @@ from queue_manager.engine.model import ClientId
 from queue_manager.engine.view import VisitorView
 from queue_manager.engine.visitor import Presented
 from queue_manager.sidestores.entrybook.base import EntryBook
+from queue_manager.sidestores.entrycodes.base import EntryCodes
 from queue_manager.sidestores.entrykeys.base import EntryKeys
 from queue_manager.sidestores.history.writer import HourlyHistory
 from queue_manager.sidestores.mailbook.base import AddressBook
@@ -37,6 +38,7 @@ class Parts:
     timeline: SharedTimeline | None  # the marks every instance shares (None: this process's only)
     revocations: RevocationList  # revoked edge passes (this process's, or Valkey's)
     entry_keys: EntryKeys  # the rooms' invitation keys, sealed (this process's, or PostgreSQL's)
+    entry_codes: EntryCodes  # the rooms' entry codes, hashed (this process's, or PostgreSQL's)
     entry_book: EntryBook  # spent invitations, user keys' places, entry counts (this process's, or Valkey's)
     addresses: AddressBook | None  # turn-e-mail sign-ups (memory or Valkey), with TURN_EMAILS only
     admission: AdmissionMaintenance  # admission maintenance (this process's, or the fleet's on Valkey)

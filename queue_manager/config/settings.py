@@ -298,6 +298,12 @@ class Settings:
     notify_limit_per_min: int = integer(
         "NOTIFY_LIMIT_PER_MIN", 10, "Turn-e-mail sign-ups and cancellations per address per minute.", unit=_PER_MIN
     )
+    code_tries_per_min: int = integer(
+        "CODE_TRIES_PER_MIN", 10, "Entry codes tried per address per minute (a code room's join).", unit=_PER_MIN
+    )
+    code_tries_per_room_per_min: int = integer(
+        "CODE_TRIES_PER_ROOM_PER_MIN", 3000, "Entry codes tried per room per minute, all addresses.", unit=_PER_MIN
+    )
     admin_auth_fail_per_min: int = integer(
         "ADMIN_AUTH_FAIL_PER_MIN",
         20,

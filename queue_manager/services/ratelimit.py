@@ -24,6 +24,24 @@ class Budget:
     def enabled(self) -> bool:
         return self.limit > 0
 
+    def left(self, key: str) -> tuple[bool, list[tuple[bytes, bytes]]]:
+        """Whether ``key`` has any of its budget left, spending none; returns (allowed, headers). A route that
+        charges only what fails (a wrong entry code) asks this first and ``take``s after a failure."""
+        if self.limit <= 0:
+            return True, []
+        bucket = self._buckets.get(key)
+        now = self.clock.mono()
+        if bucket is None or now - bucket[0] >= 60.0 or bucket[1] < self.limit:
+            return True, []
+        reset = str(max(1, math.ceil(60.0 - (now - bucket[0])))).encode()
+        limit = str(self.limit).encode()
+        return False, [
+            (b"x-ratelimit-limit", limit),
+            (b"x-ratelimit-remaining", b"0"),
+            (b"x-ratelimit-reset", reset),
+            (b"retry-after", reset),
+        ]
+
     def take(self, key: str) -> tuple[bool, list[tuple[bytes, bytes]]]:
         """Spend one; returns (allowed, headers)."""
         if self.limit <= 0:

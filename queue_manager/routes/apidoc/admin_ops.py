@@ -425,6 +425,70 @@ OPS: dict[tuple[str, str], Op] = {
         "ENTRY_KEY_OVERLAP_SEC (24 h by default). The server keeps the key sealed under SECRET only. "
         "Audited as `room.entry_key` (the kids, never the key). docs/INTEGRATION.md, Invitation tokens.",
     ),
+    ("GET", "/api/admin/rooms/{room}/codes"): Op(
+        {
+            200: ok(
+                "`issued`: codes the room holds; `uses`: the uses they allow; `redeemed`: uses spent; `refused`: "
+                "joins refused by code (code_invalid, code_used_up, code_rate_limited, code_required); `byLane`: "
+                "the same per lane (`lane` null: codes without one).",
+                {
+                    "type": "object",
+                    "required": ["roomId", "issued", "uses", "redeemed", "refused", "byLane"],
+                    "properties": {
+                        "roomId": {"type": "string"},
+                        "issued": {"type": "integer"},
+                        "uses": {"type": "integer"},
+                        "redeemed": {"type": "integer"},
+                        "refused": {"type": "object", "additionalProperties": {"type": "integer"}},
+                        "byLane": {"type": "array", "items": {"type": "object"}},
+                    },
+                },
+            ),
+            404: _NO_ROOM,
+        },
+        (_ROOM_P,),
+    ),
+    ("POST", "/api/admin/rooms/{room}/codes"): Op(
+        {
+            200: ok(
+                "JSON: `codes` (answered this once: the server keeps their hashes only), `count`, `lane`, `uses`. "
+                "CSV: `stored`, `duplicates` (codes the room held already), `rejectedCount` and the first 100 "
+                "`rejected` rows (`line`, `reason`).",
+                _OBJ,
+            ),
+            400: err(
+                "count, lane or uses out of range, or the CSV is not UTF-8 text with a `code` column.",
+                "invalid_codes",
+                "unknown_field",
+            ),
+            404: _NO_ROOM,
+        },
+        (_ROOM_P,),
+        body={
+            "type": "object",
+            "required": ["count"],
+            "properties": {
+                "count": {"type": "integer", "minimum": 1, "maximum": 100000},
+                "lane": {"type": ["string", "null"], "pattern": "^[a-z0-9][a-z0-9-]{0,31}$"},
+                "uses": {"type": "integer", "minimum": 1, "maximum": 1000000, "default": 1},
+            },
+            "additionalProperties": False,
+        },
+        body_media=("application/json", "text/csv"),
+        body_max=8 * 1024 * 1024,
+        description="Generated codes are 10 characters of Crockford's base32 as `XXXXX-XXXXX`. A CSV upload "
+        "(Content-Type: text/csv) has a `code` column (4 to 64 letters, digits, dashes) and optional `lane` and "
+        "`uses` (1 by default). Codes are kept as salted SHA-256 hashes. Audited as `room.codes` or "
+        "`room.codes_upload`. docs/OPERATIONS.md, Entry codes.",
+    ),
+    ("DELETE", "/api/admin/rooms/{room}/codes"): Op(
+        {
+            200: ok("`deleted`: how many codes were removed.", _OBJ),
+            404: _NO_ROOM,
+        },
+        (_ROOM_P,),
+        description="Every code of the room, used or not. Audited as `room.codes_delete`.",
+    ),
     ("POST", "/api/admin/rooms/{room}/tag-origins"): Op(
         {
             200: ok(

@@ -45,6 +45,10 @@ _JOIN_BODY: dict[str, Any] = {
             "three dot-separated parts; the X-QM-Enqueue-Token header carries one too).",
         },
         "returnUrl": {"type": "string", "maxLength": 4096, "description": "Where to go back to once admitted."},
+        "code": {
+            "type": "string",
+            "description": "An entry code, for a room whose entry is `code` (case, dashes and spaces do not matter).",
+        },
     },
 }
 
@@ -90,14 +94,22 @@ OPS: dict[tuple[str, str], Op] = {
                 "a new place: no invitation token (token_required), a token malformed, tampered with or signed "
                 "with a key the room does not have (token_invalid), expired (token_expired), used already "
                 "(token_used), for another room (token_wrong_room) or bound to another address "
-                "(token_ip_mismatch). A place already held is never refused by the room's entry.",
+                "(token_ip_mismatch); no code given to a code room (code_required), a code the room does not hold "
+                "(code_invalid) or one whose uses are spent (code_used_up). A place already held is never "
+                "refused by the room's entry.",
                 BLOCKED_CODE,
                 "room_closed",
                 *ENTRY_TOKEN_CODES,
+                "code_required",
+                "code_invalid",
+                "code_used_up",
             ),
             404: _NO_ROOM,
             429: err(
-                "Too many places in this line are held from this address (queueMaxPerIp).", "queue_identity_limit"
+                "Too many places in this line are held from this address (queueMaxPerIp), or too many codes were "
+                "tried from this address or in this room (code_rate_limited, with Retry-After).",
+                "queue_identity_limit",
+                "code_rate_limited",
             ),
             503: err(
                 "The line is full (maxWaiting, maxWaitSec): no new place for now; Retry-After says when to try "

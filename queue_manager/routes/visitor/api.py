@@ -146,6 +146,9 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
     if token is not None and looks_like_invitation(token):  # a JWS: an invitation, not a ticket
         invitation, token = token, None
     invitation = entry.invitation_of(req, invitation)
+    code = body.get("code")
+    if code is not None and not isinstance(code, str):
+        raise HttpError(400, "bad_request", "code must be a string.")
     ident = ctx.identity.resolve(req)
     limit_headers = _limit(ctx, "join", ident)
     if not await ctx.store.room_exists(room_id):
@@ -162,7 +165,7 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
     grant = None
     if invitation is not None or (policy is not None and policy.entry != "open"):
         holds = invitation is None and await _holds_place(ctx, room_id, ident, qms, presented)
-        grant = await entry.admit(ctx, policy, room_id, ident, invitation, holds)
+        grant = await entry.admit(ctx, policy, room_id, ident, invitation, code, holds)
     if grant is not None and grant.qms is not None:
         presented = grant.presented
         if grant.qms != qms:

@@ -20,13 +20,14 @@ import hmac
 from dataclasses import dataclass
 from typing import Final
 
+from queue_manager import entrycode
 from queue_manager.context import Context
 from queue_manager.engine.policy import RoomPolicy
 from queue_manager.engine.visitor import Presented
 from queue_manager.http.wire import HttpError, Request
 from queue_manager.invitation import Invitation, InvitationError, RefusalCode, claimed_kid, unseal, verify
 from queue_manager.services.identity import Identity
-from queue_manager.sidestores.entrybook.base import ACCEPTED
+from queue_manager.sidestores.entrybook.base import ACCEPTED, CODE_REDEEMED
 from queue_manager.tokens import b64url_encode, hkdf_key
 
 ENQUEUE_HEADER: Final = b"x-qm-enqueue-token"
@@ -52,6 +53,7 @@ class Grant:
     presented: Presented | None = None
     qms: str | None = None
     jti: str | None = None
+    code_hash: bytes | None = None  # the code a use was spent of (given back if the join is refused)
 
 
 def refuse(ctx: Context, code: str, message: str | None = None, status: int = 403) -> HttpError:
@@ -148,27 +150,63 @@ async def admit(
     room_id: str,
     ident: Identity,
     token: str | None,
+    code: str | None,
     holds_place: bool,
 ) -> Grant | None:
     """The entry check of a join (None: nothing to apply, the join goes on as in an open room)."""
     mode = policy.entry if policy is not None else "open"
-    if token is None:
-        if mode == "open" or holds_place:
-            return None
-        if mode == "token":
-            await ctx.entry_book.tally(room_id, "token_required")
-            raise refuse(ctx, "token_required")
+    if token is not None:
+        invitation = await check_invitation(ctx, room_id, ident, token)
+        presented = await user_place(ctx, room_id, invitation.sub)
+        return Grant(
+            lane=invitation.lane,
+            user_key=invitation.sub,
+            presented=presented,
+            qms=session_of(ctx, room_id, invitation.sub),
+            jti=invitation.jti,
+        )
+    if mode == "open" or holds_place:
+        return None
+    if mode == "token":
+        await ctx.entry_book.tally(room_id, "token_required")
+        raise refuse(ctx, "token_required")
+    if code is None:
         await ctx.entry_book.tally(room_id, "code_required")
         raise refuse(ctx, "code_required", "This room admits visitors with a code only: enter your code.")
-    invitation = await check_invitation(ctx, room_id, ident, token)
-    presented = await user_place(ctx, room_id, invitation.sub)
-    return Grant(
-        lane=invitation.lane,
-        user_key=invitation.sub,
-        presented=presented,
-        qms=session_of(ctx, room_id, invitation.sub),
-        jti=invitation.jti,
-    )
+    return await redeem(ctx, room_id, ident, code)
+
+
+async def redeem(ctx: Context, room_id: str, ident: Identity, code: str) -> Grant:
+    """Spend one use of the code, or a counted refusal. Wrong codes are what is limited (per address and per
+    room): a spent budget refuses every try until its minute is over; a code that admits charges nothing."""
+    budgets = (("code", ident.ip), ("code_room", room_id))
+    for name, key in budgets:
+        allowed, headers = ctx.budgets[name].left(key)
+        if not allowed:
+            await ctx.entry_book.tally(room_id, "code_rate_limited")
+            err = refuse(ctx, "code_rate_limited", "Too many wrong codes: wait a minute and try again.", 429)
+            err.headers = [(k.decode(), v.decode()) for k, v in headers]
+            raise err
+    normal = entrycode.normalise(code)
+    outcome = "invalid"
+    found = None
+    if normal is not None:
+        code_hash = entrycode.hashed(await ctx.entry_codes.salt(room_id), normal)
+        found = await ctx.entry_codes.redeem(room_id, code_hash)
+        outcome = found.outcome
+    if found is None or found.outcome != "ok":
+        reason = "code_used_up" if outcome == "used_up" else "code_invalid"
+        for name, key in budgets:
+            ctx.budgets[name].take(key)
+        await ctx.entry_book.tally(room_id, reason)
+        message = (
+            "This code has been used as many times as it allows."
+            if reason == "code_used_up"
+            else "This code is not one of this room's: check it and try again."
+        )
+        raise refuse(ctx, reason, message)
+    await ctx.entry_book.tally(room_id, CODE_REDEEMED)
+    return Grant(lane=found.lane, code_hash=code_hash)
 
 
 async def settle(ctx: Context, room_id: str, grant: Grant, place: str | None) -> None:
@@ -188,3 +226,6 @@ async def release(ctx: Context, room_id: str, grant: Grant) -> None:
         await ctx.entry_book.forget(room_id, grant.jti)
     if grant.user_key is not None and grant.presented is None:
         await ctx.entry_book.drop_place(room_id, grant.user_key)
+    if grant.code_hash is not None:
+        await ctx.entry_codes.give_back(room_id, grant.code_hash)
+        await ctx.entry_book.tally(room_id, CODE_REDEEMED, -1)
