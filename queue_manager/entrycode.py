@@ -10,28 +10,29 @@ A code is kept only as ``SHA-256(room salt || normalised code)``: see docs/decis
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import re
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 __all__ = [
+    "CSV_BODY_MAX",
     "MAX_COUNT",
     "MAX_USES",
     "CodeRow",
     "generate",
     "hashed",
     "normalise",
-    "parse_csv",
+    "parse_rows",
 ]
 
 ALPHABET: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32: no I, L, O, U
 MAX_COUNT: Final = 100_000
 MAX_USES: Final = 1_000_000
 MAX_CSV_ROWS: Final = 100_000
+CSV_BODY_MAX: Final = 8 * 1024 * 1024  # an upload: 100,000 rows of a 64-character code, a lane and uses fit
 _LENGTH: Final = 10
 _TYPED: Final = str.maketrans({"O": "0", "I": "1", "L": "1", "-": None, " ": None})
 _UPLOADED_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9 -]{2,62}[A-Za-z0-9]\Z")
@@ -71,14 +72,13 @@ def valid_lane(lane: object) -> bool:
     return isinstance(lane, str) and _LANE_RE.match(lane) is not None
 
 
-def parse_csv(text: str, default_uses: int = 1) -> tuple[list[CodeRow], list[dict[str, object]]]:
-    """An uploaded CSV: a ``code`` column, optional ``lane`` and ``uses``. The rows read, and the rows refused
-    (``{"line", "reason"}``, the header being line 1)."""
-    reader = csv.DictReader(io.StringIO(text))
-    fields = [f.strip().lower() for f in reader.fieldnames or []]
+def parse_rows(
+    fields: list[str], reader: Iterable[dict[str, str]], default_uses: int = 1
+) -> tuple[list[CodeRow], list[dict[str, object]]]:
+    """An uploaded CSV's columns and rows: a ``code`` column, optional ``lane`` and ``uses``. The rows read,
+    and the rows refused (``{"line", "reason"}``, the header being line 1)."""
     if "code" not in fields:
         return [], [{"line": 1, "reason": "no code column"}]
-    reader.fieldnames = fields
     rows: list[CodeRow] = []
     rejected: list[dict[str, object]] = []
     for index, row in enumerate(reader, start=2):

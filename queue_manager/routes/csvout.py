@@ -1,4 +1,5 @@
-"""Every CSV this server writes (the audit trail, a room's series, the reports), through one writer.
+"""Every CSV this server writes (the audit trail, a room's series, the reports), through one writer; and the
+one reader of a CSV an operator uploads (a room's entry codes, :func:`read`).
 
 A spreadsheet that opens a CSV takes a cell beginning with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
 return for a formula, and an operator's name such as ``=cmd|' /C calc'!A0`` would run on the machine of
@@ -15,7 +16,9 @@ break), and lines end in CRLF (RFC 4180).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import csv
+import io
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from queue_manager.http.wire import send_response
 from queue_manager.routes.call import Call
@@ -23,6 +26,14 @@ from queue_manager.routes.call import Call
 #: What makes a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _NEEDS_QUOTES = frozenset(',"\r\n')
+
+
+def read(text: str) -> tuple[list[str], Iterator[dict[str, str]]]:
+    """An uploaded CSV: its column names (trimmed, lower case) and its rows by those names."""
+    reader = csv.DictReader(io.StringIO(text))
+    names = [name.strip().lower() for name in reader.fieldnames or []]
+    reader.fieldnames = names
+    return names, ({k: v if isinstance(v, str) else "" for k, v in row.items() if k is not None} for row in reader)
 
 
 def _quoted(text: str) -> str:

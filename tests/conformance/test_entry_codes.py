@@ -11,6 +11,7 @@ import httpx
 import pytest
 from conftest import ServerFactory
 from harness import Server, create_room, join, metric, status
+from invites import claims, entry_key, sign
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +122,6 @@ def test_deleting_the_codes_refuses_them(server: Server, admin: httpx.Client) ->
 
 
 def test_a_code_room_takes_an_invitation_token_too(server: Server, admin: httpx.Client) -> None:
-    from test_entry_tokens import claims, entry_key, sign
-
     room = code_room(admin)
     key = entry_key(admin, room)
     with server.client() as a:

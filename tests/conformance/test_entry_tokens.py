@@ -3,11 +3,6 @@ entry key, once per token, one place per user key; every refusal has its code (d
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import json
-import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -16,35 +11,7 @@ import httpx
 import pytest
 from conftest import ServerFactory
 from harness import Server, create_room, join, metric, status, unique_id
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def sign(key: str, kid: str, claims: dict[str, Any], alg: str = "HS256") -> str:
-    """What a customer's backend does: an HS256 JWS with the room's key, written with the stdlib alone."""
-    head = _b64(json.dumps({"alg": alg, "typ": "JWT", "kid": kid}).encode())
-    body = _b64(json.dumps(claims).encode())
-    mac = hmac.new(key.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
-    return f"{head}.{body}.{_b64(mac)}"
-
-
-def claims(room: str, sub: str | None = None, **extra: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "room": room,
-        "sub": sub or unique_id("user"),
-        "exp": int(time.time()) + 600,
-        "jti": secrets.token_hex(8),
-    }
-    base.update(extra)
-    return base
-
-
-def entry_key(admin: httpx.Client, room: str) -> dict[str, Any]:
-    r = admin.post(f"/api/admin/rooms/{room}/entry-key")
-    assert r.status_code == 200, r.text
-    return dict(r.json())
+from invites import claims, entry_key, sign
 
 
 def token_room(admin: httpx.Client, **fields: Any) -> tuple[str, dict[str, Any]]:

@@ -42,14 +42,18 @@ def test_a_route_without_a_description_stops_the_document() -> None:
 
 
 def test_each_413_names_the_body_limit_its_route_reads() -> None:
-    """A logo may be 64 KiB (engine/logo.py); every other body is the server's 16 KiB (http/wire.py)."""
+    """A logo may be 64 KiB (engine/logo.py), a CSV of entry codes 8 MiB (entrycode.py); every other
+    body is the server's 16 KiB (http/wire.py)."""
     from queue_manager.engine.logo import LOGO_MAX_BYTES
+    from queue_manager.entrycode import CSV_BODY_MAX
     from queue_manager.http.wire import MAX_BODY
 
     ops = _operations(build(TABLE, __version__))
     limits = {key: op["responses"]["413"]["description"] for key, op in ops.items() if "413" in op["responses"]}
     logo = ("POST", "/api/admin/rooms/{room}/logo")
     assert LOGO_MAX_BYTES == 64 * 1024 and limits.pop(logo).startswith("The body is over 64 KiB.")
+    codes = ("POST", "/api/admin/rooms/{room}/codes")
+    assert CSV_BODY_MAX == 8 * 1024 * 1024 and limits.pop(codes).startswith("The body is over 8192 KiB.")
     assert limits and all(d.startswith(f"The body is over {MAX_BODY // 1024} KiB.") for d in limits.values()), limits
 
 

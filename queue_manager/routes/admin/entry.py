@@ -15,6 +15,7 @@ from queue_manager import entrycode
 from queue_manager.context import Context
 from queue_manager.http.wire import HttpError, send_json
 from queue_manager.invitation import new_key, seal
+from queue_manager.routes import csvout
 from queue_manager.routes.call import Call
 from queue_manager.sidestores.entrybook.base import CODE_ISSUED, entry_counts
 from queue_manager.sidestores.entrycodes.base import StoredCode
@@ -42,7 +43,6 @@ async def entry_key(call: Call) -> None:
 
 # ------------------------------------------------------------------------------------------------ codes
 
-CSV_BODY_MAX = 8 * 1024 * 1024  # 100,000 rows of a 64-character code, a lane and a number fit
 REJECTED_SHOWN = 100  # the refused rows an upload's answer lists (all are counted)
 
 
@@ -60,7 +60,7 @@ async def codes_create(call: Call) -> None:
     room_id = call.req.params["room"]
     kind = (call.req.header(b"content-type") or "").split(";", 1)[0].strip().lower()
     if kind == "text/csv":
-        raw = await call.req.body(CSV_BODY_MAX)
+        raw = await call.req.body(entrycode.CSV_BODY_MAX)
         await _room_exists(call, room_id)
         await _upload(call, room_id, raw)
         return
@@ -117,7 +117,7 @@ async def _upload(call: Call, room_id: str, raw: bytes) -> None:
         raise _bad("The CSV must be UTF-8 text.") from None
     if "\0" in text:
         raise _bad("The CSV holds a NUL character.")
-    rows, rejected = entrycode.parse_csv(text)
+    rows, rejected = entrycode.parse_rows(*csvout.read(text))
     salt = await call.ctx.entry_codes.salt(room_id)
     stored = await call.ctx.entry_codes.add(
         room_id, [StoredCode(entrycode.hashed(salt, r.code), r.lane, r.uses) for r in rows]

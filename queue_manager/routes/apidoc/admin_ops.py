@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from queue_manager import entrycode
 from queue_manager.engine.logo import LOGO_MAX_BYTES
 from queue_manager.routes import preview
 from queue_manager.routes.apidoc.components import ROOM_ID
@@ -475,7 +476,7 @@ OPS: dict[tuple[str, str], Op] = {
             "additionalProperties": False,
         },
         body_media=("application/json", "text/csv"),
-        body_max=8 * 1024 * 1024,
+        body_max=entrycode.CSV_BODY_MAX,
         description="Generated codes are 10 characters of Crockford's base32 as `XXXXX-XXXXX`. A CSV upload "
         "(Content-Type: text/csv) has a `code` column (4 to 64 letters, digits, dashes) and optional `lane` and "
         "`uses` (1 by default). Codes are kept as salted SHA-256 hashes. Audited as `room.codes` or "

@@ -140,7 +140,12 @@ async def user_place(ctx: Context, room_id: str, user_key: str) -> Presented | N
         if held != PENDING:
             return _place_of(held)
         if loop.time() >= give_up:
-            raise HttpError(503, "store_unavailable", "Another join of this user is still taking its place.")
+            raise HttpError(
+                503,
+                "storage_unavailable",
+                "Another join of this user is still taking its place; retry.",
+                headers=[("Retry-After", "1")],
+            )
         await asyncio.sleep(_PLACE_POLL_SEC)
 
 

@@ -65,6 +65,7 @@
     setConn(connMode);
     if (problemKey) setProblem(problemKey);
     if (mailMsg) setMailStatus(mailMsg.key, mailMsg.vars, mailMsg.cls);
+    if (codeMsgKey) setText('code-status', t(codeMsgKey));
   }
 
   // ---- state (memory only: the cookies carry the place across reloads) ----
@@ -94,6 +95,27 @@
   var closed = cfg.closed === true;  // the room is closed (queueing reject): the closed page, no place
   var headlineKey = null;
   var noticeKey = null;
+
+  // An invitation token (?qm_token=<JWS>, three dot-separated parts) that brought the visitor here: kept in
+  // memory for the first join, and taken out of the address bar at once (history, bookmarks, a shared link).
+  // A qm_token of two parts is a pass the page never reads.
+  var invite = (function () {
+    try {
+      var params = new URLSearchParams(location.search);
+      var v = params.get('qm_token');
+      if (!v || v.split('.').length !== 3) return null;
+      params.delete('qm_token');
+      var rest = params.toString();
+      history.replaceState(history.state, '', location.pathname + (rest ? '?' + rest : '') + location.hash);
+      return v;
+    } catch (e) { return null; }
+  })();
+  var entryCode = null;      // the code the visitor typed, sent with the next join
+  var INVITE_REFUSALS = {
+    token_required: 'inviteRequired', token_invalid: 'inviteInvalid', token_expired: 'inviteExpired',
+    token_used: 'inviteUsed', token_wrong_room: 'inviteWrongRoom', token_ip_mismatch: 'inviteIpMismatch'
+  };
+  var CODE_REFUSALS = { code_invalid: 'codeInvalid', code_used_up: 'codeUsedUp', code_rate_limited: 'codeRateLimited' };
 
   function returnUrl() {
     try {
@@ -443,7 +465,7 @@
     clearTimeout(streamTimer);
     setProblem(key);
     setConn('done');
-    if (!last) show('live', false);
+    if (!last) show('status-card', false);
   }
 
   function nextBackoff(cur) { return Math.min(cur * 2, BACKOFF_MAX); }
@@ -468,6 +490,8 @@
     var body = { roomId: roomId };
     var ret = returnUrl();
     if (ret) body.returnUrl = ret;
+    if (invite) body.token = invite;
+    if (entryCode) body.code = entryCode;
     call('POST', '/api/join', body).then(function (res) {
       return readJson(res).then(function (data) {
         joining = false;
@@ -492,11 +516,25 @@
     var code = data && typeof data.code === 'string' ? data.code : '';
     if (res.ok && data && typeof data === 'object' && typeof data.state === 'string') {
       joinDelay = BACKOFF_MIN;
+      invite = null;         // used: the place is the cookie's from now on
+      entryCode = null;
+      showCodeForm(false);
       apply(data);
       if (!finished) openStream();
       return;
     }
     if (res.status === 404 && code === 'no_room') { fatal('noRoom'); return; }
+    if (INVITE_REFUSALS[code]) {  // a fresh link is needed: no retry, and no promise of a place
+      show('lead', false);
+      fatal(INVITE_REFUSALS[code]);
+      return;
+    }
+    if (code === 'code_required' || CODE_REFUSALS[code]) {
+      entryCode = null;
+      showCodeForm(true, CODE_REFUSALS[code] || null);
+      setConn('done');
+      return;
+    }
     if (res.status === 403 && code === 'room_closed') {  // closed since this page was sent: ask again now and then
       showClosed();
       scheduleJoin(60000);
@@ -520,6 +558,37 @@
     scheduleJoin(joinDelay);
     joinDelay = nextBackoff(joinDelay);
   }
+
+  // ---- entry code (a room whose entry is code) ----
+  var codeMsgKey = null;
+  function showCodeForm(on, errorKey) {
+    show('code', on);
+    show('status-card', !on);
+    codeMsgKey = errorKey || null;
+    var status = $('code-status');
+    if (status) status.textContent = codeMsgKey ? t(codeMsgKey) : '';
+    var input = $('code-input');
+    if (input) {
+      input.setAttribute('aria-invalid', codeMsgKey ? 'true' : 'false');
+      if (on) input.focus();
+    }
+    var send = $('code-send');
+    if (send) send.disabled = false;
+  }
+
+  function sendCode(ev) {
+    ev.preventDefault();
+    var input = $('code-input');
+    var v = input ? input.value.trim() : '';
+    if (!v) { showCodeForm(true, 'codeInvalid'); return; }
+    entryCode = v;
+    var send = $('code-send');
+    if (send) send.disabled = true;
+    join();
+  }
+
+  var codeForm = $('code-form');
+  if (codeForm) codeForm.addEventListener('submit', sendCode);
 
   // ---- live stream ----
   function query() {
