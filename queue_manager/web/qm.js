@@ -1,7 +1,7 @@
 /*! Queue Manager tag 1.4.0 - see docs/INTEGRATION.md. Fails open: if the queue cannot answer, the page shows. */
 (function () {
   'use strict';
-  var W = window, D = document, hideEl = null, failsafe = null, mem = {};
+  var W = window, D = document, hideEl = null, failsafe = null, mem = {}, invite = null;
 
   function reveal() {
     clearTimeout(failsafe);
@@ -14,6 +14,8 @@
   function enc(v) { return encodeURIComponent(v); }
   function dec(v) { try { return decodeURIComponent(v.replace(/\+/g, ' ')); } catch (e) { return v; } }
   function go(u) { try { W.location.replace(u); } catch (e) { reveal(); } }
+  // An invitation (a qm_token of three dot-separated parts) goes on to the waiting page, which joins with it.
+  function invited(u, invite) { return invite ? u + (u.indexOf('?') < 0 ? '?' : '&') + 'qm_token=' + enc(invite) : u; }
 
   // Take qm_token out of an href; every other parameter and the hash stay byte for byte.
   function split(href) {
@@ -48,6 +50,8 @@
         if (!room || !base) return failOpen('no data-room or src');
         var s = split(W.location.href), page = s.url, token = s.token;
         if (s.had) { try { W.history.replaceState(W.history.state, '', page); } catch (e) {} }
+        // kept for every check of this page: the first one took it out of the address bar
+        if (token && token.split('.').length === 3) { invite = token; token = null; }
         if (token) set('qm_' + room, token); else token = get('qm_' + room);
         var dk = get('qm_dk_' + room);
         var url = base + '/api/check?roomId=' + enc(room) + '&url=' + enc(page) +
@@ -59,7 +63,7 @@
             if (done) return;
             // 429: the queue is up and shedding load. Wait in line; this is not a fail-open.
             if (res.status === 429) {
-              if (end({ admit: false, reason: 'rate_limited' })) go(base + '/w/' + enc(room) + '?qm_return=' + enc(page));
+              if (end({ admit: false, reason: 'rate_limited' })) go(invited(base + '/w/' + enc(room) + '?qm_return=' + enc(page), invite));
               return;
             }
             if (res.status !== 200) return failOpen('http-' + res.status);
@@ -68,7 +72,7 @@
                 if (typeof j.doorKey === 'string' && j.doorKey) set('qm_dk_' + room, j.doorKey);
                 if (end({ admit: true, state: j.state })) reveal();
               } else if (j && j.admit === false && typeof j.waitUrl === 'string' && /^https?:\/\//i.test(j.waitUrl)) {
-                if (end({ admit: false, reason: j.reason })) go(j.waitUrl);
+                if (end({ admit: false, reason: j.reason })) go(invited(j.waitUrl, invite));
               } else {
                 failOpen('invalid-response');
               }

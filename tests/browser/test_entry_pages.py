@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from axe import describe, violations
 from browsing import headline
+from demo_site import serve_site
 from harness import Server, create_room, unique_id
 from invites import claims, entry_key, sign
 from playwright.sync_api import expect
@@ -93,3 +94,22 @@ def test_a_code_room_asks_for_a_code(browser: Any, qm: Server, artifacts: Path) 
     expect(page.locator("#headline .num")).to_have_text("1", timeout=10_000)
     expect(form).to_be_hidden()
     context.close()
+
+
+def test_the_tag_carries_an_invitation_to_the_waiting_page(browser: Any, qm: Server, artifacts: Path) -> None:
+    room = unique_id("tag-invite")
+    with serve_site(qm.base_url, room) as site, qm.admin() as admin:
+        create_room(admin, room, targetUrl=site, ratePerMinute=0, entry="token", name="Members' drop")
+        key = entry_key(admin, room)
+        token = sign(key["key"], key["kid"], claims(room, "member-7"))
+        page = browser.new_page(viewport=DESKTOP)
+        page.goto(f"{site}/checkout?item=42&qm_token={token}")
+        page.wait_for_url(f"{qm.base_url}/w/{room}*", timeout=10_000)
+        expect(page.locator("#headline .num")).to_have_text("1", timeout=10_000)
+        assert "qm_token" not in page.url  # the waiting page took it out in turn
+        back = parse_qs(urlsplit(page.url).query)["qm_return"][0]
+        assert back == f"{site}/checkout?item=42"  # the site's own address, without the invitation
+        counts = admin.get(f"/api/admin/rooms/{room}").json()["room"]["entryCounts"]
+        assert counts["tokensAccepted"] == 1
+        page.screenshot(path=str(artifacts / "entry-tag-invited.png"), full_page=True)
+        page.close()
