@@ -29,6 +29,7 @@ from queue_manager.inline.client import Upstream, UpstreamError
 from queue_manager.inline.component import Inline
 from queue_manager.inline.forward import commands, downstream_headers, request_head, upstream_headers
 from queue_manager.inline.hosts import InlineRoom
+from queue_manager.invitation import looks_like_invitation
 from queue_manager.services import gated_wait
 from queue_manager.services.identity import Identity
 from queue_manager.ssrf import OriginRefused
@@ -133,6 +134,9 @@ async def door(ctx: Context, inline: Inline, req: Request, room: InlineRoom) -> 
             age = ctx.settings.queue_cookie_max_age_sec
             extra.append(cookie_header(cookies.TICKET + room.room_id, token, max_age=age, secure=secure))
             return Decision("redirect", extra, True)
+        if invitation_in(qs) and req.method == "GET" and gate.is_navigation(req.headers):
+            # an invitation followed by a visitor already inside: the app never sees it
+            return Decision("redirect", extra, True)
         return Decision(FORWARD_PLAIN, extra, session=session)
     navigation = gate.is_navigation(req.headers)
     return Decision("waiting" if navigation else "queued", navigation=navigation, reason=result.reason or "waiting")
@@ -165,10 +169,18 @@ async def answer(ctx: Context, inline: Inline, req: Request, room: InlineRoom, s
 
 
 def waiting_url(ctx: Context, req: Request, room_id: str) -> str:
-    """The room's waiting page under /__qm on this host, coming back to the address asked."""
+    """The room's waiting page under /__qm on this host, coming back to the address asked (an invitation it
+    carried goes to the page, not into the address to come back to)."""
     ident = ctx.identity.resolve(req)
-    back = quote(visitor_url(req, ident), safe="")
-    return f"{ident.scheme}://{req.header(b'host') or ''}{API_BASE}/w/{quote(room_id, safe='')}?qm_return={back}"
+    qs = req.scope.get("query_string") or b""
+    invite = invitation_in(qs)
+    url = visitor_url(req, ident)
+    if invite is not None:
+        kept = without_token(qs).decode("latin-1")
+        url = url.split("?", 1)[0] + (f"?{kept}" if kept else "")
+    back = quote(url, safe="")
+    page = f"{ident.scheme}://{req.header(b'host') or ''}{API_BASE}/w/{quote(room_id, safe='')}?qm_return={back}"
+    return page if invite is None else f"{page}&{cookies.TOKEN_PARAM}={quote(invite, safe='')}"
 
 
 async def wait_view(ctx: Context, req: Request, room_id: str) -> VisitorView | None:
@@ -199,7 +211,7 @@ def log_backend_down(room: InlineRoom, mode: str) -> None:
 _TOKEN_EQ = (cookies.TOKEN_PARAM + "=").encode()
 
 
-def hand_off_token(query: bytes) -> str | None:
+def _query_token(query: bytes) -> str | None:
     """``qm_token`` from the raw query string, without parsing the rest: the app's query is the app's."""
     if _TOKEN_EQ not in query:
         return None
@@ -210,10 +222,26 @@ def hand_off_token(query: bytes) -> str | None:
     return None
 
 
+def hand_off_token(query: bytes) -> str | None:
+    """The waiting page's hand-off (a ticket) in ``qm_token``; an invitation there is not one."""
+    token = _query_token(query)
+    return None if token is None or looks_like_invitation(token) else token
+
+
+def invitation_in(query: bytes) -> str | None:
+    """An invitation token (a JWS) that ``qm_token`` carries: it goes to the waiting page, never to the app."""
+    token = _query_token(query)
+    return token if token is not None and looks_like_invitation(token) else None
+
+
+def without_token(query: bytes) -> bytes:
+    """The query string without its ``qm_token`` parameters."""
+    return b"&".join(p for p in query.split(b"&") if p and not p.startswith(_TOKEN_EQ))
+
+
 async def _redirect_clean(req: Request, send: Send, headers: list[tuple[bytes, bytes]]) -> None:
     raw = req.scope.get("raw_path") or req.scope["path"].encode()
-    query = req.scope.get("query_string") or b""
-    kept = b"&".join(p for p in query.split(b"&") if p and not p.startswith(_TOKEN_EQ))
+    kept = without_token(req.scope.get("query_string") or b"")
     path = raw.split(b"?", 1)[0]
     # a path that starts with // or /\ is, as a Location, a scheme-relative URL of another host: keep one slash
     if path[1:2] in (b"/", b"\\"):
@@ -230,8 +258,8 @@ async def waiting_page(ctx: Context, inline: Inline, req: Request, send: Send, r
     The page persists nothing and, served at the visitor's URL, carries no ``qm_return``: the URL to
     come back to is left in a short-lived cookie only the join under the prefix reads (``qmr_<room>``).
     """
-    raw = req.scope.get("raw_path") or req.scope["path"].encode()
-    qs = req.scope.get("query_string") or b""
+    raw = (req.scope.get("raw_path") or req.scope["path"].encode()).split(b"?", 1)[0]
+    qs = without_token(req.scope.get("query_string") or b"")  # an invitation is the page's, not the app's
     here = raw.decode("latin-1") + ("?" + qs.decode("latin-1") if qs else "")
     ident = ctx.identity.resolve(req)
     back = cookie_header(

@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 import httpx
-from harness import unique_id
 
 
 def _b64(data: bytes) -> str:
@@ -30,7 +29,7 @@ def claims(room: str, sub: str | None = None, **extra: Any) -> dict[str, Any]:
     """The required claims (ten minutes to live, a fresh jti), and any others."""
     base: dict[str, Any] = {
         "room": room,
-        "sub": sub or unique_id("user"),
+        "sub": sub or f"user-{secrets.token_hex(6)}",
         "exp": int(time.time()) + 600,
         "jti": secrets.token_hex(8),
     }
