@@ -182,6 +182,22 @@ function handOff(url) {
   return { token, clean: url.slice(0, q) + (kept.length ? '?' + kept.join('&') : '') };
 }
 
+/** A qm_token of three dot-separated parts: an invitation (a JWS the site signed) for the waiting page. */
+function isInvitation(token) {
+  return typeof token === 'string' && token.split('.').length === 3 && TOKEN_SHAPE.test(token);
+}
+
+/** The waiting page's address with the invitation that brought the visitor, if any. */
+function withInvite(waitUrl, invite) {
+  return invite ? `${waitUrl}${waitUrl.includes('?') ? '&' : '?'}qm_token=${encodeURIComponent(invite)}` : waitUrl;
+}
+
+/** The request's own URL without qm_token: what the app sees once an invitation was taken out. */
+function stripToken(req) {
+  req.url = handOff(req.url || '/').clean;
+  if (typeof req.originalUrl === 'string') req.originalUrl = handOff(req.originalUrl).clean; // Express
+}
+
 function setCookieLines(headers) {
   if (typeof headers.getSetCookie === 'function') return headers.getSetCookie();
   const joined = headers.get('set-cookie');
@@ -537,7 +553,9 @@ function createGate(options = {}) {
   async function check(req, res) {
     const asked = visitorUrl(req, trustProxy);
     checkReturnOrigin(asked);
-    const { token: queryToken, clean } = handOff(asked);
+    const { token: given, clean } = handOff(asked);
+    const invite = isInvitation(given) ? given : null;
+    const queryToken = invite ? null : given;
     const cookies = parseCookies(req);
     const params = new URLSearchParams({
       roomId,
@@ -552,6 +570,7 @@ function createGate(options = {}) {
       const why = passes.refusal(edgePass, cookies[`qm_dk_${roomId}`]);
       if (why === null) {
         stats.local += 1;
+        if (invite) return inside(req, res, [], clean);
         return true; // a valid pass bound to this visitor's door key: no round trip
       }
       stats.refused[why] = (stats.refused[why] || 0) + 1;
@@ -606,7 +625,7 @@ function createGate(options = {}) {
         );
       }
       const waitUrl = `${queueUrl}/w/${encodeURIComponent(roomId)}?qm_return=${encodeURIComponent(clean)}`;
-      return queued(req, res, waitUrl, 'rate_limited');
+      return queued(req, res, withInvite(waitUrl, invite), 'rate_limited');
     }
     if (answer.status < 200 || answer.status > 299) return failOpen(res, `http-${answer.status}`);
     if (!payload || typeof payload !== 'object') return failOpen(res, 'invalid-response');
@@ -626,14 +645,33 @@ function createGate(options = {}) {
         res.end();
         return false;
       }
+      if (invite) return inside(req, res, relay, clean);
       decorate(res, relay, []);
       return true;
     }
     if (payload.admit === false && httpUrl(payload.waitUrl)) {
       const reason = typeof payload.reason === 'string' ? payload.reason : 'waiting';
-      return queued(req, res, payload.waitUrl, reason, payload.wait);
+      return queued(req, res, withInvite(payload.waitUrl, invite), reason, payload.wait);
     }
     return failOpen(res, 'invalid-response');
+  }
+
+  /**
+   * A visitor inside already who followed an invitation: a page is sent on to its address without it (303),
+   * any other request reaches the app with the invitation taken out of req.url.
+   */
+  function inside(req, res, relay, clean) {
+    decorate(res, relay, []);
+    if (req.method === 'GET' && isNavigation(req)) {
+      res.statusCode = 303;
+      res.setHeader('Location', clean.replace(/^https?:\/\/[^/]*/i, '') || '/');
+      res.setHeader('Cache-Control', 'no-store');
+      res.setHeader('Content-Length', '0');
+      res.end();
+      return false;
+    }
+    stripToken(req);
+    return true;
   }
 
   async function gate(req, res) {

@@ -36,6 +36,7 @@ from harness import (
     wait_for_state,
     wait_until,
 )
+from invites import invitation
 from passkit import b64, key_of, sign
 
 from queue_manager.web import asset
@@ -312,6 +313,25 @@ def test_a_request_asking_for_json_gets_the_gated_wait(rig: Rig) -> None:
     page = get(rig, "gate-live", "/orders", headers=NAV)
     assert page.status_code == 302 and page.headers["location"].startswith(wait_page)
     assert "Accept" in page.headers["vary"]
+
+
+def test_an_invitation_goes_to_the_waiting_page_and_never_to_the_origin(rig: Rig) -> None:
+    """?qm_token=<JWS> (an invitation the site signed): carried to the waiting page, kept from the origin."""
+    with rig.qm.admin() as admin:
+        invite = invitation(admin, rig.room)
+    r = get(rig, "gate-live", f"/members?a=1&qm_token={invite}", headers=NAV)
+    assert r.status_code == 302, r.text
+    query = parse_qs(urlsplit(r.headers["location"]).query)
+    assert query["qm_token"] == [invite]
+    assert query["qm_return"] == [rig.workerd.url("gate-live") + "/members?a=1"]
+    api = get(rig, "gate-live", f"/api/x?qm_token={invite}", headers={"Accept": "application/json"})
+    assert api.status_code == 503
+    assert parse_qs(urlsplit(api.json()["waitingUrl"]).query)["qm_token"] == [invite]
+    # a visitor inside already: the origin gets the address without it
+    inside = pass_browser(rig, "/members")
+    landed = inside.get(f"/members?b=2&qm_token={invite}")
+    assert landed.status_code == 200 and "origin served /members" in landed.text
+    assert not any("qm_token" in p for _m, p, _h in rig.origin.requests if p.startswith(("/members", "/api/x")))
 
 
 def test_static_subresource_skips_the_check(rig: Rig) -> None:

@@ -53,6 +53,7 @@ from harness import (
     use_store,
     wait_until,
 )
+from invites import invitation
 from passkit import b64, key_of, kid_of, sign
 
 # one worker takes this module (make test: --dist loadgroup): one npm install and one node process
@@ -751,6 +752,25 @@ def admitted_browser(rig: Rig, page: str) -> Browser:
     assert handoff.status_code == 303, handoff.text
     assert {f"qm_{rig.edge_room}", f"qm_dk_{rig.edge_room}", f"qmp_{rig.edge_room}"} <= set(b.jar), b.jar
     return b
+
+
+def test_an_invitation_goes_to_the_waiting_page_and_never_to_the_app(rig: Rig) -> None:
+    """?qm_token=<JWS> (an invitation the site signed): carried to the waiting page, kept from the app."""
+    with rig.edge.admin() as admin:
+        invite = invitation(admin, rig.edge_room)
+    with visitor() as c:
+        r = c.get(rig.url("edge", f"/members?a=1&qm_token={invite}"), headers=NAV)
+        assert r.status_code == 302, r.text
+        query = parse_qs(urlsplit(r.headers["location"]).query)
+        assert query["qm_token"] == [invite] and query["qm_return"] == [rig.url("edge", "/members?a=1")]
+        api = c.get(rig.url("edge", f"/api/x?qm_token={invite}"), headers=API)
+        assert api.status_code == 503
+        assert parse_qs(urlsplit(api.json()["waitingUrl"]).query)["qm_token"] == [invite]
+    inside = admitted_browser(rig, "/members")
+    page = inside.get(f"/members?a=1&qm_token={invite}")
+    assert page.status_code == 303 and page.headers["location"] == "/members?a=1"
+    api = inside.get(f"/api/x?b=2&qm_token={invite}", headers=API)
+    assert api.status_code == 200 and api.text == "APP edge GET /api/x?b=2"
 
 
 def test_a_closed_room_sends_visitors_to_its_closed_page(rig: Rig) -> None:

@@ -136,13 +136,15 @@ function readCookie(header, name) {
   return null;
 }
 
-// Take qm_token out of the visitor's URL: the pass goes to the queue, never to the origin's logs.
+// Take qm_token out of the visitor's URL: the pass goes to the queue, never to the origin's logs. A qm_token
+// of three dot-separated parts is an invitation (a JWS the site signed), which goes to the waiting page.
 function splitToken(url) {
   const clean = new URL(url.href);
   const token = clean.searchParams.get("qm_token");
-  if (token === null) return { clean: url, token: null };
+  if (token === null) return { clean: url, token: null, invite: null };
   clean.searchParams.delete("qm_token");
-  return { clean, token };
+  if (token.split(".").length === 3) return { clean, token: null, invite: token };
+  return { clean, token, invite: null };
 }
 
 function withHeaders(response, add) {
@@ -217,8 +219,9 @@ async function revokeSession(env, { base, room, key, ticket, doorKey, edgePass }
   }
 }
 
-function waitingRoom(base, room, visitorUrl) {
-  return `${base}/w/${encodeURIComponent(room)}?qm_return=${encodeURIComponent(visitorUrl)}`;
+function waitingRoom(base, room, visitorUrl, invite) {
+  const page = `${base}/w/${encodeURIComponent(room)}?qm_return=${encodeURIComponent(visitorUrl)}`;
+  return invite ? `${page}&qm_token=${encodeURIComponent(invite)}` : page;
 }
 
 const RETRY_AFTER_SEC = 5;
@@ -466,7 +469,7 @@ export default {
     if (skipsGate(request, url)) return toOrigin(request, env);
 
     checkReturnOrigin(ctx, base, room, key, env, url.origin);
-    const { clean, token } = splitToken(url);
+    const { clean, token, invite } = splitToken(url);
     const forward = clean === url ? request : new Request(clean.href, request);
     const cookieHeader = request.headers.get("cookie");
     const ticket = token || readCookie(cookieHeader, `qm_${room}`);
@@ -509,7 +512,7 @@ export default {
       return failOpen(request, env, room, abort.signal.aborted ? "timeout" : answer ? "invalid-response" : "unreachable", forward, visit);
     }
     clearTimeout(timer);
-    const waitUrl = waitingRoom(base, room, clean.href);
+    const waitUrl = waitingRoom(base, room, clean.href, invite);
 
     if (answer.status === 429) {
       // the queue is up and shedding load: wait in line, not a fail-open
@@ -522,6 +525,12 @@ export default {
     if (verdict.admit === true) {
       const cookies = answer.headers.getSetCookie ? answer.headers.getSetCookie() : [];
       const setCookies = cookies.map((line) => ["Set-Cookie", line]);
+      if (invite && !token && isNavigation(request) && (request.method === "GET" || request.method === "HEAD")) {
+        // inside already: the invitation has nothing to do here, and leaves the address bar
+        const headers = new Headers({ Location: clean.href, "Cache-Control": "no-store" });
+        for (const [name, value] of setCookies) headers.append(name, value);
+        return new Response(null, { status: 302, headers });
+      }
       if (token) {
         // keep the pass on this site (the queue reads it from the qm_<room> cookie), and take it out of the address bar
         const secure = clean.protocol === "https:" ? "; Secure" : "";
