@@ -34,6 +34,7 @@ from queue_manager.routes.health import local_counters, local_exposition
 from queue_manager.routes.pages import branding, waiting
 from queue_manager.routes.visitor import door, revoke
 from queue_manager.services.peers import PeerListener, Peers
+from queue_manager.sidestores.entrybook.base import with_entry_tallies
 from queue_manager.sidestores.history.base import WarehouseRefused
 from queue_manager.store.base import JournalCommitFailed, StoreUnavailable
 from queue_manager.store.memory import MemoryStore
@@ -312,6 +313,8 @@ class Server:
             return
         now_ms = self.clock.wall_ms()
         ctx.series.sample(summaries, now_ms, waits)
+        with contextlib.suppress(Exception):  # the entry counts are read from where they are kept, if it answers
+            await with_entry_tallies(ctx.entry_book, summaries)
         ctx.history.offer(summaries, ctx.series.last_waits, now_ms, ctx.series.last_lumps)
 
     async def _end_run(self, unjournaled: int | None) -> None:
@@ -358,6 +361,7 @@ class Server:
                 now_ms = self.clock.wall_ms()
                 sampled = await ctx.series.feed(ctx.store, now_ms)
                 if sampled is not None:  # the hourly history's write runs on its own, never holding the tick
+                    await with_entry_tallies(ctx.entry_book, sampled)
                     ctx.history.offer(sampled, ctx.series.last_waits, now_ms, ctx.series.last_lumps)
                 if self.fleet is not None:
                     self.fleet.connection.note_store_result(True)

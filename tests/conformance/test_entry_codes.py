@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import ServerFactory
-from harness import Server, create_room, join, metric, status
+from harness import Server, create_room, join, metric, status, wait_until
 from invites import claims, entry_key, sign
 
 
@@ -152,3 +152,21 @@ def test_a_refused_join_gives_the_use_back(server: Server, admin: httpx.Client) 
         refused(join(b, room, code=b_code), "queue_full", 503)
         assert admin.post("/api/admin/rooms", json={"id": room, "maxWaiting": 5}).status_code == 200
         assert join(b, room, code=b_code).status_code == 200
+
+
+def test_the_reports_count_codes_and_tokens_per_hour(server: Server, admin: httpx.Client) -> None:
+    room = code_room(admin)
+    codes = generate(admin, room, count=4)
+    key = entry_key(admin, room)
+    with server.client() as a, server.client(headers={"User-Agent": "b"}) as b:
+        assert join(a, room, code=codes[0]).status_code == 200
+        refused(join(b, room, code="ZZZZZ-ZZZZZ"), "code_invalid")
+        assert join(b, room, token=sign(key["key"], key["kid"], claims(room))).status_code == 200
+
+    def counted() -> dict[str, Any] | None:
+        rows = admin.get(f"/api/admin/reports?roomId={room}").json()["rows"]
+        return rows[-1] if rows and rows[-1]["tokensAccepted"] >= 1 else None
+
+    row = wait_until(counted, timeout=15, what="the entry counted in the open hour")
+    assert (row["codesIssued"], row["codesRedeemed"], row["codesRefused"]) == (4, 1, 1)
+    assert (row["tokensAccepted"], row["tokensRefused"]) == (1, 0)

@@ -57,6 +57,11 @@ COLUMNS = [
     "warned",
     "refusedFull",
     "sessionsRevoked",
+    "tokensAccepted",
+    "tokensRefused",
+    "codesIssued",
+    "codesRedeemed",
+    "codesRefused",
     "samples",
     "partial",
     "coveredSec",
@@ -147,7 +152,15 @@ def test_csv_columns_filters_and_refusals(make_server: ServerFactory) -> None:
         assert refused["blocked"] == 2 and refused["joins"] == 0 and refused["warned"] == 0
         assert list(row) == COLUMNS
         body = admin.get(f"/api/admin/reports?roomId={room}").json()
-        assert set(body["labels"]) == {"waitP50Sec", "measuredWaits", "netUnserved", "partial", "sessionsRevoked"}
+        assert set(body["labels"]) == {
+            "waitP50Sec",
+            "measuredWaits",
+            "netUnserved",
+            "partial",
+            "sessionsRevoked",
+            "tokensAccepted",
+            "codesIssued",
+        }
         assert "256" in body["labels"]["waitP50Sec"]
         # CSV: the guide's columns in the guide's order
         text = admin.get(f"/api/admin/reports?roomId={room}&format=csv").text

@@ -211,6 +211,10 @@ async def reports(call: Call) -> None:
                 "blocked, warned and sessionsRevoked are lower bounds; coveredSec and missingSec say how much "
                 "was counted",
                 "sessionsRevoked": "live sessions the site ended (X-QM-Command: revoke, POST /api/sessions/revoke)",
+                "tokensAccepted": "invitation tokens accepted by the room's entry (rooms whose entry is token or "
+                "code); tokensRefused: those refused, every code together",
+                "codesIssued": "entry codes generated or uploaded; codesRedeemed: uses spent at a join; "
+                "codesRefused: joins refused by code (a wrong or spent code, none given, too many tries)",
             },
         },
         head=head,

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Protocol
+from typing import Any, Protocol
 
 
 def digest(value: str) -> str:
@@ -32,6 +32,30 @@ def entry_counts(tallies: dict[str, int]) -> dict[str, object]:
         "codesRedeemed": tallies.get(CODE_REDEEMED, 0),
         "codesRefused": {k: v for k, v in sorted(tallies.items()) if k.startswith("code_") and v},
     }
+
+
+def report_tallies(counts: dict[str, object]) -> dict[str, int]:
+    """The entry counts as the hourly history's tallies (``history.rows.TALLIES``): refusals summed."""
+
+    def total(value: object) -> int:
+        return sum(value.values()) if isinstance(value, dict) else int(value) if isinstance(value, int) else 0
+
+    return {
+        "tokensAccepted": total(counts["tokensAccepted"]),
+        "tokensRefused": total(counts["tokensRefused"]),
+        "codesIssued": total(counts["codesIssued"]),
+        "codesRedeemed": total(counts["codesRedeemed"]),
+        "codesRefused": total(counts["codesRefused"]),
+    }
+
+
+async def with_entry_tallies(book: EntryBook, summaries: list[dict[str, Any]]) -> None:
+    """Add each sampled room's entry counts to its summary (what the reports count per hour), for the rooms
+    whose entry is not open: an open room's joins ask nothing of the book (a token aside, counted too once the
+    room's entry changes)."""
+    for summary in summaries:
+        if summary.get("entry", "open") != "open":
+            summary.update(report_tallies(entry_counts(await book.tallies(str(summary["id"])))))
 
 
 class EntryBook(Protocol):

@@ -9,7 +9,8 @@ A row never depends on who wrote it before:
 * every write reads the rows it changes first, under a lock (``Warehouse.update``, ``base.py``), and merges
   into them: peaks are maxima, waits go into the bounded reservoir (``RESERVOIR``), coverage is added from
   the row's own ``last_ms``;
-* the room's other cumulative counters (``TALLIES``: full-line refusals, the sessions the site ended) are
+* the room's other cumulative counters (``TALLIES``: full-line refusals, the sessions the site ended, the
+  entry's invitations and codes accepted, issued and refused) are
   counted the same way, each with its own baseline, kept in the row's state;
 * blocked and warned are absolute counts of the hour read from the instances' tallies
   (``RefusalCounts``), taken as a maximum, never added twice.
@@ -35,7 +36,15 @@ GAP_MS = 10_000  # two samples at most this far apart cover the time between the
 TOLERANCE_SEC = 10  # a row short of its span by at most this much is not partial
 #: the room's cumulative counters, besides joins and passes, an hour counts: each is a report column and a
 #: field of the room's summary by the same name
-TALLIES = ("refusedFull", "sessionsRevoked")
+TALLIES = (
+    "refusedFull",
+    "sessionsRevoked",
+    "tokensAccepted",
+    "tokensRefused",
+    "codesIssued",
+    "codesRedeemed",
+    "codesRefused",
+)
 
 
 @dataclass(slots=True)

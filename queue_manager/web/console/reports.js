@@ -25,7 +25,8 @@ function when(r) {
 
 function table(rows) {
   const cols = ["Room", bucket === "hour" ? "Hour" : "Day (UTC)", "Joins", "Passes", "Net unserved", "Peak depth", "Peak active",
-    "Wait p50", "Wait p90", "Wait max", "Measured waits", "Blocked", "Warned", "Line full", "Sessions ended", "Missing"];
+    "Wait p50", "Wait p90", "Wait max", "Measured waits", "Blocked", "Warned", "Line full", "Sessions ended",
+    "Invited", "Codes used", "Missing"];
   return el("div", { class: "tbl-wrap", tabindex: "0", role: "region", "aria-label": "Report rows" }, el("table", { class: "tbl" },
     el("thead", {}, el("tr", {}, cols.map((h, i) => el("th", { scope: "col", class: i > 1 ? "num" : null, text: h })))),
     el("tbody", {}, rows.map((r) => el("tr", { class: r.partial ? "partial" : null },
@@ -39,6 +40,8 @@ function table(rows) {
       el("td", { class: "num", text: plus(r, r.blocked) }), el("td", { class: "num", text: plus(r, r.warned) }),
       el("td", { class: "num", text: plus(r, r.refusedFull ?? 0), title: "Joins refused because the line was full" }),
       el("td", { class: "num", text: plus(r, r.sessionsRevoked ?? 0), title: "Sessions the site ended" }),
+      el("td", { class: "num", text: plus(r, r.tokensAccepted ?? 0), title: "Invitation tokens accepted" }),
+      el("td", { class: "num", text: plus(r, r.codesRedeemed ?? 0), title: "Entry code uses spent at a join" }),
       el("td", { class: "num", text: r.missingSec ? secs(r.missingSec) : "" }))))));
 }
 
