@@ -4,6 +4,7 @@ import { may, state } from "./state.js";
 import { api } from "./api.js";
 import { confirmDialog, head, openDialog } from "./dialogs.js";
 import { brandFieldset, collectBrand, uploadLogo } from "./brand.js";
+import { entryFieldset } from "./entry.js";
 import { settingValue } from "./health.js";
 import { warningList } from "./warnings.js";
 
@@ -23,6 +24,7 @@ const FIELDS = [
   ["maxWaitSec", "Line full past wait (s)", "int?", "Estimated wait past which new joins are refused. Blank: no limit."],
   ["queueing", "Queueing method", ["fifo", "random", "passthrough", "reject"], "fifo: in order of arrival. random: drawn at each release. passthrough: no line, everyone let in and counted. reject: closed, nobody joins."],
   ["rejectStatus", "Closed page status", ["503", "200"], "What the page of a closed (reject) room answers; 503 says Retry-After."],
+  ["entry", "Who may join", ["open", "token", "code"], "open: anyone. token: invited visitors (a token signed with the room's key). code: visitors with a code, or a token. Key and codes: the Entry section."],
   ["opensAt", "Doors open (your local time)", "datetime", "Blank: no scheduled drop."],
   ["onBackendDown", "When storage is down", ["closed", "open"], "STORE=valkey only."],
   ["protection", "Bot protection", ["", "monitor", "enforce"], "Blank: the server default."],
@@ -142,7 +144,8 @@ function openEditor(roomId, opener) {
   }
   const err = el("p", { class: "error", role: "alert" });
   const brandSet = brandFieldset(room);
-  form.append(el("div", { class: "dlg-body" }, fields, inlineSet, autoSet, tuneSet, brandSet, rulesSet),
+  const entrySet = may("write") ? entryFieldset(room) : null;
+  form.append(el("div", { class: "dlg-body" }, fields, inlineSet, autoSet, tuneSet, brandSet, entrySet, rulesSet),
     el("div", { class: "dlg-foot" }, err, el("button", { type: "button", class: "btn", onclick: () => dlg.close() }, "Cancel"),
       el("button", { type: "submit", class: "btn primary" }, creating ? "Create room" : "Save changes")));
   form.addEventListener("submit", async (ev) => {
