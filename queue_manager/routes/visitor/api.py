@@ -164,8 +164,8 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
     policy = await ctx.store.room_policy(room_id)
     grant = None
     if invitation is not None or (policy is not None and policy.entry != "open"):
-        holds = invitation is None and await _holds_place(ctx, room_id, ident, qms, presented)
-        grant = await entry.admit(ctx, policy, room_id, ident, invitation, code, holds)
+        held = await _held_place(ctx, room_id, ident, qms, presented)
+        grant = await entry.admit(ctx, policy, room_id, ident, invitation, code, held)
     if grant is not None and grant.qms is not None:
         presented = grant.presented
         if grant.qms != qms:
@@ -185,14 +185,14 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
     await send_json(send, 200, render_view(ctx, view, signed), headers)
 
 
-async def _holds_place(ctx: Context, room_id: str, ident: Identity, qms: str, presented: Presented | None) -> bool:
-    """Whether the join re-presents a live place (kept without asking for entry again)."""
+async def _held_place(ctx: Context, room_id: str, ident: Identity, qms: str, presented: Presented | None) -> str | None:
+    """The live place the join re-presents (kept without asking for entry again), as the entry book names it."""
     if presented is None:
-        return False
+        return None
     view = await ctx.store.status(room_id, ident.client(qms), presented)
-    return view.state in ("waiting", "passed", "admitted", "scheduled") and (
-        view.ticket is not None or view.handle is not None
-    )
+    if view.state not in ("waiting", "passed", "admitted", "scheduled"):
+        return None
+    return entry.place_text(view.gen, view.ticket, view.handle)
 
 
 async def _protect(ctx: Context, req: Request, ident: Identity, room_id: str, *, has_cookie: bool) -> None:

@@ -3,7 +3,7 @@
 A join that presents a live place keeps it (a reload, a poll, a second tab): nothing is asked again. A
 join that would take a new place in a ``token`` room needs a valid invitation token (``X-QM-Enqueue-Token``
 header, or a JWS as the body's ``token``); in a ``code`` room a code, or a valid token. An open room takes
-a token too (its lane and user key apply), and refuses a bad one rather than ignore it.
+a token too (its lane and user key apply); a bad one is counted, and the visitor joins as anyone may.
 
 A token's user key (``sub``) holds one place: the visitor's session value (``qms_<room>``, whose hash
 owns a ticket) is derived from the room and the user key, so every device of the user owns the same
@@ -106,8 +106,12 @@ def place_text(gen: int, ticket: int | None, handle: str | None) -> str | None:
     return None if handle is None else f"{gen}:h:{handle}"
 
 
-async def check_invitation(ctx: Context, room_id: str, ident: Identity, token: str) -> Invitation:
-    """The token verified and its id spent, or a counted refusal."""
+async def check_invitation(
+    ctx: Context, room_id: str, ident: Identity, token: str, held: str | None
+) -> tuple[Invitation, bool]:
+    """The token verified and its id spent, or a counted refusal. Not spent (and not counted again) when the
+    visitor holds the user key's own place already (the same link opened again): then the second item is
+    False."""
     try:
         keys = await room_keys(ctx, room_id)
         try:
@@ -115,13 +119,15 @@ async def check_invitation(ctx: Context, room_id: str, ident: Identity, token: s
         except InvitationError:
             key = None
         found = verify(token, key, room_id=room_id, now_sec=ctx.clock.wall_ms() // 1000, client_ip=ident.ip)
+        if held is not None and await ctx.entry_book.place(room_id, found.sub) == held:
+            return found, False
         if not await ctx.entry_book.spend(room_id, found.jti, found.exp * 1000):
             raise InvitationError("token_used", "This invitation has been used already.")
     except InvitationError as err:
         await ctx.entry_book.tally(room_id, err.code)
         raise refuse(ctx, err.code, _what_to_do(err.code, err.message)) from None
     await ctx.entry_book.tally(room_id, ACCEPTED)
-    return found
+    return found, True
 
 
 def _what_to_do(code: RefusalCode, message: str) -> str:
@@ -156,21 +162,29 @@ async def admit(
     ident: Identity,
     token: str | None,
     code: str | None,
-    holds_place: bool,
+    held: str | None,
 ) -> Grant | None:
-    """The entry check of a join (None: nothing to apply, the join goes on as in an open room)."""
+    """The entry check of a join (None: nothing to apply, the join goes on as in an open room). ``held``: the
+    live place the join re-presents (``place_text``), if any."""
     mode = policy.entry if policy is not None else "open"
     if token is not None:
-        invitation = await check_invitation(ctx, room_id, ident, token)
+        try:
+            invitation, spent = await check_invitation(ctx, room_id, ident, token, held)
+        except HttpError:
+            if mode == "open" or held is not None:  # counted; the visitor keeps a place or joins as anyone may
+                return None
+            raise
         presented = await user_place(ctx, room_id, invitation.sub)
         return Grant(
             lane=invitation.lane,
             user_key=invitation.sub,
             presented=presented,
             qms=session_of(ctx, room_id, invitation.sub),
-            jti=invitation.jti,
+            jti=invitation.jti if spent else None,
         )
-    if mode == "open" or holds_place:
+    if held is not None:  # a place held already is kept: nothing is asked or spent again
+        return None
+    if mode == "open":
         return None
     if mode == "token":
         await ctx.entry_book.tally(room_id, "token_required")
