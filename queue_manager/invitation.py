@@ -73,6 +73,7 @@ LANE_RE: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,31}\Z")
 _SUB_MAX: Final = 256
 _JTI_MAX: Final = 128
 _KID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+_SHAPE: Final = re.compile(r"eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\Z")
 _SEAL_INFO: Final = "qm:entry-key"
 _NONCE: Final = 12
 
@@ -100,8 +101,9 @@ class Invitation:
 
 
 def looks_like_invitation(value: str) -> bool:
-    """Three dot-separated parts: an invitation token, not a ticket or a pass (which have two)."""
-    return value.count(".") == 2
+    """A JWS: three non-empty base64url parts, the first a JSON object (``eyJ``): an invitation token, not a
+    ticket or a pass (which have two parts)."""
+    return _SHAPE.match(value) is not None
 
 
 def new_key() -> tuple[str, str]:

@@ -182,9 +182,9 @@ function handOff(url) {
   return { token, clean: url.slice(0, q) + (kept.length ? '?' + kept.join('&') : '') };
 }
 
-/** A qm_token of three dot-separated parts: an invitation (a JWS the site signed) for the waiting page. */
+/** A qm_token that is a JWS (three base64url parts, a JSON header): an invitation the site signed, for the waiting page. */
 function isInvitation(token) {
-  return typeof token === 'string' && token.split('.').length === 3 && TOKEN_SHAPE.test(token);
+  return typeof token === 'string' && /^eyJ[\w-]*\.[\w-]+\.[\w-]+$/.test(token) && token.length <= 4096;
 }
 
 /** The waiting page's address with the invitation that brought the visitor, if any. */

@@ -14,7 +14,7 @@
   function enc(v) { return encodeURIComponent(v); }
   function dec(v) { try { return decodeURIComponent(v.replace(/\+/g, ' ')); } catch (e) { return v; } }
   function go(u) { try { W.location.replace(u); } catch (e) { reveal(); } }
-  // An invitation (a qm_token of three dot-separated parts) goes on to the waiting page, which joins with it.
+  // An invitation (a qm_token that is a JWS: three base64url parts) goes on to the waiting page, which joins with it.
   function invited(u, invite) { return invite ? u + (u.indexOf('?') < 0 ? '?' : '&') + 'qm_token=' + enc(invite) : u; }
 
   // Take qm_token out of an href; every other parameter and the hash stay byte for byte.
@@ -51,7 +51,7 @@
         var s = split(W.location.href), page = s.url, token = s.token;
         if (s.had) { try { W.history.replaceState(W.history.state, '', page); } catch (e) {} }
         // kept for every check of this page: the first one took it out of the address bar
-        if (token && token.split('.').length === 3) { invite = token; token = null; }
+        if (token && /^eyJ[\w-]*\.[\w-]+\.[\w-]+$/.test(token)) { invite = token; token = null; }
         if (token) set('qm_' + room, token); else token = get('qm_' + room);
         var dk = get('qm_dk_' + room);
         var url = base + '/api/check?roomId=' + enc(room) + '&url=' + enc(page) +

@@ -121,7 +121,7 @@ def test_each_refusal_has_its_code(server: Server, admin: httpx.Client, case: st
     token = {
         "tampered": lambda: sign(key["key"], key["kid"], good)[:-3] + "AAA",
         "unknown_kid": lambda: sign(key["key"], "feedfeedfeed", good),
-        "malformed": lambda: "a.b.c",
+        "malformed": lambda: "eyJub3Qgc28.e30.c2ln",
         "alg_none": lambda: sign(key["key"], key["kid"], good, alg="none"),
         "too_long_lived": lambda: sign(key["key"], key["kid"], {**good, "exp": int(time.time()) + 25 * 3600}),
         "no_sub": lambda: sign(key["key"], key["kid"], {k: v for k, v in good.items() if k != "sub"}),

@@ -137,13 +137,13 @@ function readCookie(header, name) {
 }
 
 // Take qm_token out of the visitor's URL: the pass goes to the queue, never to the origin's logs. A qm_token
-// of three dot-separated parts is an invitation (a JWS the site signed), which goes to the waiting page.
+// that is a JWS (three base64url parts, a JSON header) is an invitation the site signed, for the waiting page.
 function splitToken(url) {
   const clean = new URL(url.href);
   const token = clean.searchParams.get("qm_token");
   if (token === null) return { clean: url, token: null, invite: null };
   clean.searchParams.delete("qm_token");
-  if (token.split(".").length === 3) return { clean, token: null, invite: token };
+  if (/^eyJ[\w-]*\.[\w-]+\.[\w-]+$/.test(token)) return { clean, token: null, invite: token };
   return { clean, token, invite: null };
 }
 

@@ -42,7 +42,7 @@ _JOIN_BODY: dict[str, Any] = {
         "token": {
             "type": "string",
             "description": "A ticket held already (join again keeps its place), or an invitation token (a JWS: "
-            "three dot-separated parts; the X-QM-Enqueue-Token header carries one too).",
+            "three dot-separated base64url parts, the first `eyJ…`; the X-QM-Enqueue-Token header carries one too).",
         },
         "returnUrl": {"type": "string", "maxLength": 4096, "description": "Where to go back to once admitted."},
         "code": {

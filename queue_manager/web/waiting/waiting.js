@@ -96,14 +96,14 @@
   var headlineKey = null;
   var noticeKey = null;
 
-  // An invitation token (?qm_token=<JWS>, three dot-separated parts) that brought the visitor here: kept in
+  // An invitation token (?qm_token=<JWS>: three base64url parts, a JSON header) that brought the visitor here: kept in
   // memory for the first join, and taken out of the address bar at once (history, bookmarks, a shared link).
   // A qm_token of two parts is a pass the page never reads.
   var invite = (function () {
     try {
       var params = new URLSearchParams(location.search);
       var v = params.get('qm_token');
-      if (!v || v.split('.').length !== 3) return null;
+      if (!v || !/^eyJ[\w-]*\.[\w-]+\.[\w-]+$/.test(v)) return null;
       params.delete('qm_token');
       var rest = params.toString();
       history.replaceState(history.state, '', location.pathname + (rest ? '?' + rest : '') + location.hash);
