@@ -189,7 +189,8 @@ async def room_get(call: Call) -> None:
 async def room_delete(call: Call) -> None:
     room_id = _room(call)
     await call.ctx.store.delete_room(room_id)
-    await call.ctx.entry_keys.drop(room_id)  # a room made again under the id starts without keys
+    await call.ctx.entry_keys.drop(room_id)  # a room made again under the id starts without keys or codes
+    await call.ctx.entry_codes.drop(room_id)
     call.ctx.entry_key_cache.pop(room_id, None)
     await call.audit("room.delete", target=room_id, room_id=room_id)
     await _changed(call.ctx, room_id)

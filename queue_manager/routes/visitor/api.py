@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import secrets
 import sys
@@ -173,9 +174,10 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
     # grant.lane is the visitor's lane: handed to Store.join as lane= once the store takes lanes
     try:
         view = await ctx.store.join(room_id, ident.client(qms), presented, return_url)
-    except BaseException:
+    except Exception:  # a refused join (the line full, the room closed, the store away) spends nothing
         if grant is not None:
-            await entry.release(ctx, room_id, grant)
+            with contextlib.suppress(Exception):
+                await entry.release(ctx, room_id, grant)
         raise
     if grant is not None:
         await entry.settle(ctx, room_id, grant, entry.place_text(view.gen, view.ticket, view.handle))
