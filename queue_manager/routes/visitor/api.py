@@ -171,7 +171,8 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
         presented = grant.presented
         if grant.qms != qms:
             qms = new_qms = grant.qms
-    # grant.lane is the visitor's lane: handed to Store.join as lane= once the store takes lanes
+    # THE LANE: grant.lane (the token's or the code's) is the visitor's lane, to be passed on right here as
+    # Store.join(..., lane=grant.lane) when the store takes one
     try:
         view = await ctx.store.join(room_id, ident.client(qms), presented, return_url)
     except Exception:  # a refused join (the line full, the room closed, the store away) spends nothing

@@ -243,6 +243,7 @@ async def release(ctx: Context, room_id: str, grant: Grant) -> None:
     again and the user key's claim is lifted, unless the user key already held a place."""
     if grant.jti is not None:
         await ctx.entry_book.forget(room_id, grant.jti)
+        await ctx.entry_book.tally(room_id, ACCEPTED, -1)
     if grant.user_key is not None and grant.presented is None:
         await ctx.entry_book.drop_place(room_id, grant.user_key)
     if grant.code_hash is not None:
