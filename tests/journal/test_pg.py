@@ -32,6 +32,9 @@ TABLES = {
     "audit",
     "history_hourly",
     "instance_runs",
+    "entry_keys",
+    "entry_codes",
+    "entry_code_salts",
     "schema_migrations",
 }
 
