@@ -143,7 +143,9 @@ def apply(args: argparse.Namespace, admin: Admin) -> int:
     try:
         plan = make_plan(wanted, held, prune=args.prune)
     except RoomInvalid as invalid:
-        raise _Stop(f"{name}: {invalid}. Nothing was changed.") from None
+        said = f"{name}: {invalid}".rstrip()
+        said += "" if said.endswith(".") else "."
+        raise _Stop(said if "Nothing was changed" in said else f"{said} Nothing was changed.") from None
     sys.stdout.write(render_plan(plan, args.prune))
     sys.stdout.flush()
     if plan.empty:
