@@ -84,9 +84,8 @@ def test_defaults_aliases_and_spellings_are_not_changes() -> None:
 
 
 def test_a_brand_change_is_listed_by_its_key_and_the_logo_left_out_is_kept() -> None:
-    server = read_of(
-        {"id": "a", "targetUrl": "https://a.example/", "brand": {"background": "#ffffff", "accent": "#0b5394"}}
-    )
+    colours = {"background": "#ffffff", "accent": "#0b5394"}
+    server = read_of({"id": "a", "targetUrl": "https://a.example/", "brand": colours})
     server["brand"]["logo"] = {"type": "image/png", "sha256": "ab" * 32, "bytes": 10}
     same = room_step({"id": "a", "brand": colours}, server)
     assert same is None
