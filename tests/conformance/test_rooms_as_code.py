@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,28 @@ def qm(server: Server, key: str, *argv: str, stdin: str | None = None) -> subpro
         input=stdin or "",
         check=False,
     )
+
+
+def qm_on_a_terminal(server: Server, key: str, answer: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The command run by a person: standard input is a terminal, and ``answer`` is typed at the question."""
+    env = {"PATH": "/usr/bin:/bin", "QM_URL": server.base_url, "QM_ADMIN_KEY": key}
+    main, sub = os.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "queue_manager", *argv],
+            stdin=sub,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        os.write(main, answer.encode() + b"\n")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(sub)
+        os.close(main)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def operator_key(admin: httpx.Client, role: str, name: str) -> tuple[str, str]:
@@ -143,11 +166,15 @@ def test_a_change_is_planned_applied_as_the_operator_and_pruned_by_the_owner(mak
     assert "beta" not in dry.stdout  # not named, not touched without --prune
     no_tty = qm(srv, key, "apply", str(path))
     assert no_tty.returncode == 1 and "--yes" in no_tty.stderr
+    declined = qm_on_a_terminal(srv, key, "n", "apply", str(path))
+    assert declined.returncode == 1 and "Apply these changes? [y/N]" in declined.stdout, declined.stdout
+    assert "not applied" in declined.stderr
     with srv.admin() as admin:
         assert rooms_by_id(admin)["alpha"]["ratePerMinute"] == 60  # neither wrote anything
 
-    done = qm(srv, key, "apply", str(path), "--yes")
+    done = qm_on_a_terminal(srv, key, "y", "apply", str(path))
     assert done.returncode == 0, done.stderr
+    assert "updated alpha (ratePerMinute)" in done.stdout, done.stdout
     with srv.admin() as admin:
         rooms = rooms_by_id(admin)
         assert rooms["alpha"]["ratePerMinute"] == 90 and "beta" in rooms
