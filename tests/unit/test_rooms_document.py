@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from queue_manager.cli.ascode.document import DocumentError, document, parse, render, writable
+from queue_manager.cli.ascode.document import DocumentError, document, exported, parse, render, writable
 from queue_manager.cli.ascode.plan import RoomInvalid, make_plan, room_step
 from queue_manager.engine.model import RoomConfig, apply_fields, normalise_body
 
@@ -103,3 +103,23 @@ def test_every_room_is_checked_before_a_plan_is_made() -> None:
     plan = make_plan([good], [read_of({"id": "z", "targetUrl": "https://z.example/"})], prune=True)
     assert [(s.action, s.room_id) for s in plan.steps] == [("create", "a"), ("delete", "z")]
     assert RoomConfig(id="a", target_url="https://a.example/").rate_per_minute == 60
+
+
+def test_export_leaves_out_what_automation_steers_and_a_plan_still_sees_it() -> None:
+    room = read_of(
+        {
+            "id": "a",
+            "targetUrl": "https://a.example/",
+            "state": "bypass",
+            "ratePerMinute": 340,
+            "autotune": {"enabled": True, "minRate": 10, "maxRate": 600},
+            "autoActivate": {"enabled": True},
+        }
+    )
+    out = exported(room)
+    assert "ratePerMinute" not in out and "state" not in out and out["autotune"]["enabled"] is True
+    assert room_step(out, room) is None  # left out: the server's values stand
+    step = room_step({**out, "ratePerMinute": 100}, room)  # written by hand: a change like any other
+    assert step is not None and [(c.path, c.old, c.new) for c in step.changes] == [("ratePerMinute", 340, 100)]
+    assert "state" in exported({**room, "state": "paused"})  # paused is a person's decision, kept
+    assert "ratePerMinute" in exported({**room, "autotune": {**room["autotune"], "enabled": False}})

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from queue_manager.cli.ascode.admin import Admin, AdminRefused
-from queue_manager.cli.ascode.document import DocumentError, Format, document, parse, render, writable
+from queue_manager.cli.ascode.document import DocumentError, Format, document, exported, parse, render
 from queue_manager.cli.ascode.plan import Change, Plan, RoomInvalid, RoomStep, make_plan
 from queue_manager.config import ConfigRefusal, read_settings
 
@@ -78,7 +78,7 @@ def export(args: argparse.Namespace, admin: Admin) -> int:
             "this key may not read the rooms' origins and URL rules (the team grant); use an owner's, "
             "operator's or viewer's key."
         )
-    rooms = [writable(r, logo=admin.logo(r) if args.logos else None) for r in admin.rooms()]
+    rooms = [exported(r, logo=admin.logo(r) if args.logos else None) for r in admin.rooms()]
     as_json = args.format == "json" or (args.format is None and str(args.output or "").endswith(".json"))
     fmt: Format = "json" if as_json else "yaml"
     text = render(document(rooms), fmt)

@@ -2,10 +2,12 @@
 
 What a room read adds is left out, generically: the live figures and system fields (the model's
 ``READ_ONLY_FIELDS``), the ``rate`` alias (``ALIASES``), each rule's counters (``READ_ONLY_RULE_FIELDS``).
-A field the server gains later is exported as the read gives it. The logo travels as its bytes only
-when asked (``--logos``); otherwise the brand is written without its ``logo`` key, and applying such a
-file leaves each room's logo as it is. Rooms are sorted by id, ``id`` first and every other key in
-alphabetical order at every depth, so the file diffs cleanly.
+A field the server gains later is exported as the read gives it. ``qm export`` also leaves out the
+fields automation steers (``steered``): a room's rate under autotune, its active or bypass state under
+threshold activation. The logo travels as its bytes only when asked (``--logos``); otherwise the brand
+is written without its ``logo`` key, and applying such a file leaves each room's logo as it is. Rooms
+are sorted by id, ``id`` first and every other key in alphabetical order at every depth, so the file
+diffs cleanly.
 """
 
 from __future__ import annotations
@@ -50,6 +52,27 @@ def writable(room: Mapping[str, Any], *, logo: bytes | None = None) -> dict[str,
             kept["logo"] = {"type": held.get("type"), "data": base64.b64encode(logo).decode()}
         out["brand"] = kept
     return out
+
+
+def exported(room: Mapping[str, Any], *, logo: bytes | None = None) -> dict[str, Any]:
+    """What ``qm export`` writes of a room read: its writable settings less the fields automation steers."""
+    out = writable(room, logo=logo)
+    for name in steered(out):
+        del out[name]
+    return out
+
+
+def steered(room: Mapping[str, Any]) -> list[str]:
+    """The fields automation steers on this room, left out of the file so that applying it never undoes
+    automation's work: ``ratePerMinute`` under autotune, ``state`` (active or bypass; paused is a person's
+    decision) under threshold activation."""
+    names = []
+    autotune, activate = room.get("autotune"), room.get("autoActivate")
+    if isinstance(autotune, Mapping) and autotune.get("enabled") is True and "ratePerMinute" in room:
+        names.append("ratePerMinute")
+    if isinstance(activate, Mapping) and activate.get("enabled") is True and room.get("state") in ("active", "bypass"):
+        names.append("state")
+    return names
 
 
 def _own_values(room: dict[str, Any], in_force: Any) -> None:
