@@ -157,12 +157,15 @@ def test_a_change_is_planned_applied_as_the_operator_and_pruned_by_the_owner(mak
     doc = yaml.safe_load(exported.stdout)
     doc["rooms"][0]["ratePerMinute"] = 90
     doc["rooms"] = [r for r in doc["rooms"] if r["id"] != "beta"]
+    # a snippet room as export writes it (proxyOrigin null) is the operator's to create
+    doc["rooms"].append({**doc["rooms"][0], "id": "gamma", "ratePerMinute": 30})
     path = tmp_path / "rooms.yaml"
     path.write_text(yaml.safe_dump(doc))
 
     dry = qm(srv, key, "apply", str(path), "--dry-run")
     assert dry.returncode == 2, dry.stdout + dry.stderr
     assert "~ room alpha" in dry.stdout and "ratePerMinute: 60 → 90" in dry.stdout
+    assert "+ room gamma" in dry.stdout and "+ ratePerMinute: 30" in dry.stdout
     assert "beta" not in dry.stdout  # not named, not touched without --prune
     no_tty = qm(srv, key, "apply", str(path))
     assert no_tty.returncode == 1 and "--yes" in no_tty.stderr
@@ -174,10 +177,11 @@ def test_a_change_is_planned_applied_as_the_operator_and_pruned_by_the_owner(mak
 
     done = qm_on_a_terminal(srv, key, "y", "apply", str(path))
     assert done.returncode == 0, done.stderr
-    assert "updated alpha (ratePerMinute)" in done.stdout, done.stdout
+    assert "updated alpha (ratePerMinute)" in done.stdout and "created gamma" in done.stdout, done.stdout
     with srv.admin() as admin:
         rooms = rooms_by_id(admin)
         assert rooms["alpha"]["ratePerMinute"] == 90 and "beta" in rooms
+        assert rooms["gamma"]["ratePerMinute"] == 30 and rooms["gamma"]["proxyOrigin"] is None
         audit = admin.get("/api/admin/audit", params={"roomId": "alpha"}).json()["audit"]
     update = next(a for a in audit if a["action"] == "room.update")
     assert update["actorId"] == operator_id and update["role"] == "operator"

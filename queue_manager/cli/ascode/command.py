@@ -126,12 +126,18 @@ def _read(path: str) -> tuple[str, str]:
 
 
 def _owner_needed(plan: Plan, server: dict[str, dict[str, Any]]) -> list[str]:
-    """The steps only the owner role may take: a delete, an inline change (proxyOrigin, an inline room's targetUrl)."""
+    """The steps only the owner role may take, as the server judges them: a delete, and an inline change (a
+    room created with a proxyOrigin; a proxyOrigin changed; the targetUrl of a room served inline)."""
     needs = []
     for step in plan.steps:
         body = step.body or {}
-        inline = body.get("proxyOrigin") is not None or (server.get(step.room_id) or {}).get("proxyOrigin")
-        if step.action == "delete" or "proxyOrigin" in body or ("targetUrl" in body and inline):
+        proxied = body.get("proxyOrigin") is not None
+        if step.action == "create":
+            inline = proxied
+        else:
+            held = (server.get(step.room_id) or {}).get("proxyOrigin") is not None
+            inline = "proxyOrigin" in body or ("targetUrl" in body and (held or proxied))
+        if step.action == "delete" or inline:
             needs.append(f"{step.action} {step.room_id}")
     return needs
 
