@@ -108,6 +108,8 @@ class Room:
         self.wait_ms_total = 0  # the sum of every wait of this generation's passes (ms), kept or not
         self.unscoped_checks = 0
         self.blocked_returns = 0
+        #: access rule key -> (matches, wall ms of the last); a changed rule has a new key and counts anew
+        self.access_hits: dict[str, tuple[int, int | None]] = {}
         self.refused_full = 0  # new joins refused while the line was full (maxWaiting, maxWaitSec)
         self.sessions_revoked = 0  # live sessions the site ended (X-QM-Command: revoke, /api/sessions/revoke)
         self.ejected_total = 0

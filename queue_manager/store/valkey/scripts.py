@@ -37,6 +37,7 @@ OPERATIONS = (
     "flush",
     "session_revoke",
     "blocked",
+    "access_hit",
     "revoke",
     "export",
     "import",
