@@ -26,7 +26,7 @@ from queue_manager.routes.admin import access_dry_run
 from queue_manager.routes.admin.room_warnings import console_warnings
 from queue_manager.routes.call import Call
 
-TEAM_ONLY_FIELDS = ("proxyOrigin", "returnOrigins", "tagOrigins", "rules")
+TEAM_ONLY_FIELDS = ("proxyOrigin", "returnOrigins", "tagOrigins", "rules", "accessRules")
 
 
 def with_auto(ctx: Context, rooms: list[dict[str, Any]]) -> list[dict[str, Any]]:
