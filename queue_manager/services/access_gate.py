@@ -22,6 +22,9 @@ from queue_manager.services.crawlers import CrawlerCheck
 from queue_manager.services.identity import Identity
 from queue_manager.store.base import Store, StoreUnavailable
 
+#: On a connector's vouched check, a visitor's header a rule names travels as this prefix + its name
+VISITOR_HEADER_PREFIX = "x-qm-visitor-"
+
 
 def path_of(url: str | None) -> str | None:
     """The path of a page URL (absolute or a path), or None."""
@@ -43,49 +46,48 @@ class AccessGate:
         self.country_header = country_header.strip().lower().encode() if country_header else None
         self.edge = edge
 
-    def country(self, req: Request | None, ident: Identity) -> str | None:
+    def country(self, req: Request, ident: Identity) -> str | None:
         """The trusted CDN's country of this request, or None (no setting, untrusted sender, no header)."""
-        if self.country_header is None or req is None or not (ident.trusted_peer or self.edge):
+        if self.country_header is None or not (ident.trusted_peer or self.edge):
             return None
         value = req.headers.get(self.country_header)
-        if value is None:
-            return None
-        text = value.decode("latin-1").strip().upper()
-        return text if len(text) == 2 and text.isalpha() else None
+        return None if value is None else _country_code(value.decode("latin-1"))
 
     async def facts(
         self,
         rules: tuple[AccessRule, ...],
-        req: Request | None,
+        req: Request,
         ident: Identity,
         path: str | None,
         *,
-        user_agent: str | None = None,
+        vouched: bool = False,
     ) -> Facts:
-        """What the request shows ``rules``. ``req`` None: a check made for someone else (a connector's
-        vouched check): no headers or country of theirs are known."""
+        """What the request shows ``rules``. ``vouched``: a connector's check made for a visitor (holding the
+        Public API key): the visitor's headers a rule names come as ``X-QM-Visitor-<name>``, the country as
+        the ``country`` parameter (what the connector's CDN named)."""
         headers: dict[str, str] = {}
-        if req is not None:
-            for rule in rules:
-                if rule.header_name is not None:
-                    sent = req.headers.get(rule.header_name.encode())
-                    if sent is not None:
-                        headers[rule.header_name] = sent.decode("latin-1")
+        prefix = VISITOR_HEADER_PREFIX if vouched else ""
+        for rule in rules:
+            if rule.header_name is not None:
+                sent = req.headers.get((prefix + rule.header_name).encode())
+                if sent is not None:
+                    headers[rule.header_name] = sent.decode("latin-1")
         crawler = None
         named = crawlers_named(rules)
-        claimed = claimed_crawler(ident.user_agent if user_agent is None else user_agent) if named else None
+        claimed = claimed_crawler(ident.user_agent) if named else None
         if claimed is not None and claimed.name in named and await self.crawlers.verified(ident.ip, claimed):
             crawler = claimed.name
-        return Facts(ip=ident.ip, path=path, headers=headers, country=self.country(req, ident), crawler=crawler)
+        country = _country_code(req.query.get("country")) if vouched else self.country(req, ident)
+        return Facts(ip=ident.ip, path=path, headers=headers, country=country, crawler=crawler)
 
     async def judge(
-        self, policy: RoomPolicy, req: Request | None, ident: Identity, path: str | None
+        self, policy: RoomPolicy, req: Request, ident: Identity, path: str | None, *, vouched: bool = False
     ) -> AccessRule | None:
         """The room's first access rule this request matches (counted), or None: the room's normal path."""
         rules = policy.access_rules
         if not rules:
             return None
-        hit = first_match(rules, await self.facts(rules, req, ident, path))
+        hit = first_match(rules, await self.facts(rules, req, ident, path, vouched=vouched))
         if hit is None:
             return None
         _, rule = hit
@@ -94,3 +96,8 @@ class AccessGate:
         with contextlib.suppress(StoreUnavailable):  # a count lost in an outage refuses nobody
             await self.store.note_access_match(policy.room_id, rule.key)
         return rule
+
+
+def _country_code(text: str | None) -> str | None:
+    code = (text or "").strip().upper()
+    return code if len(code) == 2 and code.isalpha() else None

@@ -424,7 +424,7 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
         raise HttpError(400, "bad_request", "wait must be 1 (describe the wait of a refused visitor) or 0.")
     describe = wait_param == "1"
     cors = _door_cors(ctx, req, policy)
-    rule = await ctx.access_gate.judge(policy, None if vouched else req, ident, path_of(url))
+    rule = await ctx.access_gate.judge(policy, req, ident, path_of(url), vouched=vouched)
     if rule is not None and rule.action == "block":
         raise access_blocked(room_id, [*limit_headers, *cors])
     if rule is not None and rule.action == "bypass":  # let through: no place taken, no door key
