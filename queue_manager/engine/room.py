@@ -504,7 +504,7 @@ class Room:
         return entry
 
     def apply_config(self, cfg: RoomConfig, *, pacing: bool = True) -> None:
-        """New settings. A URL rule that did not change keeps its match counters; with ``pacing``, a
+        """New settings. A URL rule (or an access rule) that did not change keeps its match counters; with ``pacing``, a
         change of state or rate restarts the outflow clock (credit capped at the one-slot bank unless
         active). Deadlines the new settings shorten are the caller's (``reschedule``)."""
         old = self.cfg
@@ -513,6 +513,9 @@ class Room:
             prev = kept.get((rule.id, rule.pattern, rule.action))
             if prev is not None:
                 rule.matches, rule.last_match_ms = prev.matches, prev.last_match_ms
+        if self.access_hits:  # an access rule keeps its counters while its key (id and content) is unchanged
+            keys = {rule.key for rule in cfg.access_rules}
+            self.access_hits = {k: v for k, v in self.access_hits.items() if k in keys}
         self.cfg = cfg
         if pacing and (old.state != cfg.state or old.rate_per_minute != cfg.rate_per_minute):
             self.last_tick = self.clock.mono_ms()

@@ -38,6 +38,7 @@ OPERATIONS = (
     "session_revoke",
     "blocked",
     "access_hit",
+    "access_prune",
     "revoke",
     "export",
     "import",

@@ -280,6 +280,9 @@ class ValkeyStore:
         system: bool = False,
     ) -> tuple[dict[str, Any], bool, list[str]]:
         room_id, created, changed = await self._writes.upsert(body, expect_state, expect, system)
+        if "accessRules" in changed and not created:  # a changed rule counts anew: its old counters go
+            kept = [rule.key for rule in self._runner.configs.required(room_id).cfg.access_rules]
+            await self._runner.once("access_prune", room_id, kept)
         return await self.get_room(room_id), created, changed
 
     async def delete_room(self, room_id: str) -> None:
