@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from axe import describe, violations
 from browsing import sign_in
-from harness import create_room, unique_id
+from harness import create_room, start_server, unique_id
 
 SECRET = "console-probe-" + "3" * 12
 RULES = [
@@ -76,3 +76,56 @@ def test_the_editor_shows_tests_and_saves_access_rules(browser: Any, qm: Any, ar
     assert saved[0]["matchCount"] == 0 and saved[1]["note"] == "not sold there"
     assert _check(qm, room, **{"X-Probe": SECRET})["accessRule"] == "probe"  # the secret the form never saw
     assert _check(qm, room)["admit"] is False  # the local bypass is gone
+
+
+def test_the_waiting_page_says_a_blocked_visitor_is_not_allowed(browser: Any, qm: Any, artifacts: Path) -> None:
+    """A visitor a block rule refuses who reaches the waiting page: the join answers 403 access_blocked and the
+    page says so in the visitor's language, once, and stops asking (waiting would not change the answer)."""
+    room = unique_id("blk")
+    with qm.admin() as admin:
+        rules = [{"id": "here", "action": "block", "match": {"cidrs": ["127.0.0.0/8", "::1/128"]}}]
+        create_room(admin, room, name="Guarded shop", accessRules=rules)
+    context = browser.new_context(viewport={"width": 900, "height": 700}, locale="de-DE")
+    page = context.new_page()
+    try:
+        page.goto(f"{qm.base_url}/w/{room}")
+        problem = page.locator("#problem:not([hidden])")
+        problem.wait_for(timeout=10_000)
+        assert "Diese Website nimmt Anfragen wie Ihre hier nicht an" in problem.inner_text()
+        page.screenshot(path=str(artifacts / "waiting-access-blocked.png"))
+    finally:
+        context.close()
+    with qm.admin() as admin:
+        matched = admin.get(f"/api/admin/rooms/{room}").json()["room"]["accessRules"][0]["matchCount"]
+    assert matched == 1  # one join, no retries
+
+
+def test_an_inline_hosts_not_allowed_page(browser: Any, peer: Any, artifacts: Path) -> None:
+    """A block rule on an inline host: the browser gets the room's short page (403) in its brand and language."""
+    srv = start_server({"PROXY_ALLOW_PRIVATE": "1"})
+    try:
+        public = f"http://localhost:{srv.port}"
+        body = {
+            "id": unique_id("inb"),
+            "name": "Inline shop",
+            "targetUrl": public,
+            "proxyOrigin": peer.url,
+            "brand": {"displayName": "Harbour Books", "accent": "#0f766e", "background": "#f0fdfa"},
+            "accessRules": [{"id": "private", "action": "block", "match": {"pathPrefix": "/page/private"}}],
+        }
+        with srv.admin() as admin:
+            admin.post("/api/admin/rooms", json=body).raise_for_status()
+        context = browser.new_context(viewport={"width": 900, "height": 600}, locale="th-TH")
+        page = context.new_page()
+        try:
+            response = page.goto(f"{public}/page/private/1")
+            assert response is not None and response.status == 403
+            page.locator("h1", has_text="ไม่อนุญาตให้เข้าถึง").wait_for(timeout=5_000)
+            assert "Harbour Books" in page.locator(".brand").inner_text()
+            page.screenshot(path=str(artifacts / "inline-access-blocked.png"))
+            found = violations(page)
+            assert not found, describe(found)
+        finally:
+            context.close()
+    finally:
+        srv.stop()
