@@ -129,7 +129,7 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             gate_spec("gate-nokey", QM_URL=r.qm.base_url, QM_KEY=""),
             gate_spec("gate-edge", QM_URL=r.edge.base_url, QM_EDGE_SECRET=EDGE_SECRET),
             gate_spec("gate-edge-missing", QM_URL=r.edge.base_url),
-            gate_spec("gate-pass", QM_URL=r.counted.url, QM_REVOKED_REFRESH_MS="200"),
+            gate_spec("gate-pass", QM_URL=r.counted.url, QM_REVOKED_REFRESH_MS="1000"),
             gate_spec("gate-stray", QM_URL=r.qm.base_url, QM_ROOM=r.room + "-stray"),
             gate_spec("gate-access", QM_URL=r.qm.base_url, QM_ROOM=r.room + "-acc", QM_ACCESS_HEADERS="X-Probe"),
             WorkerSpec("fo-live", r.failover_js, {"ORIGIN_URL": r.qm.base_url}),
