@@ -286,6 +286,8 @@ def _header(i: int, value: Any, held: AccessRule | None) -> tuple[str, str]:
     secret = value.get("value")
     if secret is None and value.get("set") is True and held is not None and held.header_name == name:
         secret = held.header_value  # a read sent back: the value kept
+    if secret is None and value.get("set") is True:
+        raise _bad(i, "match.header.value: the room holds no value to keep for this header; give its value.")
     if not isinstance(secret, str) or not 8 <= len(secret) <= 256:
         raise _bad(i, "match.header.value must be a string of 8 to 256 characters (a secret your probe sends).")
     return name, secret

@@ -225,7 +225,7 @@ def test_the_dry_run_names_the_rule_and_the_action(server: Server) -> None:
         ),
         (
             [{"action": "bypass", "match": {"header": {"name": "X-Probe", "set": True}}}],
-            "accessRules[0]: match.header.value",
+            "accessRules[0]: match.header.value: the room holds no value to keep",
         ),
         ([{"action": "bypass", "match": {"pathPrefix": "/"}}] * 51, "at most 50"),
     ],
