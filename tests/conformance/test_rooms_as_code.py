@@ -234,3 +234,33 @@ def test_a_key_without_the_write_grant_plans_but_is_refused(server: Server, tmp_
     assert "403 insufficient_role" in done.stderr and "ascode-viewer" in done.stderr, done.stderr
     with server.admin() as admin:
         assert admin.get("/api/admin/rooms/ascode-viewer").status_code == 404
+
+
+def test_access_rules_are_exported_without_counters_or_secrets_and_applied_back(
+    make_server: Any, tmp_path: Path
+) -> None:
+    """A room's access rules travel in the file without their counters and with the header's value withheld:
+    applied back to the same server the file is no change and the secret stays; on a server that does not
+    hold the secret the plan refuses the rule before anything is sent, naming it."""
+    secret = "ascode-probe-" + "4" * 12
+    first, second = make_server(), make_server()
+    rules = [
+        {"id": "probe", "action": "bypass", "match": {"header": {"name": "X-Probe", "value": secret}}},
+        {"id": "geo", "action": "block", "match": {"countries": ["DE"]}},
+    ]
+    with first.admin() as admin:
+        create_room(admin, "guarded", accessRules=rules)
+    done = qm(first, first.admin_key, "export", "-o", str(tmp_path / "rooms.yaml"))
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "rooms.yaml").read_text()
+    assert secret not in text and "matchCount" not in text
+    (room,) = yaml.safe_load(text)["rooms"]
+    assert room["accessRules"][0]["match"]["header"] == {"name": "x-probe", "set": True}
+    same = qm(first, first.admin_key, "apply", str(tmp_path / "rooms.yaml"), "--dry-run")
+    assert same.returncode == 0 and "No changes" in same.stdout, same.stdout + same.stderr
+    r = httpx.get(f"{first.base_url}/api/check", params={"roomId": "guarded"}, headers={"X-Probe": secret})
+    assert r.json()["accessRule"] == "probe"
+    fresh = qm(second, second.admin_key, "apply", str(tmp_path / "rooms.yaml"), "--yes")
+    assert fresh.returncode != 0 and "no value to keep" in fresh.stdout + fresh.stderr
+    with second.admin() as admin:
+        assert "guarded" not in rooms_by_id(admin)

@@ -123,3 +123,29 @@ def test_export_leaves_out_what_automation_steers_and_a_plan_still_sees_it() -> 
     assert step is not None and [(c.path, c.old, c.new) for c in step.changes] == [("ratePerMinute", 340, 100)]
     assert "state" in exported({**room, "state": "paused"})  # paused is a person's decision, kept
     assert "ratePerMinute" in exported({**room, "autotune": {**room["autotune"], "enabled": False}})
+
+
+def test_access_rules_travel_without_counters_or_the_header_secret() -> None:
+    """An access rule's counters are left out and its header value, which a read never gives, stays withheld:
+    the file applied again is no change; a file that gives a value is one (the value itself never shown)."""
+    secret = "document-probe-secret"
+    rules = [
+        {"id": "probe", "action": "bypass", "match": {"header": {"name": "X-Probe", "value": secret}}},
+        {"id": "geo", "action": "block", "match": {"countries": ["DE"]}},
+    ]
+    cfg, _ = apply_fields(None, normalise_body({"id": "a", "targetUrl": "https://a.example/", "accessRules": rules}))
+    room = {**cfg.to_public(logo_data=False, secrets=False), "waiting": 0}
+    room["accessRules"] = [{**r, "matchCount": 4, "lastMatchAt": 1} for r in room["accessRules"]]
+    out = writable(room)
+    assert out["accessRules"][0] == {
+        "id": "probe",
+        "action": "bypass",
+        "match": {"header": {"name": "x-probe", "set": True}},
+    }
+    assert "matchCount" not in repr(out) and secret not in repr(out)
+    assert room_step(out, room) is None
+    given = {**out, "accessRules": [{**rules[0]}, out["accessRules"][1]]}
+    step = room_step(given, room)
+    assert step is not None and step.action == "update" and "accessRules" in step.body
+    assert secret not in repr(step.changes)
+    assert room_step({**out, "accessRules": out["accessRules"][:1]}, room) is not None  # a rule removed

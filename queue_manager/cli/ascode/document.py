@@ -1,7 +1,9 @@
 """The rooms document: ``{version: 1, rooms: [...]}``, each room its writable settings only.
 
 What a room read adds is left out, generically: the live figures and system fields (the model's
-``READ_ONLY_FIELDS``), the ``rate`` alias (``ALIASES``), each rule's counters (``READ_ONLY_RULE_FIELDS``).
+``READ_ONLY_FIELDS``), the ``rate`` alias (``ALIASES``), each rule's counters (``READ_ONLY_RULE_FIELDS``, URL
+and access rules alike). An access rule's header value is never read back (``{"name", "set": true}``), so the
+file keeps it that way: applied, it keeps the value the server holds.
 A field the server gains later is exported as the read gives it. ``qm export`` also leaves out the
 fields automation steers (``steered``): a room's rate under autotune, its active or bypass state under
 threshold activation. The logo travels as its bytes only when asked (``--logos``); otherwise the brand
@@ -38,11 +40,12 @@ def writable(room: Mapping[str, Any], *, logo: bytes | None = None) -> dict[str,
     given the value the event replaced: the file keeps the room's own settings, not the event's.
     ``logo``: the logo's bytes, written as ``{"type", "data"}``; None leaves the logo out."""
     out = {k: v for k, v in room.items() if k not in READ_ONLY_FIELDS and k not in ALIASES}
-    if isinstance(out.get("rules"), list):
-        out["rules"] = [
-            {k: v for k, v in rule.items() if k not in READ_ONLY_RULE_FIELDS} if isinstance(rule, Mapping) else rule
-            for rule in out["rules"]
-        ]
+    for listed in ("rules", "accessRules"):
+        if isinstance(out.get(listed), list):
+            out[listed] = [
+                {k: v for k, v in rule.items() if k not in READ_ONLY_RULE_FIELDS} if isinstance(rule, Mapping) else rule
+                for rule in out[listed]
+            ]
     _own_values(out, room.get("eventInForce"))
     brand = out.get("brand")
     if isinstance(brand, Mapping):

@@ -67,9 +67,18 @@ def _refused(room_id: str, exc: EngineError) -> RoomInvalid:
     return RoomInvalid(room_id, exc.code, exc.message, None if where is None else str(where))
 
 
+#: An access rule's header value the server holds but never reads back, standing in for it in a plan (never sent)
+WITHHELD = "\x00withheld by the server"
+
+
 def _view(cfg: RoomConfig) -> dict[str, Any]:
-    """A config as the file's fields, the logo by type and hash (its bytes are never compared)."""
+    """A config as the file's fields, the logo by type and hash (its bytes are never compared), an access
+    rule's header value as whether it is the server's withheld one or one the file gives (never printed)."""
     public = cfg.to_public(logo_data=False)
+    for rule in public.get("accessRules") or []:
+        header = rule["match"].get("header")
+        if header is not None:
+            header["value"] = "(kept on the server)" if header["value"] == WITHHELD else "(given in the file)"
     view = writable(public)
     logo = cfg.brand.logo if cfg.brand is not None else None
     if logo is not None and isinstance(view.get("brand"), dict):
@@ -79,12 +88,30 @@ def _view(cfg: RoomConfig) -> dict[str, Any]:
 
 def _server_config(room: Mapping[str, Any]) -> RoomConfig:
     """The server's room rebuilt from its read; its logo stands in by hash (a file's logo matches it by hash)."""
-    cfg, _ = apply_fields(None, normalise_body(writable(room)))
+    cfg, _ = apply_fields(None, normalise_body(_withheld(writable(room))))
     brand = room.get("brand")
     held = brand.get("logo") if isinstance(brand, Mapping) else None
     if isinstance(held, Mapping) and cfg.brand is not None:
         cfg.brand = dataclasses.replace(cfg.brand, logo=Logo(str(held.get("type")), b"", str(held.get("sha256"))))
     return cfg
+
+
+def _withheld(room: dict[str, Any]) -> dict[str, Any]:
+    """A read's access rules with each withheld header value (``"set": true``) given a stand-in."""
+    rules = room.get("accessRules")
+    if isinstance(rules, list):
+        room["accessRules"] = [_stand_in(rule) for rule in rules]
+    return room
+
+
+def _stand_in(rule: Any) -> Any:
+    if not isinstance(rule, Mapping) or not isinstance(rule.get("match"), Mapping):
+        return rule
+    match: Mapping[str, Any] = rule["match"]
+    header = match.get("header")
+    if not isinstance(header, Mapping) or header.get("set") is not True or "value" in header:
+        return rule
+    return {**rule, "match": {**match, "header": {"name": header.get("name"), "value": WITHHELD}}}
 
 
 def _diff(path: str, old: Any, new: Any) -> Iterator[Change]:
