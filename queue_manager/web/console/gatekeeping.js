@@ -12,9 +12,9 @@ function editable(rules) {
   return (rules || []).map((rule) => Object.fromEntries(Object.entries(rule).filter(([k]) => !READ_ONLY.includes(k))));
 }
 
-function statLine(rule, i) {
+function statLine(rule) {
   const seen = rule.matchCount ? `${fmtInt(rule.matchCount)} matched · last ${new Date(rule.lastMatchAt).toLocaleString()}` : "never matched";
-  return el("li", {}, el("strong", { text: `${i + 1}. ${rule.id}` }), ` ${rule.action} · ${seen}`);
+  return el("li", {}, el("strong", { text: rule.id }), ` ${rule.action} · ${seen}`);
 }
 
 function describe(res) {
