@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from queue_manager.engine.access_rules import AccessRule
 from queue_manager.engine.brand import Brand
 from queue_manager.engine.model import RoomConfig
 from queue_manager.engine.origins import OriginPattern, origin_allowed, origin_of
@@ -29,6 +30,7 @@ class RoomPolicy:
     queueing: str = "fifo"
     reject_status: int = 503
     entry: str = "open"
+    access_rules: tuple[AccessRule, ...] = ()
     _tag_ok: dict[str, bool] = field(default_factory=dict)
 
     def return_allowed(self, url: str) -> bool:
@@ -60,4 +62,5 @@ def policy_of(cfg: RoomConfig) -> RoomPolicy:
         queueing=cfg.queueing,
         reject_status=cfg.reject_status,
         entry=cfg.entry,
+        access_rules=cfg.access_rules,
     )

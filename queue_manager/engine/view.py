@@ -15,7 +15,7 @@ they need for their own decisions in Lua; the store equivalence tests hold both 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -272,6 +272,7 @@ def render_stats(
     created_ms: int | None = None,
     refused_full: int = 0,
     sessions_revoked: int = 0,
+    access_counts: Mapping[str, tuple[int, int | None]] | None = None,
 ) -> dict[str, Any]:
     """The room stats of the operator API, from raw counts.
 
@@ -279,7 +280,7 @@ def render_stats(
     ``head_joined_ms`` is when the ticket at the front of the line joined (None: nobody waits);
     ``rule_counts`` holds (matches, last match ms) for each of ``cfg.rules``, in order; ``created_ms`` is
     when this generation of the room began (epoch ms; None or 0 when unknown: a room restored from a
-    checkpoint written before it was kept).
+    checkpoint written before it was kept); ``access_counts`` (matches, last match ms) by access rule key.
     """
     oldest = 0.0 if head_joined_ms is None else max(0.0, (now_wall - head_joined_ms) / 1000.0)
     return {
@@ -308,6 +309,11 @@ def render_stats(
         "rules": [
             {**rule.to_public(), "matchCount": matches, "lastMatchAt": last}
             for rule, (matches, last) in zip(cfg.rules, rule_counts, strict=True)
+        ],
+        "accessRules": [
+            {**rule.to_public(secrets=False), "matchCount": hits[0], "lastMatchAt": hits[1]}
+            for rule in cfg.access_rules
+            for hits in [(access_counts or {}).get(rule.key, (0, None))]
         ],
     }
 

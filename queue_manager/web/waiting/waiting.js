@@ -524,6 +524,7 @@
       return;
     }
     if (res.status === 404 && code === 'no_room') { fatal('noRoom'); return; }
+    if (res.status === 403 && code === 'access_blocked') { fatal('accessBlocked'); return; }  // waiting will not change it
     if (INVITE_REFUSALS[code]) {  // a fresh link is needed: no retry, and no promise of a place
       show('lead', false);
       fatal(INVITE_REFUSALS[code]);
