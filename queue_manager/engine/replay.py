@@ -349,7 +349,7 @@ def _join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     if n < room.next_n:
         raise _Inconsistent(f"join mints {n}, the room's next ticket is {room.next_n}")
     room.next_n = n  # numbers above next_n were taken by joins that never reached the journal
-    room.join_line(_client(data), int(data["joined"]), data.get("ret"), data.get("reason"))
+    room.join_line(_client(data), int(data["joined"]), data.get("ret"), data.get("reason"), _lane(data))
 
 
 def _prequeue_join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
@@ -357,7 +357,13 @@ def _prequeue_join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     handle = str(data["h"])
     if handle in room.prequeue or handle in room.drawn:
         raise _Inconsistent(f"pre-queue handle {handle} already used")
-    room.join_prequeue(_client(data), handle, int(data["joined"]), data.get("ret"))
+    room.join_prequeue(_client(data), handle, int(data["joined"]), data.get("ret"), _lane(data))
+
+
+def _lane(data: Mapping[str, Any]) -> str | None:
+    """The lane a join names (``ln``, only in a room with lanes); None: the room has none."""
+    lane = data.get("ln")
+    return None if lane is None else str(lane)
 
 
 def _prequeue_draw(ctx: _Ctx, data: Mapping[str, Any]) -> None:
@@ -383,6 +389,9 @@ def _promote(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     elif slot:
         room.credit = max(0, room.credit - SLOT)
     room.last_tick = now
+    counters = data.get("lc")
+    if isinstance(counters, dict):  # a room with lanes: the deficit counters right after this pick
+        room.lane_credit = {str(k): int(v) for k, v in counters.items()}
     room.promote(t, slot=slot, now=now)
 
 

@@ -67,7 +67,7 @@ def render_view(ctx: Context, view: VisitorView, token: str | None) -> dict[str,
         redirect = with_token(view.return_url or view.target_url, token)
     elif view.state == "bypass":
         redirect = view.return_url or view.target_url
-    return {
+    out = {
         "roomId": view.room_id,
         "state": view.state,
         "roomState": view.room_state,
@@ -94,6 +94,9 @@ def render_view(ctx: Context, view: VisitorView, token: str | None) -> dict[str,
         "redirectUrl": redirect,
         "reason": view.reason,
     }
+    if view.lane is not None:  # only in a room with lanes: a room without answers as it always has
+        out["lane"] = view.lane
+    return out
 
 
 def ticket_cookies(
