@@ -17,6 +17,7 @@ from queue_manager.engine.draw import Drawn, DrawRecord
 from queue_manager.engine.model import RoomConfig, apply_fields
 from queue_manager.engine.targeting import TargetRule, match
 from queue_manager.engine.ticket import Ticket
+from queue_manager.engine.lanes import encode_lanes
 from queue_manager.engine.view import MintedWaits, VisitorView, render_stats, render_ticket, render_visitor_view
 
 # The config fields the Lua rules read, in the order lua/prelude.lua's CONFIG_FIELDS lists them.
@@ -35,6 +36,7 @@ CONFIG_FIELD_NAMES = (
     "c_qm",
     "c_opens",
     "c_rules",
+    "c_lanes",
 )
 
 
@@ -74,6 +76,7 @@ def lua_fields(cfg: RoomConfig) -> list[str]:
         cfg.queueing,
         s(cfg.opens_at_ms),
         s(len(cfg.rules)),
+        encode_lanes(cfg.lanes),
     ]
 
 
@@ -139,6 +142,8 @@ def visitor_view(
         position=r.get("pos") if t["s"] == "waiting" else None,
         pass_at=t.get("pa", 0),
         waiting=r.get("wl"),
+        lane=t.get("ln"),
+        lane_ahead=int(r.get("la") or 0),
     )
 
 
@@ -210,6 +215,7 @@ def stats(gen: int, cfg: RoomConfig, r: dict[str, Any], now_wall: int) -> dict[s
         next_ticket=r["next"],
         rule_counts=rule_counts,
         created_ms=r.get("created"),
+        lane_counts=[(int(w), int(p)) for w, p in (r.get("lanes") or [])],
     )
 
 
