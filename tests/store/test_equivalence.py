@@ -42,6 +42,13 @@ LONG_RUNS: dict[int, collections.Counter[str]] = {}
 IDENTS = ["198.51.100.1", "198.51.100.2", "198.51.100.3"]
 URLS = [None, f"{TARGET}/shop/item", f"{TARGET}/free/page", f"{TARGET}/elsewhere"]
 RULES = [{"pattern": "/shop/*", "action": "queue"}, {"pattern": "/free/*", "action": "skip", "id": "free"}]
+# priority lanes (engine/lanes.py): by share, by priority, one lane gone (its people move to the default)
+LANES: list[list[dict[str, Any]]] = [
+    [],
+    [{"id": "public", "share": 40}, {"id": "members", "share": 60}],
+    [{"id": "public", "priority": 10}, {"id": "members", "priority": 50}],
+    [{"id": "members", "priority": 1}],
+]
 
 
 class Browser:
@@ -213,11 +220,11 @@ class Equivalence(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ visitors
 
-    def do_join(self, who: int, ret: str | None) -> None:
+    def do_join(self, who: int, ret: str | None, lane: str | None = None) -> None:
         b = self.browsers[who]
         self.rng_m.preset = self.rng_v.preset = secrets.token_hex(8)  # the same handle on both sides
-        m = self.run(self._try(self.mem.join(ROOM, b.client, b.token_m, ret)))
-        v = self.run(self._try(self.val.join(ROOM, b.client, b.token_v, ret)))
+        m = self.run(self._try(self.mem.join(ROOM, b.client, b.token_m, ret, lane=lane)))
+        v = self.run(self._try(self.val.join(ROOM, b.client, b.token_v, ret, lane=lane)))
         if not isinstance(m, EngineError) and not isinstance(v, EngineError):
             if m.handle is not None and v.handle is not None and v.handle not in self.handles:
                 self.handles[v.handle] = m.handle
@@ -265,6 +272,7 @@ class Equivalence(RuleBasedStateMachine):
             t = None if r.ticket is None else dataclasses.asdict(r.ticket)
             if t is not None:
                 t.pop("line_seq")  # the Python line's own bookkeeping
+                t.pop("lane_seq")  # and its lanes' lines'
             return (r.admit, r.state, r.reason, r.door_key, r.session_expires_ms, r.rule, t)
 
         assert fields(v) == fields(m)
@@ -275,6 +283,8 @@ class Equivalence(RuleBasedStateMachine):
     def do_visit(self, action: str, who: int, ret: str | None, url: str | None, door: str) -> None:
         if action == "join":
             self.do_join(who, ret)
+        elif action.startswith("join:"):  # a lane a grant names (unknown_lane when the room has not got it)
+            self.do_join(who, ret, action.split(":", 1)[1])
         elif action == "status":
             self.do_status(who)
         elif action == "check":
@@ -286,7 +296,7 @@ class Equivalence(RuleBasedStateMachine):
 
     VISIT = st.lists(
         st.tuples(
-            st.sampled_from(["join", "join", "status", "check", "check", "steal"]),
+            st.sampled_from(["join", "join", "join:members", "join:public", "status", "check", "check", "steal"]),
             st.integers(0, 5),
             st.sampled_from([None, f"{TARGET}/cart"]),
             st.sampled_from(URLS),
@@ -377,6 +387,7 @@ class Equivalence(RuleBasedStateMachine):
             st.fixed_dictionaries(
                 {"rules": st.sampled_from([[], RULES, RULES[::-1], [{"pattern": "*", "action": "queue"}]])}
             ),
+            st.fixed_dictionaries({"lanes": st.sampled_from(LANES)}),
             st.sampled_from([{"state": "nope"}, {"rate": 5, "ratePerMinute": 6}, {"bogus": 1}, {}]),
         )
     )
@@ -452,8 +463,8 @@ class Equivalence(RuleBasedStateMachine):
         self.settle_events()
 
     # the deterministic runs below call these
-    def join(self, who: int, ret: str | None) -> None:
-        self.do_join(who, ret)
+    def join(self, who: int, ret: str | None, lane: str | None = None) -> None:
+        self.do_join(who, ret, lane)
 
     def status(self, who: int) -> None:
         self.do_status(who)
@@ -543,11 +554,14 @@ def test_long_runs_with_a_crowd(seed: int) -> None:
             opens_in=10_000,
             rules=seed == 3,
         )
+        if seed >= 2:  # two of the runs have lanes: by share, then by priority
+            machine.reconfigure({"lanes": LANES[seed - 1]})
         for _ in range(500):
             op = rng.random()
             who = rng.randrange(len(machine.browsers))
             if op < 0.28:
-                machine.join(who, rng.choice([None, f"{TARGET}/cart"]))
+                lane = rng.choice([None, None, "members", "public"]) if seed >= 2 else None
+                machine.join(who, rng.choice([None, f"{TARGET}/cart"]), lane)
             elif op < 0.45:
                 machine.status(who)
             elif op < 0.7:
@@ -565,6 +579,7 @@ def test_long_runs_with_a_crowd(seed: int) -> None:
                             {"sessionMaxSec": rng.choice([None, 20])},
                             {"rate": rng.choice([60, 600])},
                             {"state": rng.choice(["active", "paused"])},
+                            *([{"lanes": rng.choice(LANES[1:])}] if seed >= 2 else []),
                         ]
                     )
                 )

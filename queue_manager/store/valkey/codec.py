@@ -108,6 +108,7 @@ def ticket_of(rec: dict[str, Any]) -> Ticket:
         session_start=rec.get("ss", 0),
         session_last=rec.get("sla", 0),
         session_touched=rec.get("st", 0),
+        lane=rec.get("ln"),
     )
 
 
