@@ -21,7 +21,9 @@ from queue_manager.engine.lanes import (
 
 SHARES = parse_lanes([{"id": "members", "share": 70}, {"id": "public", "share": 30}])
 THIRDS = parse_lanes([{"id": "a", "share": 50}, {"id": "b", "share": 30}, {"id": "c", "share": 20}])
-PRIORITY = parse_lanes([{"id": "public", "priority": 10}, {"id": "vip", "priority": 90}, {"id": "staff", "priority": 90}])
+PRIORITY = parse_lanes(
+    [{"id": "public", "priority": 10}, {"id": "vip", "priority": 90}, {"id": "staff", "priority": 90}]
+)
 
 
 def picks(lanes: tuple[Lane, ...], ready: list[str], count: int, counters: dict[str, int] | None = None) -> list[str]:

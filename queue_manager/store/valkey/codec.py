@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 
 from queue_manager.engine.draw import Drawn, DrawRecord
+from queue_manager.engine.lanes import encode_lanes
 from queue_manager.engine.model import RoomConfig, apply_fields
 from queue_manager.engine.targeting import TargetRule, match
 from queue_manager.engine.ticket import Ticket
-from queue_manager.engine.lanes import encode_lanes
 from queue_manager.engine.view import MintedWaits, VisitorView, render_stats, render_ticket, render_visitor_view
 
 # The config fields the Lua rules read, in the order lua/prelude.lua's CONFIG_FIELDS lists them.

@@ -4,6 +4,7 @@ import { may, state } from "./state.js";
 import { api } from "./api.js";
 import { confirmDialog, head, openDialog } from "./dialogs.js";
 import { brandFieldset, collectBrand, uploadLogo } from "./brand.js";
+import { collectLanes, lanesFieldset } from "./lanes.js";
 import { settingValue } from "./health.js";
 import { warningList } from "./warnings.js";
 
@@ -142,7 +143,8 @@ function openEditor(roomId, opener) {
   }
   const err = el("p", { class: "error", role: "alert" });
   const brandSet = brandFieldset(room);
-  form.append(el("div", { class: "dlg-body" }, fields, inlineSet, autoSet, tuneSet, brandSet, rulesSet),
+  const lanesSet = lanesFieldset(room);
+  form.append(el("div", { class: "dlg-body" }, fields, inlineSet, autoSet, tuneSet, lanesSet, brandSet, rulesSet),
     el("div", { class: "dlg-foot" }, err, el("button", { type: "button", class: "btn", onclick: () => dlg.close() }, "Cancel"),
       el("button", { type: "submit", class: "btn primary" }, creating ? "Create room" : "Save changes")));
   form.addEventListener("submit", async (ev) => {
@@ -153,6 +155,8 @@ function openEditor(roomId, opener) {
     try { body = collect(form, room, rulesBox); } catch (e) { err.textContent = e.message; return; }
     const brand = collectBrand(form, room);
     if (Object.keys(brand).length) body.brand = brand;
+    const lanes = collectLanes(form, room);
+    if (lanes !== undefined) body.lanes = lanes;
     // the save that takes this console's own host off the queue: said before it is made (unless the untick just did)
     const leaving = leavesConsoleHost(room, form);
     if (leaving && !form.dataset.moveConfirmed) {
