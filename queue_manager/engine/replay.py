@@ -51,7 +51,7 @@ from queue_manager.engine.brand import resolve_logo
 from queue_manager.engine.draw import SEED_BYTES
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import EVENT_LOG_VERSION, VOID_TYPE, Event
-from queue_manager.engine.minute import last_minute
+from queue_manager.engine.minute import MINUTE_MS, last_minute
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.outflow import SLOT
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
@@ -149,9 +149,12 @@ def replay(
     shift = clock.mono_ms() - target
     out.join_times = deque(t + shift for t in room.join_times)
     out.pass_times = deque(t + shift for t in room.pass_times)
+    out.lane_pass_times = deque((t + shift, lane) for t, lane in room.lane_pass_times)
     now = clock.mono_ms()
     last_minute(out.join_times, now)
     last_minute(out.pass_times, now)
+    while out.lane_pass_times and out.lane_pass_times[0][0] <= now - MINUTE_MS:
+        out.lane_pass_times.popleft()
     return out
 
 
