@@ -16,8 +16,9 @@ from queue_manager.engine import snapshot
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.replay import replay
 from queue_manager.engine.visitor import Presented
+from queue_manager.store.memory import MemoryStore
 
-from .conftest import Env, Visitor, make_valkey
+from .conftest import TARGET, Env, RecordingJournal, Visitor, make_valkey
 
 QUIET = {"presenceSec": None, "queueMaxPerIp": None}
 SHARES = [{"id": "members", "share": 70}, {"id": "public", "share": 30}]
@@ -255,3 +256,38 @@ async def test_a_valkey_checkpoint_keeps_lanes_places_and_counters(valkey: tuple
     finally:
         await source.close()
         await target.close()
+
+
+async def test_a_bounded_tick_releases_lanes_as_an_unbounded_one(valkey: tuple[Redis, str]) -> None:
+    """Three promotions per script call (the store calls again): absent holders at the lanes' heads and the
+    share releases come out as from the memory store, which has no such budget."""
+    client, prefix = valkey
+    clock = FakeClock()
+    journal = RecordingJournal()
+    bounded = await make_valkey(client, prefix, clock, journal, promote_max=3)
+    memory = MemoryStore(clock)
+    try:
+        body = {"id": "r", "targetUrl": TARGET, "ratePerMinute": 0, "presenceSec": 5, "queueMaxPerIp": None}
+        body["lanes"] = SHARES
+        for store in (bounded, memory):
+            await store.upsert_room(body)
+        envs = [Env("valkey", bounded, clock), Env("memory", memory, clock)]
+        lanes = ["public", "members", "members", "public", "members", "public", "members"] * 2
+        early = [[await join(env, lane) for lane in lanes] for env in envs]
+        clock.advance(10)  # everyone so far is absent now
+        late = [[await join(env, lane) for lane in lanes[:6]] for env in envs]
+        for store in (bounded, memory):
+            await store.upsert_room({"id": "r", "ratePerMinute": 600})
+        clock.advance(1)
+        for store in (bounded, memory):
+            await store.tick()
+        views = [
+            [(v.state, v.lane, v.position) for v in [await env.store.status("r", x.client, x.token) for x in a + b]]
+            for env, a, b in zip(envs, early, late, strict=True)
+        ]
+        assert views[0] == views[1]
+        assert all(state == "passed" for state, _, _ in views[0][: len(lanes)])  # the absent, released free
+        assert sum(state == "passed" for state, _, _ in views[0]) > len(lanes)  # and some of the present
+        assert (await bounded.get_room("r"))["laneStats"] == (await memory.get_room("r"))["laneStats"]
+    finally:
+        await bounded.close()

@@ -1207,10 +1207,11 @@ local function regroup_lanes()  -- Room.regroup_lanes: the lanes changed
   end
 end
 
-local function clear_absent_heads(now)  -- outflow._clear_absent_heads
+-- at most `limit` promotions (the call's budget: the tick answers 'more' and is called again)
+local function clear_absent_heads(now, limit)  -- outflow._clear_absent_heads
   local count = 0
   for j, _ in ipairs(lanes().list) do
-    while true do
+    while count < limit do
       local head = lane_head(j - 1)
       if head == nil then
         break

@@ -52,7 +52,7 @@ if moving and has_lanes() then
   local L = lanes()
   local random = method == 'random'
   if not random then
-    promoted = promoted + clear_absent_heads(now)
+    promoted = promoted + clear_absent_heads(now, PROMOTE_MAX - promoted)
   end
   local dry = {}
   while S.credit >= SLOT do
@@ -102,7 +102,8 @@ if moving and has_lanes() then
     else
       S.credit = S.credit - SLOT
       promote(getT(lane_head(i)), true, now)
-      promoted = promoted + 1 + clear_absent_heads(now)
+      promoted = promoted + 1
+      promoted = promoted + clear_absent_heads(now, PROMOTE_MAX - promoted)
     end
   end
   moving = false
