@@ -120,4 +120,5 @@ def describe(room: Room, n: int) -> dict[str, Any]:
         pass_deadline_mono=t.pass_at + cfg.passed_ttl_sec * 1000 if t.state == "passed" else None,
         holds_slot=t.slot,
         session_deadline_mono=session_deadline(cfg, t) if t.state == "admitted" else None,
+        lane=t.lane if cfg.lanes else None,
     )

@@ -419,6 +419,7 @@ def render_ticket(
     pass_deadline_mono: int | None = None,
     holds_slot: bool = False,
     session_deadline_mono: int | None = None,
+    lane: str | None = None,
 ) -> dict[str, Any]:
     """One ticket as the drill-down shows it (``GET /api/admin/rooms/<id>/visitors/<n>``), from raw numbers.
 
@@ -457,4 +458,6 @@ def render_ticket(
         out["holdsSlot"] = holds_slot
     if state == "admitted" and session_deadline_mono is not None:
         out["sessionExpiresInSec"] = round((session_deadline_mono - now_mono) / 1000, 1)
+    if lane is not None:  # a room with lanes: the lane it waits (or waited) in; position stays the whole line's
+        out["lane"] = lane
     return out

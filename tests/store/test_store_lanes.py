@@ -81,6 +81,7 @@ async def test_a_room_without_lanes_shows_no_lane(stores: Env) -> None:
     assert view.lane is None and view.position == 1
     err = await raises(env.store.join("r", env.visitor().client, None, None, lane="members"))
     assert (err.status, err.code) == (400, "unknown_lane")
+    assert "lane" not in await env.describe(v)
 
 
 async def test_joins_go_to_the_default_lane_unless_a_grant_names_one(stores: Env) -> None:
@@ -98,6 +99,9 @@ async def test_joins_go_to_the_default_lane_unless_a_grant_names_one(stores: Env
     # presenting a held place keeps its lane, whatever lane the new call names
     again = await env.store.join("r", public[1].client, public[1].token, None, lane="members")
     assert (again.ticket, again.lane, again.position) == (public[1].n, "public", 2)
+    # the drill-down names the lane; its position is the whole line's
+    seen = await env.describe(public[1])
+    assert (seen["lane"], seen["position"]) == ("public", 3)
     assert (await env.stats())["waiting"] == 4
 
 

@@ -184,6 +184,7 @@ def describe(room_id: str, gen: int, d: dict[str, Any], now_wall: int, now_mono:
         pass_deadline_mono=d.get("pd") if state == "passed" else None,
         holds_slot=bool(t.get("sl")),
         session_deadline_mono=d.get("sd") if state == "admitted" else None,
+        lane=t.get("ln") if d.get("lanes") else None,
     )
 
 

@@ -972,7 +972,7 @@ local function describe(n)  -- the raw material of report.describe(); Python ren
     end
     return {n = n, fin = cjson.decode(f)}
   end
-  local d = {n = n, t = T_raw[n], pos = position(n)}
+  local d = {n = n, t = T_raw[n], pos = position(n), lanes = has_lanes() or nil}
   if t.s == 'passed' then
     d.pd = t.pa + S.c_pttl * 1000
   elseif t.s == 'admitted' then
