@@ -25,7 +25,9 @@ from queue_manager.edgepass import PassSigner
 from queue_manager.engine.view import VisitorView
 from queue_manager.engine.visitor import Presented
 from queue_manager.metrics import Counters
+from queue_manager.services.access_gate import AccessGate
 from queue_manager.services.attached import Attached
+from queue_manager.services.crawlers import CrawlerCheck
 from queue_manager.services.edge_secret import EdgeGate
 from queue_manager.services.identity import IdentityResolver
 from queue_manager.services.peers import Peers
@@ -112,6 +114,8 @@ class Context:
     journal_maintenance: JournalMaintenance
     #: the store's status read without a coroutine, when it answers in this process (the memory store)
     status_now: StatusNow | None
+    #: rooms' access rules applied to a request (bypass, queue, block), verified crawlers' verdicts kept
+    access_gate: AccessGate
     pid: int = field(default_factory=os.getpid)
     version: str = __version__
     #: verified visitor tokens: token -> (room, presented, issued at)
@@ -141,6 +145,16 @@ class Context:
             else None
         )
         access = Access(settings, signer, clock, parts.access_records, parts.auth_failures)
+        counters = Counters()
+        crawlers = CrawlerCheck(
+            clock.mono,
+            resolver_address=settings.dns_resolver,
+            timeout_ms=settings.crawler_dns_timeout_ms,
+            cache_sec=settings.crawler_cache_sec,
+        )
+        access_gate = AccessGate(
+            store, counters, crawlers, country_header=settings.country_header, edge=bool(settings.edge_secrets)
+        )
         admin_streams = AdminStreams()
         access.on_revoke(admin_streams.revoke)
         return cls(
@@ -150,7 +164,7 @@ class Context:
             signer=signer,
             identity=IdentityResolver(settings),
             broadcaster=broadcaster,
-            counters=Counters(),
+            counters=counters,
             started_ms=started_ms,
             started_mono=started_mono,
             budgets=_budgets(settings, clock),
@@ -180,6 +194,7 @@ class Context:
             admission=parts.admission,
             journal_maintenance=parts.journal_maintenance,
             status_now=parts.status_now,
+            access_gate=access_gate,
         )
 
     # ------------------------------------------------------------------ tokens

@@ -29,6 +29,7 @@ class Counters:
     edge_client_ip_fallback: int = 0
     unscoped_checks: int = 0
     refused_origin_checks: dict[tuple[str, str], int] = field(default_factory=dict)
+    access_rule_hits: dict[tuple[str, str], int] = field(default_factory=dict)  # (room, action): access rules matched
     # inline proxy (queue_manager/inline)
     inline_gated: int = 0
     inline_bypassed: int = 0
@@ -54,7 +55,7 @@ class Counters:
 
 
 #: The counters keyed by a pair ((room, phase), (room, origin)): on the wire each entry is ``[a, b, count]``.
-_PAIR_KEYED = frozenset({"refused_origin_checks", "origin_errors"})
+_PAIR_KEYED = frozenset({"refused_origin_checks", "origin_errors", "access_rule_hits"})
 
 
 def to_wire(c: Counters) -> dict[str, Any]:
@@ -191,6 +192,13 @@ def render(
     )
     for (room_id, origin), value in counters.refused_origin_checks.items():
         refused_origin.add_metric([room_id, origin, *inst], value)
+    access_hits = CounterMetricFamily(
+        "qm_access_rule_hits",
+        "Requests a room's access rule decided, per room and action (bypass, queue, block)",
+        labels=["room", "action", *labels],
+    )
+    for (room_id, action), value in counters.access_rule_hits.items():
+        access_hits.add_metric([room_id, action, *inst], value)
     rejected = CounterMetricFamily(
         "qm_rejected_tokens_all_total", "Visitor tokens refused (bad, expired, future)", labels=labels
     )
@@ -252,6 +260,7 @@ def render(
         ),
         rejected,
         refused_origin,
+        access_hits,
         *_inline_families(counters, labels, inst),
         *_head_families(counters, labels, inst),
     ]

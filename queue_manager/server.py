@@ -31,7 +31,7 @@ from queue_manager.jobs.turn_mail import TurnMail
 from queue_manager.journal.describe import describe
 from queue_manager.routes.app import App
 from queue_manager.routes.health import local_counters, local_exposition
-from queue_manager.routes.pages import branding, waiting
+from queue_manager.routes.pages import blocked, branding, waiting
 from queue_manager.routes.visitor import door, revoke
 from queue_manager.services.peers import PeerListener, Peers
 from queue_manager.sidestores.history.base import WarehouseRefused
@@ -93,6 +93,7 @@ class Server:
             waiting_page=waiting.waiting_page,
             origin_down_page=branding.origin_down_page,
             revoke_session=revoke.inline_revoke,
+            blocked_page=blocked.blocked_for,
         )
         self.inline = Inline(ctx, queue_side)
         self.front = InlineFront(self.app, self.inline)

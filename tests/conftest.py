@@ -47,3 +47,32 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, N
     outcome = yield
     if _in_ci():
         _refuse_skip(outcome.get_result())
+
+
+def _shares_a_module_fixture(item: pytest.Item, root: str) -> bool:
+    """Does the test use a module-, class- or package-scoped fixture written in this suite?"""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    for defs in info.name2fixturedefs.values():
+        for d in defs:
+            if d.scope not in ("module", "class", "package"):
+                continue
+            source = getattr(getattr(d.func, "__code__", None), "co_filename", "")
+            if source.startswith(root):
+                return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` (make test), a module whose tests share a module-scoped fixture of this
+    suite (a server, a proxy, a workerd) runs on one worker, so the fixture is set up once per parameter
+    instead of once on every worker that happens to take one of its tests. Runs before xdist reads the
+    groups; a test already in a group keeps it."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    root = str(config.rootpath / "tests")
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and _shares_a_module_fixture(item, root):
+            item.add_marker(pytest.mark.xdist_group(f"module:{item.nodeid.split('::', 1)[0]}"))

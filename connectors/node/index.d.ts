@@ -51,6 +51,8 @@ export interface GateStats {
   checks: number;
   /** Edge passes not accepted here, by reason. */
   refused: Partial<Record<PassRefusal, number>>;
+  /** Requests one of the room's access rules refused (403 access_blocked), answered here. */
+  blocked: number;
 }
 
 /** What the wait is, in the body of a queued JSON answer (`GatedWait` in the queue's OpenAPI document). */

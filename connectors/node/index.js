@@ -452,7 +452,7 @@ function createGate(options = {}) {
   const configured = Boolean(queueUrl && roomId && key);
   const refreshMs = Number(options.revokedRefreshMs) > 0 ? Number(options.revokedRefreshMs) : DEFAULT_REVOKED_REFRESH_MS;
   const passes = edgePasses(queueUrl, roomId, timeoutMs, refreshMs);
-  const stats = { local: 0, checks: 0, refused: {} };
+  const stats = { local: 0, checks: 0, refused: {}, blocked: 0 };
 
   // Origins this gate has asked the queue about: origin -> true (answered) or the time to ask again.
   const returnChecks = new Map();
@@ -582,7 +582,7 @@ function createGate(options = {}) {
         redirect: 'manual',
         signal: controller.signal,
       });
-      if (answer.status === 200) {
+      if (answer.status === 200 || answer.status === 403) {
         const text = await answer.text();
         try {
           payload = JSON.parse(text);
@@ -607,6 +607,25 @@ function createGate(options = {}) {
       }
       const waitUrl = `${queueUrl}/w/${encodeURIComponent(roomId)}?qm_return=${encodeURIComponent(clean)}`;
       return queued(req, res, waitUrl, 'rate_limited');
+    }
+    if (answer.status === 403 && payload && payload.code === 'access_blocked') {
+      // one of the room's access rules refuses this request: never the app, never a fail-open
+      stats.blocked += 1;
+      res.statusCode = 403;
+      res.setHeader('Cache-Control', 'no-store');
+      res.setHeader('Vary', 'Accept');
+      if (isNavigation(req)) {
+        res.setHeader('Content-Type', 'text/html; charset=utf-8');
+        res.end(
+          '<!doctype html><html lang="en"><meta charset="utf-8"><meta name="robots" content="noindex">' +
+            '<title>Access not allowed</title><h1>Access not allowed</h1><p>This site does not accept requests ' +
+            "like yours here. If you think this is a mistake, contact the site's owner.</p>",
+        );
+      } else {
+        res.setHeader('Content-Type', 'application/json');
+        res.end(JSON.stringify({ error: "This room's access rules do not allow this request.", code: 'access_blocked', roomId }));
+      }
+      return false;
     }
     if (answer.status < 200 || answer.status > 299) return failOpen(res, `http-${answer.status}`);
     if (!payload || typeof payload !== 'object') return failOpen(res, 'invalid-response');

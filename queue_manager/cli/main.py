@@ -2,16 +2,19 @@
 
 ``qm serve`` runs the server, and so does ``qm`` with no command or with only options (``qm
 --workers 4``, and the workers the supervisor starts with their hidden options); ``qm config``
-prints the settings the server would start with; ``qm rehearse`` and ``qm simulate`` are the surge
-tools, which parse their own options (queue_manager/rehearse/command.py). Each command's module is
+prints the settings the server would start with; ``qm export`` and ``qm apply`` keep the rooms as
+code (queue_manager/cli/ascode/); ``qm rehearse`` and ``qm simulate`` are the surge tools, which
+parse their own options (queue_manager/rehearse/command.py). Each command's module is
 imported only when it runs: ``qm --version`` and ``qm --help`` load nothing else, and a server
 process never loads the surge tools.
 
-Exit codes: 0 done (``qm serve``: stopped cleanly); 2 settings that refuse start, a command line that
-does not parse, or a surge tool's error; 4, ``qm serve`` stopped but not cleanly (WITH STORAGE FAILING,
-a stop cut short, a worker killed at the stop); any other non-zero code, the server could not start
-after reading its settings (3, uvicorn's start-up failure: the address in use, Valkey or PostgreSQL
-refusing; 1 from the supervisor of several workers when it cannot bind).
+Exit codes: 0 done (``qm serve``: stopped cleanly); 1 ``qm export`` or ``qm apply`` could not do
+what was asked (an invalid file, the server refusing); 2 ``qm apply --dry-run`` with changes
+pending, settings that refuse start, a command line that does not parse, or a surge tool's error;
+4, ``qm serve`` stopped but not cleanly (WITH STORAGE FAILING, a stop cut short, a worker killed at
+the stop); any other non-zero code, the server could not start after reading its settings (3,
+uvicorn's start-up failure: the address in use, Valkey or PostgreSQL refusing; 1 from the supervisor
+of several workers when it cannot bind).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import sys
 from typing import NoReturn
 
 from queue_manager import __version__
+from queue_manager.cli.ascode import options as ascode
 
 __all__ = ["main"]
 
@@ -28,6 +32,8 @@ __all__ = ["main"]
 COMMANDS = {
     "serve": "run the server (what qm does with no command)",
     "config": "print each setting's value and source, warnings and hardening",
+    "export": ascode.EXPORT,
+    "apply": ascode.APPLY,
     "rehearse": "drive a synthetic surge against a running server",
     "simulate": "predict waits and queue depth with the queue's rules, no server",
 }
@@ -54,8 +60,9 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=_Help,
         description="Queue Manager, a self-hosted virtual waiting room. Every setting comes from the environment "
         "(docs/configuration.md).",
-        epilog="With no command, qm serves. Exit codes: 0 done (qm serve: stopped cleanly); 2 settings that refuse "
-        "start, or a command line that does not parse; 4 qm serve stopped but not cleanly (WITH STORAGE FAILING); "
+        epilog="With no command, qm serves. Exit codes: 0 done (qm serve: stopped cleanly); 1 qm export or qm apply "
+        "could not do what was asked; 2 settings that refuse start, a command line that does not parse, or qm apply "
+        "--dry-run with changes pending; 4 qm serve stopped but not cleanly (WITH STORAGE FAILING); "
         "another non-zero code, the server could not start (the address in use, Valkey or PostgreSQL refusing).",
     )
     qm.add_argument("--version", action="version", version=f"qm {__version__}", help="print qm's version and exit")
@@ -86,6 +93,8 @@ def parser() -> argparse.ArgumentParser:
     )
     config.add_argument("--json", action="store_true", help="print the same as one JSON object")
 
+    ascode.add(commands)
+
     for name in SURGE_TOOLS:  # listed here; parsed by the tools themselves
         commands.add_parser(name, help=COMMANDS[name], add_help=False)
     return qm
@@ -102,6 +111,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
     args = parser().parse_args(given)
     if args.command == "config":
         from queue_manager.cli.config import run
+    elif args.command in ("export", "apply"):
+        from queue_manager.cli.ascode.command import run
     else:
         from queue_manager.cli.serve import run
     sys.exit(run(args))

@@ -373,6 +373,29 @@ class Settings:
     protection_allow_ips: tuple[IPNetwork, ...] = networks(
         "PROTECTION_ALLOW_IPS", "Addresses and ranges never scored.", refuse=False
     )
+    country_header: str | None = optional_text(
+        "COUNTRY_HEADER",
+        "Header a trusted CDN names the visitor's country in (CF-IPCountry), for access rules' countries.",
+    )
+    dns_resolver: str | None = optional_text(
+        "DNS_RESOLVER", "DNS server (host or host:port) verified-crawler look-ups ask; unset: the system's."
+    )
+    crawler_dns_timeout_ms: int = integer(
+        "CRAWLER_DNS_TIMEOUT_MS",
+        1000,
+        "Longest wait for a crawler's reverse and forward look-ups.",
+        unit="milliseconds",
+        minimum=50,
+        maximum=10_000,
+    )
+    crawler_cache_sec: int = integer(
+        "CRAWLER_CACHE_SEC",
+        3600,
+        "How long a crawler address's verdict is kept.",
+        unit="seconds",
+        minimum=1,
+        maximum=86_400,
+    )
 
     # -- operations jobs --------------------------------------------------------------------
     alert_webhook_url: str | None = http_url(

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, get_args
 
+from queue_manager.engine.access_rules import AccessRule, parse_access_rules
 from queue_manager.engine.brand import Brand, apply_brand, same_logo
 from queue_manager.engine.errors import EngineError, bad_field
 from queue_manager.engine.lanes import Lane, parse_lanes
@@ -71,6 +72,7 @@ ROOM_FIELDS = frozenset(
         "returnOrigins",
         "tagOrigins",
         "rules",
+        "accessRules",
         "proxyOrigin",
         "onBackendDown",
         "protection",
@@ -160,6 +162,7 @@ class RoomConfig:
     return_origins: tuple[OriginPattern, ...] = ()
     tag_origins: tuple[OriginPattern, ...] | None = None
     rules: tuple[TargetRule, ...] = ()
+    access_rules: tuple[AccessRule, ...] = ()
     proxy_origin: str | None = None
     on_backend_down: str = "closed"
     protection: dict[str, Any] | None = None
@@ -183,9 +186,10 @@ class RoomConfig:
     def claim_window_sec(self) -> int:
         return min(CLAIM_WINDOW_SEC, self.passed_ttl_sec)
 
-    def to_public(self, *, logo_data: bool = True) -> dict[str, Any]:
+    def to_public(self, *, logo_data: bool = True, secrets: bool = True) -> dict[str, Any]:
         """The room's settings by their API names. ``logo_data`` False: the logo by type, hash and size
-        only (what a room read shows; the stored, journaled and exported forms carry the bytes)."""
+        only (what a room read shows; the stored, journaled and exported forms carry the bytes).
+        ``secrets`` False: an access rule's header value withheld (what a room read shows)."""
         return {
             "id": self.id,
             "name": self.name,
@@ -208,6 +212,7 @@ class RoomConfig:
             "returnOrigins": [str(p) for p in self.return_origins],
             "tagOrigins": None if self.tag_origins is None else [str(p) for p in self.tag_origins],
             "rules": [r.to_public() for r in self.rules],
+            "accessRules": [r.to_public(secrets=secrets) for r in self.access_rules],
             "proxyOrigin": self.proxy_origin,
             "onBackendDown": self.on_backend_down,
             "protection": self.protection,
@@ -258,11 +263,12 @@ def normalise_body(body: dict[str, Any], *, system: bool = False) -> dict[str, A
             fields=unknown,
         )
     out = {k: v for k, v in body.items() if k not in READ_ONLY_FIELDS or (system and k in SYSTEM_FIELDS)}
-    if isinstance(out.get("rules"), list):
-        out["rules"] = [
-            {k: v for k, v in rule.items() if k not in READ_ONLY_RULE_FIELDS} if isinstance(rule, dict) else rule
-            for rule in out["rules"]
-        ]
+    for listed in ("rules", "accessRules"):
+        if isinstance(out.get(listed), list):
+            out[listed] = [
+                {k: v for k, v in rule.items() if k not in READ_ONLY_RULE_FIELDS} if isinstance(rule, dict) else rule
+                for rule in out[listed]
+            ]
     for alias, canonical in ALIASES.items():
         if alias in out:
             value = out.pop(alias)
@@ -434,6 +440,8 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
             cfg.tag_origins = _origins(body, key, nullable=True)
         elif key == "rules":
             cfg.rules = parse_rules(value)
+        elif key == "accessRules":
+            cfg.access_rules = parse_access_rules(value, cfg.access_rules)
         elif key == "proxyOrigin":
             cfg.proxy_origin = None if value is None else bare_origin(value)
         elif key == "queueing":

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from queue_manager.engine.access_rules import AccessRule
 from queue_manager.engine.brand import Brand
 from queue_manager.engine.model import RoomConfig
 from queue_manager.engine.origins import OriginPattern, origin_allowed, origin_of
@@ -28,6 +29,7 @@ class RoomPolicy:
     brand: Brand | None = None
     queueing: str = "fifo"
     reject_status: int = 503
+    access_rules: tuple[AccessRule, ...] = ()
     _tag_ok: dict[str, bool] = field(default_factory=dict)
 
     def return_allowed(self, url: str) -> bool:
@@ -58,4 +60,5 @@ def policy_of(cfg: RoomConfig) -> RoomPolicy:
         brand=cfg.brand,
         queueing=cfg.queueing,
         reject_status=cfg.reject_status,
+        access_rules=cfg.access_rules,
     )

@@ -45,6 +45,7 @@ def stats(room: Room) -> dict[str, Any]:
         next_ticket=room.next_n,
         rule_counts=[(r.matches, r.last_match_ms) for r in room.cfg.rules],
         created_ms=room.created_ms,
+        access_counts=room.access_hits,
         lane_counts=lane_counts(room, now),
     )
 

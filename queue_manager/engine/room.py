@@ -115,6 +115,8 @@ class Room:
         self.wait_ms_total = 0  # the sum of every wait of this generation's passes (ms), kept or not
         self.unscoped_checks = 0
         self.blocked_returns = 0
+        #: access rule key -> (matches, wall ms of the last); a changed rule has a new key and counts anew
+        self.access_hits: dict[str, tuple[int, int | None]] = {}
         self.refused_full = 0  # new joins refused while the line was full (maxWaiting, maxWaitSec)
         self.sessions_revoked = 0  # live sessions the site ended (X-QM-Command: revoke, /api/sessions/revoke)
         self.ejected_total = 0
@@ -538,7 +540,7 @@ class Room:
         return entry
 
     def apply_config(self, cfg: RoomConfig, *, pacing: bool = True) -> None:
-        """New settings. A URL rule that did not change keeps its match counters; with ``pacing``, a
+        """New settings. A URL rule (or an access rule) that did not change keeps its match counters; with ``pacing``, a
         change of state or rate restarts the outflow clock (credit capped at the one-slot bank unless
         active). Deadlines the new settings shorten are the caller's (``reschedule``)."""
         old = self.cfg
@@ -547,6 +549,9 @@ class Room:
             prev = kept.get((rule.id, rule.pattern, rule.action))
             if prev is not None:
                 rule.matches, rule.last_match_ms = prev.matches, prev.last_match_ms
+        if self.access_hits:  # an access rule keeps its counters while its key (id and content) is unchanged
+            keys = {rule.key for rule in cfg.access_rules}
+            self.access_hits = {k: v for k, v in self.access_hits.items() if k in keys}
         self.cfg = cfg
         if old.lanes != cfg.lanes:
             self.regroup_lanes()

@@ -15,7 +15,7 @@ they need for their own decisions in Lua; the store equivalence tests hold both 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -333,6 +333,7 @@ def render_stats(
     created_ms: int | None = None,
     refused_full: int = 0,
     sessions_revoked: int = 0,
+    access_counts: Mapping[str, tuple[int, int | None]] | None = None,
     lane_counts: Sequence[tuple[int, int]] = (),
 ) -> dict[str, Any]:
     """The room stats of the operator API, from raw counts.
@@ -341,8 +342,9 @@ def render_stats(
     ``head_joined_ms`` is when the ticket at the front of the line joined (None: nobody waits);
     ``rule_counts`` holds (matches, last match ms) for each of ``cfg.rules``, in order; ``created_ms`` is
     when this generation of the room began (epoch ms; None or 0 when unknown: a room restored from a
-    checkpoint written before it was kept). ``lane_counts``: (waiting, released in the last minute) of
-    each of ``cfg.lanes``, in order (a room without lanes has none, and its stats carry no ``laneStats``).
+    checkpoint written before it was kept); ``access_counts`` (matches, last match ms) by access rule key;
+    ``lane_counts``: (waiting, released in the last minute) of each of ``cfg.lanes``, in order (a room
+    without lanes has none, and its stats carry no ``laneStats``).
     """
     oldest = 0.0 if head_joined_ms is None else max(0.0, (now_wall - head_joined_ms) / 1000.0)
     out = {
@@ -371,6 +373,11 @@ def render_stats(
         "rules": [
             {**rule.to_public(), "matchCount": matches, "lastMatchAt": last}
             for rule, (matches, last) in zip(cfg.rules, rule_counts, strict=True)
+        ],
+        "accessRules": [
+            {**rule.to_public(secrets=False), "matchCount": hits[0], "lastMatchAt": hits[1]}
+            for rule in cfg.access_rules
+            for hits in [(access_counts or {}).get(rule.key, (0, None))]
         ],
     }
     if cfg.lanes:

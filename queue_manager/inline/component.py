@@ -53,6 +53,8 @@ RevokeSession = Callable[[Context, str, Presented | None, str | None], Coroutine
 WaitingPage = Callable[[Context, Request, Send, str, str], Awaitable[None]]
 #: A branded room's origin-down page (one self-contained file), rendered when the host index is rebuilt.
 OriginDownPage = Callable[[Brand], bytes]
+#: A block rule's "not allowed" page for this request (its language) in the room's brand (None: plain).
+BlockedPage = Callable[[Request, Brand | None], bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,7 @@ class QueueSide:
     waiting_page: WaitingPage
     origin_down_page: OriginDownPage | None = None
     revoke_session: RevokeSession | None = None
+    blocked_page: BlockedPage | None = None
 
 
 class Inline:

@@ -370,7 +370,7 @@ class InlineProtocol(HttpToolsProtocol):
             return
         room = step
         keep_alive = version != "1.0" and parser.should_keep_alive()
-        skip = proxy.skipped(ctx, req)
+        skip = proxy.skipped(ctx, req, room)
         if skip is not None:  # a static subresource: no door check at all
             self._decided(req, room, skip, keep_alive, self.expect_100_continue, None)
             return

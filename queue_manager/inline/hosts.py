@@ -27,6 +27,7 @@ class InlineRoom:
     origin: Origin
     on_backend_down: str
     down_page: bytes | None = None  # its origin-down page in the room's brand; None: the plain one
+    access_rules: bool = False  # the room has access rules: every request is judged by them first
 
 
 def origin_of(url: str) -> Origin | None:
@@ -87,6 +88,7 @@ class HostIndex:
                 origin=origin,
                 on_backend_down=str(room.get("onBackendDown") or "closed"),
                 down_page=room.get(DOWN_PAGE_KEY) if isinstance(room.get(DOWN_PAGE_KEY), bytes) else None,
+                access_rules=bool(room.get("accessRules")),
             )
             by_host.setdefault(key, entry)  # two rooms on one host: the first id wins (documented)
             by_room[entry.room_id] = entry

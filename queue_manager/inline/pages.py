@@ -49,6 +49,19 @@ async def queued_json(send: Send, wait: dict[str, Any], head: bool) -> None:
     await send_response(send, 503, orjson.dumps(wait), headers, head)
 
 
+async def blocked(send: Send, room_id: str, page: bytes | None, head: bool) -> None:
+    """A room's access rule refuses the request: ``page`` (the room's "not allowed" page) or 403 access_blocked."""
+    if page is not None:
+        await send_response(send, 403, page, [HTML_TYPE, NO_STORE, VARY_JSON], head)
+        return
+    refused = {
+        "error": "This room's access rules do not allow this request.",
+        "code": "access_blocked",
+        "roomId": room_id,
+    }
+    await send_response(send, 403, orjson.dumps(refused), [JSON_TYPE, NO_STORE, VARY_JSON], head)
+
+
 async def closed_json(send: Send, room_id: str, head: bool) -> None:
     """A closed room (queueing reject) to a request that is not shown as a page: 503 room_closed, X-QM-Closed
     (never X-QM-Queued: nobody is waiting)."""

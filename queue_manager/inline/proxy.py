@@ -88,8 +88,15 @@ class Decision:
 FORWARD_PLAIN = "forward"
 
 
-def skipped(ctx: Context, req: Request) -> Decision | None:
-    """A static subresource skips the gate (counted here); None: the door check decides."""
+def skipped(ctx: Context, req: Request, room: InlineRoom) -> Decision | None:
+    """A static subresource skips the gate (counted here); None: the door check decides (and, in a room
+    with access rules, those rules first: a static file is theirs to bypass or block too)."""
+    if room.access_rules:
+        return None
+    return _static(ctx, req)
+
+
+def _static(ctx: Context, req: Request) -> Decision | None:
     raw_path: bytes = req.scope.get("raw_path") or req.scope["path"].encode()
     if gate.skips_gate(req.method, raw_path.split(b"?", 1)[0], req.headers.get(b"sec-fetch-dest")):
         ctx.counters.inline_bypassed += 1
@@ -99,16 +106,34 @@ def skipped(ctx: Context, req: Request) -> Decision | None:
 
 async def decide(ctx: Context, inline: Inline, req: Request, room: InlineRoom) -> Decision:
     """Skip the gate, or run the door check; counted here once, whichever path answers."""
-    skip = skipped(ctx, req)
+    skip = skipped(ctx, req, room)
     return skip if skip is not None else await door(ctx, inline, req, room)
+
+
+async def _access(ctx: Context, req: Request, ident: Identity, room: InlineRoom) -> Decision | None:
+    """The room's access rules on this request: forwarded (bypass), refused (block), a static file
+    skipping the gate, or None: the door check decides."""
+    policy = await ctx.store.room_policy(room.room_id)
+    raw_path: bytes = req.scope.get("raw_path") or req.scope["path"].encode()
+    path = raw_path.split(b"?", 1)[0].decode("latin-1")
+    rule = None if policy is None else await ctx.access_gate.judge(policy, req, ident, path)
+    if rule is not None and rule.action == "bypass":
+        return Decision(FORWARD_PLAIN)
+    if rule is not None and rule.action == "block":
+        return Decision("blocked", navigation=gate.is_navigation(req.headers), reason="access_blocked")
+    return _static(ctx, req)
 
 
 async def door(ctx: Context, inline: Inline, req: Request, room: InlineRoom) -> Decision:
     """The door check for a request that does not skip the gate."""
     counters = ctx.counters
-    counters.inline_gated += 1
     ident = ctx.identity.resolve(req)
     try:
+        if room.access_rules:
+            ruled = await _access(ctx, req, ident, room)
+            if ruled is not None:
+                return ruled
+        counters.inline_gated += 1
         check, token = admit(ctx, inline, req, ident, room)
         result = await check
     except StoreUnavailable:
@@ -156,12 +181,25 @@ async def answer(ctx: Context, inline: Inline, req: Request, room: InlineRoom, s
         await pages.backend_down(send, page=d.navigation, room_id=room.room_id, head=head, waiting_url=url)
     elif d.kind == "waiting":
         await waiting_page(ctx, inline, req, send, room.room_id)
+    elif d.kind == "blocked":
+        await blocked(ctx, inline, req, send, room.room_id, d.navigation)
     elif d.reason == "room_closed":
         await pages.closed_json(send, room.room_id, head)
     else:
         view = await wait_view(ctx, req, room.room_id)
         wait = gated_wait.body(room.room_id, d.reason, waiting_url(ctx, req, room.room_id), view)
         await pages.queued_json(send, wait, head)
+
+
+async def blocked(ctx: Context, inline: Inline, req: Request, send: Send, room_id: str, page: bool) -> None:
+    """A block rule's refusal: the room's short "not allowed" page to a person, 403 access_blocked to code."""
+    render = inline.queue.blocked_page
+    brand = None
+    if page and render is not None:
+        with contextlib.suppress(StoreUnavailable):
+            policy = await ctx.store.room_policy(room_id)
+            brand = None if policy is None else policy.brand
+    await pages.blocked(send, room_id, None if render is None or not page else render(req, brand), req.method == "HEAD")
 
 
 def waiting_url(ctx: Context, req: Request, room_id: str) -> str:

@@ -157,6 +157,10 @@ class Store(Protocol):
 
     async def note_blocked_return(self, room_id: str) -> None: ...
 
+    async def note_access_match(self, room_id: str, rule_key: str) -> None:
+        """Count a match of the room's access rule ``rule_key`` (its ``AccessRule.key``) and when it was;
+        the room's read shows them as the rule's ``matchCount`` and ``lastMatchAt``."""
+
     async def places_held(self, room_id: str, ident: str) -> int:
         """Places ``ident`` holds in the room's waiting line (what queueMaxPerIp counts)."""
 

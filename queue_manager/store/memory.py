@@ -27,7 +27,7 @@ from queue_manager.store.base import ChangeListener
 
 def room_summary(room: Room) -> dict[str, Any]:
     """The room's settings and its stats (rendered by ``engine.view.render_stats``)."""
-    return {**room.cfg.to_public(logo_data=False), **report.stats(room)}
+    return {**room.cfg.to_public(logo_data=False, secrets=False), **report.stats(room)}
 
 
 class MemoryStore:
@@ -197,6 +197,12 @@ class MemoryStore:
         room = self.engine.rooms.get(room_id)
         if room is not None:
             room.blocked_returns += 1
+
+    async def note_access_match(self, room_id: str, rule_key: str) -> None:
+        room = self.engine.rooms.get(room_id)
+        if room is not None:
+            matches, _ = room.access_hits.get(rule_key, (0, None))
+            room.access_hits[rule_key] = (matches + 1, room.clock.wall_ms())
 
     async def places_held(self, room_id: str, ident: str) -> int:
         room = self.engine.rooms.get(room_id)

@@ -228,7 +228,9 @@ def test_waits_of_a_room_created_and_joined_at_once_are_measured() -> None:
                 got = admin.get(f"/api/admin/rooms/{room}/visitors/{n}")
                 assert got.status_code == 200, got.text
                 waited.append(got.json()["visitor"]["waited"])
-                assert lows[i] - 0.001 <= waited[-1] <= highs[i] + 0.001, (i, waited, lows, highs)
+                # the store stamps a release with its tick's instant, taken a moment before the release runs:
+                # on a busy machine a status answered in that moment still says waiting (hence the 0.05 s)
+                assert lows[i] - 0.05 <= waited[-1] <= highs[i] + 0.001, (i, waited, lows, highs)
             assert row["waitMaxSec"] == round(max(waited), 1)
             assert row["waitAvgSec"] == round(sum(waited) / 3, 1)
             assert row["waitP50Sec"] is not None and row["waitP90Sec"] is not None

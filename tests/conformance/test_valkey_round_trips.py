@@ -15,6 +15,7 @@ import secrets
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -152,10 +153,14 @@ def test_an_admitted_visitors_door_check_is_one_valkey_command(server: Server, v
     background = {signature(args) for who, args in idle if who in ours}
     assert background, "the idle window saw none of the server's own commands (tick, lease)"
 
+    sent_in = [[signature(args) for who, args in window if who in ours] for window in windows]
+    # a background job that slipped past the idle window on a busy machine shows in a few windows only;
+    # the check's own command is in every one
+    seen = Counter(s for sent in sent_in for s in set(sent))
+    background |= {s for s, windows_with in seen.items() if windows_with < CHECKS // 4}
     per_check: list[list[str]] = []
     with_background = 0
-    for window in windows:
-        sent = [signature(args) for who, args in window if who in ours]
+    for sent in sent_in:
         per_check.append([s for s in sent if s not in background])
         with_background += any(s in background for s in sent)
     hot = {s for found in per_check for s in found}

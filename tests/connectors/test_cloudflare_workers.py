@@ -55,6 +55,7 @@ pytestmark = pytest.mark.xdist_group("workerd")
 KEY = "qm-test-public-key-" + "7" * 24
 EDGE_SECRET = "edge-secret-" + "c0ffee42" * 3
 UA = "Mozilla/5.0 (X11; Linux x86_64) qm-connector-test"
+PROBE = "probe-secret-" + "5" * 12
 PAGE = {"Accept": "text/html,application/xhtml+xml", "User-Agent": UA}
 NAV = {**PAGE, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
 
@@ -128,8 +129,9 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             gate_spec("gate-nokey", QM_URL=r.qm.base_url, QM_KEY=""),
             gate_spec("gate-edge", QM_URL=r.edge.base_url, QM_EDGE_SECRET=EDGE_SECRET),
             gate_spec("gate-edge-missing", QM_URL=r.edge.base_url),
-            gate_spec("gate-pass", QM_URL=r.counted.url, QM_REVOKED_REFRESH_MS="200"),
+            gate_spec("gate-pass", QM_URL=r.counted.url, QM_REVOKED_REFRESH_MS="1000"),
             gate_spec("gate-stray", QM_URL=r.qm.base_url, QM_ROOM=r.room + "-stray"),
+            gate_spec("gate-access", QM_URL=r.qm.base_url, QM_ROOM=r.room + "-acc", QM_ACCESS_HEADERS="X-Probe"),
             WorkerSpec("fo-live", r.failover_js, {"ORIGIN_URL": r.qm.base_url}),
             WorkerSpec("fo-down", r.failover_js, {"ORIGIN_URL": dead_url()}),
             WorkerSpec("fo-fake", r.failover_js, {"ORIGIN_URL": r.fake_fo.url}),
@@ -141,6 +143,18 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             create_room(admin, r.room, targetUrl=r.workerd.url("gate-live") + "/", ratePerMinute=0)
             # the README's first mistake: the room's target is another site, and this Worker is not a return origin
             create_room(admin, r.room + "-stray", targetUrl="https://shop.example/", ratePerMinute=0)
+            create_room(
+                admin,
+                r.room + "-acc",
+                targetUrl=r.workerd.url("gate-access") + "/",
+                ratePerMinute=0,
+                accessRules=[
+                    {"id": "probe", "action": "bypass", "match": {"header": {"name": "X-Probe", "value": PROBE}}},
+                    {"id": "bad", "action": "block", "match": {"cidrs": ["203.0.113.66/32"]}},
+                    {"id": "geo", "action": "block", "match": {"countries": ["DE"]}},
+                    {"id": "health", "action": "bypass", "match": {"pathPrefix": "/health"}},
+                ],
+            )
         with r.limited.admin() as admin:
             create_room(admin, r.room, targetUrl=r.workerd.url("gate-limited") + "/", ratePerMinute=0)
         with r.passes.admin() as admin:
@@ -488,6 +502,26 @@ def test_the_origins_revoke_command_ends_the_session_at_the_queue(rig: Rig) -> N
     assert wait_until(counted, 10, 0.05, "the session ended at the queue") == before + 1
     sent = one.get("/one")  # refused in the Worker at once, and the queue sends the visitor to the line
     assert sent.status_code == 302 and sent.headers["location"].startswith(f"{rig.counted.url}/w/{room}")
+
+
+def test_access_rules_reach_the_edge(rig: Rig) -> None:
+    """The Worker's vouched check carries what the queue cannot see (the probe's header as X-QM-Visitor-X-Probe,
+    Cloudflare's country); the queue judges the room's access rules; a block is answered at the edge (403,
+    never a fail-open) and the origin never sees the request."""
+    seen = len(rig.origin.requests)
+    ok = get(rig, "gate-access", "/status", headers={**NAV, "X-Probe": PROBE})
+    assert ok.status_code == 200 and "x-qm-failover" not in ok.headers, ok.text
+    assert get(rig, "gate-access", "/health/deep", headers=NAV).status_code == 200
+    assert get(rig, "gate-access", "/status", headers={**NAV, "X-Probe": "wrong-" + PROBE}).status_code == 302
+    page = get(rig, "gate-access", "/shop", headers={**NAV, "CF-Connecting-IP": "203.0.113.66"})
+    assert page.status_code == 403 and "not allowed" in page.text and "x-qm-failover" not in page.headers
+    api = get(rig, "gate-access", "/api/cart", headers={"Accept": "application/json", "CF-IPCountry": "DE"})
+    assert api.status_code == 403 and api.json()["code"] == "access_blocked"
+    assert [p for _m, p, _h in rig.origin.requests[seen:]] == ["/status", "/health/deep"]
+    assert points(rig, "gate-access") == []
+    with rig.qm.admin() as admin:
+        rules = admin.get(f"/api/admin/rooms/{rig.room}-acc").json()["room"]["accessRules"]
+    assert [r["matchCount"] for r in rules] == [1, 1, 1, 1]
 
 
 def test_queue_not_running_fails_open_unreachable(rig: Rig) -> None:

@@ -770,6 +770,28 @@ def test_a_closed_room_sends_visitors_to_its_closed_page(rig: Rig) -> None:
             admin.post("/api/admin/rooms", json={"id": rig.room, "queueing": "fifo"}).raise_for_status()
 
 
+def test_an_access_rule_block_is_answered_by_the_connector(rig: Rig) -> None:
+    """A block access rule: the check answers 403 access_blocked and the connector refuses the request itself
+    (a short page, or the JSON refusal), never a fail-open and never the app; a bypass rule lets it through."""
+    rules = [
+        {"id": "closed-path", "action": "block", "match": {"pathPrefix": "/shop/blocked"}},
+        {"id": "open-path", "action": "bypass", "match": {"pathPrefix": "/shop/open"}},
+    ]
+    with rig.live.admin() as admin:
+        admin.post("/api/admin/rooms", json={"id": rig.room, "accessRules": rules}).raise_for_status()
+        try:
+            with visitor() as c:
+                page = c.get(rig.url("express", "/shop/blocked/1"), headers=NAV)
+                assert page.status_code == 403 and "Access not allowed" in page.text, page.text
+                assert "x-qm-failover" not in page.headers
+                api = c.get(rig.url("express", "/shop/blocked/2"), headers=API)
+                assert api.status_code == 403 and api.json()["code"] == "access_blocked"
+                opened = c.get(rig.url("express", "/shop/open/1"), headers=NAV)
+                assert opened.status_code == 200 and "x-qm-failover" not in opened.headers
+        finally:
+            admin.post("/api/admin/rooms", json={"id": rig.room, "accessRules": []}).raise_for_status()
+
+
 def test_revoke_session_ends_the_visit_at_the_queue_and_in_the_connector(rig: Rig) -> None:
     """The app calls gate.revokeSession(req) once the visitor is done: the queue ends the session (counted),
     the visitor's edge pass admits nothing more in the connector (no wait for the list's refresh), their next

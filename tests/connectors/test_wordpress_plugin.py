@@ -503,6 +503,17 @@ def test_fail_open_marks_a_refused_key_and_an_unknown_room(queue: Server, site: 
     assert r.status_code == 200 and r.headers["x-qm-failover"] == "http-404"
 
 
+def test_an_access_rule_block_is_answered_403_never_a_fail_open(queue: Server, site: Site, room: str) -> None:
+    """A block access rule: the check answers 403 access_blocked; the plugin refuses the page itself."""
+    rules = [{"id": "closed", "action": "block", "match": {"pathPrefix": "/sample-page/"}}]
+    with queue.admin() as a:
+        assert a.post("/api/admin/rooms", json={"id": room, "accessRules": rules}).status_code == 200
+    r = site.get("/sample-page/")
+    assert r.status_code == 403 and "Access not allowed" in r.text, (r.status_code, r.headers, r.text[:300])
+    assert "x-qm-failover" not in r.headers and "QM test page" not in r.text
+    waiting_room_of(site.get("/hello-world/"), queue, room)  # a page no rule matches still waits
+
+
 def test_fail_open_marks_an_answer_that_is_no_answer(site: Site, room: str) -> None:
     site.configure(site.url + "/not-a-queue", room)
     r = site.get("/sample-page/")

@@ -1399,3 +1399,33 @@ async def test_the_recorder_counts_every_pass_with_its_exact_wait(stores: Env) -
     assert row["measuredWaits"] == 3 + WAITS_KEPT + 5 and row["passes"] == 3 + WAITS_KEPT + 5
     exact = (sum(expected.values()) + (WAITS_KEPT + 5) * each) / 1000.0 / (3 + WAITS_KEPT + 5)
     assert row["waitAvgSec"] == round(exact, 1)
+
+
+async def test_access_rule_counters_follow_the_rule(stores: Env) -> None:
+    """Each store counts an access rule's matches by its key (id and content): a rule saved again unchanged
+    keeps them, a changed or removed rule's are gone, a gone room counts nothing; the read shows them with
+    the header's value withheld, and the policy carries the rules with it."""
+    env = stores
+    secret = "store-probe-secret"
+    rules = [
+        {"id": "probe", "action": "bypass", "match": {"header": {"name": "X-Probe", "value": secret}}},
+        {"id": "office", "action": "bypass", "match": {"cidrs": ["10.0.0.0/8"]}},
+    ]
+    await env.room(accessRules=rules)
+    policy = await env.store.room_policy("r")
+    assert policy is not None and [r.id for r in policy.access_rules] == ["probe", "office"]
+    probe, office = policy.access_rules
+    assert probe.header_value == secret
+    for _ in range(2):
+        await env.store.note_access_match("r", probe.key)
+    await env.store.note_access_match("r", office.key)
+    read = (await env.stats())["accessRules"]
+    assert [r["matchCount"] for r in read] == [2, 1] and all(isinstance(r["lastMatchAt"], int) for r in read)
+    assert read[0]["match"]["header"] == {"name": "x-probe", "set": True} and secret not in repr(read)
+    changed = [rules[0], {**rules[1], "match": {"cidrs": ["10.1.0.0/16"]}}]
+    await env.store.upsert_room({"id": "r", "accessRules": changed})
+    assert [r["matchCount"] for r in (await env.stats())["accessRules"]] == [2, 0]
+    await env.store.upsert_room({"id": "r", "accessRules": changed[1:]})
+    await env.store.upsert_room({"id": "r", "accessRules": changed})  # the probe back: it counts anew
+    assert [r["matchCount"] for r in (await env.stats())["accessRules"]] == [0, 0]
+    await env.store.note_access_match("nope", probe.key)  # no room: nothing counted, nothing raised

@@ -56,7 +56,7 @@ def test_version() -> None:
 def test_help_names_every_command_with_its_line() -> None:
     done = qm("--help")
     assert done.returncode == 0, done.stderr
-    assert set(COMMANDS) == {"serve", "config", "rehearse", "simulate"}
+    assert set(COMMANDS) == {"serve", "config", "export", "apply", "rehearse", "simulate"}
     for name, line in COMMANDS.items():
         assert name in done.stdout and " ".join(line.split()[:4]) in " ".join(done.stdout.split()), name
 

@@ -255,6 +255,21 @@ function gatedWait(wait, location, room, reason) {
   return body;
 }
 
+// one of the room's access rules refuses this request: never the origin, never a fail-open
+function blocked(request, room) {
+  const headers = new Headers({ "Cache-Control": "no-store", Vary: "Accept" });
+  if (isNavigation(request)) {
+    headers.set("Content-Type", "text/html; charset=utf-8");
+    const page = '<!doctype html><html lang="en"><meta charset="utf-8"><meta name="robots" content="noindex">' +
+      "<title>Access not allowed</title><h1>Access not allowed</h1>" +
+      "<p>This site does not accept requests like yours here. If you think this is a mistake, contact the site's owner.</p>";
+    return new Response(request.method === "HEAD" ? null : page, { status: 403, headers });
+  }
+  headers.set("Content-Type", "application/json");
+  const body = { error: "This room's access rules do not allow this request.", code: "access_blocked", roomId: room };
+  return new Response(request.method === "HEAD" ? null : JSON.stringify(body), { status: 403, headers });
+}
+
 function queued(request, location, room, reason, wait) {
   const headers = new Headers({ "Cache-Control": "no-store", Vary: VARY });
   if (isNavigation(request)) {
@@ -484,6 +499,9 @@ export default {
     check.searchParams.set("ip", request.headers.get("cf-connecting-ip") || "");
     check.searchParams.set("agent", (request.headers.get("user-agent") || "").slice(0, 512));
     if (!isNavigation(request)) check.searchParams.set("wait", "1"); // answered in JSON: the queue describes the wait
+    // what only the edge knows, for the room's access rules: the country Cloudflare names
+    const country = (request.cf && request.cf.country) || request.headers.get("cf-ipcountry") || "";
+    if (/^[A-Za-z]{2}$/.test(country)) check.searchParams.set("country", country.toUpperCase());
     const headers = new Headers({
       Authorization: `Bearer ${key}`,
       Accept: "application/json",
@@ -495,6 +513,11 @@ export default {
     if (edgePass) sent.push(`qmp_${room}=${edgePass}`);
     if (sent.length) headers.set("Cookie", sent.join("; "));
     if (env.QM_EDGE_SECRET) headers.set("X-QM-Edge", env.QM_EDGE_SECRET);
+    // the visitor's headers a header access rule names (QM_ACCESS_HEADERS: a comma-separated list)
+    for (const name of String(env.QM_ACCESS_HEADERS || "").split(",").map((n) => n.trim()).filter(Boolean)) {
+      const value = request.headers.get(name);
+      if (value !== null) headers.set(`X-QM-Visitor-${name}`, value);
+    }
 
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), CHECK_TIMEOUT_MS);
@@ -502,7 +525,7 @@ export default {
     let verdict;
     try {
       answer = await fetch(check.href, { headers, signal: abort.signal, redirect: "manual" });
-      if (answer.status === 200) verdict = await answer.json();
+      if (answer.status === 200 || answer.status === 403) verdict = await answer.json().catch(() => null);
       else await answer.body?.cancel();
     } catch (e) {
       clearTimeout(timer);
@@ -516,6 +539,7 @@ export default {
       logOnce("429", "the queue answered 429 (CHECK_LIMIT_PER_MIN): visitors are sent to the waiting room; raise the limit if this persists");
       return queued(request, waitUrl, room, "rate_limited");
     }
+    if (answer.status === 403 && verdict && verdict.code === "access_blocked") return blocked(request, room);
     if (answer.status !== 200) return failOpen(request, env, room, `http-${answer.status}`, forward, visit);
     if (!verdict || typeof verdict !== "object") return failOpen(request, env, room, "invalid-response", forward, visit);
 

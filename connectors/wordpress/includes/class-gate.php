@@ -166,6 +166,12 @@ class QM_Gate {
 		if ( 429 === $status ) {
 			self::to_waiting_room( $page ); // the queue is up and shedding checks: not a fail-open
 		}
+		if ( 403 === $status ) {
+			$refusal = json_decode( wp_remote_retrieve_body( $response ), true );
+			if ( is_array( $refusal ) && isset( $refusal['code'] ) && 'access_blocked' === $refusal['code'] ) {
+				self::blocked(); // one of the room's access rules refuses this request: never the site, never a fail-open
+			}
+		}
 		if ( $status < 200 || $status > 299 ) {
 			self::fail_open( 'http-' . $status );
 			return;
@@ -274,6 +280,18 @@ class QM_Gate {
 				)
 			);
 		}
+	}
+
+	/**
+	 * One of the room's access rules refuses this request (403 access_blocked from the check): 403, never cached.
+	 */
+	private static function blocked() {
+		nocache_headers();
+		wp_die(
+			esc_html__( "This site does not accept requests like yours here. If you think this is a mistake, contact the site's owner.", 'queue-manager' ),
+			esc_html__( 'Access not allowed', 'queue-manager' ),
+			array( 'response' => 403 )
+		);
 	}
 
 	/**

@@ -22,10 +22,11 @@ from queue_manager.engine.model import ALIASES, READ_ONLY_FIELDS, bare_origin
 from queue_manager.fleet.gapwatch import VoidRefused
 from queue_manager.http.wire import HttpError, send_json
 from queue_manager.routes import edge_passes as passkeys
+from queue_manager.routes.admin import access_dry_run
 from queue_manager.routes.admin.room_warnings import console_warnings
 from queue_manager.routes.call import Call
 
-TEAM_ONLY_FIELDS = ("proxyOrigin", "returnOrigins", "tagOrigins", "rules")
+TEAM_ONLY_FIELDS = ("proxyOrigin", "returnOrigins", "tagOrigins", "rules", "accessRules")
 
 
 def with_auto(ctx: Context, rooms: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -312,16 +313,29 @@ async def room_visitor(call: Call) -> None:
 
 async def room_rules(call: Call) -> None:
     room = await call.ctx.store.get_room(_room(call))
-    payload = {"rules": room["rules"], "unscopedChecks": room["unscopedChecks"]}
+    payload = {"rules": room["rules"], "unscopedChecks": room["unscopedChecks"], "accessRules": room["accessRules"]}
     await send_json(call.send, 200, payload, head=call.req.method == "HEAD")
 
 
 async def room_rules_test(call: Call) -> None:
+    """The dry run: which URL rule a URL matches, and which access rule a request described by its address,
+    path, headers, User-Agent and country would meet (nothing counted; a crawler's claim looked up for real)."""
     body = await call.req.json_object()
+    room_id = _room(call)
     url = body.get("url")
-    if not isinstance(url, str) or not url or len(url) > 4096:
+    described = any(k in body for k in access_dry_run.FACT_KEYS)
+    if url is not None and (not isinstance(url, str) or not url or len(url) > 4096):
         raise HttpError(400, "bad_request", 'Send {"url": "https://…"}.')
-    await send_json(call.send, 200, await call.ctx.store.match_rule(_room(call), url))
+    if url is None and not described:
+        raise HttpError(400, "bad_request", 'Send {"url": "https://…"} and/or a request: {"address", "path", …}.')
+    facts = access_dry_run.facts_of(body, url) if described else None
+    payload: dict[str, Any] = await call.ctx.store.match_rule(room_id, url) if url is not None else {}
+    if facts is not None:
+        policy = await call.ctx.store.room_policy(room_id)
+        if policy is None:
+            raise HttpError(404, "no_room", f"No room with id {room_id!r}.", roomId=room_id)
+        payload["access"] = await access_dry_run.answer(call.ctx.access_gate.crawlers, policy.access_rules, facts, body)
+    await send_json(call.send, 200, payload)
 
 
 async def room_logo_put(call: Call) -> None:

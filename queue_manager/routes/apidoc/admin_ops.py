@@ -465,9 +465,27 @@ OPS: dict[tuple[str, str], Op] = {
     ),
     ("GET", "/api/admin/rooms/{room}/rules"): Op({200: ok("The room's URL rules.", _OBJ), 404: _NO_ROOM}, (_ROOM_P,)),
     ("POST", "/api/admin/rooms/{room}/rules/test"): Op(
-        {200: ok("The rule the URL matches, if any.", _OBJ), 400: err("No url.", "bad_request"), 404: _NO_ROOM},
+        {
+            200: ok(
+                "The URL rule the url matches, if any, and with a described request (address, path, headers, "
+                "userAgent, country) the access rule it meets as access: {rule, index, action, crawler, why}.",
+                _OBJ,
+            ),
+            400: err("Neither a url nor a request, or a malformed one.", "bad_request"),
+            404: _NO_ROOM,
+        },
         (_ROOM_P,),
-        body={"type": "object", "required": ["url"], "properties": {"url": {"type": "string"}}},
+        body={
+            "type": "object",
+            "properties": {
+                "url": {"type": "string"},
+                "address": {"type": "string", "description": "The client's address (IPv4 or IPv6)."},
+                "path": {"type": "string"},
+                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                "userAgent": {"type": "string"},
+                "country": {"type": "string", "description": "ISO 3166 alpha-2, as the trusted CDN would name it."},
+            },
+        },
     ),
     ("GET", "/api/admin/series/{room...}"): Op(
         {

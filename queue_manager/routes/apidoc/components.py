@@ -158,13 +158,49 @@ DOOR_CHECK: dict[str, Any] = {
         "reason": {
             "type": ["string", "null"],
             "description": "Why not: waiting, paused, at_capacity, no_ticket, … and room_closed for a closed "
-            "(queueing reject) room, whose waitUrl is its closed page.",
+            "(queueing reject) room, whose waitUrl is its closed page. access_bypass on an admit an access "
+            "rule decided (accessRule names it).",
         },
+        "accessRule": {"type": "string", "description": "The id of the access rule that let this visitor through."},
         "waitUrl": {"type": "string"},
         "edgePass": {"type": "string"},
         "edgePassExpiresAt": {"type": "integer"},
         "edgePassRefused": {"type": "string"},
         "wait": {**{"$ref": "#/components/schemas/GatedWait"}, "description": "With wait=1, on a refusal."},
+    },
+}
+
+ACCESS_RULE: dict[str, Any] = {
+    "type": "object",
+    "description": "One access rule (docs/OPERATIONS.md, Access rules).",
+    "required": ["action", "match"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,40}$"},
+        "action": {"enum": ["bypass", "queue", "block"]},
+        "note": {"type": "string", "maxLength": 200},
+        "match": {
+            "type": "object",
+            "properties": {
+                "cidrs": {"type": "array", "items": {"type": "string"}, "maxItems": 100},
+                "header": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "value": {"type": "string", "writeOnly": True, "minLength": 8, "maxLength": 256},
+                        "set": {"type": "boolean", "readOnly": True},
+                    },
+                },
+                "pathPrefix": {"type": "string"},
+                "extensions": {"type": "array", "items": {"type": "string"}},
+                "countries": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z]{2}$"}},
+                "verifiedCrawlers": {
+                    "type": "array",
+                    "items": {"enum": ["googlebot", "bingbot", "applebot", "yandex", "baiduspider"]},
+                },
+            },
+        },
+        "matchCount": {"type": "integer", "readOnly": True},
+        "lastMatchAt": {"type": ["integer", "null"], "readOnly": True},
     },
 }
 
@@ -236,6 +272,14 @@ ROOM_WRITE: dict[str, Any] = {
         "returnOrigins": {"type": ["array", "null"], "items": {"type": "string"}},
         "tagOrigins": {"type": ["array", "null"], "items": {"type": "string"}},
         "rules": {"type": "array", "items": {"type": "object"}},
+        "accessRules": {
+            "type": "array",
+            "maxItems": 50,
+            "description": "Access rules, first match wins: {id?, action: bypass|queue|block, match: {cidrs, "
+            "header: {name, value}, pathPrefix, extensions, countries, verifiedCrawlers}, note?}. A read "
+            "shows a header's value as set: true, and each rule's matchCount and lastMatchAt.",
+            "items": {"$ref": "#/components/schemas/AccessRule"},
+        },
         "proxyOrigin": {"type": ["string", "null"], "description": "Serve the room inline (owner only)."},
         "onBackendDown": {"enum": ["open", "closed"]},
         "protection": {"type": ["object", "null"]},
@@ -361,6 +405,7 @@ SCHEMAS: dict[str, Any] = {
     "Error": ERROR,
     "VisitorStatus": VISITOR_STATUS,
     "DoorCheck": DOOR_CHECK,
+    "AccessRule": ACCESS_RULE,
     "GatedWait": GATED_WAIT,
     "Notify": NOTIFY,
     "Room": ROOM,

@@ -80,10 +80,12 @@ OPS: dict[tuple[str, str], Op] = {
             200: ok("The visitor's place; sets the `qm_<roomId>` ticket cookie.", ref("VisitorStatus")),
             400: err("The body is not a JSON object with a roomId, or a field is malformed.", "bad_request"),
             403: err(
-                "Bot protection refused this request a place in line (the bot code), or the room is closed "
-                "(queueing reject: room_closed; nobody joins, show the room's page).",
+                "Bot protection refused this request a place in line (the bot code), the room is closed "
+                "(queueing reject: room_closed; nobody joins, show the room's page), or one of the room's access "
+                "rules blocks this request (access_blocked).",
                 BLOCKED_CODE,
                 "room_closed",
+                "access_blocked",
             ),
             404: _NO_ROOM,
             429: err(
@@ -128,7 +130,12 @@ OPS: dict[tuple[str, str], Op] = {
                 "invalid_url",
             ),
             401: err("A wrong Public API key, or a key sent in the URL.", "unauthorized", "credential_in_query"),
-            403: err("The calling page's origin is not in the room's tagOrigins.", "origin_not_allowed"),
+            403: err(
+                "The calling page's origin is not in the room's tagOrigins, or one of the room's access rules "
+                "blocks this request (access_blocked).",
+                "origin_not_allowed",
+                "access_blocked",
+            ),
             404: _NO_ROOM,
             503: err("The store is unreachable and the room fails closed.", "storage_unavailable"),
         },

@@ -6,6 +6,7 @@ import asyncio
 import hmac
 import secrets
 import sys
+from dataclasses import replace
 from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -35,6 +36,7 @@ from queue_manager.routes import edge_passes as passkeys
 from queue_manager.routes.visitor import backend_down
 from queue_manager.routes.visitor.door import door_check, door_hash
 from queue_manager.services import gated_wait, ratelimit
+from queue_manager.services.access_gate import path_of
 from queue_manager.services.identity import FORWARDED_HEADERS as FORWARDED
 from queue_manager.services.identity import Identity, valid_ip
 from queue_manager.services.sse import SEND_TIMEOUT, Stream, hold_stream
@@ -149,6 +151,16 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
     if not await ctx.store.room_exists(room_id):
         raise HttpError(404, "no_room", f"No room with id {room_id!r}.", roomId=room_id)
     return_url = await _permitted_return(ctx, room_id, body.get("returnUrl"))
+    policy = await ctx.store.room_policy(room_id)
+    rule = None if policy is None else await ctx.access_gate.judge(policy, req, ident, path_of(return_url))
+    if rule is not None and rule.action == "block":
+        raise access_blocked(room_id)
+    if rule is not None and rule.action == "bypass":
+        # let through without a place: the answer a room in bypass gives (sent straight on to the page)
+        bypassed = await ctx.store.status(room_id, ident.client(None), None)
+        bypassed = replace(bypassed, state="bypass", return_url=return_url)
+        await send_json(send, 200, {**render_view(ctx, bypassed, None), "accessRule": rule.id}, limit_headers)
+        return
     cookie_ticket, _ = ctx.read_ticket(room_id, req.cookies.get(cookies.TICKET + room_id))
     await _protect(ctx, req, ident, room_id, has_cookie=cookie_ticket is not None)
     presented, _ = ctx.read_ticket(room_id, token) if token else (cookie_ticket, None)
@@ -161,6 +173,17 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
     headers = ticket_cookies(ctx, room_id, signed, new_qms, ctx.identity.secure(ident))
     headers.extend(limit_headers)
     await send_json(send, 200, render_view(ctx, view, signed), headers)
+
+
+def access_blocked(room_id: str, headers: list[tuple[bytes, bytes]] | None = None) -> HttpError:
+    """A room's access rule refuses this request (403 ``access_blocked``)."""
+    return HttpError(
+        403,
+        "access_blocked",
+        "This room's access rules do not allow this request.",
+        headers=[(k.decode(), v.decode()) for k, v in headers or ()],
+        roomId=room_id,
+    )
 
 
 async def _protect(ctx: Context, req: Request, ident: Identity, room_id: str, *, has_cookie: bool) -> None:
@@ -404,6 +427,13 @@ async def check(ctx: Context, req: Request, send: Send) -> None:
         raise HttpError(400, "bad_request", "wait must be 1 (describe the wait of a refused visitor) or 0.")
     describe = wait_param == "1"
     cors = _door_cors(ctx, req, policy)
+    rule = await ctx.access_gate.judge(policy, req, ident, path_of(url), vouched=vouched)
+    if rule is not None and rule.action == "block":
+        raise access_blocked(room_id, [*limit_headers, *cors])
+    if rule is not None and rule.action == "bypass":  # let through: no place taken, no door key
+        bypass = {"admit": True, "roomId": room_id, "state": "bypass", "reason": "access_bypass", "accessRule": rule.id}
+        await send_json(send, 200, {**bypass, "doorKey": None, "sessionExpiresAt": None}, [*limit_headers, *cors])
+        return
     token = q.get(cookies.TOKEN_PARAM) or _cookie_ticket(req, room_id)
     presented, _ = ctx.read_ticket(room_id, token)
     dk = q.get("dk") or req.cookies.get(cookies.DOOR_KEY + room_id)

@@ -217,8 +217,19 @@ def stats(gen: int, cfg: RoomConfig, r: dict[str, Any], now_wall: int) -> dict[s
         next_ticket=r["next"],
         rule_counts=rule_counts,
         created_ms=r.get("created"),
+        access_counts=access_counts(r.get("ast")),
         lane_counts=[(int(w), int(p)) for w, p in (r.get("lanes") or [])],
     )
+
+
+def access_counts(ast: Any) -> dict[str, tuple[int, int | None]]:
+    """The ``ast`` hash (key -> matches, key@ -> last match ms) as (matches, last) by access rule key."""
+    if not isinstance(ast, list):
+        return {}
+    flat = {_text(ast[i]): _text(ast[i + 1]) for i in range(0, len(ast) - 1, 2)}
+    return {
+        k: (int(v), int(flat[k + "@"]) if flat.get(k + "@") else None) for k, v in flat.items() if not k.endswith("@")
+    }
 
 
 def minted_waits(gen: int, r: dict[str, Any]) -> MintedWaits | None:
@@ -315,3 +326,7 @@ def draw_fields(record: DrawRecord | None) -> list[str]:
         res = {"order": drawn.order, "handles": drawn.handles, "groups": drawn.groups}
         out += ["res", orjson.dumps(res).decode(), "dat", str(drawn.at_ms), "first", str(drawn.first_ticket)]
     return out
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -42,6 +42,8 @@ jt/pt   zset   join / promotion instants (mono ms) of the last minute (jt member
 ab      hash   bypass arrivals (joins and door checks) per second: second (mono ms // 1000) ->
                count; only the seconds of the last minute are kept (at most 60 fields)
 rst     hash   rule index -> "matches:lastMatchMs" (URL-targeting rule statistics)
+ast     hash   access rule key -> matches, and key + "@" -> the wall ms of the last match (access rule
+               statistics; the key is the rule's id and content, so a changed rule counts anew)
 wt      list   the waits (pass minted - joined wall ms) of the generation's latest passes minted from the
                line, oldest first, at most ``view.WAITS_KEPT``: the last is the wait of pass number
                ``passes`` (st); read by the recorder through ``stats`` (``Store.sample_rooms``)
@@ -141,6 +143,7 @@ ROOM_KEYS: tuple[str, ...] = (
     "pt",
     "ab",
     "rst",
+    "ast",
     "wt",
     "ob",
     "ll",

@@ -37,6 +37,8 @@ OPERATIONS = (
     "flush",
     "session_revoke",
     "blocked",
+    "access_hit",
+    "access_prune",
     "revoke",
     "export",
     "import",

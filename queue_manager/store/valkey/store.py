@@ -250,7 +250,7 @@ class ValkeyStore:
         cache = runner.configs.required(room_id)
         gen = int(reply["gen"])
         stats = codec.stats(gen, cache.cfg, reply, now[0])
-        return {**cache.cfg.to_public(logo_data=False), **stats}, events, codec.minted_waits(gen, reply)
+        return {**cache.cfg.to_public(logo_data=False, secrets=False), **stats}, events, codec.minted_waits(gen, reply)
 
     async def get_room(self, room_id: str) -> dict[str, Any]:
         summary, events, _ = await self._summary(room_id, await self._runner.now())
@@ -280,6 +280,9 @@ class ValkeyStore:
         system: bool = False,
     ) -> tuple[dict[str, Any], bool, list[str]]:
         room_id, created, changed = await self._writes.upsert(body, expect_state, expect, system)
+        if "accessRules" in changed and not created:  # a changed rule counts anew: its old counters go
+            kept = [rule.key for rule in self._runner.configs.required(room_id).cfg.access_rules]
+            await self._runner.once("access_prune", room_id, kept)
         return await self.get_room(room_id), created, changed
 
     async def delete_room(self, room_id: str) -> None:
@@ -445,6 +448,9 @@ class ValkeyStore:
 
     async def note_blocked_return(self, room_id: str) -> None:
         await self._runner.once("blocked", room_id)
+
+    async def note_access_match(self, room_id: str, rule_key: str) -> None:
+        await self._runner.once("access_hit", room_id, [rule_key])
 
     async def places_held(self, room_id: str, ident: str) -> int:
         calls = self._calls

@@ -1,9 +1,11 @@
-/* The room editor: the form for a new room or an existing one, URL targeting rules and their dry run. */
+/* The room editor: the form for a new room or an existing one, URL targeting rules and their dry run, and
+   the access rules (gatekeeping.js). */
 import { $, $$, el, fmtInt, toast } from "./ui.js";
 import { may, state } from "./state.js";
 import { api } from "./api.js";
 import { confirmDialog, head, openDialog } from "./dialogs.js";
 import { brandFieldset, collectBrand, uploadLogo } from "./brand.js";
+import { accessFieldset } from "./gatekeeping.js";
 import { collectLanes, lanesFieldset } from "./lanes.js";
 import { settingValue } from "./health.js";
 import { warningList } from "./warnings.js";
@@ -143,8 +145,9 @@ function openEditor(roomId, opener) {
   }
   const err = el("p", { class: "error", role: "alert" });
   const brandSet = brandFieldset(room);
+  const access = may("team") ? accessFieldset(room, creating) : null;
   const lanesSet = lanesFieldset(room);
-  form.append(el("div", { class: "dlg-body" }, fields, inlineSet, autoSet, tuneSet, lanesSet, brandSet, rulesSet),
+  form.append(el("div", { class: "dlg-body" }, fields, inlineSet, autoSet, tuneSet, lanesSet, brandSet, rulesSet, access && access.set),
     el("div", { class: "dlg-foot" }, err, el("button", { type: "button", class: "btn", onclick: () => dlg.close() }, "Cancel"),
       el("button", { type: "submit", class: "btn primary" }, creating ? "Create room" : "Save changes")));
   form.addEventListener("submit", async (ev) => {
@@ -152,7 +155,10 @@ function openEditor(roomId, opener) {
     err.textContent = "";
     $$(".field.bad", form).forEach((f) => f.classList.remove("bad"));
     let body;
-    try { body = collect(form, room, rulesBox); } catch (e) { err.textContent = e.message; return; }
+    try {
+      body = collect(form, room, rulesBox);
+      if (access) access.collect(body);
+    } catch (e) { err.textContent = e.message; return; }
     const brand = collectBrand(form, room);
     if (Object.keys(brand).length) body.brand = brand;
     const lanes = collectLanes(form, room);

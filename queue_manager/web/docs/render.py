@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
+if TYPE_CHECKING:  # markdown-it is loaded with the first guide rendered, not with the server
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 # the guides the site serves, in index order: url name -> file name under the docs folder
 GUIDES: dict[str, str] = {
@@ -170,6 +171,8 @@ def _code_inline(self: Any, tokens: Sequence[Token], idx: int, options: Any, env
 
 @cache
 def markdown() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.add_render_rule("table_open", _table_open)

@@ -497,6 +497,7 @@
       return;
     }
     if (res.status === 404 && code === 'no_room') { fatal('noRoom'); return; }
+    if (res.status === 403 && code === 'access_blocked') { fatal('accessBlocked'); return; }  // waiting will not change it
     if (res.status === 403 && code === 'room_closed') {  // closed since this page was sent: ask again now and then
       showClosed();
       scheduleJoin(60000);

@@ -87,4 +87,5 @@ return done({
   refused = S.refused or 0,
   srev = S.srev or 0,
   rules = rules,
+  ast = redis.call('HGETALL', K.ast),
 })
