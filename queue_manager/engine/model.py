@@ -10,6 +10,7 @@ from typing import Any, get_args
 from queue_manager.engine.access_rules import AccessRule, parse_access_rules
 from queue_manager.engine.brand import Brand, apply_brand, same_logo
 from queue_manager.engine.errors import EngineError, bad_field
+from queue_manager.engine.lanes import Lane, parse_lanes
 from queue_manager.engine.origins import OriginPattern, is_absolute_http_url, origin_of, parse_origin_pattern
 from queue_manager.engine.room_events import OVERRIDABLE, EventInForce, RoomEvent, parse_events, parse_in_force
 from queue_manager.engine.states import RoomState
@@ -83,6 +84,7 @@ ROOM_FIELDS = frozenset(
         "autotune",
         "brand",
         "events",
+        "lanes",
     }
 )
 ALIASES = {"rate": "ratePerMinute"}
@@ -119,6 +121,7 @@ READ_ONLY_FIELDS = frozenset(
         "autoSelf",
         "eventInForce",
         "entryCounts",
+        "laneStats",
     }
 )
 # Written by automation only (the room's events), kept by the journal and the stores: a body sent to the
@@ -174,6 +177,7 @@ class RoomConfig:
     brand: Brand | None = None
     events: tuple[RoomEvent, ...] = ()
     event_in_force: EventInForce | None = None
+    lanes: tuple[Lane, ...] = ()  # empty: one implicit lane (engine/lanes.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_event(self, before: RoomConfig | None) -> dict[str, Any]:
@@ -224,6 +228,7 @@ class RoomConfig:
             "brand": None if self.brand is None else self.brand.to_public(with_data=logo_data),
             "events": [e.to_public(ms_to_iso) for e in self.events],
             "eventInForce": None if self.event_in_force is None else self.event_in_force.to_public(),
+            "lanes": [lane.to_public() for lane in self.lanes],
         }
 
 
@@ -478,6 +483,8 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
             cfg.events = parse_events(value, _check_override, _event_time)
         elif key == "eventInForce":
             cfg.event_in_force = parse_in_force(value)
+        elif key == "lanes":
+            cfg.lanes = parse_lanes(value)
     if cfg.proxy_origin is not None:
         target = origin_of(cfg.target_url)
         proxy = origin_of(cfg.proxy_origin)

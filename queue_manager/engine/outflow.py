@@ -11,6 +11,12 @@ The room's ``queueing`` method changes whom a tick promotes: ``fifo`` the head, 
 a holder drawn uniformly from those waiting and present (``engine/release.py``; the absent are left in
 line); ``passthrough`` everyone waiting, at once, without a slot and whatever the rate; ``reject``
 nobody.
+
+A room with lanes (``engine/lanes.py``) releases lane by lane: each release first lets the absent
+holders at the head of every lane through (no slot, no rate, as above), then picks the lane
+(``lanes.pick_lane``: priority or share, among the lanes with somebody at the head) and promotes that
+lane's head (``fifo``) or a holder drawn from that lane (``random``; a lane whose draw finds nobody
+present sits out the rest of the tick).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from queue_manager.engine.deadlines import absent
+from queue_manager.engine.lanes import pick_lane
 from queue_manager.engine.minute import arrivals_last_minute, last_minute
 from queue_manager.engine.release import DRAW_TRIES, draw_index
 
@@ -56,7 +63,11 @@ def tick(room: Room) -> int:
     moving = state == "active" and cfg.rate_per_minute > 0 and method != "reject"
     if moving:
         room.credit += cfg.rate_per_minute * elapsed
-    promoted = _draw(room, now) if moving and method == "random" else 0
+    if moving and cfg.lanes:
+        promoted = _lanes_random(room, now) if method == "random" else _lanes_fifo(room, now)
+        moving = False
+    else:
+        promoted = _draw(room, now) if moving and method == "random" else 0
     while moving and method == "fifo":
         head = room.line.head()
         if head is None:
@@ -118,4 +129,74 @@ def _draw(room: Room, now: int) -> int:
         promoted += 1
     if room.credit > SLOT:
         room.credit = SLOT
+    return promoted
+
+
+def _clear_absent_heads(room: Room, now: int) -> int:
+    """Every lane's absent holders at its head get their pass (no slot, no rate), lane by lane."""
+    promoted = 0
+    for lane in room.cfg.lanes:
+        line = room.lane_lines[lane.id]
+        while (head := line.head()) is not None:
+            t = room.tickets[head[1]]
+            if not absent(room.cfg, t.seen, now):
+                break
+            room.promote(t, slot=False, now=now)
+            promoted += 1
+    return promoted
+
+
+def _lanes_fifo(room: Room, now: int) -> int:
+    """fifo with lanes: while there is credit for a slot (and a free one), the head of the lane picked."""
+    promoted = _clear_absent_heads(room, now)
+    while room.credit >= SLOT:
+        ready = [lane.id for lane in room.cfg.lanes if len(room.lane_lines[lane.id])]
+        if not ready:
+            break
+        free = room.free_slots(now)
+        if free is not None and free <= 0:
+            break
+        lane_id = pick_lane(room.cfg.lanes, ready, room.lane_credit)
+        assert lane_id is not None
+        head = room.lane_lines[lane_id].head()
+        assert head is not None
+        room.credit -= SLOT
+        room.promote(room.tickets[head[1]], slot=True, now=now)
+        promoted += 1 + _clear_absent_heads(room, now)
+    return promoted
+
+
+def _lanes_random(room: Room, now: int) -> int:
+    """random with lanes: the lane picked as in fifo, then a holder drawn from that lane's line."""
+    cfg = room.cfg
+    salt: str | None = None
+    promoted = 0
+    dry: set[str] = set()  # lanes whose draw found nobody present this tick
+    while room.credit >= SLOT:
+        ready = [lane.id for lane in cfg.lanes if lane.id not in dry and len(room.lane_lines[lane.id])]
+        if not ready:
+            break
+        free = room.free_slots(now)
+        if free is not None and free <= 0:
+            break
+        if salt is None:
+            salt = room.rng.token_hex(8)
+        lane_id = pick_lane(cfg.lanes, ready, room.lane_credit)
+        assert lane_id is not None
+        line = room.lane_lines[lane_id]
+        picked = None
+        for attempt in range(DRAW_TRIES):
+            index = draw_index(salt, room.passes_total, attempt, len(line))
+            if index is None:
+                continue
+            t = room.tickets[line.nth(index + 1)]
+            if not absent(cfg, t.seen, now):
+                picked = t
+                break
+        if picked is None:
+            dry.add(lane_id)
+            continue
+        room.credit -= SLOT
+        room.promote(picked, slot=True, now=now)
+        promoted += 1
     return promoted

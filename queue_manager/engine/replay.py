@@ -51,7 +51,7 @@ from queue_manager.engine.brand import resolve_logo
 from queue_manager.engine.draw import SEED_BYTES
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import EVENT_LOG_VERSION, VOID_TYPE, Event
-from queue_manager.engine.minute import last_minute
+from queue_manager.engine.minute import MINUTE_MS, last_minute
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.outflow import SLOT
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
@@ -149,9 +149,12 @@ def replay(
     shift = clock.mono_ms() - target
     out.join_times = deque(t + shift for t in room.join_times)
     out.pass_times = deque(t + shift for t in room.pass_times)
+    out.lane_pass_times = deque((t + shift, lane) for t, lane in room.lane_pass_times)
     now = clock.mono_ms()
     last_minute(out.join_times, now)
     last_minute(out.pass_times, now)
+    while out.lane_pass_times and out.lane_pass_times[0][0] <= now - MINUTE_MS:
+        out.lane_pass_times.popleft()
     return out
 
 
@@ -349,7 +352,7 @@ def _join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     if n < room.next_n:
         raise _Inconsistent(f"join mints {n}, the room's next ticket is {room.next_n}")
     room.next_n = n  # numbers above next_n were taken by joins that never reached the journal
-    room.join_line(_client(data), int(data["joined"]), data.get("ret"), data.get("reason"))
+    room.join_line(_client(data), int(data["joined"]), data.get("ret"), data.get("reason"), _lane(data))
 
 
 def _prequeue_join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
@@ -357,7 +360,13 @@ def _prequeue_join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     handle = str(data["h"])
     if handle in room.prequeue or handle in room.drawn:
         raise _Inconsistent(f"pre-queue handle {handle} already used")
-    room.join_prequeue(_client(data), handle, int(data["joined"]), data.get("ret"))
+    room.join_prequeue(_client(data), handle, int(data["joined"]), data.get("ret"), _lane(data))
+
+
+def _lane(data: Mapping[str, Any]) -> str | None:
+    """The lane a join names (``ln``, only in a room with lanes); None: the room has none."""
+    lane = data.get("ln")
+    return None if lane is None else str(lane)
 
 
 def _prequeue_draw(ctx: _Ctx, data: Mapping[str, Any]) -> None:
@@ -383,6 +392,9 @@ def _promote(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     elif slot:
         room.credit = max(0, room.credit - SLOT)
     room.last_tick = now
+    counters = data.get("lc")
+    if isinstance(counters, dict):  # a room with lanes: the deficit counters right after this pick
+        room.lane_credit = {str(k): int(v) for k, v in counters.items()}
     room.promote(t, slot=slot, now=now)
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from queue_manager.engine.deadlines import session_deadline
 from queue_manager.engine.errors import EngineError
-from queue_manager.engine.minute import arrivals_last_minute, last_minute
+from queue_manager.engine.minute import MINUTE_MS, arrivals_last_minute, last_minute
 from queue_manager.engine.view import MintedWaits, render_stats, render_ticket, waits_after
 
 if TYPE_CHECKING:
@@ -46,7 +46,19 @@ def stats(room: Room) -> dict[str, Any]:
         rule_counts=[(r.matches, r.last_match_ms) for r in room.cfg.rules],
         created_ms=room.created_ms,
         access_counts=room.access_hits,
+        lane_counts=lane_counts(room, now),
     )
+
+
+def lane_counts(room: Room, now: int) -> list[tuple[int, int]]:
+    """(waiting, released in the last minute) of each of the room's lanes, in order."""
+    times = room.lane_pass_times
+    while times and times[0][0] <= now - MINUTE_MS:
+        times.popleft()
+    released: dict[str, int] = {}
+    for _, lane in times:
+        released[lane] = released.get(lane, 0) + 1
+    return [(room.lane_waiting(lane.id), released.get(lane.id, 0)) for lane in room.cfg.lanes]
 
 
 def minted_waits(room: Room, after: tuple[int, int] | None) -> MintedWaits:
@@ -109,4 +121,5 @@ def describe(room: Room, n: int) -> dict[str, Any]:
         pass_deadline_mono=t.pass_at + cfg.passed_ttl_sec * 1000 if t.state == "passed" else None,
         holds_slot=t.slot,
         session_deadline_mono=session_deadline(cfg, t) if t.state == "admitted" else None,
+        lane=t.lane if cfg.lanes else None,
     )

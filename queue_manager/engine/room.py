@@ -28,6 +28,7 @@ from queue_manager.engine.deadlines import session_deadline, slot_deadline
 from queue_manager.engine.draw import Drawn, DrawRecord
 from queue_manager.engine.drop import maybe_draw
 from queue_manager.engine.events import Event, arrival_data
+from queue_manager.engine.lanes import default_lane
 from queue_manager.engine.line import Line
 from queue_manager.engine.model import ClientId, RoomConfig
 from queue_manager.engine.outflow import SLOT, settle_credit
@@ -74,6 +75,12 @@ class Room:
         self.next_n = 1
         self.tickets: dict[int, Ticket] = {}
         self.line = Line()
+        #: with lanes (cfg.lanes), each lane's own line beside the whole line: a waiting ticket is in both
+        self.lane_lines: dict[str, Line] = {lane.id: Line() for lane in cfg.lanes}
+        #: the lanes' deficit counters (share rooms; engine/lanes.pick_lane)
+        self.lane_credit: dict[str, int] = {}
+        #: (mono ms, lane) of each pass minted from a lane in the last minute
+        self.lane_pass_times: deque[tuple[int, str]] = deque()
         self.per_ident: dict[str, int] = {}
         self.passes: set[int] = set()
         self.sessions: set[int] = set()
@@ -160,6 +167,17 @@ class Room:
     def position(self, t: Ticket) -> int | None:
         return self.line.position(t.line_seq) if t.line_seq else None
 
+    def lane_position(self, t: Ticket) -> int | None:
+        """The place's position in its own lane (its position in the line when the room has no lanes)."""
+        line = self.lane_lines.get(t.lane) if t.lane is not None else None
+        if line is None or not t.lane_seq:
+            return self.position(t)
+        return line.position(t.lane_seq)
+
+    def lane_waiting(self, lane_id: str) -> int:
+        line = self.lane_lines.get(lane_id)
+        return 0 if line is None else len(line)
+
     # ------------------------------------------------------------------ time
 
     def advance(self) -> None:
@@ -228,25 +246,34 @@ class Room:
     # every index (line, per-address counts, pass/slot/session sets, deadline heaps, Refs) consistent
     # with the tickets, and emits its event (a replay discards them: the journal already has them).
 
-    def join_line(self, client: ClientId, joined_ms: int, return_url: str | None, reason: str | None) -> Ticket:
-        """A new place at the back of the line, charged to the address and counted as a join.
+    def join_line(
+        self, client: ClientId, joined_ms: int, return_url: str | None, reason: str | None, lane: str | None = None
+    ) -> Ticket:
+        """A new place at the back of the line (of ``lane``, with lanes), charged to the address and
+        counted as a join.
 
         ``reason`` says why the visitor's presented token was not a live place (kept on the ticket).
         """
-        t = self._mint(client.ident, client.fp, client.fp2, client.cookie, joined_ms, return_url, charge=True)
+        t = self._mint(
+            client.ident, client.fp, client.fp2, client.cookie, joined_ms, return_url, charge=True, lane=lane
+        )
         t.reason = reason
-        self.emit("join", n=t.n, reason=reason, **arrival_data(client, joined_ms, return_url))
+        extra = {} if lane is None else {"ln": lane}
+        self.emit("join", n=t.n, reason=reason, **arrival_data(client, joined_ms, return_url), **extra)
         return t
 
-    def join_prequeue(self, client: ClientId, handle: str, joined_ms: int, return_url: str | None) -> PreEntry:
+    def join_prequeue(
+        self, client: ClientId, handle: str, joined_ms: int, return_url: str | None, lane: str | None = None
+    ) -> PreEntry:
         """A pre-queue entry (before the doors open): no number yet, counted against preQueueMaxPerIp."""
         now = self.clock.mono_ms()
-        entry = PreEntry(handle, client.ident, client.fp, client.fp2, client.cookie, joined_ms, now, return_url)
+        entry = PreEntry(handle, client.ident, client.fp, client.fp2, client.cookie, joined_ms, now, return_url, lane)
         self.prequeue[handle] = entry
         self.pq_per_ident[client.ident] = self.pq_per_ident.get(client.ident, 0) + 1
         self.joins_total += 1
         self.join_times.append(now)
-        self.emit("prequeue.join", h=handle, **arrival_data(client, joined_ms, return_url))
+        extra = {} if lane is None else {"ln": lane}
+        self.emit("prequeue.join", h=handle, **arrival_data(client, joined_ms, return_url), **extra)
         return entry
 
     def commit_draw(self, seed: bytes) -> None:
@@ -278,6 +305,7 @@ class Room:
                 entry.return_url,
                 charge=True,
                 count=False,
+                lane=entry.lane,
             )
             t.seen = entry.seen
             self.drawn[handle] = t.n
@@ -317,7 +345,12 @@ class Room:
         else:
             self.waits.append(0)
         self.pass_times.append(now)
-        self.emit("promote", n=t.n, slot=slot, credit=self.credit)
+        if self.cfg.lanes:
+            if t.lane is not None:
+                self.lane_pass_times.append((now, t.lane))
+            self.emit("promote", n=t.n, slot=slot, credit=self.credit, lc=dict(self.lane_credit))
+        else:
+            self.emit("promote", n=t.n, slot=slot, credit=self.credit)
 
     def admit(self, t: Ticket, door_hash: bytes, now: int) -> None:
         """A pass-holder walks in: the pass (and any slot or bounced claim) becomes a live session
@@ -424,6 +457,7 @@ class Room:
         t.state = "waiting"
         t.reason = "ejected"
         t.line_seq = self.line.push(t.n)
+        self._lane_push(t)
         self.ejected_total += 1
         self.emit("eject", n=t.n)
 
@@ -439,6 +473,8 @@ class Room:
         """Every waiting ticket is finished (``purged``) and the pre-queue dropped (its handles
         remembered as purged); passes and sessions stay. Returns how many places went."""
         numbers = self.line.clear()
+        for lane_line in self.lane_lines.values():
+            lane_line.clear()
         for n in numbers:
             t = self.tickets.get(n)
             if t is not None:
@@ -517,12 +553,40 @@ class Room:
             keys = {rule.key for rule in cfg.access_rules}
             self.access_hits = {k: v for k, v in self.access_hits.items() if k in keys}
         self.cfg = cfg
+        if old.lanes != cfg.lanes:
+            self.regroup_lanes()
         if pacing and (old.state != cfg.state or old.rate_per_minute != cfg.rate_per_minute):
             self.last_tick = self.clock.mono_ms()
             if cfg.state != "active":
                 self.credit = min(self.credit, SLOT)
 
+    def regroup_lanes(self) -> None:
+        """The room's lanes changed: each lane's line is made again from the whole line, front to back
+        (the order people joined in). A waiting place, or a pre-queue entry, whose lane is gone moves to
+        the default lane; with no lanes left, nobody has one. The deficit counters start again."""
+        lanes = {lane.id for lane in self.cfg.lanes}
+        fallback = default_lane(self.cfg.lanes)
+        self.lane_lines = {lane.id: Line() for lane in self.cfg.lanes}
+        self.lane_credit.clear()
+        for n in self.line:
+            t = self.tickets[n]
+            t.lane = t.lane if t.lane in lanes else fallback
+            t.lane_seq = 0
+            self._lane_push(t)
+        for entry in self.prequeue.values():
+            entry.lane = entry.lane if entry.lane in lanes else fallback
+
     # ------------------------------------------------------------------ the transitions' helpers
+
+    def _lane_push(self, t: Ticket) -> None:
+        """Put a waiting ticket at the back of its lane's line (the default lane when its own is gone)."""
+        if not self.cfg.lanes:
+            t.lane, t.lane_seq = None, 0
+            return
+        if t.lane not in self.lane_lines:
+            t.lane = default_lane(self.cfg.lanes)
+        assert t.lane is not None
+        t.lane_seq = self.lane_lines[t.lane].push(t.n)
 
     def _mint(
         self,
@@ -535,6 +599,7 @@ class Room:
         *,
         charge: bool,
         count: bool = True,
+        lane: str | None = None,
     ) -> Ticket:
         if not self.line:
             settle_credit(self)  # credit earned while nobody waited banks at most one slot
@@ -549,8 +614,10 @@ class Room:
             joined_ms=joined_ms,
             seen=self.clock.mono_ms(),
             return_url=return_url,
+            lane=lane,
         )
         t.line_seq = self.line.push(n)
+        self._lane_push(t)
         self.tickets[n] = t
         if charge:
             self._charge(t)
@@ -568,6 +635,11 @@ class Room:
         if t.line_seq:
             self.line.remove(t.line_seq)
             t.line_seq = 0
+        if t.lane_seq:
+            lane_line = self.lane_lines.get(t.lane) if t.lane is not None else None
+            if lane_line is not None:
+                lane_line.remove(t.lane_seq)
+            t.lane_seq = 0
         if t.charged:
             t.charged = False
             left = self.per_ident.get(t.ident, 0) - 1

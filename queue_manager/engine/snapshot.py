@@ -105,6 +105,7 @@ def _ticket_record(t: Ticket, bounced: set[int]) -> dict[str, Any]:
         "sessStart": t.session_start if admitted else 0,
         "sessLast": t.session_last if admitted else 0,
         "sessTouched": t.session_touched if admitted else 0,
+        **({} if t.lane is None else {"lane": t.lane}),
     }
 
 
@@ -137,12 +138,14 @@ def dump(room: Room) -> dict[str, Any]:
                 "ck": _hex(e.cookie),
                 "joined": e.joined_ms,
                 "ret": e.return_url,
+                **({} if e.lane is None else {"lane": e.lane}),
             }
             for e in room.prequeue.values()
         ],
         "drawn": dict(room.drawn),
         "draw": None if room.draw_record is None else room.draw_record.to_doc(),
         "purgedHandles": list(room.purged_handles),
+        **({"laneCredit": dict(room.lane_credit)} if room.lane_credit else {}),
         "counters": {
             "joinsTotal": room.joins_total,
             "passesTotal": room.passes_total,
@@ -222,6 +225,7 @@ def _load(data: Mapping[str, Any], clock: Clock, events: list[Event], rng: Rando
             reason=rec.get("reason"),
             passed_ms=_opt_int(rec, "passed"),
             waited_ms=_opt_int(rec, "waited"),
+            lane=None if rec.get("lane") is None else str(rec["lane"]),
         )
         if state == "passed":
             t.pass_at = mono_set(_int(rec, "passAt"))
@@ -242,6 +246,7 @@ def _load(data: Mapping[str, Any], clock: Clock, events: list[Event], rng: Rando
         if waiting is None or waiting.state != "waiting" or waiting.line_seq:
             raise SnapshotError(f"line entry {n!r} is not a waiting ticket (or is listed twice)")
         waiting.line_seq = room.line.push(n)
+        room._lane_push(waiting)  # its lane's line, in the line's order (a lane gone: the default lane)
     if len(room.line) != sum(1 for t in room.tickets.values() if t.state == "waiting"):
         raise SnapshotError("a waiting ticket is missing from the line")
 
@@ -277,6 +282,7 @@ def _load(data: Mapping[str, Any], clock: Clock, events: list[Event], rng: Rando
             _int(rec, "joined"),
             now,
             rec.get("ret"),
+            None if rec.get("lane") is None else str(rec["lane"]),
         )
         room.prequeue[entry.handle] = entry
         room.pq_per_ident[entry.ident] = room.pq_per_ident.get(entry.ident, 0) + 1
@@ -284,6 +290,7 @@ def _load(data: Mapping[str, Any], clock: Clock, events: list[Event], rng: Rando
     draw = data.get("draw")  # (absent from a checkpoint written before draws were committed)
     room.draw_record = None if draw is None else DrawRecord.from_doc(draw)
     room.purged_handles = OrderedDict((str(h), None) for h in data["purgedHandles"])
+    room.lane_credit = {str(k): int(v) for k, v in (data.get("laneCredit") or {}).items()}
 
     for n in sorted(set(room.tickets) | set(room.finished)):
         room.refs.setdefault(make_ref(cfg.id, room.gen, n), []).append(n)

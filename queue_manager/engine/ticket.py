@@ -42,6 +42,8 @@ class Ticket:
     session_start: int = 0
     session_last: int = 0
     session_touched: int = 0  # last slide written to the journal
+    lane: str | None = None  # the room's lane it waits (or waited) in; None: the room has no lanes
+    lane_seq: int = 0  # the sequence number of its place in its lane's line while waiting (0: none)
 
 
 @dataclass(slots=True)
@@ -56,6 +58,7 @@ class PreEntry:
     joined_ms: int
     seen: int
     return_url: str | None = None
+    lane: str | None = None  # the lane its ticket joins at the draw (engine/lanes.py)
 
 
 @dataclass(slots=True)

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from queue_manager.engine.lanes import Lane, ahead_lanes, lane_eta_sec
 from queue_manager.engine.model import RoomConfig
 from queue_manager.engine.release import next_minute_odds, wait_range
 from queue_manager.engine.states import EffectiveState, TicketState, ViewState
-from queue_manager.engine.ticket import make_ref
+from queue_manager.engine.ticket import Ticket, make_ref
 
 if TYPE_CHECKING:
     from queue_manager.engine.room import Room
@@ -95,6 +96,7 @@ class VisitorView:
     eta_low_sec: int | None = None
     eta_high_sec: int | None = None
     odds_pct: int | None = None
+    lane: str | None = None  # the lane of a room with lanes (position and ETA are within it)
 
     @property
     def ahead(self) -> int | None:
@@ -133,6 +135,8 @@ def render_visitor_view(
     pass_at: int = 0,
     draw_commitment: str | None = None,
     waiting: int | None = None,
+    lane: str | None = None,
+    lane_ahead: int = 0,
 ) -> VisitorView:
     """The view of what a join or status resolved to, from raw numbers.
 
@@ -143,7 +147,9 @@ def render_visitor_view(
     ``finished_joined_ms`` when that ticket is finished). ``joined_ms``/``return_url`` belong to the
     entry or ticket. ``now_wall``/``now_mono`` are the instant rendered at (ms). ``draw_commitment``:
     the drop's commitment, shown while the room is scheduled. ``waiting``: how many are in line (read
-    for a random line, whose visitors are shown a range instead of a position).
+    for a random line, whose visitors are shown a range instead of a position). ``lane``: the ticket's
+    lane in a room with lanes; then ``position`` and ``waiting`` are its lane's, and ``lane_ahead``
+    counts everyone waiting in the lanes a priority room releases before it (``lane_view``).
     """
     view = VisitorView(
         room_id=cfg.id,
@@ -177,7 +183,11 @@ def render_visitor_view(
     view.return_url = return_url
     view.reason = ticket_reason if reason is None else reason
     view.state = ticket_state
-    if ticket_state == "waiting" and cfg.queueing == "random":
+    if cfg.lanes:
+        view.lane = lane
+    if ticket_state == "waiting" and cfg.lanes:
+        _lane_view(view, cfg, room_state, lane, position, waiting, lane_ahead)
+    elif ticket_state == "waiting" and cfg.queueing == "random":
         view.waiting = waiting
         span = wait_range(waiting, room_state, cfg.rate_per_minute)
         if span is not None:
@@ -189,6 +199,48 @@ def render_visitor_view(
     elif ticket_state == "passed":
         view.pass_expires_ms = now_wall + (pass_at + cfg.passed_ttl_sec * 1000 - now_mono)
     return view
+
+
+def lane_rate(lanes: Sequence[Lane], lane: str | None, rate_per_minute: int) -> int:
+    """The releases a minute a lane can count on: the room's rate × its share (a lower bound: the other
+    lanes may leave it theirs), the room's rate for a priority lane (after the lanes ahead of it)."""
+    for spec in lanes:
+        if spec.id == lane and spec.share is not None:
+            return rate_per_minute * spec.share // 100
+    return rate_per_minute
+
+
+def _lane_view(
+    view: VisitorView,
+    cfg: RoomConfig,
+    room_state: EffectiveState,
+    lane: str | None,
+    position: int | None,
+    waiting: int | None,
+    ahead: int,
+) -> None:
+    """A waiting place in a room with lanes: its position in its lane; its ETA from the lane's rate,
+    counting the people a priority room releases first."""
+    running = room_state == "active"
+    if cfg.queueing != "random":
+        view.position = position
+        places = None if position is None else position + ahead
+        view.eta_sec = lane_eta_sec(cfg.lanes, lane, places, running, cfg.rate_per_minute)
+        return
+    view.waiting = waiting
+    rate = lane_rate(cfg.lanes, lane, cfg.rate_per_minute)
+    span = wait_range(waiting, room_state, rate)
+    first = eta_sec(ahead, room_state, cfg.rate_per_minute) or 0
+    if span is not None:
+        view.eta_low_sec, view.eta_high_sec = span[0] + first, span[1] + first
+    view.odds_pct = next_minute_odds(waiting, room_state, max(0, rate - ahead))
+
+
+def lane_ahead(room: Room, lane: str | None) -> int:
+    """How many wait in the lanes a priority room releases before ``lane`` (0 under share)."""
+    if lane is None:
+        return 0
+    return sum(room.lane_waiting(other) for other in ahead_lanes(room.cfg.lanes, lane))
 
 
 def visitor_view(room: Room, found: Lookup) -> VisitorView:
@@ -243,10 +295,19 @@ def visitor_view(room: Room, found: Lookup) -> VisitorView:
         ticket_reason=t.reason,
         joined_ms=t.joined_ms,
         return_url=t.return_url,
-        position=room.position(t) if t.state == "waiting" else None,
+        position=room.lane_position(t) if t.state == "waiting" else None,
         pass_at=t.pass_at,
-        waiting=len(room.line) if t.state == "waiting" and cfg.queueing == "random" else None,
+        waiting=_waiting(room, t) if t.state == "waiting" and cfg.queueing == "random" else None,
+        lane=t.lane,
+        lane_ahead=lane_ahead(room, t.lane) if t.state == "waiting" else 0,
     )
+
+
+def _waiting(room: Room, t: Ticket) -> int:
+    """How many wait in the ticket's lane (the whole line when the room has no lanes)."""
+    if room.cfg.lanes and t.lane is not None:
+        return room.lane_waiting(t.lane)
+    return len(room.line)
 
 
 def render_stats(
@@ -273,6 +334,7 @@ def render_stats(
     refused_full: int = 0,
     sessions_revoked: int = 0,
     access_counts: Mapping[str, tuple[int, int | None]] | None = None,
+    lane_counts: Sequence[tuple[int, int]] = (),
 ) -> dict[str, Any]:
     """The room stats of the operator API, from raw counts.
 
@@ -280,10 +342,12 @@ def render_stats(
     ``head_joined_ms`` is when the ticket at the front of the line joined (None: nobody waits);
     ``rule_counts`` holds (matches, last match ms) for each of ``cfg.rules``, in order; ``created_ms`` is
     when this generation of the room began (epoch ms; None or 0 when unknown: a room restored from a
-    checkpoint written before it was kept); ``access_counts`` (matches, last match ms) by access rule key.
+    checkpoint written before it was kept); ``access_counts`` (matches, last match ms) by access rule key;
+    ``lane_counts``: (waiting, released in the last minute) of each of ``cfg.lanes``, in order (a room
+    without lanes has none, and its stats carry no ``laneStats``).
     """
     oldest = 0.0 if head_joined_ms is None else max(0.0, (now_wall - head_joined_ms) / 1000.0)
-    return {
+    out = {
         "effectiveState": room_state,
         "generation": gen,
         "waiting": waiting,
@@ -316,6 +380,32 @@ def render_stats(
             for hits in [(access_counts or {}).get(rule.key, (0, None))]
         ],
     }
+    if cfg.lanes:
+        out["laneStats"] = render_lane_stats(cfg, room_state, lane_counts)
+    return out
+
+
+def render_lane_stats(
+    cfg: RoomConfig, room_state: EffectiveState, lane_counts: Sequence[tuple[int, int]]
+) -> list[dict[str, Any]]:
+    """Each lane's figures for its operators: how many wait in it, its share or priority, the ETA of
+    its last place (the lane's rate, after the lanes a priority room releases first) and how many
+    it released in the last minute."""
+    counts = list(lane_counts) + [(0, 0)] * (len(cfg.lanes) - len(lane_counts))
+    waiting = {lane.id: counts[i][0] for i, lane in enumerate(cfg.lanes)}
+    out: list[dict[str, Any]] = []
+    for i, lane in enumerate(cfg.lanes):
+        ahead = sum(waiting[other] for other in ahead_lanes(cfg.lanes, lane.id))
+        places = waiting[lane.id] + ahead if waiting[lane.id] else 0
+        row: dict[str, Any] = {"id": lane.id, "waiting": waiting[lane.id]}
+        if lane.share is not None:
+            row["sharePct"] = lane.share
+        else:
+            row["priority"] = lane.priority
+        row["etaSec"] = lane_eta_sec(cfg.lanes, lane.id, places, room_state == "active", cfg.rate_per_minute)
+        row["releasedLastMinute"] = counts[i][1]
+        out.append(row)
+    return out
 
 
 def render_ticket(
@@ -336,6 +426,7 @@ def render_ticket(
     pass_deadline_mono: int | None = None,
     holds_slot: bool = False,
     session_deadline_mono: int | None = None,
+    lane: str | None = None,
 ) -> dict[str, Any]:
     """One ticket as the drill-down shows it (``GET /api/admin/rooms/<id>/visitors/<n>``), from raw numbers.
 
@@ -374,4 +465,6 @@ def render_ticket(
         out["holdsSlot"] = holds_slot
     if state == "admitted" and session_deadline_mono is not None:
         out["sessionExpiresInSec"] = round((session_deadline_mono - now_mono) / 1000, 1)
+    if lane is not None:  # a room with lanes: the lane it waits (or waited) in; position stays the whole line's
+        out["lane"] = lane
     return out

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from queue_manager.engine.deadlines import session_deadline
 from queue_manager.engine.errors import EngineError
+from queue_manager.engine.lanes import lane_for
 from queue_manager.engine.minute import count_arrival
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.states import DoorState
@@ -144,8 +145,12 @@ def resolve(room: Room, presented: Presented | None, client: ClientId) -> Lookup
     return Lookup(n=n, reason="expired")
 
 
-def join(room: Room, client: ClientId, presented: Presented | None, return_url: str | None) -> Lookup:
-    """A visitor asks for a place. Re-presenting a held place returns it; anything else mints."""
+def join(
+    room: Room, client: ClientId, presented: Presented | None, return_url: str | None, lane: str | None = None
+) -> Lookup:
+    """A visitor asks for a place. Re-presenting a held place returns it (in the lane it holds); anything
+    else mints, in ``lane`` (None: the room's default lane; an id the room has not: ``400 unknown_lane``)."""
+    lane = lane_for(room.cfg.lanes, lane)
     room.advance()
     found = resolve(room, presented, client)
     if found.ticket is not None:
@@ -173,7 +178,7 @@ def join(room: Room, client: ClientId, presented: Presented | None, return_url: 
         limit = room.cfg.prequeue_max_per_ip
         if limit is not None and room.pq_per_ident.get(client.ident, 0) >= limit:
             raise identity_limit()
-        entry = room.join_prequeue(client, room.rng.token_hex(8), now_ms, return_url)
+        entry = room.join_prequeue(client, room.rng.token_hex(8), now_ms, return_url, lane)
         return Lookup(pre=entry, reason=found.reason, new=True)
     limit = room.cfg.queue_max_per_ip
     if limit is not None and room.per_ident.get(client.ident, 0) >= limit:
@@ -181,7 +186,7 @@ def join(room: Room, client: ClientId, presented: Presented | None, return_url: 
     if method != "passthrough" and line_full(room):
         room.refused_full += 1
         raise queue_full()
-    t = room.join_line(client, now_ms, return_url, found.reason)
+    t = room.join_line(client, now_ms, return_url, found.reason, lane)
     if method == "passthrough" and state == "active":  # no line: the pass at once, counted like any other
         room.promote(t, slot=False, now=room.clock.mono_ms())
     return Lookup(ticket=t, n=t.n, reason=found.reason, new=True)

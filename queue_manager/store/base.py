@@ -112,8 +112,18 @@ class Store(Protocol):
 
     # visitors
     async def join(
-        self, room_id: str, client: ClientId, presented: Presented | None, return_url: str | None
-    ) -> VisitorView: ...
+        self,
+        room_id: str,
+        client: ClientId,
+        presented: Presented | None,
+        return_url: str | None,
+        *,
+        lane: str | None = None,
+    ) -> VisitorView:
+        """A place in line (or the place ``presented`` already holds, in its own lane). ``lane``: the
+        room's lane a new place joins (None: its default lane; one the room has not: ``400
+        unknown_lane``). Only a grant names a lane: the visitor API never passes one of its own."""
+        ...
 
     async def status(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView: ...
 

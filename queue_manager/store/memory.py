@@ -125,11 +125,17 @@ class MemoryStore:
     # visitors ---------------------------------------------------------------
 
     async def join(
-        self, room_id: str, client: ClientId, presented: Presented | None, return_url: str | None
+        self,
+        room_id: str,
+        client: ClientId,
+        presented: Presented | None,
+        return_url: str | None,
+        *,
+        lane: str | None = None,
     ) -> VisitorView:
         room = self.engine.room(room_id)
         try:
-            found = visitor.join(room, client, presented, return_url)
+            found = visitor.join(room, client, presented, return_url, lane)
         finally:
             self._changed()
         return visitor_view(room, found)

@@ -183,6 +183,11 @@ _UPDATES: list[tuple[str, Any]] = [
     ("queueMaxPerIp", 2),
     ("rules", []),
     ("rules", [{"pattern": "/checkout*", "action": "queue"}, {"pattern": "/static/*", "action": "skip"}]),
+    # priority lanes (engine/lanes.py): by share, by priority, one lane gone, none
+    ("lanes", [{"id": "public", "share": 40}, {"id": "members", "share": 60}]),
+    ("lanes", [{"id": "members", "priority": 50}, {"id": "public", "priority": 10}]),
+    ("lanes", [{"id": "public", "priority": 1}]),
+    ("lanes", []),
 ]
 
 
@@ -202,12 +207,13 @@ def ops(
             st.just("wait"), st.sampled_from([1, 250, 1000, 1000, 1000, 2000, 3000, 7000, 15000, 45000, 70000, 130000])
         ),
         st.tuples(st.just("update"), st.integers(0, len(_UPDATES) - 1)),
+        st.tuples(st.just("lane"), b, st.sampled_from(["members", "public"])),  # a join a grant puts in a lane
     ]
     if between_ticks:
         choices.append(st.tuples(st.just("advance"), st.sampled_from([1, 333, 999, 5000, 61000])))
     if schedules:
         choices.append(st.tuples(st.just("schedule"), st.sampled_from([None, 1, 4, 20])))
-    weights = [10, 1, 5, 12, 1, 1, 12, 3] + ([3] if between_ticks else []) + ([1] if schedules else [])
+    weights = [10, 1, 5, 12, 1, 1, 12, 3, 3] + ([3] if between_ticks else []) + ([1] if schedules else [])
     # a weighted pick of the kind first: one_of over the strategies favours the simplest ones heavily
     kinds = st.sampled_from([i for i, w in enumerate(weights) for _ in range(w)])
     one = kinds.flatmap(lambda i: choices[i])
@@ -267,11 +273,12 @@ def visit(room: Room, people: list[Browser], op: tuple[Any, ...], doors: Iterato
     """A visitor- or operator-side operation on one room; returns a comparable summary of the answer."""
     kind = op[0]
     try:
-        if kind in ("join", "steal"):
+        if kind in ("join", "steal", "lane"):
             who = people[op[1]]
             if kind == "steal":
                 who.token = people[op[2]].token
-            found = visits.join(room, who.client, who.token, op[2] if kind == "join" else None)
+            lane = op[2] if kind == "lane" else None
+            found = visits.join(room, who.client, who.token, op[2] if kind == "join" else None, lane)
             if found.ticket is not None:
                 who.token = Presented(gen=room.gen, n=found.ticket.n)
             elif found.pre is not None:
@@ -324,7 +331,10 @@ def observe(room: Room, people: list[Browser], *, windows: bool = True) -> dict[
     if not windows:
         stats.pop("joinsLastMinute")
         stats.pop("passedLastMinute")
+        for row in stats.get("laneStats", []):
+            row.pop("releasedLastMinute")
     out: dict[str, Any] = {"stats": stats, "line": list(room.line), "per_ident": dict(room.per_ident)}
+    out["lanes"] = ({k: list(v) for k, v in room.lane_lines.items()}, dict(room.lane_credit))
     looks: dict[int, Any] = {}
     for n in range(1, room.next_n + 2):
         try:

@@ -429,6 +429,42 @@ async def test_a_live_room_is_rebuilt_from_postgres_with_and_without_a_checkpoin
         _same(replay(later, here, base=base, room_events=[]), run, here, windows=False)
 
 
+async def test_a_room_with_lanes_is_rebuilt_from_postgres(journal):
+    """Joins a grant puts in a lane, releases by share then by priority, a lane removed live: the journal
+    alone rebuilds every lane's line and the share counters, with and without a checkpoint."""
+    run = Run(maxConcurrent=3, ratePerMinute=60, lanes=[{"id": "public", "share": 40}, {"id": "members", "share": 60}])
+    rnd = random.Random(7)
+    script = _script(7, 300)
+    for i in range(0, len(script), 3):  # a third of the joins name a lane
+        if script[i][0] == "join":
+            script[i] = ("lane", script[i][1], rnd.choice(["members", "public"]))
+    script.insert(150, ("update", 27))  # by priority
+    script.insert(220, ("update", 28))  # members removed: its people join public
+    half = 160
+    with deterministic():
+        for op in script[:half]:
+            run.apply(op)
+        await journal.commit(run.events)
+        committed = len(run.events)
+        mid = await journal.checkpoint("r")
+        assert mid is not None and mid["seq"] == run.events[-1].seq
+        for op in script[half:]:
+            run.apply(op)
+        run.room.advance()
+        run.drain()
+        await journal.commit(run.events[committed:])
+        events = await journal.read_events("r", 1)
+        assert any(e.type == "promote" and "lc" in e.data for e in events)
+        assert any(e.type == "join" and e.data.get("ln") == "members" for e in events)
+        here = clock_copy(run.clock)
+        _same(replay(events, here, room_events=[]), run, here, windows=True)
+        base = await journal.latest_snapshot("r", 1)
+        assert base is not None
+        later = await journal.read_events("r", 1, after_seq=base["seq"])
+        here = clock_copy(run.clock)
+        _same(replay(later, here, base=base, room_events=[]), run, here, windows=False)
+
+
 def _same(rebuilt: Any, run: Run, here: Any, *, windows: bool) -> None:
     align(rebuilt, run.room, pacing=True)  # operations between ticks: the credit is aligned (see test_replay)
     mine, theirs = observe(rebuilt, run.browsers, windows=windows), observe(run.room, run.browsers, windows=windows)

@@ -42,6 +42,13 @@ LONG_RUNS: dict[int, collections.Counter[str]] = {}
 IDENTS = ["198.51.100.1", "198.51.100.2", "198.51.100.3"]
 URLS = [None, f"{TARGET}/shop/item", f"{TARGET}/free/page", f"{TARGET}/elsewhere"]
 RULES = [{"pattern": "/shop/*", "action": "queue"}, {"pattern": "/free/*", "action": "skip", "id": "free"}]
+# priority lanes (engine/lanes.py): by share, by priority, one lane gone (its people move to the default)
+LANES: list[list[dict[str, Any]]] = [
+    [],
+    [{"id": "public", "share": 40}, {"id": "members", "share": 60}],
+    [{"id": "public", "priority": 10}, {"id": "members", "priority": 50}],
+    [{"id": "members", "priority": 1}],
+]
 
 
 class Browser:
@@ -213,11 +220,11 @@ class Equivalence(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ visitors
 
-    def do_join(self, who: int, ret: str | None) -> None:
+    def do_join(self, who: int, ret: str | None, lane: str | None = None) -> None:
         b = self.browsers[who]
         self.rng_m.preset = self.rng_v.preset = secrets.token_hex(8)  # the same handle on both sides
-        m = self.run(self._try(self.mem.join(ROOM, b.client, b.token_m, ret)))
-        v = self.run(self._try(self.val.join(ROOM, b.client, b.token_v, ret)))
+        m = self.run(self._try(self.mem.join(ROOM, b.client, b.token_m, ret, lane=lane)))
+        v = self.run(self._try(self.val.join(ROOM, b.client, b.token_v, ret, lane=lane)))
         if not isinstance(m, EngineError) and not isinstance(v, EngineError):
             if m.handle is not None and v.handle is not None and v.handle not in self.handles:
                 self.handles[v.handle] = m.handle
@@ -265,6 +272,7 @@ class Equivalence(RuleBasedStateMachine):
             t = None if r.ticket is None else dataclasses.asdict(r.ticket)
             if t is not None:
                 t.pop("line_seq")  # the Python line's own bookkeeping
+                t.pop("lane_seq")  # and its lanes' lines'
             return (r.admit, r.state, r.reason, r.door_key, r.session_expires_ms, r.rule, t)
 
         assert fields(v) == fields(m)
@@ -275,6 +283,8 @@ class Equivalence(RuleBasedStateMachine):
     def do_visit(self, action: str, who: int, ret: str | None, url: str | None, door: str) -> None:
         if action == "join":
             self.do_join(who, ret)
+        elif action.startswith("join:"):  # a lane a grant names (unknown_lane when the room has not got it)
+            self.do_join(who, ret, action.split(":", 1)[1])
         elif action == "status":
             self.do_status(who)
         elif action == "check":
@@ -286,7 +296,7 @@ class Equivalence(RuleBasedStateMachine):
 
     VISIT = st.lists(
         st.tuples(
-            st.sampled_from(["join", "join", "status", "check", "check", "steal"]),
+            st.sampled_from(["join", "join", "join:members", "join:public", "status", "check", "check", "steal"]),
             st.integers(0, 5),
             st.sampled_from([None, f"{TARGET}/cart"]),
             st.sampled_from(URLS),
@@ -377,6 +387,7 @@ class Equivalence(RuleBasedStateMachine):
             st.fixed_dictionaries(
                 {"rules": st.sampled_from([[], RULES, RULES[::-1], [{"pattern": "*", "action": "queue"}]])}
             ),
+            st.fixed_dictionaries({"lanes": st.sampled_from(LANES)}),
             st.sampled_from([{"state": "nope"}, {"rate": 5, "ratePerMinute": 6}, {"bogus": 1}, {}]),
         )
     )
@@ -452,8 +463,8 @@ class Equivalence(RuleBasedStateMachine):
         self.settle_events()
 
     # the deterministic runs below call these
-    def join(self, who: int, ret: str | None) -> None:
-        self.do_join(who, ret)
+    def join(self, who: int, ret: str | None, lane: str | None = None) -> None:
+        self.do_join(who, ret, lane)
 
     def status(self, who: int) -> None:
         self.do_status(who)
@@ -514,18 +525,21 @@ def test_memory_and_valkey_answer_alike() -> None:
     assert {"join", "promote", "room.update"} <= set(SEEN), SEEN
 
 
-# one worker runs all four (make test: --dist loadgroup), so the check of what they reached together runs
+# one worker runs them all (make test: --dist loadgroup), so the check of what the first four reached together runs
 @pytest.mark.xdist_group("long-runs")
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(6))
 def test_long_runs_with_a_crowd(seed: int) -> None:
     """Long deterministic runs: two dozen visitors at a small door, short clocks, a drop opening,
-    operators changing things; every kind of change happens, and both stores agree throughout."""
+    operators changing things; every kind of change happens, and both stores agree throughout. Seeds 4
+    and 5 run with priority lanes (by share, then by priority), joins naming lanes and lanes changed live."""
     loop = asyncio.new_event_loop()
     try:
         loop.run_until_complete(_reachable())
     finally:
         loop.close()
     rng = random.Random(seed)
+    lane_rng = random.Random(1000 + seed)  # the lanes' choices, apart from the runs' other operations
+    lane_changes = 0
     seen_before = collections.Counter(SEEN)
     machine = Equivalence()
     machine.browsers = [Browser(i) for i in range(24)]
@@ -543,11 +557,17 @@ def test_long_runs_with_a_crowd(seed: int) -> None:
             opens_in=10_000,
             rules=seed == 3,
         )
+        if seed >= 4:  # two more runs with priority lanes: by share, then by priority
+            machine.reconfigure({"lanes": LANES[seed - 3]})
         for _ in range(500):
+            if seed >= 4 and lane_rng.random() < 0.02:  # lanes changed live (their own random source)
+                machine.reconfigure({"lanes": lane_rng.choice(LANES[1:])})
+                lane_changes += 1
             op = rng.random()
             who = rng.randrange(len(machine.browsers))
             if op < 0.28:
-                machine.join(who, rng.choice([None, f"{TARGET}/cart"]))
+                lane = lane_rng.choice([None, None, "members", "public"]) if seed >= 4 else None
+                machine.join(who, rng.choice([None, f"{TARGET}/cart"]), lane)
             elif op < 0.45:
                 machine.status(who)
             elif op < 0.7:
@@ -586,6 +606,9 @@ def test_long_runs_with_a_crowd(seed: int) -> None:
         machine.teardown()
     seen = SEEN - seen_before
     assert {"join", "promote", "admit"} <= set(seen), seen
+    if seed >= 4:  # the lanes' runs: both stores agreed; the kinds of change are the first four's to reach
+        assert lane_changes >= 3, lane_changes
+        return
     LONG_RUNS[seed] = seen
     if len(LONG_RUNS) == 4:  # all four in this session: together they reached every kind of change
         union = set().union(*LONG_RUNS.values())

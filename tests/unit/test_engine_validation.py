@@ -311,6 +311,7 @@ def test_a_room_read_posted_straight_back_changes_nothing(engine):
         rules=[{"id": "sale", "pattern": "/sale/*", "action": "queue"}],
         autotune={"minRate": 10, "maxRate": 100},
         autoActivate={"enabled": True},
+        lanes=[{"id": "members", "share": 70}, {"id": "public", "share": 30}],  # laneStats: only with lanes
     )
     read = {**room_summary(room), "autoSelf": None, "entryCounts": {}}  # what GET /api/admin/rooms/<id> answers
     # every name a read adds to the settings is one a write accepts and ignores: a new figure in the

@@ -149,3 +149,16 @@ def test_access_rules_travel_without_counters_or_the_header_secret() -> None:
     assert step is not None and step.action == "update" and "accessRules" in step.body
     assert secret not in repr(step.changes)
     assert room_step({**out, "accessRules": out["accessRules"][:1]}, room) is not None  # a rule removed
+
+
+def test_lanes_travel_and_their_figures_stay_behind() -> None:
+    """A room's lanes are written to the file as set; the read's laneStats are not; the same lanes are no
+    change, other shares are one."""
+    lanes = [{"id": "public", "share": 30}, {"id": "members", "share": 70}]
+    room = read_of({"id": "a", "targetUrl": "https://a.example/", "lanes": lanes})
+    room["laneStats"] = [{"id": "public", "waiting": 3, "sharePct": 30, "etaSec": 10, "releasedLastMinute": 2}]
+    out = writable(room)
+    assert out["lanes"] == lanes and "laneStats" not in out
+    assert room_step(out, room) is None
+    step = room_step({**out, "lanes": [{"id": "public", "share": 50}, {"id": "members", "share": 50}]}, room)
+    assert step is not None and step.action == "update" and [c.path for c in step.changes] == ["lanes"]

@@ -37,6 +37,7 @@ _ROOM_CODES = (
     "invalid_protection",
     "invalid_auto_activate",
     "invalid_autotune",
+    "invalid_lanes",
     "proxy_origin_private",
 )
 _INSTANT: dict[str, Any] = {

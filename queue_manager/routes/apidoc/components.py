@@ -75,6 +75,10 @@ VISITOR_STATUS: dict[str, Any] = {
         "passExpiresAt": _INT_OR_NULL,
         "redirectUrl": {"type": ["string", "null"], "description": "Where to send the visitor now, if anywhere."},
         "reason": _STR_OR_NULL,
+        "lane": {
+            "type": "string",
+            "description": "Only in a room with lanes: the visitor's lane. position, ahead and etaSec are within it.",
+        },
     },
 }
 
@@ -288,6 +292,29 @@ ROOM_WRITE: dict[str, Any] = {
         "autoActivate": {"type": ["object", "null"]},
         "autotune": {"type": ["object", "null"]},
         "events": {"type": "array", "maxItems": 5, "items": {"$ref": "#/components/schemas/RoomEventWrite"}},
+        "lanes": {
+            "type": ["array", "null"],
+            "maxItems": 8,
+            "description": "Priority lanes: all by priority (1-100, higher released first) or all by share "
+            "(percent, adding up to 100). The first lane is the default lane. [] or null: one line.",
+            "items": {
+                "type": "object",
+                "required": ["id"],
+                "additionalProperties": False,
+                "properties": {
+                    "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,31}$"},
+                    "priority": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "share": {"type": "integer", "minimum": 1, "maximum": 100},
+                },
+            },
+        },
+        "laneStats": {
+            "type": "array",
+            "readOnly": True,
+            "description": "A room read with lanes: each lane's waiting, sharePct or priority, etaSec (its last "
+            "place's wait estimate) and releasedLastMinute. Ignored when sent back.",
+            "items": {"type": "object"},
+        },
     },
 }
 

@@ -71,7 +71,7 @@ def render_view(ctx: Context, view: VisitorView, token: str | None) -> dict[str,
         redirect = with_token(view.return_url or view.target_url, token)
     elif view.state == "bypass":
         redirect = view.return_url or view.target_url
-    return {
+    out = {
         "roomId": view.room_id,
         "state": view.state,
         "roomState": view.room_state,
@@ -98,6 +98,9 @@ def render_view(ctx: Context, view: VisitorView, token: str | None) -> dict[str,
         "redirectUrl": redirect,
         "reason": view.reason,
     }
+    if view.lane is not None:  # only in a room with lanes: a room without answers as it always has
+        out["lane"] = view.lane
+    return out
 
 
 def ticket_cookies(
@@ -182,10 +185,10 @@ async def join(ctx: Context, req: Request, send: Send) -> None:
         presented = grant.presented
         if grant.qms != qms:
             qms = new_qms = grant.qms
-    # THE LANE: grant.lane (the token's or the code's) is the visitor's lane, to be passed on right here as
-    # Store.join(..., lane=grant.lane) when the store takes one
+    # the visitor's lane: the one the checked grant names (a token's lane claim, a code's lane), else the default
+    lane = None if grant is None else grant.lane
     try:
-        view = await ctx.store.join(room_id, ident.client(qms), presented, return_url)
+        view = await ctx.store.join(room_id, ident.client(qms), presented, return_url, lane=lane)
     except Exception:  # a refused join (the line full, the room closed, the store away) spends nothing
         if grant is not None:
             with contextlib.suppress(Exception):

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from queue_manager.engine.draw import Drawn, DrawRecord
+from queue_manager.engine.lanes import encode_lanes
 from queue_manager.engine.model import RoomConfig, apply_fields
 from queue_manager.engine.targeting import TargetRule, match
 from queue_manager.engine.ticket import Ticket
@@ -35,6 +36,7 @@ CONFIG_FIELD_NAMES = (
     "c_qm",
     "c_opens",
     "c_rules",
+    "c_lanes",
 )
 
 
@@ -74,6 +76,7 @@ def lua_fields(cfg: RoomConfig) -> list[str]:
         cfg.queueing,
         s(cfg.opens_at_ms),
         s(len(cfg.rules)),
+        encode_lanes(cfg.lanes),
     ]
 
 
@@ -105,6 +108,7 @@ def ticket_of(rec: dict[str, Any]) -> Ticket:
         session_start=rec.get("ss", 0),
         session_last=rec.get("sla", 0),
         session_touched=rec.get("st", 0),
+        lane=rec.get("ln"),
     )
 
 
@@ -139,6 +143,8 @@ def visitor_view(
         position=r.get("pos") if t["s"] == "waiting" else None,
         pass_at=t.get("pa", 0),
         waiting=r.get("wl"),
+        lane=t.get("ln"),
+        lane_ahead=int(r.get("la") or 0),
     )
 
 
@@ -178,6 +184,7 @@ def describe(room_id: str, gen: int, d: dict[str, Any], now_wall: int, now_mono:
         pass_deadline_mono=d.get("pd") if state == "passed" else None,
         holds_slot=bool(t.get("sl")),
         session_deadline_mono=d.get("sd") if state == "admitted" else None,
+        lane=t.get("ln") if d.get("lanes") else None,
     )
 
 
@@ -211,6 +218,7 @@ def stats(gen: int, cfg: RoomConfig, r: dict[str, Any], now_wall: int) -> dict[s
         rule_counts=rule_counts,
         created_ms=r.get("created"),
         access_counts=access_counts(r.get("ast")),
+        lane_counts=[(int(w), int(p)) for w, p in (r.get("lanes") or [])],
     )
 
 

@@ -51,6 +51,9 @@ ob      zset   the outbox: every event a script minted, until the journal holds 
                member = JSON [gen, type, seq, ts, data, writer instance] (the row that instance
                commits). The leader rolls an event that never reached the journal forward from here
                and trims what the journal holds (fleet/gapwatch.py)
+ll      zset   the lanes' lines of a room with lanes (engine/lanes.py; not the connection lane of
+               lane.py): member n, score = lane index × 2^40 + line sequence, so each lane is a score
+               range in the line's order (ZCOUNT up to a place is its position in its lane)
 arch0-2 hash   archived generations (gen % 3): Ref -> ticket numbers, for previous_generation
 ======  =====  ==========================================================================
 
@@ -148,6 +151,7 @@ ROOM_KEYS: tuple[str, ...] = (
     "ast",
     "wt",
     "ob",
+    "ll",
     *ARCHIVE_KEYS,
 )
 FLEET_TAG = "{~fleet}"  # the hash tag of every fleet key on a cluster (never a room id: no '~')

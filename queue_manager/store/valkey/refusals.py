@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from queue_manager.engine.errors import EngineError
+from queue_manager.engine.lanes import unknown_lane
 from queue_manager.engine.visitor import identity_limit, queue_full, room_closed
 from queue_manager.store.valkey import codec
 
@@ -24,6 +25,8 @@ def refusal(
         return queue_full()
     if code == "room_closed":
         return room_closed()
+    if code == "unknown_lane":
+        return unknown_lane(str(reply.get("lane")))
     if code == "no_ticket_long":
         return EngineError(404, "no_ticket", "No such ticket in this room.", query=stripped[:32])
     if code == "no_ticket_num":

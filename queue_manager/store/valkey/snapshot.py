@@ -15,11 +15,14 @@ import orjson
 
 import queue_manager.engine.engine as engine_module
 from queue_manager.engine.draw import DrawRecord
+from queue_manager.engine.lanes import decode_counters, encode_counters
+from queue_manager.engine.model import RoomConfig
 from queue_manager.engine.snapshot import config_from_public
 from queue_manager.engine.ticket import make_ref
 from queue_manager.store.valkey import codec
 
 SNAPSHOT_VERSION = 1
+LANE_SPAN = 1 << 40  # a lane's places in the ll zset: lane index × LANE_SPAN + line sequence (lua/prelude.lua)
 
 
 def _pairs(flat: list[Any]) -> dict[str, str]:
@@ -51,6 +54,7 @@ def _ticket_doc(t: dict[str, Any]) -> dict[str, Any]:
         "sessStart": t.get("ss", 0) if admitted else 0,
         "sessLast": t.get("sla", 0) if admitted else 0,
         "sessTouched": t.get("st", 0) if admitted else 0,
+        **({"lane": t["ln"]} if t.get("ln") else {}),
     }
 
 
@@ -63,6 +67,7 @@ def _pre_doc(e: dict[str, Any]) -> dict[str, Any]:
         "ck": e.get("ck"),
         "joined": e["j"],
         "ret": e.get("ru"),
+        **({"lane": e["ln"]} if e.get("ln") else {}),
     }
 
 
@@ -101,6 +106,7 @@ def export_document(room_id: str, reply: dict[str, Any]) -> dict[str, Any]:
         "drawn": {h: int(n) for h, n in _pairs(reply["drawn"]).items()},
         "draw": None if draw is None else draw.to_doc(),
         "purgedHandles": list(reply["ph"] or []),
+        **({"laneCredit": decode_counters(st["lc"])} if st.get("lc") else {}),
         "counters": {
             "joinsTotal": num("joins"),
             "passesTotal": num("passes"),
@@ -112,6 +118,13 @@ def export_document(room_id: str, reply: dict[str, Any]) -> dict[str, Any]:
             "ejected": num("ejected"),
         },
     }
+
+
+def _lane(cfg: RoomConfig, lane: Any) -> str | None:
+    """A checkpoint's lane as this room has it: the default lane when its own is gone, none without lanes."""
+    if not cfg.lanes:
+        return None
+    return lane if any(spec.id == lane for spec in cfg.lanes) else cfg.lanes[0].id
 
 
 def _record(**fields: Any) -> dict[str, Any]:
@@ -140,6 +153,8 @@ def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tu
     ttl = cfg.passed_ttl_sec * 1000
     claim = cfg.claim_window_sec * 1000
     payload: dict[str, list[str]] = {name: [] for name in codec_keys()}
+    lane_index = {lane.id: i for i, lane in enumerate(cfg.lanes)}
+    lane_of: dict[int, str] = {}
     per_ident: dict[str, int] = {}
     refs: dict[str, list[int]] = {}
 
@@ -170,8 +185,11 @@ def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tu
             sla=rebase_set(doc.get("sessLast")) if admitted else 0,
             st=rebase_set(doc.get("sessTouched")) if admitted else 0,
             rf=make_ref(room_id, gen, n),
+            ln=_lane(cfg, doc.get("lane")),
         )
         payload["t"] += [str(n), orjson.dumps(rec).decode()]
+        if rec.get("ln"):
+            lane_of[n] = rec["ln"]
         refs.setdefault(rec["rf"], []).append(n)
         if rec.get("ch"):
             per_ident[rec["id"]] = per_ident.get(rec["id"], 0) + 1
@@ -199,6 +217,8 @@ def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tu
     line = [int(n) for n in snapshot.get("line") or []]
     for i, n in enumerate(line, start=1):
         payload["line"] += [str(i), str(n)]
+        if lane_of:
+            payload["ll"] += [str(lane_index[lane_of.get(n) or cfg.lanes[0].id] * LANE_SPAN + i), str(n)]
 
     finished = snapshot.get("finished") or []
     for i, item in enumerate(finished, start=1):
@@ -230,6 +250,7 @@ def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tu
             j=doc["joined"],
             sn=now_mono,
             ru=doc.get("ret"),
+            ln=_lane(cfg, doc.get("lane")),
         )
         payload["pq"] += [doc["h"], orjson.dumps(rec).decode()]
         payload["pqo"] += [str(i), doc["h"]]
@@ -270,6 +291,9 @@ def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tu
     flat: list[str] = []
     for key, value in st.items():
         flat += [key, str(value)]
+    lane_credit = encode_counters(snapshot.get("laneCredit") or {}) if cfg.lanes else ""
+    if lane_credit:
+        flat += ["lc", lane_credit]
     for key, text in zip(codec.CONFIG_FIELD_NAMES, codec.lua_fields(cfg), strict=True):
         flat += [key, text]
     out: dict[str, Any] = dict(payload)
@@ -298,6 +322,7 @@ def codec_keys() -> tuple[str, ...]:
         "fo",
         "pqo",
         "ph",
+        "ll",
         "ps",
         "ss",
         "sl",

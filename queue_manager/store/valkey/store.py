@@ -307,12 +307,18 @@ class ValkeyStore:
     # ------------------------------------------------------------------ visitors
 
     async def join(
-        self, room_id: str, client: ClientId, presented: Presented | None, return_url: str | None
+        self,
+        room_id: str,
+        client: ClientId,
+        presented: Presented | None,
+        return_url: str | None,
+        *,
+        lane: str | None = None,
     ) -> VisitorView:
         runner = self._runner
         now = await runner.now()
         handle = self.rng.token_hex(8)
-        args = [*client_args(client), *presented_args(presented), return_url or "", handle]
+        args = [*client_args(client), *presented_args(presented), return_url or "", handle, lane or ""]
         reply, events = await runner.run("join", room_id, now, lambda _: args, refs=True)
         try:
             await self._commit(events)

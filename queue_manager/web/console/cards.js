@@ -9,6 +9,7 @@ import { openVisitor } from "./visitors.js";
 import { selectChart, syncChartRooms } from "./chart.js";
 import { openVerifier, returnLine } from "./verify.js";
 import { openPreview } from "./preview.js";
+import { renderLanes } from "./lanes.js";
 import { eventLine, openEvents } from "./events.js";
 
 function estimate(r) {
@@ -85,7 +86,8 @@ function buildCard(r) {
   // where admitted visitors land, said plainly when a tag or connector origin is not returned to (verify.js)
   const returnLineNode = el("p", { class: "return-line", "data-k": "return-line", hidden: true });
   const eventLineNode = el("p", { class: "event-line", "data-k": "event-line", hidden: true });
-  node.append(skip, el("div", { class: "card-head" }, title, badges), stats, eventLineNode, siteLine, returnLineNode);
+  const laneList = el("ul", { class: "lane-list", "data-k": "lanes", "aria-label": "Lanes", hidden: true });
+  node.append(skip, el("div", { class: "card-head" }, title, badges), stats, laneList, eventLineNode, siteLine, returnLineNode);
   const card = { node, id, dial: null, num: null, pending: null };
   if (may("write")) {
     const dialId = `rate-${cssId(id)}`;
@@ -155,6 +157,7 @@ function updateCard(card, r) {
   hint(card, "passes", `of ${fmtInt(r.ratePerMinute)}/min`);
   card.node.dataset.opens = r.opensAt ? String(Date.parse(r.opensAt)) : "";
   tickCountdown(card, r);
+  renderLanes($('[data-k="lanes"]', card.node), r);
   const line = $('[data-k="event-line"]', card.node), said = eventLine(r);
   if (line.textContent !== said) line.textContent = said;
   line.hidden = !said;

@@ -7,6 +7,7 @@ import { confirmDialog, head, openDialog } from "./dialogs.js";
 import { brandFieldset, collectBrand, uploadLogo } from "./brand.js";
 import { entryFieldset } from "./entry.js";
 import { accessFieldset } from "./gatekeeping.js";
+import { collectLanes, lanesFieldset } from "./lanes.js";
 import { settingValue } from "./health.js";
 import { warningList } from "./warnings.js";
 
@@ -148,7 +149,8 @@ function openEditor(roomId, opener) {
   const brandSet = brandFieldset(room);
   const entrySet = may("write") ? entryFieldset(room) : null;
   const access = may("team") ? accessFieldset(room, creating) : null;
-  form.append(el("div", { class: "dlg-body" }, fields, inlineSet, autoSet, tuneSet, brandSet, entrySet, rulesSet, access && access.set),
+  const lanesSet = lanesFieldset(room);
+  form.append(el("div", { class: "dlg-body" }, fields, inlineSet, autoSet, tuneSet, lanesSet, brandSet, entrySet, rulesSet, access && access.set),
     el("div", { class: "dlg-foot" }, err, el("button", { type: "button", class: "btn", onclick: () => dlg.close() }, "Cancel"),
       el("button", { type: "submit", class: "btn primary" }, creating ? "Create room" : "Save changes")));
   form.addEventListener("submit", async (ev) => {
@@ -162,6 +164,8 @@ function openEditor(roomId, opener) {
     } catch (e) { err.textContent = e.message; return; }
     const brand = collectBrand(form, room);
     if (Object.keys(brand).length) body.brand = brand;
+    const lanes = collectLanes(form, room);
+    if (lanes !== undefined) body.lanes = lanes;
     // the save that takes this console's own host off the queue: said before it is made (unless the untick just did)
     const leaving = leavesConsoleHost(room, form);
     if (leaving && !form.dataset.moveConfirmed) {

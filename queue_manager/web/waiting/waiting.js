@@ -113,7 +113,8 @@
   var entryCode = null;      // the code the visitor typed, sent with the next join
   var INVITE_REFUSALS = {
     token_required: 'inviteRequired', token_invalid: 'inviteInvalid', token_expired: 'inviteExpired',
-    token_used: 'inviteUsed', token_wrong_room: 'inviteWrongRoom', token_ip_mismatch: 'inviteIpMismatch'
+    token_used: 'inviteUsed', token_wrong_room: 'inviteWrongRoom', token_ip_mismatch: 'inviteIpMismatch',
+    unknown_lane: 'inviteInvalid'  // the invitation (or code) names a lane the room does not have: the site's to fix
   };
   var CODE_REFUSALS = { code_invalid: 'codeInvalid', code_used_up: 'codeUsedUp', code_rate_limited: 'codeRateLimited' };
 

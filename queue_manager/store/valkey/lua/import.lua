@@ -21,7 +21,7 @@ for _, name in ipairs(HASHES) do
     chunked('HSET', K[name], p[name], 400)
   end
 end
-local ZSETS = {'line', 'hp', 'hs', 'he', 'fo', 'pqo', 'ph'}
+local ZSETS = {'line', 'hp', 'hs', 'he', 'fo', 'pqo', 'ph', 'll'}
 for _, name in ipairs(ZSETS) do
   if p[name] ~= nil and #p[name] > 0 then
     chunked('ZADD', K[name], p[name], 400)

@@ -1,9 +1,17 @@
 -- join (visitor.join): re-presenting a held place returns it; anything else mints a ticket (or, before
 -- opensAt, a pre-queue entry). ARGV after the header: ident, fp, fp2, cookie, presented gen, n,
--- handle, return url, a fresh pre-queue handle.
+-- handle, return url, a fresh pre-queue handle, the lane a grant names ('' none: the default lane).
 local early = begin(false, true)
 if early then
   return early
+end
+-- the lane a new place joins (lanes.lane_for): checked before anything changes
+local lane = opt(ARGV[A + 10])
+if lane ~= nil and lanes().idx[lane] == nil then
+  return err('unknown_lane', {lane = lane})
+end
+if lane == nil and has_lanes() then
+  lane = lanes().list[1].id
 end
 -- the Ref of the number this join could mint must be in the window the store sent
 local need = S.next
@@ -57,7 +65,7 @@ if state == 'scheduled' then
   if limit ~= nil and tonumber(redis.call('HGET', K.ppi, C.id) or '0') >= limit then
     return err('queue_identity_limit')
   end
-  local e = {h = handle, id = C.id, fp = C.fp, f2 = C.f2, ck = C.ck, j = NOW_WALL, sn = NOW, ru = ret}
+  local e = {h = handle, id = C.id, fp = C.fp, f2 = C.f2, ck = C.ck, j = NOW_WALL, sn = NOW, ru = ret, ln = lane}
   save_pre(e)
   S.pqseq = (S.pqseq or 0) + 1
   redis.call('ZADD', K.pqo, I(S.pqseq), handle)
@@ -67,6 +75,7 @@ if state == 'scheduled' then
   redis.call('ZADD', K.jt, I(NOW), 'h' .. handle)
   emit('prequeue.join', {
     h = handle, ident = C.id, fp = C.fp, fp2 = jnull(C.f2), ck = jnull(C.ck), joined = NOW_WALL, ret = jnull(ret),
+    ln = lane,
   })
   return done(view_payload({pre = e, reason = found.reason, new = true}))
 end
@@ -86,11 +95,11 @@ if full then
   S.refused = (S.refused or 0) + 1
   return err('queue_full')
 end
-local t = mint(C.id, C.fp, C.f2, C.ck, NOW_WALL, ret, true, true, ref_for(S.next))
+local t = mint(C.id, C.fp, C.f2, C.ck, NOW_WALL, ret, true, true, ref_for(S.next), lane)
 t.r = found.reason
 emit('join', {
   n = t.n, reason = jnull(found.reason), ident = C.id, fp = C.fp, fp2 = jnull(C.f2), ck = jnull(C.ck),
-  joined = NOW_WALL, ret = jnull(ret),
+  joined = NOW_WALL, ret = jnull(ret), ln = lane,
 })
 if passthrough and state == 'active' then  -- no line: the pass at once, counted like any other
   promote(t, false, NOW)

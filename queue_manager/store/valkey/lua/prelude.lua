@@ -263,11 +263,164 @@ local function free_slots(now, older_than)
   return cap - occupancy() - active_bounced(now, older_than)
 end
 
+-- ------------------------------------------------------------------ priority lanes (engine/lanes.py)
+-- c_lanes: '' (no lanes) or 'p'|'s' then '|id:number' per lane in order (lanes.encode_lanes). A lane's
+-- places are a score range of K.ll: lane index (0-based) × LANE_SPAN + the place's line sequence, so each
+-- lane keeps the line's order. S.lc holds the share lanes' deficit counters ('id=value,…', sorted, no zeros).
+
+local LANE_SPAN = 1099511627776  -- 2^40
+local LANES = nil
+
+local function lanes()
+  if LANES == nil then
+    local spec = S.c_lanes or ''
+    LANES = {share = string.sub(spec, 1, 1) == 's', list = {}, idx = {}}
+    for id, v in string.gmatch(spec, '|([^:|]+):(%d+)') do
+      local i = #LANES.list
+      LANES.list[i + 1] = {id = id, v = tonumber(v)}
+      LANES.idx[id] = i
+    end
+  end
+  return LANES
+end
+
+local function has_lanes()
+  return #lanes().list > 0
+end
+
+local function lane_lo(i)
+  return I(i * LANE_SPAN)
+end
+
+local function lane_hi(i)
+  return I((i + 1) * LANE_SPAN - 1)
+end
+
+local function lane_len(i)
+  return redis.call('ZCOUNT', K.ll, lane_lo(i), lane_hi(i))
+end
+
+local function lane_head(i)
+  local r = redis.call('ZRANGEBYSCORE', K.ll, lane_lo(i), lane_hi(i), 'LIMIT', 0, 1)
+  if #r == 0 then
+    return nil
+  end
+  return tonumber(r[1])
+end
+
+local function lane_nth(i, k)  -- the ticket at 0-based place k of lane i
+  local base = redis.call('ZCOUNT', K.ll, '-inf', '(' .. lane_lo(i))
+  local r = redis.call('ZRANGE', K.ll, base + k, base + k)
+  return tonumber(r[1])
+end
+
+local function lane_push(t, lseq)  -- _lane_push
+  local L = lanes()
+  if #L.list == 0 then
+    if t.ln ~= nil then
+      t.ln = nil
+    end
+    return
+  end
+  if t.ln == nil or L.idx[t.ln] == nil then
+    t.ln = L.list[1].id
+  end
+  redis.call('ZADD', K.ll, I(L.idx[t.ln] * LANE_SPAN + lseq), I(t.n))
+end
+
+local function lane_position(t)  -- lane_position (nil: not in a lane's line)
+  local score = redis.call('ZSCORE', K.ll, I(t.n))
+  if not score then
+    return nil
+  end
+  local i = lanes().idx[t.ln]
+  return redis.call('ZCOUNT', K.ll, lane_lo(i), score)
+end
+
+local function lane_ahead(ln)  -- view.lane_ahead: those waiting in the lanes a priority room releases first
+  local L = lanes()
+  local mine = L.idx[ln]
+  if L.share or mine == nil then
+    return 0
+  end
+  local p = L.list[mine + 1].v
+  local count = 0
+  for j, lane in ipairs(L.list) do
+    local i = j - 1
+    if i ~= mine and (lane.v > p or (lane.v == p and i < mine)) then
+      count = count + lane_len(i)
+    end
+  end
+  return count
+end
+
+local function decode_counters()
+  local out = {}
+  for k, v in string.gmatch(S.lc or '', '([^=,]+)=(-?%d+)') do
+    out[k] = tonumber(v)
+  end
+  return out
+end
+
+local function encode_counters(c)
+  local keys = {}
+  for k, v in pairs(c) do
+    if v ~= 0 then
+      keys[#keys + 1] = k
+    end
+  end
+  table.sort(keys)
+  local parts = {}
+  for _, k in ipairs(keys) do
+    parts[#parts + 1] = k .. '=' .. I(c[k])
+  end
+  if #parts == 0 then
+    return nil
+  end
+  return table.concat(parts, ',')
+end
+
+local function pick_lane(ready)  -- lanes.pick_lane; ready: lane id -> true
+  local L = lanes()
+  if not L.share then
+    local best = nil
+    for _, lane in ipairs(L.list) do
+      if ready[lane.id] and (best == nil or lane.v > best.v) then
+        best = lane
+      end
+    end
+    return best and best.id
+  end
+  local c = decode_counters()
+  local total = 0
+  for _, lane in ipairs(L.list) do
+    if ready[lane.id] then
+      c[lane.id] = (c[lane.id] or 0) + lane.v
+      total = total + lane.v
+    else
+      c[lane.id] = nil
+    end
+  end
+  local chosen = nil
+  for _, lane in ipairs(L.list) do
+    if ready[lane.id] and (chosen == nil or c[lane.id] > c[chosen]) then
+      chosen = lane.id
+    end
+  end
+  if chosen == nil then
+    return nil
+  end
+  c[chosen] = c[chosen] - total
+  S.lc = encode_counters(c)
+  return chosen
+end
+
 -- ------------------------------------------------------------------ the line, Refs, heaps
 
 local function line_push(n)
   S.lseq = (S.lseq or 0) + 1
   redis.call('ZADD', K.line, I(S.lseq), I(n))
+  lane_push(getT(n), S.lseq)
 end
 
 local function line_len()
@@ -389,7 +542,7 @@ local function uncharge(key, ident)
   end
 end
 
-local function mint(ident, fp, f2, ck, joined, ret, charge_it, count, ref)  -- _mint
+local function mint(ident, fp, f2, ck, joined, ret, charge_it, count, ref, lane)  -- _mint
   if line_len() == 0 then
     settle_credit()  -- credit earned while nobody waited banks at most one slot
   end
@@ -397,7 +550,7 @@ local function mint(ident, fp, f2, ck, joined, ret, charge_it, count, ref)  -- _
   S.next = n + 1
   local t = newT({
     n = n, id = ident, fp = fp, f2 = f2, ck = ck, j = joined, sn = NOW, ru = ret,
-    s = 'waiting', pa = 0, ss = 0, sla = 0, st = 0, rf = ref,
+    s = 'waiting', pa = 0, ss = 0, sla = 0, st = 0, rf = ref, ln = lane,
   })
   line_push(n)
   if charge_it then
@@ -416,6 +569,9 @@ end
 
 local function leave_line(t)  -- _leave_line
   redis.call('ZREM', K.line, I(t.n))
+  if t.ln ~= nil then
+    redis.call('ZREM', K.ll, I(t.n))
+  end
   if t.ch then
     t.ch = nil
     uncharge(K.pi, t.id)
@@ -459,8 +615,17 @@ local function promote(t, slot, now)  -- promote
   WAITS[WAITS_N] = waited
   WAITS_SUM = WAITS_SUM + waited
   S.pseq = (S.pseq or 0) + 1
-  redis.call('ZADD', K.pt, I(now), 'p' .. I(S.pseq))
-  emit('promote', {n = t.n, slot = slot, credit = S.credit})
+  if has_lanes() then
+    local member = 'p' .. I(S.pseq)
+    if t.ln ~= nil then
+      member = member .. ':' .. t.ln  -- a lane's releases of the last minute (laneStats)
+    end
+    redis.call('ZADD', K.pt, I(now), member)
+    emit('promote', {n = t.n, slot = slot, credit = S.credit, lc = decode_counters()})
+  else
+    redis.call('ZADD', K.pt, I(now), 'p' .. I(S.pseq))
+    emit('promote', {n = t.n, slot = slot, credit = S.credit})
+  end
 end
 
 local function drop_pass_and_session(t)  -- _drop_pass_and_session
@@ -719,7 +884,7 @@ local function apply_draw()  -- apply_draw
     local e = cjson.decode(redis.call('HGET', K.pq, h))
     redis.call('HDEL', K.pq, h)
     redis.call('ZREM', K.pqo, h)
-    local t = mint(e.id, e.fp, e.f2, e.ck, e.j, e.ru, true, false, DRAW.refs[i])
+    local t = mint(e.id, e.fp, e.f2, e.ck, e.j, e.ru, true, false, DRAW.refs[i], e.ln)
     t.sn = e.sn
     redis.call('HSET', K.drawn, h, I(t.n))
     numbers[i] = t.n
@@ -807,7 +972,7 @@ local function describe(n)  -- the raw material of report.describe(); Python ren
     end
     return {n = n, fin = cjson.decode(f)}
   end
-  local d = {n = n, t = T_raw[n], pos = position(n)}
+  local d = {n = n, t = T_raw[n], pos = position(n), lanes = has_lanes() or nil}
   if t.s == 'passed' then
     d.pd = t.pa + S.c_pttl * 1000
   elseif t.s == 'admitted' then
@@ -843,7 +1008,13 @@ local function view_payload(found)  -- the raw material of view.visitor_view()
   elseif found.ticket ~= nil then
     local t = found.ticket
     out.t = T_raw[t.n]
-    if t.s == 'waiting' then
+    if t.s == 'waiting' and has_lanes() then  -- view.lane_view: within the lane
+      out.pos = lane_position(t)
+      out.la = lane_ahead(t.ln)
+      if S.c_qm == 'random' then
+        out.wl = lane_len(lanes().idx[t.ln])
+      end
+    elseif t.s == 'waiting' then
       out.pos = position(t.n)
       if S.c_qm == 'random' then
         out.wl = line_len()  -- a random line shows a range from its length, not a position
@@ -968,9 +1139,10 @@ local function err(code, extra)
 end
 
 -- the config fields the rules read, from the op's arguments starting at i (see config.py)
-local CONFIG_FIELDS = {'c_state', 'c_rate', 'c_maxc', 'c_pttl', 'c_sttl', 'c_smax', 'c_pres', 'c_qmax', 'c_pqmax', 'c_wmax', 'c_wsec', 'c_qm', 'c_opens', 'c_rules'}
+local CONFIG_FIELDS = {'c_state', 'c_rate', 'c_maxc', 'c_pttl', 'c_sttl', 'c_smax', 'c_pres', 'c_qmax', 'c_pqmax', 'c_wmax', 'c_wsec', 'c_qm', 'c_opens', 'c_rules', 'c_lanes'}
 
 local function set_config(i)
+  LANES = nil
   for j, name in ipairs(CONFIG_FIELDS) do
     local v = ARGV[i + j - 1]
     if v == '' then
@@ -999,4 +1171,58 @@ local function reschedule()  -- reschedule: fresh deadlines after a clock settin
   end
   BUDGET = SWEEP_MAX
   sweep(NOW)  -- what the budget leaves is swept by the next call's advance
+end
+
+local function regroup_lanes()  -- Room.regroup_lanes: the lanes changed
+  LANES = nil
+  redis.call('DEL', K.ll)
+  S.lc = nil
+  local L = lanes()
+  local fallback = nil
+  if #L.list > 0 then
+    fallback = L.list[1].id
+  end
+  local members = redis.call('ZRANGE', K.line, 0, -1, 'WITHSCORES')
+  for j = 1, #members, 2 do
+    local t = getT(tonumber(members[j]))
+    if t.ln == nil or L.idx[t.ln] == nil then
+      if t.ln ~= fallback then
+        t.ln = fallback
+      end
+    end
+    if fallback ~= nil then
+      redis.call('ZADD', K.ll, I(L.idx[t.ln] * LANE_SPAN + tonumber(members[j + 1])), members[j])
+    end
+  end
+  local pre = redis.call('HGETALL', K.pq)
+  for j = 1, #pre, 2 do
+    local e = cjson.decode(pre[j + 1])
+    if e.ln ~= nil and L.idx[e.ln] == nil then
+      e.ln = fallback
+      save_pre(e)
+    elseif e.ln == nil and fallback ~= nil then
+      e.ln = fallback
+      save_pre(e)
+    end
+  end
+end
+
+-- at most `limit` promotions (the call's budget: the tick answers 'more' and is called again)
+local function clear_absent_heads(now, limit)  -- outflow._clear_absent_heads
+  local count = 0
+  for j, _ in ipairs(lanes().list) do
+    while count < limit do
+      local head = lane_head(j - 1)
+      if head == nil then
+        break
+      end
+      local t = getT(head)
+      if not absent(t.sn, now) then
+        break
+      end
+      promote(t, false, now)
+      count = count + 1
+    end
+  end
+  return count
 end

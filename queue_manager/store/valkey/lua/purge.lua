@@ -7,7 +7,7 @@ if not advance() then
   return done({k = 'again'})
 end
 local numbers = redis.call('ZRANGE', K.line, 0, -1)
-redis.call('DEL', K.line)
+redis.call('DEL', K.line, K.ll)
 for _, m in ipairs(numbers) do
   local t = getT(tonumber(m))
   if t ~= nil then

@@ -50,8 +50,24 @@ if after ~= nil then
     wt = redis.call('LRANGE', K.wt, -fresh, -1)
   end
 end
+-- each lane's waiting and its releases of the last minute (report.lane_counts; K.pt members 'p<seq>:<lane>')
+local lane_rows = nil
+if has_lanes() then
+  lane_rows = {}
+  local released = {}
+  for _, m in ipairs(redis.call('ZRANGE', K.pt, 0, -1)) do
+    local ln = string.match(m, '^p%d+:(.+)$')
+    if ln then
+      released[ln] = (released[ln] or 0) + 1
+    end
+  end
+  for j, lane in ipairs(lanes().list) do
+    lane_rows[j] = {lane_len(j - 1), released[lane.id] or 0}
+  end
+end
 return done({
   k = 'ok',
+  lanes = lane_rows,
   wt = wt,
   wsum = S.wsum or 0,
   eff = effective_state(NOW_WALL),

@@ -45,6 +45,69 @@ if method == 'passthrough' and state == 'active' then  -- outflow._pass_everyone
     promoted = promoted + 1
   end
 end
+-- a room with lanes (outflow._lanes_fifo, outflow._lanes_random): the absent at each lane's head go
+-- through free, then each release picks its lane (pick_lane) and promotes that lane's head, or a holder
+-- drawn from that lane (a lane whose draw finds nobody present sits out the rest of the tick)
+if moving and has_lanes() then
+  local L = lanes()
+  local random = method == 'random'
+  if not random then
+    promoted = promoted + clear_absent_heads(now, PROMOTE_MAX - promoted)
+  end
+  local dry = {}
+  while S.credit >= SLOT do
+    if promoted >= PROMOTE_MAX then
+      return done({k = 'more', p = promoted})
+    end
+    local ready = {}
+    local any = false
+    for j, lane in ipairs(L.list) do
+      if not dry[lane.id] and lane_len(j - 1) > 0 then
+        ready[lane.id] = true
+        any = true
+      end
+    end
+    if not any then
+      break
+    end
+    local free = free_slots(now, nil)
+    if free ~= nil and free <= 0 then
+      break
+    end
+    if random and salt == '' then
+      break
+    end
+    local id = pick_lane(ready)
+    local i = L.idx[id]
+    if random then
+      local size = lane_len(i)
+      local picked = nil
+      for attempt = 0, 31 do  -- release.DRAW_TRIES
+        local u = tonumber(string.sub(redis.sha1hex(salt .. ':' .. I(S.passes) .. ':' .. attempt), 1, 8), 16)
+        if u < math.floor(4294967296 / size) * size then
+          local t = getT(lane_nth(i, u % size))
+          if not absent(t.sn, now) then
+            picked = t
+            break
+          end
+        end
+      end
+      if picked == nil then
+        dry[id] = true
+      else
+        S.credit = S.credit - SLOT
+        promote(picked, true, now)
+        promoted = promoted + 1
+      end
+    else
+      S.credit = S.credit - SLOT
+      promote(getT(lane_head(i)), true, now)
+      promoted = promoted + 1
+      promoted = promoted + clear_absent_heads(now, PROMOTE_MAX - promoted)
+    end
+  end
+  moving = false
+end
 -- random (outflow._draw, release.draw_index): the place drawn for try i of release S.passes is the first
 -- 32 bits of SHA-1('<salt>:<passes>:<i>') mod the line's length, past the unbiased cut thrown away;
 -- an absent holder is left in line and the next try made

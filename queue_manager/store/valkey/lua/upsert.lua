@@ -49,7 +49,11 @@ end
 if not advance() then
   return done({k = 'again'})
 end
+local lanes_before = S.c_lanes
 local i = set_config(A + 4)
+if S.c_lanes ~= lanes_before then
+  regroup_lanes()
+end
 local clocks_changed = ARGV[i] == '1'
 local rate_or_state_changed = ARGV[i + 1] == '1'
 local rule_map = cjson.decode(ARGV[i + 2])
