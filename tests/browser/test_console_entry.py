@@ -18,7 +18,8 @@ from playwright.sync_api import expect
 def test_an_operator_sets_the_entry_makes_a_key_and_codes(browser: Any, qm: Server, artifacts: Path) -> None:
     room = unique_id("entry")
     with qm.admin() as admin:
-        create_room(admin, room, ratePerMinute=0, name="Members")
+        lanes = [{"id": "public", "priority": 10}, {"id": "press", "priority": 50}, {"id": "vip", "priority": 90}]
+        create_room(admin, room, ratePerMinute=0, name="Members", lanes=lanes)
     ctx = browser.new_context(bypass_csp=True, viewport={"width": 1360, "height": 1000}, accept_downloads=True)
     page = ctx.new_page()
     sign_in(page, qm)

@@ -36,7 +36,7 @@ def refused(r: httpx.Response, code: str, status_code: int = 403) -> None:
 
 
 def test_generated_codes_admit_once_each(server: Server, admin: httpx.Client) -> None:
-    room = code_room(admin)
+    room = code_room(admin, lanes=[{"id": "public", "share": 50}, {"id": "press", "share": 50}])
     codes = generate(admin, room, count=3, lane="press")
     assert len(set(codes)) == 3
     assert all(len(c) == 11 and c[5] == "-" for c in codes)
@@ -87,7 +87,7 @@ def test_a_code_with_uses_admits_that_many(server: Server, admin: httpx.Client) 
 
 
 def test_an_uploaded_csv_is_stored_and_its_bad_rows_named(server: Server, admin: httpx.Client) -> None:
-    room = code_room(admin)
+    room = code_room(admin, lanes=[{"id": "public", "priority": 10}, {"id": "vip", "priority": 90}])
     csv = "code,lane,uses\nSPRING-2027,vip,2\nsummer-2027,,\nx,,\nAUTUMN-2027,Bad Lane,1\nspring-2027,vip,1\n"
     r = admin.post(f"/api/admin/rooms/{room}/codes", content=csv, headers={"Content-Type": "text/csv"})
     assert r.status_code == 200, r.text
@@ -95,8 +95,9 @@ def test_an_uploaded_csv_is_stored_and_its_bad_rows_named(server: Server, admin:
     assert body["stored"] == 2 and body["duplicates"] == 1 and body["rejectedCount"] == 2
     assert [row["line"] for row in body["rejected"]] == [4, 5]
     with server.client() as a, server.client(headers={"User-Agent": "b"}) as b:
-        assert join(a, room, code="Spring-2027").status_code == 200
-        assert join(b, room, code="SUMMER2027").status_code == 200
+        spring = join(a, room, code="Spring-2027")
+        assert spring.status_code == 200 and spring.json()["lane"] == "vip"
+        assert join(b, room, code="SUMMER2027").json()["lane"] == "public"  # no lane: the default one
     no_column = admin.post(f"/api/admin/rooms/{room}/codes", content="x\n1\n", headers={"Content-Type": "text/csv"})
     assert no_column.status_code == 200 and no_column.json()["stored"] == 0
 

@@ -13,6 +13,8 @@ from conftest import ServerFactory
 from harness import Server, create_room, join, metric, status, unique_id
 from invites import claims, entry_key, sign
 
+LANES = [{"id": "public", "priority": 10}, {"id": "vip", "priority": 90}]
+
 
 def token_room(admin: httpx.Client, **fields: Any) -> tuple[str, dict[str, Any]]:
     room = create_room(admin, ratePerMinute=0, entry="token", **fields)["id"]
@@ -139,7 +141,7 @@ def test_each_refusal_has_its_code(server: Server, admin: httpx.Client, case: st
 
 
 def test_an_address_bound_token_admits_that_address(server: Server, admin: httpx.Client) -> None:
-    room, key = token_room(admin)
+    room, key = token_room(admin, lanes=LANES)
     with server.client() as v:
         r = join(v, room, token=sign(key["key"], key["kid"], claims(room, ip="127.0.0.1", lane="vip")))
         assert r.status_code == 200, r.text
@@ -199,3 +201,29 @@ def test_a_refused_join_leaves_the_token_usable(server: Server, admin: httpx.Cli
         assert full.status_code == 503 and full.json()["code"] == "queue_full"
         assert admin.post("/api/admin/rooms", json={"id": room, "maxWaiting": 5}).status_code == 200
         assert join(b, room, token=token).status_code == 200
+
+
+def test_the_lane_comes_from_the_token_or_the_code(server: Server, admin: httpx.Client) -> None:
+    room, key = token_room(admin, lanes=LANES)
+    with server.client() as plain, server.client(headers={"User-Agent": "vip/1"}) as vip:
+        assert join(plain, room, token=sign(key["key"], key["kid"], claims(room))).json()["lane"] == "public"
+        invited = join(vip, room, token=sign(key["key"], key["kid"], claims(room, lane="vip")))
+        assert invited.status_code == 200 and invited.json()["lane"] == "vip"
+        assert invited.json()["position"] == 1  # first in its own lane
+    admin.post("/api/admin/rooms", json={"id": room, "entry": "code"}).raise_for_status()
+    (code,) = admin.post(f"/api/admin/rooms/{room}/codes", json={"count": 1, "lane": "vip"}).json()["codes"]
+    with server.client(headers={"User-Agent": "coded/1"}) as coded:
+        r = join(coded, room, code=code)
+        assert r.status_code == 200 and r.json()["lane"] == "vip"
+
+
+def test_a_lane_the_room_lacks_refuses_the_join_and_gives_the_token_back(server: Server, admin: httpx.Client) -> None:
+    room, key = token_room(admin, lanes=LANES)
+    token = sign(key["key"], key["kid"], claims(room, lane="press"))
+    with server.client() as v:
+        r = join(v, room, token=token)
+        assert r.status_code == 400 and r.json()["code"] == "unknown_lane"
+        lanes = [*LANES, {"id": "press", "priority": 50}]
+        admin.post("/api/admin/rooms", json={"id": room, "lanes": lanes}).raise_for_status()
+        again = join(v, room, token=token)  # the same link, now that the room has the lane
+        assert again.status_code == 200 and again.json()["lane"] == "press"
