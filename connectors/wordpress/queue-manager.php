@@ -3,7 +3,7 @@
  * Plugin Name:       Queue Manager
  * Plugin URI:        https://github.com/queue-manager/queue-manager
  * Description:       Puts your Queue Manager waiting room in front of this site: every front-end page view asks the queue first, and a visitor whose turn has not come goes to the waiting room.
- * Version:           1.3.0
+ * Version:           1.4.0
  * Requires at least: 5.8
  * Requires PHP:      7.4
  * Author:            Queue Manager

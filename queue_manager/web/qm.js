@@ -1,4 +1,4 @@
-/*! Queue Manager tag 1.4.0 - see docs/INTEGRATION.md. Fails open: if the queue cannot answer, the page shows. */
+/*! Queue Manager tag 1.5.0 - see docs/INTEGRATION.md. Fails open: if the queue cannot answer, the page shows. */
 (function () {
   'use strict';
   var W = window, D = document, hideEl = null, failsafe = null, mem = {}, invite = null;
@@ -92,7 +92,7 @@
       (D.head || D.documentElement).appendChild(hideEl);
       failsafe = setTimeout(reveal, 2500);
     }
-    W.QM = { version: '1.4.0', check: check };
+    W.QM = { version: '1.5.0', check: check };
     check();
   } catch (e) {
     reveal();

@@ -193,7 +193,7 @@ def assert_counted(rig: Rig, worker: str, reason: str) -> None:
 
 
 def test_served_scripts_are_the_build(rig: Rig) -> None:
-    assert b"__QM_CONNECTOR_VERSION__" not in rig.gate_js and b"1.4.0" in rig.gate_js
+    assert b"__QM_CONNECTOR_VERSION__" not in rig.gate_js and b"1.5.0" in rig.gate_js
     assert b"__QM_OFFLINE_HTML__" not in rig.failover_js
 
 
@@ -210,7 +210,7 @@ def _node() -> str:
 def test_downloads_are_wrangler_projects_with_a_pre_deploy_check(rig: Rig, name: str, top: str, tmp_path: Path) -> None:
     manifest = httpx.get(rig.qm.base_url + "/connectors/manifest.json").json()
     entry = next(c for c in manifest["connectors"] if c["name"] == name)
-    assert entry["version"] == {"cloudflare": "1.4.0", "cloudflare-failover": "1.3.0"}[name]
+    assert entry["version"] == {"cloudflare": "1.5.0", "cloudflare-failover": "1.3.0"}[name]
     tgz = httpx.get(entry["downloads"]["archive"]["latest"]).content
     with tarfile.open(fileobj=io.BytesIO(tgz)) as tar:
         names = sorted(tar.getnames())
@@ -578,7 +578,7 @@ def test_error_status_fails_open_http_status(rig: Rig) -> None:
     # the key travels as Bearer, never in the URL; the visitor is named
     assert headers["authorization"] == f"Bearer {KEY}" and KEY not in path
     assert query["roomId"] == [rig.room] and query["ip"] == ["127.0.0.1"] and query["agent"] == [UA]
-    assert headers["x-qm-connector"] == "cloudflare/1.4.0"
+    assert headers["x-qm-connector"] == "cloudflare/1.5.0"
 
 
 def test_a_queue_that_does_not_describe_the_wait_still_gets_a_gated_wait(rig: Rig) -> None:

@@ -390,10 +390,10 @@ def test_the_package_is_the_servers_build(rig: Rig) -> None:
     manifest = httpx.get(f"{rig.live.base_url}/connectors/manifest.json").json()
     node = next(c for c in manifest["connectors"] if c["name"] == "node")
     installed = json.loads((rig.modules / PACKAGE / "package.json").read_text())
-    assert node["version"] == installed["version"] == "1.3.0"
+    assert node["version"] == installed["version"] == "1.4.0"
     assert installed.get("dependencies") in (None, {})
     source = (rig.modules / PACKAGE / "index.js").read_text()
-    assert "const VERSION = '1.3.0';" in source and "__QM_CONNECTOR_VERSION__" not in source
+    assert "const VERSION = '1.4.0';" in source and "__QM_CONNECTOR_VERSION__" not in source
     esm = (rig.modules / PACKAGE / "index.mjs").as_uri()
     probe = (
         f"import c, {{ createGate, middleware, VERSION }} from '{esm}';"
@@ -402,7 +402,7 @@ def test_the_package_is_the_servers_build(rig: Rig) -> None:
     done = subprocess.run(
         [NODE, "--input-type=module", "-e", probe], capture_output=True, text=True, timeout=20, check=False
     )
-    assert done.stdout.split() == ["function", "function", "1.3.0", "function"], done.stderr
+    assert done.stdout.split() == ["function", "function", "1.4.0", "function"], done.stderr
 
 
 # (method, path, Sec-Fetch-Dest or None, skips?): the four conditions of "What skips the gate"

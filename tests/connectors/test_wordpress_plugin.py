@@ -575,16 +575,16 @@ def test_wordpress_update_check_finds_the_servers_newer_plugin_and_installs_it(
     queue: Server, site: Site, room: str
 ) -> None:
     feed = httpx.get(f"{queue.base_url}/connectors/wordpress/update.json", timeout=10.0).json()
-    assert feed["version"] == "1.3.0"
+    assert feed["version"] == "1.4.0"
     main = site.root / "wp-content" / "plugins" / "queue-manager" / "queue-manager.php"
-    main.write_text(main.read_text().replace("Version:           1.3.0", "Version:           1.2.0"))
+    main.write_text(main.read_text().replace("Version:           1.4.0", "Version:           1.3.0"))
     try:
         for org in (False, True):  # WordPress.org unreachable (this machine), and answering
             found = _update_check(site, wordpress_org_answers=org)
             offer = found["response"]
             assert isinstance(offer, dict), found
-            assert offer["new_version"] == "1.3.0" and offer["slug"] == "queue-manager", offer
-            assert offer["package"] == feed["package"] == f"{queue.base_url}/connectors/wordpress/wordpress-1.3.0.zip"
+            assert offer["new_version"] == "1.4.0" and offer["slug"] == "queue-manager", offer
+            assert offer["package"] == feed["package"] == f"{queue.base_url}/connectors/wordpress/wordpress-1.4.0.zip"
             assert offer["requires_php"] == feed["requires_php"] and offer["tested"] == feed["tested"]
         # "View details"
         info = json.loads(
@@ -594,7 +594,7 @@ def test_wordpress_update_check_finds_the_servers_newer_plugin_and_installs_it(
                 "echo json_encode(is_wp_error($i) ? $i->get_error_message() : $i);\n"
             )
         )
-        assert info["version"] == "1.3.0" and "changelog" in info["sections"], info
+        assert info["version"] == "1.4.0" and "changelog" in info["sections"], info
         # a zip whose SHA-256 is not the feed's is refused
         refused = site.php(
             f"$r = QM_Updater::fetch_verified({php_str(feed['package'])}, str_repeat('0', 64));\n"
@@ -616,7 +616,7 @@ def test_wordpress_update_check_finds_the_servers_newer_plugin_and_installs_it(
             timeout=120.0,
         )
         assert json.loads(out)["result"] is True, out
-        assert "Version:           1.3.0" in main.read_text()
+        assert "Version:           1.4.0" in main.read_text()
         body = httpx.get(feed["package"], timeout=10.0).content
         assert hashlib.sha256(body).hexdigest() == feed["sha256"]
         assert (
@@ -630,7 +630,7 @@ def test_wordpress_update_check_finds_the_servers_newer_plugin_and_installs_it(
         found = _update_check(site, wordpress_org_answers=False)
         assert found["response"] is None and isinstance(found["no_update"], dict), found
     finally:
-        main.write_text(main.read_text().replace("Version:           1.2.0", "Version:           1.3.0"))
+        main.write_text(main.read_text().replace("Version:           1.3.0", "Version:           1.4.0"))
 
 
 def test_uninstall_removes_the_options(queue: Server, site: Site, room: str) -> None:
