@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -73,10 +73,11 @@ def valid_lane(lane: object) -> bool:
 
 
 def parse_rows(
-    fields: list[str], reader: Iterable[dict[str, str]], default_uses: int = 1
+    fields: list[str], reader: Iterable[dict[str, str]], default_uses: int = 1, lanes: Collection[str] | None = None
 ) -> tuple[list[CodeRow], list[dict[str, object]]]:
     """An uploaded CSV's columns and rows: a ``code`` column, optional ``lane`` and ``uses``. The rows read,
-    and the rows refused (``{"line", "reason"}``, the header being line 1)."""
+    and the rows refused (``{"line", "reason"}``, the header being line 1). With ``lanes`` (the room's lane
+    ids), a row naming another lane is refused: its code could never be redeemed."""
     if "code" not in fields:
         return [], [{"line": 1, "reason": "no code column"}]
     rows: list[CodeRow] = []
@@ -92,6 +93,8 @@ def parse_rows(
             rejected.append({"line": index, "reason": "code must be 4 to 64 letters, digits or dashes"})
         elif lane is not None and not valid_lane(lane):
             rejected.append({"line": index, "reason": "lane must match [a-z0-9][a-z0-9-]{0,31}"})
+        elif lane is not None and lanes is not None and lane not in lanes:
+            rejected.append({"line": index, "reason": f"the room has no lane {lane!r}"})
         elif uses_text and (not uses_text.isdigit() or not 1 <= int(uses_text) <= MAX_USES):
             rejected.append({"line": index, "reason": f"uses must be a whole number from 1 to {MAX_USES}"})
         else:

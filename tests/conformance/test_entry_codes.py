@@ -112,6 +112,22 @@ def test_bad_generation_requests_are_refused(admin: httpx.Client) -> None:
     assert admin.post("/api/admin/rooms/no-such-room/codes", json={"count": 1}).status_code == 404
 
 
+def test_codes_for_a_lane_the_room_lacks_are_refused_when_made(admin: httpx.Client) -> None:
+    """A code for a lane the room does not have could never be redeemed: refused when generated (400
+    unknown_lane, naming the room's lanes), its row rejected when uploaded."""
+    plain = code_room(admin)
+    r = admin.post(f"/api/admin/rooms/{plain}/codes", json={"count": 1, "lane": "vip"})
+    assert r.status_code == 400 and r.json()["code"] == "unknown_lane" and "one line" in r.json()["error"], r.text
+    laned = code_room(admin, lanes=[{"id": "public", "share": 60}, {"id": "vip", "share": 40}])
+    r = admin.post(f"/api/admin/rooms/{laned}/codes", json={"count": 1, "lane": "press"})
+    assert r.status_code == 400 and r.json()["code"] == "unknown_lane" and "public, vip" in r.json()["error"]
+    csv = "code,lane\nPRESS-2027,press\nVIP-2027,vip\n"
+    up = admin.post(f"/api/admin/rooms/{laned}/codes", content=csv, headers={"Content-Type": "text/csv"})
+    assert up.status_code == 200 and up.json()["stored"] == 1, up.text
+    assert up.json()["rejected"] == [{"line": 2, "reason": "the room has no lane 'press'"}]
+    assert admin.post(f"/api/admin/rooms/{laned}/codes", json={"count": 2, "lane": "vip"}).status_code == 200
+
+
 def test_deleting_the_codes_refuses_them(server: Server, admin: httpx.Client) -> None:
     room = code_room(admin)
     codes = generate(admin, room, count=2)

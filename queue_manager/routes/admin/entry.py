@@ -55,14 +55,30 @@ async def _room_exists(call: Call, room_id: str) -> None:
         raise HttpError(404, "no_room", f"No room with id {room_id[:80]!r}.", roomId=room_id[:80])
 
 
+async def _room_lanes(call: Call, room_id: str) -> frozenset[str]:
+    """The room's lane ids (none for a room of one line); 404 no_room when there is no such room."""
+    await _room_exists(call, room_id)
+    room = await call.ctx.store.get_room(room_id)
+    return frozenset(str(lane.get("id")) for lane in room.get("lanes") or [] if isinstance(lane, dict))
+
+
+def _unknown_lane(lane: str, lanes: frozenset[str]) -> HttpError:
+    named = ", ".join(sorted(lanes)) if lanes else "none: it has one line"
+    return HttpError(
+        400,
+        "unknown_lane",
+        f"The room has no lane {lane!r} (its lanes: {named}); a code for it could never be redeemed.",
+        lane=lane,
+    )
+
+
 async def codes_create(call: Call) -> None:
     """Generate codes (JSON ``{count, lane, uses}``: the codes answered once) or upload them (``text/csv``)."""
     room_id = call.req.params["room"]
     kind = (call.req.header(b"content-type") or "").split(";", 1)[0].strip().lower()
     if kind == "text/csv":
         raw = await call.req.body(entrycode.CSV_BODY_MAX)
-        await _room_exists(call, room_id)
-        await _upload(call, room_id, raw)
+        await _upload(call, room_id, raw, await _room_lanes(call, room_id))
         return
     body = await call.req.json_object()
     unknown = sorted(set(body) - {"count", "lane", "uses"})
@@ -75,7 +91,9 @@ async def codes_create(call: Call) -> None:
         raise _bad("lane must match [a-z0-9][a-z0-9-]{0,31}, or be null.")
     if not _whole(uses) or not 1 <= uses <= entrycode.MAX_USES:
         raise _bad(f"uses must be a whole number from 1 to {entrycode.MAX_USES}.")
-    await _room_exists(call, room_id)
+    lanes = await _room_lanes(call, room_id)
+    if lane is not None and lane not in lanes:
+        raise _unknown_lane(lane, lanes)
     ctx = call.ctx
     salt = await ctx.entry_codes.salt(room_id)
     codes: list[str] = []
@@ -110,14 +128,14 @@ async def _kept(ctx: Context, room_id: str, salt: bytes, fresh: list[str], lane:
     return kept
 
 
-async def _upload(call: Call, room_id: str, raw: bytes) -> None:
+async def _upload(call: Call, room_id: str, raw: bytes, lanes: frozenset[str]) -> None:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise _bad("The CSV must be UTF-8 text.") from None
     if "\0" in text:
         raise _bad("The CSV holds a NUL character.")
-    rows, rejected = entrycode.parse_rows(*csvout.read(text))
+    rows, rejected = entrycode.parse_rows(*csvout.read(text), lanes=lanes)
     salt = await call.ctx.entry_codes.salt(room_id)
     stored = await call.ctx.entry_codes.add(
         room_id, [StoredCode(entrycode.hashed(salt, r.code), r.lane, r.uses) for r in rows]

@@ -459,9 +459,11 @@ OPS: dict[tuple[str, str], Op] = {
                 _OBJ,
             ),
             400: err(
-                "count, lane or uses out of range, or the CSV is not UTF-8 text with a `code` column.",
+                "count, lane or uses out of range, or the CSV is not UTF-8 text with a `code` column; "
+                "`unknown_lane`: the room has no such lane.",
                 "invalid_codes",
                 "unknown_field",
+                "unknown_lane",
             ),
             404: _NO_ROOM,
         },
