@@ -63,7 +63,7 @@ def test_english_guides_links_and_anchors(browser: Any, qm: Server, artifacts: P
         page.screenshot(path=str(artifacts / "docs-operations.png"))
 
         # an intra-doc link (INTEGRATION.md in the markdown) lands on the rendered guide
-        page.locator("main").get_by_role("link", name="INTEGRATION.md").click()
+        page.locator("main").get_by_role("link", name="INTEGRATION.md", exact=True).first.click()
         page.wait_for_url(f"{qm.base_url}/docs/integration")
         # the guide's own contents list jumps to a heading on the page
         page.locator("main").get_by_role("link", name="Binding: why a copied pass is worthless").click()

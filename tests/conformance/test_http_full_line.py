@@ -36,7 +36,8 @@ def test_a_full_line_refuses_new_joins_with_503(server: Server, admin: httpx.Cli
 
     assert wait_until(reported, timeout=15, what="the refusal in the hourly report") == 1
     csv_head = admin.get(f"/api/admin/reports?roomId={rid}&format=csv").text.splitlines()[0]
-    assert "warned,refusedFull,sessionsRevoked,samples" in csv_head
+    tallies = "refusedFull,sessionsRevoked,tokensAccepted,tokensRefused,codesIssued,codesRedeemed,codesRefused"
+    assert f"warned,{tallies},samples" in csv_head
     # lowered below the line: nobody leaves; removed: joins are taken again
     assert admin.post("/api/admin/rooms", json={"id": rid, "maxWaiting": 1}).status_code == 200
     assert admin.get(f"/api/admin/rooms/{rid}").json()["room"]["waiting"] == 2
