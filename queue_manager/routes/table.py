@@ -37,7 +37,7 @@ from queue_manager.routes.router import admin as a
 from queue_manager.routes.router import operator as o
 from queue_manager.routes.router import visitor as v
 from queue_manager.routes.visitor import api as visitor
-from queue_manager.routes.visitor import draw, notify, revoke
+from queue_manager.routes.visitor import draw, forward_auth, notify, revoke
 
 
 async def _asset(ctx: Context, req: Request, send: Send) -> None:
@@ -66,6 +66,7 @@ TABLE: tuple[Route, ...] = (
     v("GET", "/events", visitor.events, "A visitor's live place as server-sent events.", head=False),
     v("GET", "/api/rooms/{room}/draw", draw.room_draw, "A scheduled drop's commitment; after the draw, its proof."),
     v("GET", "/api/check", visitor.check, "The door check: may this visitor in now?"),
+    v("GET", "/api/gate", forward_auth.gate_check, "A reverse proxy's forward-auth door check (Public API key)."),
     v("GET", "/api/verify", visitor.verify, "Verify a pass token server-to-server."),
     v("POST", "/api/sessions/revoke", revoke.revoke, "The site ends a visitor's session (Public API key)."),
     v("POST", "/api/notify", notify.sign_up, "E-mail this ticket's holder when the turn comes (EMAIL_NOTIFY)."),

@@ -60,7 +60,7 @@ def _security(route: Route) -> list[dict[str, list[str]]]:
     if not route.is_admin:
         if route.pattern in ("/api/check", "/api/verify"):
             return [{}, {"publicApiKey": []}]
-        if route.pattern == "/api/sessions/revoke":
+        if route.pattern in ("/api/sessions/revoke", "/api/gate"):
             return [{"publicApiKey": []}]
         return []
     session: dict[str, list[str]] = (

@@ -178,6 +178,43 @@ OPS: dict[tuple[str, str], Op] = {
         limited=True,
         description="Open to anyone; a connector vouching for a visitor sends its Public API key as a Bearer.",
     ),
+    ("GET", "/api/gate"): Op(
+        {
+            200: Answer("Let the request through; copy the Set-Cookie (or X-QM-Set-Cookie-N) headers onto the answer."),
+            302: Answer("deny=302: send the visitor to Location (the waiting page, or the address without qm_token)."),
+            400: err(
+                "The original request is not described (X-Original-URI or X-Forwarded-Uri, X-Forwarded-Host, "
+                "X-Forwarded-Proto, X-Real-IP or X-Forwarded-For), or deny is not 401 or 302.",
+                "bad_request",
+                "invalid_url",
+            ),
+            401: Answer(
+                "deny=401: send the visitor to Location (also X-QM-Redirect); or, as JSON, no key, a wrong key or a "
+                "key in the URL.",
+                {JSON: ref("Error")},
+                ("unauthorized", "credential_in_query"),
+            ),
+            403: Answer("An access rule blocks it, or (deny=401) the store is down and the room fails closed."),
+            404: _NO_ROOM,
+            503: Answer("deny=302: the store is unreachable and the room fails closed (a short page).", {TEXT: None}),
+        },
+        (
+            _ROOM_Q,
+            query(
+                "deny",
+                "How a refusal is told: 401 (nginx, HAProxy; the default) or 302 (Caddy, Traefik).",
+                {"enum": ["401", "302"]},
+            ),
+        ),
+        limited=True,
+        store=False,
+        description=(
+            "Called by a reverse proxy for each request of a visitor's, with the original request in "
+            "X-Original-URI/X-Forwarded-Uri, X-Original-Method/X-Forwarded-Method, X-Forwarded-Host, "
+            "X-Forwarded-Proto, the visitor's Cookie and address (X-Real-IP or X-Forwarded-For), and the "
+            "Public API key as a Bearer. X-QM-Decision names the answer."
+        ),
+    ),
     ("GET", "/api/verify"): Op(
         {
             200: ok("The key works here (and the room, when named, may be checked).", {"type": "object"}),
