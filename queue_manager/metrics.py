@@ -37,6 +37,7 @@ class Counters:
     origin_errors: dict[tuple[str, str], int] = field(default_factory=dict)  # (room, phase)
     visitor_disconnects: dict[str, int] = field(default_factory=dict)  # room
     backend_down: dict[str, int] = field(default_factory=dict)  # onBackendDown mode
+    gate_checks: dict[str, int] = field(default_factory=dict)  # /api/gate answers, by X-QM-Decision
     connections_shed: int = 0
     # request heads (inline/heads.py): heads refused, per reason (too_large, too_many_fields, timeout), and
     # connections closed while waiting for a head, per reason (idle, ceiling)
@@ -362,8 +363,13 @@ def _inline_families(counters: Counters, labels: list[str], inst: list[str]) -> 
     )
     for mode in ("open", "closed"):
         down.add_metric([mode, *inst], counters.backend_down.get(mode, 0))
+    gate = CounterMetricFamily(
+        "qm_gate_checks", "Forward-auth checks (/api/gate), per decision", labels=["decision", *labels]
+    )
+    for decision, value in sorted(counters.gate_checks.items()):
+        gate.add_metric([decision, *inst], value)
     shed = CounterMetricFamily(
         "qm_connections_shed", "Requests answered 503 at the MAX_CONNECTIONS ceiling", labels=labels
     )
     shed.add_metric(inst, counters.connections_shed)
-    return [gated, bypassed, errors, gone, down, shed]
+    return [gated, bypassed, errors, gone, down, gate, shed]

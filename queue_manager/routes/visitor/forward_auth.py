@@ -112,7 +112,9 @@ def _cookie_copies(headers: Headers) -> Headers:
     return out
 
 
-async def _answer(send: Send, status: int, decision: str, headers: Headers, body: bytes = b"") -> None:
+async def _answer(ctx: Context, send: Send, status: int, decision: str, headers: Headers, body: bytes = b"") -> None:
+    gate_checks = ctx.counters.gate_checks
+    gate_checks[decision] = gate_checks.get(decision, 0) + 1
     head = [
         (b"x-qm-decision", decision.encode()),
         (b"cache-control", b"no-store"),
@@ -125,19 +127,19 @@ async def _answer(send: Send, status: int, decision: str, headers: Headers, body
     await send({"type": "http.response.body", "body": body})
 
 
-async def _redirect(send: Send, deny: int, decision: str, location: str, headers: Headers) -> None:
+async def _redirect(ctx: Context, send: Send, deny: int, decision: str, location: str, headers: Headers) -> None:
     to = location.encode("latin-1")
-    await _answer(send, deny, decision, [*headers, (b"location", to), (b"x-qm-redirect", to)])
+    await _answer(ctx, send, deny, decision, [*headers, (b"location", to), (b"x-qm-redirect", to)])
 
 
-async def _store_down(send: Send, deny: int, err: HttpError) -> None:
+async def _store_down(ctx: Context, send: Send, deny: int, err: HttpError) -> None:
     """The store cannot answer: let through or refuse, per the room's onBackendDown (closed when unknown)."""
     if err.extra.get("onBackendDown") == "open":
-        await _answer(send, 200, "open", [])
+        await _answer(ctx, send, 200, "open", [])
     elif deny == 401:
-        await _answer(send, 403, "closed", [(b"retry-after", b"5")])
+        await _answer(ctx, send, 403, "closed", [(b"retry-after", b"5")])
     else:
-        await _answer(send, 503, "closed", [(b"retry-after", b"5")], CLOSED_PAGE)
+        await _answer(ctx, send, 503, "closed", [(b"retry-after", b"5")], CLOSED_PAGE)
 
 
 async def gate_check(ctx: Context, req: Request, send: Send) -> None:
@@ -164,7 +166,7 @@ async def gate_check(ctx: Context, req: Request, send: Send) -> None:
         raise HttpError(429, "rate_limited", "Too many checks for this visitor; slow down.", headers=spent)
     path = uri.split("?", 1)[0]
     if static_paths.skips_gate(method, path.encode("latin-1"), req.headers.get(b"sec-fetch-dest")):
-        await _answer(send, 200, "static", [])
+        await _answer(ctx, send, 200, "static", [])
         return
     clean, token = _split_token(uri)
     url = f"{proto}://{host}{clean}"
@@ -173,13 +175,13 @@ async def gate_check(ctx: Context, req: Request, send: Send) -> None:
     base = ctx.identity.public_base(req)
     down = backend_down.refusal(ctx, req, room_id, lambda: base, url, [])
     if down is not None:
-        await _store_down(send, deny, down)
+        await _store_down(ctx, send, deny, down)
         return
     try:
         await _check(ctx, req, send, deny, room_id, ident, (method, clean, url, token))
     except StoreUnavailable:
         now_down = backend_down.refusal(ctx, req, room_id, lambda: base, url, [])
-        await _store_down(send, deny, now_down or HttpError(503, "storage_unavailable", "Unreachable storage."))
+        await _store_down(ctx, send, deny, now_down or HttpError(503, "storage_unavailable", "Unreachable storage."))
 
 
 async def _check(
@@ -198,10 +200,10 @@ async def _check(
         raise HttpError(404, "no_room", f"No room with id {room_id!r}.", roomId=room_id)
     rule = await ctx.access_gate.judge(policy, req, ident, path_of(url), vouched=True)
     if rule is not None and rule.action == "block":
-        await _answer(send, 403, "blocked", [])
+        await _answer(ctx, send, 403, "blocked", [])
         return
     if rule is not None and rule.action == "bypass":
-        await _answer(send, 200, "bypass", [])
+        await _answer(ctx, send, 200, "bypass", [])
         return
     token = query_token or req.cookies.get(cookies.TICKET + room_id)
     presented, _ = ctx.read_ticket(room_id, token)
@@ -210,7 +212,7 @@ async def _check(
     secure = ctx.identity.secure(ident)
     if not result.admit:
         wait = f"{ctx.identity.public_base(req)}/w/{quote(room_id, safe='')}?" + urlencode({"qm_return": url})
-        await _redirect(send, deny, "wait", wait, [])
+        await _redirect(ctx, send, deny, "wait", wait, [])
         return
     headers: Headers = []
     if result.door_key:
@@ -220,6 +222,6 @@ async def _check(
         age = ctx.settings.queue_cookie_max_age_sec
         headers.append(cookie_header(cookies.TICKET + room_id, query_token, max_age=age, secure=secure))
         location = clean if not clean.startswith(("//", "/\\")) else "/" + clean.lstrip("/\\")
-        await _redirect(send, deny, "handoff", location, headers)
+        await _redirect(ctx, send, deny, "handoff", location, headers)
         return
-    await _answer(send, 200, "admit", headers)
+    await _answer(ctx, send, 200, "admit", headers)
