@@ -42,14 +42,19 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
+def _located(name: str) -> str | None:
+    """The binary on PATH or where Debian puts it (/usr/sbin is not on every PATH)."""
+    return shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if os.path.exists(p)), None)
+
+
 def binary(name: str) -> str:
     """The proxy's binary, installed with apt-get when root and missing."""
-    found = shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if os.path.exists(p)), None)
+    found = _located(name)
     if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         cmd = ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "--no-install-recommends", PACKAGES[name]]
         subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
-        found = shutil.which(name) or next((p for p in (f"/usr/sbin/{name}",) if os.path.exists(p)), None)
+        found = _located(name)
     if found is None:
         why = f"{name} is missing and cannot be installed here"
         if _in_ci():
