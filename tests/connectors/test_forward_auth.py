@@ -160,7 +160,37 @@ def start_nginx(tmp: Path, queue_url: str, room: str, key: str, app: str, *, var
     return proxy
 
 
-STARTERS: dict[str, Callable[..., Proxy]] = {"nginx": start_nginx}
+CADDY_OPEN = "\t\treverse_proxy APP\n\t\t# respond "
+CADDY_CLOSED = "\t\t# reverse_proxy APP\n\t\trespond "
+
+
+def start_caddy(tmp: Path, queue_url: str, room: str, key: str, app: str, *, variant: str = "") -> Proxy:
+    """The shipped Caddyfile with global options of the test's own (no admin endpoint, no HTTPS)."""
+    port = reserved_port()
+    text = (CONNECTORS / "caddy" / "Caddyfile").read_text()
+    assert CADDY_OPEN in text
+    if variant == "closed":  # the configuration's fail-closed choice for a queue that cannot be reached
+        text = text.replace(CADDY_OPEN, CADDY_CLOSED)
+    site = fill(text, queue_url, room, key, app.removeprefix("http://"))
+    site = site.replace("\n:80 {", f"\nhttp://127.0.0.1:{port} {{")
+    home = tmp / f"caddy-{port}"
+    home.mkdir(parents=True)
+    (home / "Caddyfile").write_text("{\n\tadmin off\n\tauto_https off\n}\n" + site)
+    env = {**os.environ, "XDG_DATA_HOME": str(home), "XDG_CONFIG_HOME": str(home), "HOME": str(home)}
+    log = home / "stderr.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [binary("caddy"), "run", "--config", str(home / "Caddyfile"), "--adapter", "caddyfile"],
+            stderr=out,
+            stdout=out,
+            env=env,
+        )
+    proxy = Proxy("caddy", port, proc, log)
+    wait_until(lambda: _listening(proxy), 15, 0.05, "caddy listening")
+    return proxy
+
+
+STARTERS: dict[str, Callable[..., Proxy]] = {"nginx": start_nginx, "caddy": start_caddy}
 
 
 # ---------------------------------------------------------------------- the rig
@@ -264,7 +294,8 @@ def session_left(rig: Rig, room: str, ref: str) -> float:
 def test_a_visitor_waits_then_walks_in_with_every_door_cookie(rig: Rig, proxy: str) -> None:
     site = rig.sites[proxy]
     room, origin = site.room, site.proxy.origin
-    page = origin + "/shop/item?x=1&y=two"
+    item = f"/shop/{proxy}/item?x=1&y=two"  # one app behind every proxy: each asks for its own paths
+    page = origin + item
     b = Browser(origin)
     try:
         r = b.get(page)
@@ -272,7 +303,7 @@ def test_a_visitor_waits_then_walks_in_with_every_door_cookie(rig: Rig, proxy: s
         wait = r.headers["location"]
         assert wait.startswith(f"{rig.live.base_url}/w/{room}?qm_return=")
         assert parse_qs(urlsplit(wait).query)["qm_return"] == [page]
-        assert "/shop/item?x=1&y=two" not in rig.app.served  # the app never saw the queued visitor
+        assert item not in rig.app.served  # the app never saw the queued visitor
 
         with rig.live.client(headers={"User-Agent": UA}) as queue:
             joined = queue.post("/api/join", json={"roomId": room, "returnUrl": page})
@@ -290,16 +321,16 @@ def test_a_visitor_waits_then_walks_in_with_every_door_cookie(rig: Rig, proxy: s
 
         handoff = b.get(back)
         assert handoff.status_code in (302, 303), handoff.text
-        assert handoff.headers["location"] in ("/shop/item?x=1&y=two", page)
+        assert handoff.headers["location"] in (item, page)
         cookies = set_cookies(handoff)
         # every door cookie, each in its own Set-Cookie (nginx passes on one unless told)
         assert {f"qm_{room}", f"qm_dk_{room}"} <= set(cookies), cookies
         assert all("HttpOnly" in line and "Path=/" in line for line in cookies.values()), cookies
         assert "qm_token" not in "".join(rig.app.served)  # the token never reached the app
 
-        got = b.get("/shop/item?x=1&y=two")
+        got = b.get(item)
         assert got.status_code == 200, got.text
-        assert got.text == "APP GET /shop/item?x=1&y=two"
+        assert got.text == f"APP GET {item}"
         again = b.get("/cart")
         assert again.status_code == 200 and again.text == "APP GET /cart"
 
@@ -309,6 +340,44 @@ def test_a_visitor_waits_then_walks_in_with_every_door_cookie(rig: Rig, proxy: s
         idle = wait_until(lambda: (s := session_left(rig, room, ref)) <= fresh - 0.3 and s, 10, 0.1, "an idle moment")
         assert b.get("/cart").status_code == 200
         assert session_left(rig, room, ref) > idle
+    finally:
+        b.close()
+
+
+def passed_visitor(rig: Rig, room: str, page: str) -> str:
+    """A visitor whose turn came (their pass not yet shown at the door): their token."""
+    with rig.live.client(headers={"User-Agent": UA}) as queue:
+        token: str = queue.post("/api/join", json={"roomId": room, "returnUrl": page}).json()["token"]
+
+        def turn() -> bool:
+            return queue.get("/api/status", params={"roomId": room, "token": token}).json()["state"] == "passed"
+
+        with rig.live.admin() as admin:
+            assert admin.post(f"/api/admin/rooms/{room}/rate", json={"ratePerMinute": 600}).status_code == 200
+        wait_until(turn, 10, 0.1, "the visitor's turn")
+    return token
+
+
+@pytest.mark.parametrize("proxy", list(STARTERS))
+def test_a_door_key_minted_on_a_let_through_reaches_the_visitor(rig: Rig, proxy: str) -> None:
+    """A pass shown in its cookie (no hand-off in the address): the gate lets the request through with a 200 and
+    a new door key, which the proxy must copy onto the app's answer (nginx: X-QM-Set-Cookie-1; Caddy:
+    copy_response_headers)."""
+    site = rig.sites[proxy]
+    room = site.room
+    path = f"/kept/{proxy}/page"
+    token = passed_visitor(rig, room, site.proxy.origin + path)
+    b = Browser(site.proxy.origin)
+    try:
+        b.jar[f"qm_{room}"] = token
+        r = b.get(path)
+        assert r.status_code == 200 and r.text == f"APP GET {path}", r.text
+        cookies = set_cookies(r)
+        assert set(cookies) == {f"qm_dk_{room}"}, cookies
+        before = rig.gate_checks()
+        again = b.get(path + "/next")  # the door key shown: the cheap replay, nothing new to set
+        assert again.status_code == 200 and set_cookies(again) == {}
+        assert rig.gate_checks() == before + 1
     finally:
         b.close()
 
