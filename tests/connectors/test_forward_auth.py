@@ -190,7 +190,32 @@ def start_caddy(tmp: Path, queue_url: str, room: str, key: str, app: str, *, var
     return proxy
 
 
-STARTERS: dict[str, Callable[..., Proxy]] = {"nginx": start_nginx, "caddy": start_caddy}
+HAPROXY_CLOSED = "    # http-request return status 503"
+
+
+def start_haproxy(tmp: Path, queue_url: str, room: str, key: str, app: str, *, variant: str = "") -> Proxy:
+    """The shipped haproxy.cfg and queue-manager.lua, the Lua loaded from the test's folder."""
+    port = reserved_port()
+    home = tmp / f"haproxy-{port}"
+    home.mkdir(parents=True)
+    lua = fill((CONNECTORS / "haproxy" / "queue-manager.lua").read_text(), queue_url, room, key, app)
+    (home / "queue-manager.lua").write_text(lua)
+    cfg = fill((CONNECTORS / "haproxy" / "haproxy.cfg").read_text(), queue_url, room, key, app.removeprefix("http://"))
+    assert HAPROXY_CLOSED in cfg
+    if variant == "closed":  # the configuration's fail-closed choice for a queue that cannot be reached
+        cfg = cfg.replace(HAPROXY_CLOSED, HAPROXY_CLOSED.replace("# ", ""))
+    cfg = cfg.replace("/etc/haproxy/queue-manager.lua", str(home / "queue-manager.lua"))
+    cfg = cfg.replace("    bind :80", f"    bind 127.0.0.1:{port}")
+    (home / "haproxy.cfg").write_text(cfg)
+    log = home / "stderr.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([binary("haproxy"), "-db", "-f", str(home / "haproxy.cfg")], stderr=out, stdout=out)
+    proxy = Proxy("haproxy", port, proc, log)
+    wait_until(lambda: _listening(proxy), 15, 0.05, "haproxy listening")
+    return proxy
+
+
+STARTERS: dict[str, Callable[..., Proxy]] = {"nginx": start_nginx, "caddy": start_caddy, "haproxy": start_haproxy}
 
 
 # ---------------------------------------------------------------------- the rig
