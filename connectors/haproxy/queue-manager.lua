@@ -1,4 +1,5 @@
--- Queue Manager forward-auth gate for HAProxy (2.6+, built with Lua as Debian's is) -- version 1.0.0
+-- Queue Manager forward-auth gate for HAProxy (2.6+, built with Lua as Debian's is)
+-- Version: 1.0.0
 --
 -- Loaded by haproxy.cfg (lua-load). Replace:
 --   QUEUE_URL  the queue's address, e.g. https://queue.example.com (no trailing slash)

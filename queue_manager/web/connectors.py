@@ -53,7 +53,7 @@ class Connector:
     archive: str  # "tgz" or "zip"
     top: str  # the folder every entry sits in inside the archive
     script: str | None = None  # the file (relative to the connector's folder) served alone as latest.js
-    main: str | None = None  # the WordPress plugin's main file: its Version: header is the version
+    main: str | None = None  # a file whose Version: header is the version (the WordPress plugin, a proxy's config)
 
 
 CONNECTORS: tuple[Connector, ...] = (
@@ -61,6 +61,9 @@ CONNECTORS: tuple[Connector, ...] = (
     Connector("cloudflare-failover", "Cloudflare failover Worker", "tgz", "qm-failover", script="src/worker.js"),
     Connector("node", "Node connector (node:http, Express, Connect)", "tgz", "package"),
     Connector("wordpress", "WordPress plugin", "zip", "queue-manager", main="queue-manager.php"),
+    Connector("nginx", "nginx forward-auth gate (auth_request)", "tgz", "qm-nginx", main="queue-manager.conf"),
+    Connector("caddy", "Caddy forward-auth gate", "tgz", "qm-caddy", main="Caddyfile"),
+    Connector("haproxy", "HAProxy forward-auth gate (Lua)", "tgz", "qm-haproxy", main="haproxy.cfg"),
 )
 BY_NAME = {c.name: c for c in CONNECTORS}
 

@@ -13,9 +13,11 @@ Debian's ``nginx``, ``caddy`` and ``haproxy`` are installed with apt-get when ru
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -476,3 +478,22 @@ def test_a_queue_that_cannot_be_reached(rig: Rig, proxy: str, mode: str) -> None
         b.close()
     finally:
         stopped.stop()
+
+
+def test_the_manifest_lists_each_proxys_configuration(rig: Rig) -> None:
+    """Each proxy's folder is a download of the manifest, with its version, holding the files tested here."""
+    with rig.live.client() as c:
+        listed = {e["name"]: e for e in c.get("/connectors/manifest.json").json()["connectors"]}
+        for name, top, main in (
+            ("nginx", "qm-nginx", "queue-manager.conf"),
+            ("caddy", "qm-caddy", "Caddyfile"),
+            ("haproxy", "qm-haproxy", "haproxy.cfg"),
+        ):
+            entry = listed[name]
+            assert f"# Version: {entry['version']}\n" in (CONNECTORS / name / main).read_text()
+            archive = c.get(urlsplit(entry["downloads"]["archive"]["url"]).path)
+            assert archive.status_code == 200
+            with tarfile.open(fileobj=io.BytesIO(archive.content), mode="r:gz") as tar:
+                packed = tar.extractfile(f"{top}/{main}")
+                assert packed is not None and packed.read() == (CONNECTORS / name / main).read_bytes()
+            assert c.get(urlsplit(entry["readme"]).path).text.startswith("# ")
