@@ -184,6 +184,7 @@ OPERATIONS: dict[str, str] = {
     "GET /events": "visitor",
     "GET /api/rooms/{room}/draw": "visitor",
     "GET /api/check": "visitor",
+    "GET /api/gate": "visitor",
     "GET /api/verify": "visitor",
     "POST /api/sessions/revoke": "visitor",
     "POST /api/notify": "visitor",
