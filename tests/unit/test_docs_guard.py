@@ -37,6 +37,7 @@ def test_every_error_code_is_documented() -> None:
 def test_every_metric_is_documented() -> None:
     counters = Counters()
     counters.refused_origin_checks[("shop", "https://x.example")] = 1
+    counters.gate_checks["admit"] = 1
     text = render(
         [{"id": "shop", "effectiveState": "active", "maxConcurrent": None}],
         counters,
