@@ -16,6 +16,9 @@ Phases (BENCH_ONLY=comma,list picks some; BENCH_DURATION / BENCH_WARMUP shorten 
            runs the servers on Valkey + PostgreSQL (as the fleet phase does) and adds Valkey's CPU us per frame
   edgepass (opt-in) an admitted visitor through the edge gate Worker in workerd: the edge pass checked in the
            Worker against the /api/check round trip, requests/s per core and queue requests (bench/edgepass.py)
+  gate     (opt-in) nginx in front of an app with and without the forward-auth gate (GET /api/gate, the shipped
+           connectors/nginx configuration), an admitted visitor's cookies: requests/s on one core, CPU us per
+           request and the added latency, driven with ab (bench/forward_auth.py)
   memory   a fresh server, 100,000 waiting tickets in one room: VmRSS before and after; and the engine's
            own Python heap for the same line (bench/engine_heap.py, tracemalloc, in a process of its own)
 
@@ -1238,6 +1241,12 @@ def main() -> None:
             from edgepass import phase_edgepass
 
             phase_edgepass(results)
+        if "gate" in PHASES:  # nginx with and without the forward-auth gate (bench/forward_auth.py, ab)
+            from forward_auth import main as gate_bench
+            from forward_auth import table as gate_table
+
+            results["gate"] = gate_bench()
+            log(gate_table(results["gate"]))
         if "cluster" in PHASES:
             from cluster import phase_cluster
 

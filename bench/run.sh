@@ -5,9 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 
-if ! command -v wrk >/dev/null 2>&1; then
+if [ "${BENCH_ONLY:-}" != "gate" ] && ! command -v wrk >/dev/null 2>&1; then
   echo "bench: installing wrk (Debian package)"
   apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }
+fi
+# the gate phase (bench/forward_auth.py) drives nginx with ab
+if [[ ",${BENCH_ONLY:-}," == *",gate,"* ]] && ! command -v ab >/dev/null 2>&1; then
+  echo "bench: installing ab and nginx (Debian packages)"
+  apt-get install -y apache2-utils nginx >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y apache2-utils nginx >/dev/null; }
 fi
 # the /api/check profile uses py-spy (a dev dependency, in the lock) when the venv has it, else cProfile in-process
 [ -x "$(dirname "$PY")/py-spy" ] || echo "bench: no py-spy beside $PY; profiling with cProfile"
