@@ -181,12 +181,17 @@ def main() -> dict[str, Any]:
 
 
 def table(out: dict[str, Any]) -> str:
-    lines = ["| target | requests/s (one core) | CPU µs / request | latency, 1 connection (ms) |", "| --- | ---: | ---: | ---: |"]
+    lines = [
+        "| target | requests/s (one core) | CPU µs / request | latency, 1 connection (ms) |",
+        "| --- | ---: | ---: | ---: |",
+    ]
     for name in ("nginx", "nginx + gate"):
         t = out[name]
         lines.append(f"| {name} | {t['rps']:,.0f} | {t['cpu_us_per_request']:.0f} | {t['latency_ms']:.3f} |")
-    lines.append(f"\nadded latency per request: {out['addedLatencyMs']:.3f} ms; throughput with the gate: "
-                 f"{out['throughputRatio']:.1%} of nginx alone")
+    lines.append(
+        f"\nadded latency per request: {out['addedLatencyMs']:.3f} ms; throughput with the gate: "
+        f"{out['throughputRatio']:.1%} of nginx alone"
+    )
     return "\n".join(lines)
 
 
