@@ -468,6 +468,41 @@ def test_on_backend_down_for_snippet_rooms_open_lets_through_closed_says_wait() 
             srv.stop()
 
 
+def test_the_forward_auth_gate_answers_per_on_backend_down_while_valkey_is_unreachable() -> None:
+    """Valkey unreachable: GET /api/gate lets a proxy's request through for a room that fails open (200
+    ``open``) and refuses it for one that fails closed: 403 for nginx (deny=401), a 503 page otherwise."""
+    key = "pk-gate-faults-0123456789"
+    with relayed_valkey() as (relay, url):
+        srv = start_server({"VALKEY_URL": url, "RESYNC_MS": "600000", "PUBLIC_API_KEY": key})
+        try:
+            proxy = {
+                "Authorization": f"Bearer {key}",
+                "X-Original-URI": "/checkout",
+                "X-Forwarded-Host": "shop.example",
+                "X-Forwarded-Proto": "https",
+                "X-Real-IP": "198.51.100.20",
+            }
+            with srv.admin() as admin, srv.client(headers=proxy) as c:
+                opened = create_room(admin, onBackendDown="open")["id"]
+                closed = create_room(admin, onBackendDown="closed")["id"]
+                for room in (opened, closed):  # this instance has seen both rooms' config
+                    assert c.get("/api/gate", params={"roomId": room}).headers["x-qm-decision"] == "wait"
+                relay.stall()
+                with srv.client(timeout=60) as slow:  # the first failure (its command timeout)
+                    assert slow.get("/api/status", params={"roomId": opened}).status_code == 503
+                with srv.client(timeout=10, headers=proxy) as quick:
+                    r_open = quick.get("/api/gate", params={"roomId": opened})
+                    r_nginx = quick.get("/api/gate", params={"roomId": closed})
+                    r_caddy = quick.get("/api/gate", params={"roomId": closed, "deny": "302"})
+                assert r_open.status_code == 200 and r_open.headers["x-qm-decision"] == "open", r_open.text
+                assert r_nginx.status_code == 403 and r_nginx.headers["x-qm-decision"] == "closed"
+                assert r_caddy.status_code == 503 and r_caddy.headers["x-qm-decision"] == "closed"
+                assert int(r_caddy.headers["retry-after"]) >= 1 and "cannot be reached" in r_caddy.text
+        finally:
+            relay.restore()
+            srv.stop()
+
+
 def test_a_journal_failing_on_one_instance_only_takes_that_instance_out_of_rotation() -> None:
     """B reaches PostgreSQL through a relay that is cut; A reaches it directly and its storage is ok. After
     two alert frames that each saw a new failure, B is not ready (503 /healthz) and A still is; B comes

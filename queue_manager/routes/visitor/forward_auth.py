@@ -136,10 +136,13 @@ async def _store_down(ctx: Context, send: Send, deny: int, err: HttpError) -> No
     """The store cannot answer: let through or refuse, per the room's onBackendDown (closed when unknown)."""
     if err.extra.get("onBackendDown") == "open":
         await _answer(ctx, send, 200, "open", [])
-    elif deny == 401:
-        await _answer(ctx, send, 403, "closed", [(b"retry-after", b"5")])
+        return
+    # when the store is expected back (the breaker's hold), else a few seconds
+    retry = next((v for k, v in err.headers if k.lower() == "retry-after"), "5").encode()
+    if deny == 401:
+        await _answer(ctx, send, 403, "closed", [(b"retry-after", retry)])
     else:
-        await _answer(ctx, send, 503, "closed", [(b"retry-after", b"5")], CLOSED_PAGE)
+        await _answer(ctx, send, 503, "closed", [(b"retry-after", retry)], CLOSED_PAGE)
 
 
 async def gate_check(ctx: Context, req: Request, send: Send) -> None:
