@@ -449,6 +449,12 @@ def test_the_gate_itself(rig: Rig) -> None:
         r = c.get("/api/gate", params={"roomId": room, "deny": "302"}, headers=caddy)
         assert r.status_code == 302 and r.headers["x-qm-decision"] == "wait"
         assert parse_qs(urlsplit(r.headers["location"]).query)["qm_return"] == ["https://shop.example/p?a=1"]
+        # an invitation in qm_token goes to the waiting page, out of the address to come back to
+        invite = "eyJhbGciOiJIUzI1NiJ9.eyJyIjoieCJ9.c2ln"
+        r = c.get("/api/gate", params={"roomId": room}, headers={**auth, "X-Original-URI": f"/p?a=1&qm_token={invite}"})
+        assert r.status_code == 401 and r.headers["x-qm-decision"] == "wait"
+        sent = parse_qs(urlsplit(r.headers["x-qm-redirect"]).query)
+        assert sent == {"qm_return": ["https://shop.example/p?a=1"], "qm_token": [invite]}, sent
         for bad in ({"X-Original-URI": "p"}, {"X-Forwarded-Host": "a b"}, {"X-Real-IP": "nobody"}):
             r = c.get("/api/gate", params={"roomId": room}, headers={**auth, **bad})
             assert r.status_code == 400 and r.json()["code"] == "bad_request", (bad, r.text)

@@ -85,8 +85,9 @@ def _original(req: Request) -> tuple[str, str, str, str]:
     return method, proto, host, uri
 
 
-def _split_token(uri: str) -> tuple[str, str | None]:
-    """The URI without its ``qm_token`` parameters, and the waiting page's hand-off token it carried."""
+def _split_token(uri: str) -> tuple[str, str | None, str | None]:
+    """The URI without its ``qm_token`` parameters, and what one carried: the waiting page's hand-off (a
+    ticket), or an invitation (a JWS), which goes to the waiting page and never to the app."""
     path, _, query = uri.partition("?")
     kept, token = [], None
     for part in query.split("&") if query else ():
@@ -94,11 +95,10 @@ def _split_token(uri: str) -> tuple[str, str | None]:
             token = token or part[len(cookies.TOKEN_PARAM) + 1 :]
         elif part:
             kept.append(part)
+    clean = path + ("?" + "&".join(kept) if kept else "")
     if token is not None and looks_like_invitation(token):
-        # an invitation is the waiting page's to read: it stays in the address sent there
-        kept.append(f"{cookies.TOKEN_PARAM}={token}")
-        token = None
-    return path + ("?" + "&".join(kept) if kept else ""), token
+        return clean, None, token
+    return clean, token, None
 
 
 def _cookie_copies(headers: Headers) -> Headers:
@@ -171,7 +171,7 @@ async def gate_check(ctx: Context, req: Request, send: Send) -> None:
     if static_paths.skips_gate(method, path.encode("latin-1"), req.headers.get(b"sec-fetch-dest")):
         await _answer(ctx, send, 200, "static", [])
         return
-    clean, token = _split_token(uri)
+    clean, token, invite = _split_token(uri)
     url = f"{proto}://{host}{clean}"
     if len(url) > MAX_URL or urlsplit(url).scheme not in ("http", "https"):
         raise HttpError(400, "invalid_url", "The original request's address is too long.")
@@ -181,7 +181,7 @@ async def gate_check(ctx: Context, req: Request, send: Send) -> None:
         await _store_down(ctx, send, deny, down)
         return
     try:
-        await _check(ctx, req, send, deny, room_id, ident, (method, clean, url, token))
+        await _check(ctx, req, send, deny, room_id, ident, (method, clean, url, token, invite))
     except StoreUnavailable:
         now_down = backend_down.refusal(ctx, req, room_id, lambda: base, url, [])
         await _store_down(ctx, send, deny, now_down or HttpError(503, "storage_unavailable", "Unreachable storage."))
@@ -194,9 +194,9 @@ async def _check(
     deny: int,
     room_id: str,
     ident: Identity,
-    asked: tuple[str, str, str, str | None],
+    asked: tuple[str, str, str, str | None, str | None],
 ) -> None:
-    method, clean, url, query_token = asked
+    method, clean, url, query_token, invite = asked
     policy = await ctx.store.room_policy(room_id)  # cached per config version: no store round trip
     if policy is None:
         ctx.counters.unknown_room_checks += 1
@@ -215,15 +215,20 @@ async def _check(
     secure = ctx.identity.secure(ident)
     if not result.admit:
         wait = f"{ctx.identity.public_base(req)}/w/{quote(room_id, safe='')}?" + urlencode({"qm_return": url})
+        if invite is not None:  # the invitation goes to the waiting page, which reads it at the join
+            wait += "&" + urlencode({cookies.TOKEN_PARAM: invite})
         await _redirect(ctx, send, deny, "wait", wait, [])
         return
     headers: Headers = []
     if result.door_key:
         headers.append(cookie_header(cookies.DOOR_KEY + room_id, result.door_key, max_age=None, secure=secure))
-    if query_token is not None and presented is not None and method in ("GET", "HEAD"):
-        # the waiting page's hand-off: the token goes into the cookie and out of the app's URLs and logs
-        age = ctx.settings.queue_cookie_max_age_sec
-        headers.append(cookie_header(cookies.TICKET + room_id, query_token, max_age=age, secure=secure))
+    handoff = query_token is not None and presented is not None
+    if (handoff or invite is not None) and method in ("GET", "HEAD"):
+        if handoff and query_token is not None:
+            # the waiting page's hand-off: the token goes into the cookie and out of the app's URLs and logs
+            age = ctx.settings.queue_cookie_max_age_sec
+            headers.append(cookie_header(cookies.TICKET + room_id, query_token, max_age=age, secure=secure))
+        # (an invitation followed by a visitor already inside: the app never sees it either)
         location = clean if not clean.startswith(("//", "/\\")) else "/" + clean.lstrip("/\\")
         await _redirect(ctx, send, deny, "handoff", location, headers)
         return
