@@ -37,26 +37,31 @@ local function all(headers, name, sep)
   return table.concat(out, sep)
 end
 
+-- the visitor's own headers the gate is not sent: the gate's request is not the visitor's
+local NOT_PASSED = {
+  ["host"] = true, ["authorization"] = true, ["content-length"] = true, ["transfer-encoding"] = true,
+  ["connection"] = true, ["keep-alive"] = true, ["te"] = true, ["upgrade"] = true, ["expect"] = true,
+  ["x-real-ip"] = true, ["x-forwarded-for"] = true, ["x-forwarded-host"] = true, ["x-forwarded-proto"] = true,
+  ["x-forwarded-uri"] = true, ["x-forwarded-method"] = true, ["x-original-uri"] = true, ["x-original-method"] = true,
+}
+
 core.register_action("qm_gate", { "http-req" }, function(txn)
   local asked = txn.http:req_get_headers()
   local tls = txn.f:ssl_fc()
-  local headers = {
-    ["authorization"] = { AUTHORIZATION },
-    ["x-forwarded-method"] = { txn.f:method() },
-    ["x-forwarded-uri"] = { txn.f:pathq() },
-    ["x-forwarded-host"] = { first(asked, "host") or "" },
-    ["x-forwarded-proto"] = { (tls == true or tls == 1) and "https" or "http" },
-    ["x-real-ip"] = { txn.f:src() },
-    ["user-agent"] = { first(asked, "user-agent") or "" },
-  }
-  local cookie = all(asked, "cookie", "; ")
-  if cookie ~= nil then
-    headers["cookie"] = { cookie }
+  -- the visitor's headers (cookies, User-Agent, Sec-Fetch-*, any an access rule reads), one line each
+  local headers = {}
+  for name, _ in pairs(asked) do
+    local lower = string.lower(name)
+    if not NOT_PASSED[lower] then
+      headers[lower] = { all(asked, name, lower == "cookie" and "; " or ", ") }
+    end
   end
-  local dest = first(asked, "sec-fetch-dest")
-  if dest ~= nil then
-    headers["sec-fetch-dest"] = { dest }
-  end
+  headers["authorization"] = { AUTHORIZATION }
+  headers["x-forwarded-method"] = { txn.f:method() }
+  headers["x-forwarded-uri"] = { txn.f:pathq() }
+  headers["x-forwarded-host"] = { first(asked, "host") or "" }
+  headers["x-forwarded-proto"] = { (tls == true or tls == 1) and "https" or "http" }
+  headers["x-real-ip"] = { txn.f:src() }
   local ok, res = pcall(function()
     return core.httpclient():get({ url = GATE, headers = headers, timeout = TIMEOUT_MS })
   end)

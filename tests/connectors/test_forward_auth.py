@@ -503,3 +503,11 @@ def test_the_manifest_lists_each_proxys_configuration(rig: Rig) -> None:
                 packed = tar.extractfile(f"{top}/{main}")
                 assert packed is not None and packed.read() == (CONNECTORS / name / main).read_bytes()
             assert c.get(urlsplit(entry["readme"]).path).text.startswith("# ")
+
+
+@pytest.mark.parametrize("guide", ["docs/INTEGRATION.md", "docs/th/INTEGRATION.md"])
+def test_the_guide_shows_each_configuration_whole(guide: str) -> None:
+    """The integration guide (English and Thai) shows the very files tested here, each in full."""
+    text = (ROOT / guide).read_text(encoding="utf-8")
+    for rel in ("nginx/queue-manager.conf", "caddy/Caddyfile", "haproxy/haproxy.cfg", "haproxy/queue-manager.lua"):
+        assert (CONNECTORS / rel).read_text().rstrip("\n") + "\n```" in text, f"{guide} shows an older {rel}"
