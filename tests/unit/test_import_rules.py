@@ -30,6 +30,7 @@ INLINE_MAY_USE = frozenset(
         "queue_manager.http.hostname",
         "queue_manager.http.eager",
         "queue_manager.http.negotiate",
+        "queue_manager.http.static_paths",
         "queue_manager.context",
         "queue_manager.services.identity",
         "queue_manager.services.gated_wait",

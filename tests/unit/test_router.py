@@ -131,6 +131,7 @@ def test_the_visitor_paths_are_what_a_visitor_and_the_customers_site_use() -> No
         "/events",
         "/api/rooms/{room}/draw",
         "/api/check",
+        "/api/gate",
         "/api/verify",
         "/api/sessions/revoke",
         "/api/notify",
