@@ -76,8 +76,9 @@ core.register_action("qm_gate", { "http-req" }, function(txn)
     end
     return
   end
-  if res.status >= 500 and first(res.headers, "x-qm-decision") == nil then
-    txn:set_var("txn.qm_unreachable", 1) -- not the gate's own answer: the queue is in trouble
+  if first(res.headers, "x-qm-decision") == nil then
+    -- not the gate's own answer (a wrong KEY is 401 unauthorized, a queue in trouble a 5xx): as unreachable
+    txn:set_var("txn.qm_unreachable", 1)
     return
   end
   local reply = txn:reply()

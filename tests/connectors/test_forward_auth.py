@@ -511,3 +511,19 @@ def test_the_guide_shows_each_configuration_whole(guide: str) -> None:
     text = (ROOT / guide).read_text(encoding="utf-8")
     for rel in ("nginx/queue-manager.conf", "caddy/Caddyfile", "haproxy/haproxy.cfg", "haproxy/queue-manager.lua"):
         assert (CONNECTORS / rel).read_text().rstrip("\n") + "\n```" in text, f"{guide} shows an older {rel}"
+
+
+@pytest.mark.parametrize("proxy", list(STARTERS))
+def test_a_wrong_key_passes_through_like_a_queue_out_of_reach(rig: Rig, proxy: str) -> None:
+    """A configuration with a key the queue refuses (401 unauthorized, not a gate decision): the visitor gets
+    the app, as when the queue cannot be reached (the shipped choice), never a broken redirect."""
+    site = rig.sites[proxy]
+    wrong = STARTERS[proxy](rig.tmp, rig.live.base_url, site.room, "not-the-key", rig.app.url)
+    b = Browser(wrong.origin)
+    try:
+        path = f"/with-a-wrong-key/{proxy}"
+        r = b.get(path)
+        assert r.status_code == 200 and r.text == f"APP GET {path}", r.text
+    finally:
+        b.close()
+        wrong.stop()
