@@ -2,10 +2,11 @@
 
 Each connector is a folder of its own (``connectors/<name>/``, with its README); :func:`build` packs it
 into the artefact a site owner downloads: a gzip'd tarball (the Workers' wrangler projects, the Node
-connector), a Python source distribution (``pip install``-able, with its ``PKG-INFO``) or a zip (the WordPress plugin), and for the Workers also the single script
-(``latest.js``) that ``wrangler deploy`` takes on its own. Building is reproducible: the same sources
-give the same bytes (entries sorted, one fixed timestamp, no owner, no gzip name or time), so the
-SHA-256 in the manifest names the commit's artefact, whichever instance built it.
+connector), a Python source distribution (``pip install``-able, with its ``PKG-INFO``) or a zip (the
+WordPress plugin), and for the Workers also the single script (``latest.js``) that ``wrangler deploy``
+takes on its own. Building is reproducible: the same sources give the same bytes (entries sorted, one
+fixed timestamp, no owner, no gzip name or time), so the SHA-256 in the manifest names the commit's
+artefact, whichever instance built it.
 
 Two tokens in a connector's text files are filled in while building:
 

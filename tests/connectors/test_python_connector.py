@@ -10,6 +10,7 @@ each behind its own gate:
 
 * ``live``: a live server's room (waiting, admitted with the queue's cookies, static files);
 * ``down``: a queue that is not there (fails open, marked ``X-QM-Failover: unreachable``);
+* ``e500``: a stand-in queue answering 500 that records what the gate asked (``X-QM-Failover: http-500``);
 * ``edge``: a server with ``PASS_SIGNING=ed25519`` reached through a counting proxy: once admitted, the
   visitor's edge pass is checked in the app's process and no more ``/api/check`` is asked.
 
@@ -29,6 +30,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.metadata import version
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -213,11 +215,36 @@ def install(srv: Server) -> Path:
     return python
 
 
+class Failing(ThreadingHTTPServer):
+    """A queue that answers 500 to everything and keeps what it was asked (path and headers)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict[str, str]]] = []
+        seen = self.seen
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
+                self.send_response(500)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
 @dataclass
 class Rig:
     live: Server
     edge: Server
     proxy: CountingProxy
+    failing: Failing
     python: Path
     tmp: Path
 
@@ -228,6 +255,7 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
     store: str = request.param
     started: list[Server] = []
     proxy: CountingProxy | None = None
+    failing: Failing | None = None
     tmp = Path(tempfile.mkdtemp(prefix="qm-python-connector-"))
     try:
         live = start_server({"PUBLIC_API_KEY": "pk-live-py"}, store=store)
@@ -236,9 +264,13 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
         started.append(edge)
         python = install(live)
         proxy = CountingProxy(edge.base_url)
+        failing = Failing()
         (tmp / "apps.py").write_text(APPS_PY)
-        yield Rig(live, edge, proxy, python, tmp)
+        yield Rig(live, edge, proxy, failing, python, tmp)
     finally:
+        if failing is not None:
+            failing.shutdown()
+            failing.server_close()
         if proxy is not None:
             proxy.close()
         for srv in reversed(started):
@@ -263,7 +295,7 @@ class Site:
 
 @contextlib.contextmanager
 def running(rig: Rig, kind: str) -> Iterator[Site]:
-    ports = {name: reserved_port() for name in ("live", "down", "edge")}
+    ports = {name: reserved_port() for name in ("live", "down", "edge", "e500")}
     origin = f"http://127.0.0.1:{ports['live']}"
     with rig.live.admin() as admin:
         room = create_room(admin, targetUrl=origin + "/", ratePerMinute=0)["id"]
@@ -274,6 +306,7 @@ def running(rig: Rig, kind: str) -> Iterator[Site]:
         {"port": ports["down"], "options": {"queue_url": f"http://127.0.0.1:{free_port()}", "room": room, "key": "k"}},
         {"port": ports["edge"], "options": {"queue_url": rig.proxy.url, "room": edge_room, "key": "pk-edge-py",
                                             "revoked_refresh": 0.2}},
+        {"port": ports["e500"], "options": {"queue_url": rig.failing.url, "room": "shop", "key": "k-500"}},
     ]  # fmt: skip
     err = open(rig.tmp / f"{kind}.stderr", "wb")
     env = {**os.environ, "QM_SITES": json.dumps(sites), "PYTHONDONTWRITEBYTECODE": "1"}
@@ -374,6 +407,18 @@ def scenario(rig: Rig, kind: str) -> None:
         down = httpx.get(site.url("down", "/shop"), headers=NAV, timeout=10)
         assert down.status_code == 200 and down.text == f"APP {kind} GET /shop", down.text
         assert down.headers["x-qm-failover"] == "unreachable"
+        # the check is made for the visitor, names the connector, and a 500 fails open too
+        before = len(rig.failing.seen)
+        e500 = httpx.get(site.url("e500", "/p?q=1"), headers=NAV, timeout=10)
+        assert e500.status_code == 200 and e500.headers["x-qm-failover"] == "http-500", e500.text
+        path, headers = next(seen for seen in rig.failing.seen[before:] if seen[0].startswith("/api/check?"))
+        assert parse_qs(urlsplit(path).query) == {
+            "roomId": ["shop"],
+            "url": [site.url("e500", "/p?q=1")],
+            "ip": ["127.0.0.1"],
+            "agent": [UA],
+        }
+        assert headers["authorization"] == "Bearer k-500" and headers["x-qm-connector"] == "python/1.0.0"
         # edge passes: checked in the app's process, no more /api/check once the key set and list are in
         back = admitted(rig.edge, site.edge_room, site.url("edge", "/one"))
         e = Browser(site, "edge")
