@@ -20,6 +20,7 @@ Django runs as WSGI (``wsgiref``) and as ASGI (uvicorn), Flask as WSGI, FastAPI 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -38,6 +39,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 from harness import Server, create_room, free_port, reserved_port, start_server, stores_under_test, wait_until
+from invites import invitation
 
 from tests.connectors.workerd_runtime import CountingProxy
 
@@ -85,13 +87,25 @@ def django_app(asgi):
         r.set_cookie("app_session", "d1")
         return r
 
+    def thanks(request):  # the order is complete: the visitor's slot goes to the next one
+        revoked = request.META["qm_gate"].revoke_session(request)
+        return HttpResponse(json.dumps({"revoked": revoked}), content_type="application/json")
+
+    async def thanks_async(request):
+        revoked = await request.scope["qm_gate"].revoke_session(request)
+        return HttpResponse(json.dumps({"revoked": revoked}), content_type="application/json")
+
     if not settings.configured:
         settings.configure(
             DEBUG=False, SECRET_KEY="qm-test", ALLOWED_HOSTS=["*"], ROOT_URLCONF=__name__, MIDDLEWARE=[],
             INSTALLED_APPS=[],
         )
         django.setup()
-        globals()["urlpatterns"] = [re_path(r"^assets/app\.css$", asset), re_path(r"", page)]
+        globals()["urlpatterns"] = [
+            re_path(r"^assets/app\.css$", asset),
+            re_path(r"^__thanks$", thanks_async if asgi else thanks),
+            re_path(r"", page),
+        ]
     if asgi:
         from django.core.asgi import get_asgi_application
         return get_asgi_application()
@@ -107,6 +121,10 @@ def flask_app(options):
     @app.get("/assets/app.css")
     def asset():
         return "body{color:black}", 200, {"Content-Type": "text/css"}
+
+    @app.get("/__thanks")
+    def thanks():
+        return {"revoked": request.environ["qm_gate"].revoke_session(request)}
 
     @app.route("/", defaults={"rest": ""}, methods=["GET", "POST", "HEAD"])
     @app.route("/<path:rest>", methods=["GET", "POST", "HEAD"])
@@ -130,6 +148,10 @@ def fastapi_app(options):
     @app.get("/assets/app.css")
     def asset():
         return PlainTextResponse("body{color:black}", media_type="text/css")
+
+    @app.get("/__thanks")
+    async def thanks(request: Request):
+        return {"revoked": await request.scope["qm_gate"].revoke_session(request)}
 
     @app.api_route("/{rest:path}", methods=["GET", "POST", "HEAD"])
     def page(rest: str, request: Request):
@@ -193,10 +215,16 @@ def install(srv: Server) -> Path:
     pins = [f"{name}=={version(name)}" for name in FRAMEWORKS]
     digest = hashlib.sha256(sdist.content + " ".join(pins).encode()).hexdigest()[:16]
     home = _cache_root() / f"python-{digest}"
+    _cache_root().mkdir(parents=True, exist_ok=True)
+    with open(_cache_root() / f"python-{digest}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker installing the same archive: wait for it
+        return _install_into(home, latest, pins)
+
+
+def _install_into(home: Path, latest: str, pins: list[str]) -> Path:
     python = home / "bin" / "python"
     if (home / ".installed").is_file():
         return python
-    _cache_root().mkdir(parents=True, exist_ok=True)
     shutil.rmtree(home, ignore_errors=True)  # a broken earlier install
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     made = subprocess.run([UV, "venv", "-q", "--python", sys.executable, str(home)], env=env,
@@ -403,6 +431,15 @@ def scenario(rig: Rig, kind: str) -> None:
         assert inside.text == f"APP {kind} GET /shop/item?x=1"
         assert "app_session" in b.jar and "x-qm-failover" not in inside.headers  # the app's cookie kept too
         assert b.get("/api/cart", API).text == f"APP {kind} GET /api/cart"
+        # an access rule's block is answered by the gate, never the app
+        rules = [{"id": "closed-path", "action": "block", "match": {"pathPrefix": "/shop/blocked"}}]
+        with rig.live.admin() as admin:
+            admin.post("/api/admin/rooms", json={"id": site.room, "accessRules": rules}).raise_for_status()
+        blocked = httpx.get(site.url("live", "/shop/blocked/1"), headers=NAV, timeout=10)
+        assert blocked.status_code == 403 and "Access not allowed" in blocked.text, blocked.text
+        blocked = httpx.get(site.url("live", "/shop/blocked/2"), headers=API, timeout=10)
+        assert blocked.status_code == 403 and blocked.json()["code"] == "access_blocked"
+        assert "x-qm-failover" not in blocked.headers
         # the queue down: the app answers, marked
         down = httpx.get(site.url("down", "/shop"), headers=NAV, timeout=10)
         assert down.status_code == 200 and down.text == f"APP {kind} GET /shop", down.text
@@ -436,9 +473,31 @@ def scenario(rig: Rig, kind: str) -> None:
             r = e.get(path, NAV if not path.startswith("/api") else API)
             assert r.status_code == 200 and r.text == f"APP {kind} GET {path}", r.text
         assert rig.proxy.count("/api/check") == before
+        # an invitation followed by a visitor inside already: a page goes on without it, the app never sees it
+        with rig.edge.admin() as admin:
+            invite = invitation(admin, site.edge_room)
+        sent_on = e.get(f"/members?a=1&qm_token={invite}")
+        assert sent_on.status_code == 303 and sent_on.headers["location"] == "/members?a=1", sent_on.text
+        api = e.get(f"/api/x?b=2&qm_token={invite}", API)
+        assert api.status_code == 200 and api.text == f"APP {kind} GET /api/x?b=2", api.text
+        # and to a visitor not in line it is carried to the waiting page
+        r = httpx.get(site.url("edge", f"/members?a=1&qm_token={invite}"), headers=NAV, timeout=10)
+        assert r.status_code == 302, r.text
+        query = parse_qs(urlsplit(r.headers["location"]).query)
+        assert query["qm_token"] == [invite] and query["qm_return"] == [site.url("edge", "/members?a=1")]
+        before = rig.proxy.count("/api/check")
         stranger = httpx.get(site.url("edge", "/one"), headers=NAV, timeout=10)
         assert stranger.status_code == 302  # no pass: asked, and sent to the waiting room's line
         assert rig.proxy.count("/api/check") == before + 1
+        # the order is complete: the app ends the session; the pass admits nothing more here at once
+        with rig.edge.admin() as admin:
+            ended = admin.get(f"/api/admin/rooms/{site.edge_room}").json()["room"]["sessionsRevoked"]
+        thanks = e.get("/__thanks", API)
+        assert thanks.status_code == 200 and thanks.json() == {"revoked": True}, thanks.text
+        with rig.edge.admin() as admin:
+            assert admin.get(f"/api/admin/rooms/{site.edge_room}").json()["room"]["sessionsRevoked"] == ended + 1
+        sent = e.get("/one")
+        assert sent.status_code == 302 and sent.headers["location"].startswith(f"{rig.edge.base_url}/w/")
 
 
 def test_the_package_is_the_servers_build(rig: Rig) -> None:

@@ -97,8 +97,9 @@ class QueueGateASGI:
             await send({"type": "http.response.start", "status": outcome.status, "headers": _encoded(outcome.headers)})
             await send({"type": "http.response.body", "body": outcome.body})
             return
+        scope = dict(scope)
+        scope["qm_gate"] = self  # the app's way to this gate: request.scope["qm_gate"].revoke_session(request)
         if outcome.strip_token:
-            scope = dict(scope)
             scope["query_string"] = _rules.strip_token(bytes(scope.get("query_string", b"")).decode("latin-1")).encode(
                 "latin-1"
             )
@@ -119,7 +120,8 @@ class QueueGateASGI:
         """End the visitor's session at the queue (their order is complete): the slot goes to the next in line.
 
         ``request`` is the ASGI scope or anything with a ``.scope`` (a Starlette/FastAPI request, Django's
-        ASGIRequest). True when a live session ended; never raises.
+        ASGIRequest). True when a live session ended; never raises. The app reaches the gate in front of it
+        as ``request.scope["qm_gate"]``.
         """
         scope = getattr(request, "scope", request)
         return await asyncio.to_thread(self.gate.revoke, _visit(scope).cookies)

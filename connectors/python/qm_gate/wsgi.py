@@ -87,6 +87,7 @@ class QueueGateWSGI:
         if isinstance(outcome, Answer):
             start_response(_STATUS.get(outcome.status, str(outcome.status)), outcome.headers)
             return [outcome.body]
+        environ["qm_gate"] = self  # the app's way to this gate: request.environ["qm_gate"].revoke_session(request)
         if outcome.strip_token:
             environ["QUERY_STRING"] = _rules.strip_token(str(environ.get("QUERY_STRING", "")))
             for key in ("REQUEST_URI", "RAW_URI"):
@@ -111,7 +112,8 @@ class QueueGateWSGI:
         """End the visitor's session at the queue (their order is complete): the slot goes to the next in line.
 
         ``request`` is the WSGI environ or anything with an ``.environ`` (Flask's request, Django's
-        WSGIRequest). True when a live session ended; never raises.
+        WSGIRequest). True when a live session ended; never raises. The app reaches the gate in front of it
+        as ``request.environ["qm_gate"]`` (Django: ``request.META["qm_gate"]``).
         """
         environ = getattr(request, "environ", request)
         return self.gate.revoke(_visit(environ).cookies)
