@@ -10,6 +10,8 @@ each behind its own gate:
 
 * ``live``: a live server's room (waiting, admitted with the queue's cookies, static files);
 * ``down``: a queue that is not there (fails open, marked ``X-QM-Failover: unreachable``);
+* ``hole``: a queue that accepts the connection and never answers (``X-QM-Failover: timeout``, and the
+  app's other requests answered meanwhile: the ASGI gate does not hold the event loop);
 * ``e500``: a stand-in queue answering 500 that records what the gate asked (``X-QM-Failover: http-500``);
 * ``edge``: a server with ``PASS_SIGNING=ed25519`` reached through a counting proxy: once admitted, the
   visitor's edge pass is checked in the app's process and no more ``/api/check`` is asked.
@@ -25,6 +27,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -267,12 +270,38 @@ class Failing(ThreadingHTTPServer):
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
 
+class Hole:
+    """A queue that accepts connections and never answers; ``held`` counts the connections it holds."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self) -> None:
+        for conn in self.held:
+            conn.close()
+        self.sock.close()
+
+
 @dataclass
 class Rig:
     live: Server
     edge: Server
     proxy: CountingProxy
     failing: Failing
+    hole: Hole
     python: Path
     tmp: Path
 
@@ -284,6 +313,7 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
     started: list[Server] = []
     proxy: CountingProxy | None = None
     failing: Failing | None = None
+    hole: Hole | None = None
     tmp = Path(tempfile.mkdtemp(prefix="qm-python-connector-"))
     try:
         live = start_server({"PUBLIC_API_KEY": "pk-live-py"}, store=store)
@@ -293,9 +323,12 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
         python = install(live)
         proxy = CountingProxy(edge.base_url)
         failing = Failing()
+        hole = Hole()
         (tmp / "apps.py").write_text(APPS_PY)
-        yield Rig(live, edge, proxy, failing, python, tmp)
+        yield Rig(live, edge, proxy, failing, hole, python, tmp)
     finally:
+        if hole is not None:
+            hole.close()
         if failing is not None:
             failing.shutdown()
             failing.server_close()
@@ -323,7 +356,7 @@ class Site:
 
 @contextlib.contextmanager
 def running(rig: Rig, kind: str) -> Iterator[Site]:
-    ports = {name: reserved_port() for name in ("live", "down", "edge", "e500")}
+    ports = {name: reserved_port() for name in ("live", "down", "edge", "e500", "hole")}
     origin = f"http://127.0.0.1:{ports['live']}"
     with rig.live.admin() as admin:
         room = create_room(admin, targetUrl=origin + "/", ratePerMinute=0)["id"]
@@ -335,6 +368,7 @@ def running(rig: Rig, kind: str) -> Iterator[Site]:
         {"port": ports["edge"], "options": {"queue_url": rig.proxy.url, "room": edge_room, "key": "pk-edge-py",
                                             "revoked_refresh": 0.2}},
         {"port": ports["e500"], "options": {"queue_url": rig.failing.url, "room": "shop", "key": "k-500"}},
+        {"port": ports["hole"], "options": {"queue_url": rig.hole.url, "room": "shop", "key": "k", "timeout": 3}},
     ]  # fmt: skip
     err = open(rig.tmp / f"{kind}.stderr", "wb")
     env = {**os.environ, "QM_SITES": json.dumps(sites), "PYTHONDONTWRITEBYTECODE": "1"}
@@ -456,6 +490,22 @@ def scenario(rig: Rig, kind: str) -> None:
             "agent": [UA],
         }
         assert headers["authorization"] == "Bearer k-500" and headers["x-qm-connector"] == "python/1.0.0"
+        # a queue that never answers: the request fails open after the timeout, and while it waits the app
+        # answers its other requests (the ASGI gate's check does not hold the event loop)
+        done: list[str] = []
+        held = len(rig.hole.held)
+
+        def slow() -> None:
+            r = httpx.get(site.url("hole", "/slow"), headers=NAV, timeout=10)
+            done.append(f"hole {r.status_code} {r.headers.get('x-qm-failover')}")
+
+        waiting = threading.Thread(target=slow)
+        waiting.start()
+        wait_until(lambda: len(rig.hole.held) > held, 10, 0.02, "the gate's check reaching the silent queue")
+        meanwhile = b.get("/api/cart", API)  # the admitted visitor: a check of its own, answered
+        done.append(f"live {meanwhile.status_code}")
+        waiting.join(15)
+        assert done == ["live 200", "hole 200 timeout"], done
         # edge passes: checked in the app's process, no more /api/check once the key set and list are in
         back = admitted(rig.edge, site.edge_room, site.url("edge", "/one"))
         e = Browser(site, "edge")
