@@ -31,14 +31,18 @@ def compose(*, sender: str, to: str, lang: str, room_name: str, link: str, held_
     lang = lang if lang in letters() else "en"
     table = letters()[lang]
     room_name = " ".join(room_name.split())  # one line, whatever the room's name holds
+    # a right-to-left language: each paragraph opens with a right-to-left mark, so a mail reader aligns it right
+    # even when it starts with the room's name or the link (plain text has no dir)
+    mark = "\u200f" if lang in translations.RTL else ""
     body = "\n\n".join(
-        [
+        mark + part
+        for part in [
             table["head"].format(room=room_name),
             table["held"].format(time=held_for(table, held_sec)) + "\n" + link,
             table["late"],
-            "-- \n" + table["why"],
         ]
     )
+    body += "\n\n-- \n" + mark + table["why"]
     message = EmailMessage()
     message["From"] = sender
     message["To"] = to

@@ -54,11 +54,13 @@ def _overflow(page: Any) -> list[str]:
         """() => {
           const out = [];
           const width = document.documentElement.clientWidth;
-          if (document.documentElement.scrollWidth > width + 1) out.push('page ' + document.documentElement.scrollWidth);
+          const page = document.documentElement.scrollWidth;
+          if (page > width + 1) out.push('page ' + page);
           for (const el of document.body.querySelectorAll('*')) {
             const box = el.getBoundingClientRect();
             if (!box.width || getComputedStyle(el).visibility === 'hidden') continue;
-            if (box.left < -1 || box.right > width + 1) out.push((el.id || el.className || el.tagName) + ' ' + box.left + '..' + box.right);
+            const name = el.id || el.className || el.tagName;
+            if (box.left < -1 || box.right > width + 1) out.push(name + ' ' + box.left + '..' + box.right);
             const hidden = getComputedStyle(el).overflowX === 'hidden' && !el.classList.contains('sr-only');
             if (hidden && el.scrollWidth > el.clientWidth + 1 && el.id !== 'bar')
               out.push('clipped ' + (el.id || el.className || el.tagName));
