@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 import pytest
 from axe import describe, violations
-from harness import create_room, unique_id
+from browsing import sign_in
+from harness import create_room, unique_id, wait_until
 
 from queue_manager.web import translations
 
@@ -148,4 +149,38 @@ def test_axe_is_clean_in_a_left_to_right_and_a_right_to_left_language(
         page.locator(selector).filter(has_text=translations.language_file(lang)[section][key]).wait_for()
         found = violations(page)
         assert not found, f"axe on the {state} page ({lang}):\n{describe(found)}"
+    context.close()
+
+
+def test_an_operator_sets_a_rooms_languages_in_the_console(browser: Any, qm: Any, artifacts: Path) -> None:
+    room = unique_id("langs")
+    with qm.admin() as admin:
+        create_room(admin, room, name="Berlin drop", ratePerMinute=0)
+    context = browser.new_context(bypass_csp=True, viewport={"width": 1360, "height": 1000})  # axe is injected
+    page = context.new_page()
+    sign_in(page, qm)
+    card = page.locator(f'article.card[data-room="{room}"]')
+    card.wait_for(timeout=10_000)
+    card.get_by_role("button", name="Edit").click()
+    page.locator("#dlg-editor[open]").wait_for(timeout=5_000)
+    field = page.get_by_label("Visitor page languages")
+    assert field.input_value() == ""
+    field.fill("de, xx")
+    page.get_by_role("button", name="Save changes").click()
+    page.locator("#dlg-editor .error").get_by_text("invalid_languages", exact=False).wait_for(timeout=5_000)
+    field.fill("de, fr en")
+    field.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "console-editor-languages.png"))
+    found = violations(page)
+    assert not found, describe(found)
+    page.get_by_role("button", name="Save changes").click()
+    page.locator("#dlg-editor[open]").wait_for(state="detached", timeout=5_000)
+    with qm.admin() as admin:
+        wait_until(
+            lambda: admin.get(f"/api/admin/rooms/{room}").json()["room"]["languages"] == ["de", "fr", "en"],
+            what="the languages saved from the editor",
+        )
+    card.get_by_role("button", name="Edit").click()
+    page.locator("#dlg-editor[open]").wait_for(timeout=5_000)
+    assert page.get_by_label("Visitor page languages").input_value() == "de, fr, en"
     context.close()
