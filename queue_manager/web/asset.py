@@ -165,7 +165,9 @@ def outage_preview(page: bytes, lang: str, marks: dict[str, str]) -> bytes:
     mark = f'    <p id="t-preview" class="preview-mark" role="note">{html.escape(marks.get(lang, marks["en"]))}</p>\n'
     data = f'<script type="application/json" id="qm-preview">{script_json({"lang": lang, "mark": marks})}</script>\n'
     text = page.decode()
-    text = text.replace('<html lang="en">', f'<html lang="{html.escape(lang)}">', 1)
+    text = text.replace(
+        '<html lang="en">', f'<html lang="{html.escape(lang)}" dir="{translations.direction(lang)}">', 1
+    )
     text = text.replace('<div class="card">\n', '<div class="card">\n' + mark, 1)
     text = text.replace("<script>\n(function", data + "<script>\n(function", 1)
     return text.encode()
