@@ -85,8 +85,8 @@ check:
 	bash scripts/services.sh
 	bash scripts/browser.sh
 	bash scripts/node.sh
-	$(BIN)/ruff check queue_manager tests bench
-	$(BIN)/ruff format --check queue_manager tests bench
+	$(BIN)/ruff check queue_manager tests bench connectors/python
+	$(BIN)/ruff format --check queue_manager tests bench connectors/python
 	$(BIN)/mypy
 	QM_UV=$(if $(UV_DEP),$(CURDIR)/$(UV),$(UV)) QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 tests
 
@@ -133,8 +133,8 @@ chaos: $(DEVSTAMP)
 	$(BIN)/python -m tests.chaos.drill $(CHAOS_ARGS)
 
 lint: $(DEVSTAMP)
-	$(BIN)/ruff check queue_manager tests bench
-	$(BIN)/ruff format --check queue_manager tests bench
+	$(BIN)/ruff check queue_manager tests bench connectors/python
+	$(BIN)/ruff format --check queue_manager tests bench connectors/python
 	$(BIN)/mypy
 
 ## Hot-path benchmarks, side by side with a raw-ASGI hello-world on the same stack.

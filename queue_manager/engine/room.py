@@ -258,8 +258,10 @@ class Room:
             client.ident, client.fp, client.fp2, client.cookie, joined_ms, return_url, charge=True, lane=lane
         )
         t.reason = reason
-        extra = {} if lane is None else {"ln": lane}
-        self.emit("join", n=t.n, reason=reason, **arrival_data(client, joined_ms, return_url), **extra)
+        if lane is None:
+            self.emit("join", n=t.n, reason=reason, **arrival_data(client, joined_ms, return_url))
+        else:
+            self.emit("join", n=t.n, reason=reason, **arrival_data(client, joined_ms, return_url), ln=lane)
         return t
 
     def join_prequeue(
@@ -617,7 +619,8 @@ class Room:
             lane=lane,
         )
         t.line_seq = self.line.push(n)
-        self._lane_push(t)
+        if self.cfg.lanes:  # without lanes a ticket has none (the store refuses a lane the room lacks)
+            self._lane_push(t)
         self.tickets[n] = t
         if charge:
             self._charge(t)

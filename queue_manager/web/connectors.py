@@ -2,15 +2,17 @@
 
 Each connector is a folder of its own (``connectors/<name>/``, with its README); :func:`build` packs it
 into the artefact a site owner downloads: a gzip'd tarball (the Workers' wrangler projects, the Node
-connector) or a zip (the WordPress plugin), and for the Workers also the single script
-(``latest.js``) that ``wrangler deploy`` takes on its own. Building is reproducible: the same sources
-give the same bytes (entries sorted, one fixed timestamp, no owner, no gzip name or time), so the
-SHA-256 in the manifest names the commit's artefact, whichever instance built it.
+connector), a Python source distribution (``pip install``-able, with its ``PKG-INFO``) or a zip (the
+WordPress plugin), and for the Workers also the single script (``latest.js``) that ``wrangler deploy``
+takes on its own. Building is reproducible: the same sources give the same bytes (entries sorted, one
+fixed timestamp, no owner, no gzip name or time), so the SHA-256 in the manifest names the commit's
+artefact, whichever instance built it.
 
 Two tokens in a connector's text files are filled in while building:
 
-* ``__QM_CONNECTOR_VERSION__``: the connector's version (its ``package.json`` ``version``, or the
-  ``Version:`` header of the WordPress plugin's main file);
+* ``__QM_CONNECTOR_VERSION__``: the connector's version (its ``package.json`` ``version``, the Python
+  package's ``pyproject.toml`` ``[project] version``, or the ``Version:`` header of the WordPress plugin's
+  main file);
 * ``__QM_OFFLINE_HTML__``: this build's ``offline.html`` as a JavaScript string literal, so a deployed
   failover Worker serves exactly the page this server ships.
 
@@ -28,6 +30,7 @@ import io
 import json
 import re
 import tarfile
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from functools import cache
@@ -39,7 +42,7 @@ from queue_manager.web import asset, shipped
 EPOCH = 315532800
 #: What is never packed: dependencies installed beside the sources, and dot-files (editor and VCS state).
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", "vendor-cache"})
-_TEXT = frozenset({".js", ".mjs", ".cjs", ".json", ".toml", ".md", ".php", ".txt", ".ts", ".html", ".css"})
+_TEXT = frozenset({".py", ".js", ".mjs", ".cjs", ".json", ".toml", ".md", ".php", ".txt", ".ts", ".html", ".css"})
 _PHP_VERSION = re.compile(rb"^[ \t/*#@]*Version:\s*([0-9][0-9A-Za-z.\-+]*)\s*$", re.M)
 _TAG_VERSION = re.compile(rb"version:\s*'([0-9][0-9A-Za-z.\-+]*)'")
 
@@ -50,8 +53,8 @@ class Connector:
 
     name: str  # /connectors/<name>/…
     title: str
-    archive: str  # "tgz" or "zip"
-    top: str  # the folder every entry sits in inside the archive
+    archive: str  # "tgz", "sdist" (a .tar.gz whose folder is <distribution>-<version>) or "zip"
+    top: str  # the folder every entry sits in inside the archive (an sdist's: its distribution name)
     script: str | None = None  # the file (relative to the connector's folder) served alone as latest.js
     main: str | None = None  # the WordPress plugin's main file: its Version: header is the version
 
@@ -60,6 +63,7 @@ CONNECTORS: tuple[Connector, ...] = (
     Connector("cloudflare", "Cloudflare edge gate Worker", "tgz", "qm-edge-gate", script="src/worker.js"),
     Connector("cloudflare-failover", "Cloudflare failover Worker", "tgz", "qm-failover", script="src/worker.js"),
     Connector("node", "Node connector (node:http, Express, Connect)", "tgz", "package"),
+    Connector("python", "Python connector (ASGI and WSGI: Django, Flask, FastAPI)", "sdist", "queue_manager_gate"),
     Connector("wordpress", "WordPress plugin", "zip", "queue-manager", main="queue-manager.php"),
 )
 BY_NAME = {c.name: c for c in CONNECTORS}
@@ -76,6 +80,11 @@ class Artefact:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.body).hexdigest()
+
+    @property
+    def ext(self) -> str:
+        """What the file name ends with (``js``, ``tgz``, ``zip``, ``tar.gz``): ``latest.<ext>`` serves it too."""
+        return "tar.gz" if self.filename.endswith(".tar.gz") else self.filename.rsplit(".", 1)[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +117,12 @@ def _version(connector: Connector, folder: Path) -> str:
         if found is None:
             raise ValueError(f"connectors/{connector.name}/{connector.main} has no Version: header")
         return found.group(1).decode()
+    if (folder / "pyproject.toml").is_file():
+        project = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8")).get("project", {})
+        version = project.get("version")
+        if not isinstance(version, str) or not version:
+            raise ValueError(f"connectors/{connector.name}/pyproject.toml has no [project] version")
+        return version
     package = json.loads((folder / "package.json").read_text(encoding="utf-8"))
     version = package.get("version")
     if not isinstance(version, str) or not version:
@@ -128,6 +143,22 @@ def _fill(rel: str, body: bytes, version: str) -> bytes:
 
 def _mode(rel: str) -> int:
     return 0o755 if rel.startswith("bin/") or rel.endswith(".sh") else 0o644
+
+
+def _pkg_info(folder: Path, version: str) -> bytes:
+    """A source distribution's ``PKG-INFO``: its core metadata, from ``pyproject.toml``'s ``[project]``."""
+    project = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {project['name']}",
+        f"Version: {version}",
+        f"Summary: {project.get('description', '')}",
+        f"Requires-Python: {project.get('requires-python', '>=3')}",
+    ]
+    for extra, requirements in sorted(project.get("optional-dependencies", {}).items()):
+        lines.append(f"Provides-Extra: {extra}")
+        lines.extend(f'Requires-Dist: {req}; extra == "{extra}"' for req in requirements)
+    return ("\n".join(lines) + "\n").encode()
 
 
 def _tgz(top: str, files: list[tuple[str, bytes]]) -> bytes:
@@ -170,6 +201,10 @@ def build(name: str) -> Built | None:
     files = [(rel, _fill(rel, path.read_bytes(), version)) for rel, path in _files(folder)]
     if connector.archive == "zip":
         archive = Artefact(f"{name}-{version}.zip", _zip(connector.top, files), "application/zip")
+    elif connector.archive == "sdist":
+        files = sorted([*files, ("PKG-INFO", _pkg_info(folder, version))])
+        body = _tgz(f"{connector.top}-{version}", files)
+        archive = Artefact(f"{name}-{version}.tar.gz", body, "application/gzip")
     else:
         archive = Artefact(f"{name}-{version}.tgz", _tgz(connector.top, files), "application/gzip")
     script = None

@@ -145,10 +145,11 @@ def test_every_connector_download_is_the_checkouts(pair: tuple[Server, Server]) 
                 assert hashlib.sha256(body).hexdigest() == item["sha256"], f"{path}: not the manifest's SHA-256"
                 downloads += 1
     names = {entry["name"] for entry in manifest["connectors"]}
-    assert {"browser-tag", "cloudflare", "cloudflare-failover", "node", "wordpress"} <= names, names
-    assert downloads >= 12, f"the manifest lists {downloads} downloads: {manifest}"
-    for name in ("cloudflare", "cloudflare-failover", "node", "wordpress"):
+    assert {"browser-tag", "cloudflare", "cloudflare-failover", "node", "python", "wordpress"} <= names, names
+    assert downloads >= 14, f"the manifest lists {downloads} downloads: {manifest}"
+    for name in ("cloudflare", "cloudflare-failover", "node", "python", "wordpress"):
         _same(checkout, wheel, f"/connectors/{name}/README.md")
+    _same(checkout, wheel, "/connectors/python/latest.tar.gz")  # the pip install of the Python connector
     _same(checkout, wheel, "/connectors/cloudflare/latest.js")
     _same(checkout, wheel, "/connectors/wordpress/update.json")
 

@@ -4,8 +4,8 @@
 ``PUBLIC_URL``, else a trusted proxy's ``X-Forwarded-Host``/``-Proto``, else ``Host``), the SHA-256
 and size of each artefact.
 ``GET /connectors/<name>``: that connector's entry of the manifest.
-``GET /connectors/<name>/latest.js|.tgz|.zip``: the current build (revalidated: ``no-cache`` and an ETag).
-``GET /connectors/<name>/<name>-<version>.js|.tgz|.zip``: the same bytes under a name that never changes
+``GET /connectors/<name>/latest.js|.tgz|.tar.gz|.zip``: the current build (revalidated: ``no-cache`` and an ETag).
+``GET /connectors/<name>/<name>-<version>.js|.tgz|.tar.gz|.zip``: the same bytes under a name that never changes
 (immutable); another version's name is 404.
 ``GET /connectors/<name>/README.md``: the connector's README.
 ``GET /connectors/wordpress/update.json``: the WordPress plugin's update feed (what its update check
@@ -41,7 +41,7 @@ def _entry(built: connectors.Built, base: str) -> dict[str, Any]:
     for kind, art in (("script", built.script), ("archive", built.archive)):
         if art is None:
             continue
-        ext = art.filename.rsplit(".", 1)[1]
+        ext = art.ext
         downloads[kind] = {
             "format": ext,
             "url": f"{here}/{art.filename}",
@@ -207,7 +207,7 @@ async def download(ctx: Context, req: Request, send: Send) -> None:
     for art in (built.script, built.archive):
         if art is None:
             continue
-        ext = art.filename.rsplit(".", 1)[1]
+        ext = art.ext
         if file in (f"latest.{ext}", art.filename):
             cache = REVALIDATE if file.startswith("latest.") else static.IMMUTABLE
             headers = [cache, CORS, static.NOSNIFF]
