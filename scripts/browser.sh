@@ -2,9 +2,10 @@
 # Installs Debian's Chromium for the browser tests when it is missing (root, apt-get).
 # Playwright's Python package drives it; `playwright install` is never used.
 set -u
-# Thai and Japanese glyphs for the screenshots of those pages (the tests do not depend on them)
-if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1 && ! { fc-list 2>/dev/null | grep -qi tlwg && fc-list 2>/dev/null | grep -qi ipagothic; }; then
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q fonts-thai-tlwg-ttf fonts-ipafont-gothic >/dev/null 2>&1 || true
+# Glyphs for the screenshots of the visitor pages in their languages (the test machine's fonts, not the product's:
+# Thai, Japanese, Chinese and Korean (WenQuanYi Zen Hei), Devanagari (Lohit); DejaVu covers Arabic and Hebrew)
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1 && ! { fc-list 2>/dev/null | grep -qi tlwg && fc-list 2>/dev/null | grep -qi ipagothic && fc-list 2>/dev/null | grep -qi zenhei && fc-list 2>/dev/null | grep -qi lohit; }; then
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q fonts-thai-tlwg-ttf fonts-ipafont-gothic fonts-wqy-zenhei fonts-lohit-deva fonts-dejavu-core >/dev/null 2>&1 || true
 fi
 [ -x /usr/bin/chromium ] && exit 0
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then

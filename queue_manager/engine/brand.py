@@ -29,8 +29,8 @@ import orjson
 
 from queue_manager.engine import logo as logos
 from queue_manager.engine.errors import EngineError, bad_field
+from queue_manager.engine.languages import LANGUAGES
 
-LANGUAGES = ("en", "th", "es", "ja", "de")  # the waiting page's languages (web/asset.py LANGUAGES)
 BRAND_KEYS = ("displayName", "logo", "background", "accent", "message", "helpUrl")
 DISPLAY_NAME_MAX = 80
 MESSAGE_MAX = 280

@@ -11,6 +11,7 @@ from queue_manager.engine.access_rules import AccessRule, parse_access_rules
 from queue_manager.engine.brand import Brand, apply_brand, same_logo
 from queue_manager.engine.errors import EngineError, bad_field
 from queue_manager.engine.lanes import Lane, parse_lanes
+from queue_manager.engine.languages import parse_languages
 from queue_manager.engine.origins import OriginPattern, is_absolute_http_url, origin_of, parse_origin_pattern
 from queue_manager.engine.room_events import OVERRIDABLE, EventInForce, RoomEvent, parse_events, parse_in_force
 from queue_manager.engine.states import RoomState
@@ -85,6 +86,7 @@ ROOM_FIELDS = frozenset(
         "brand",
         "events",
         "lanes",
+        "languages",
     }
 )
 ALIASES = {"rate": "ratePerMinute"}
@@ -178,6 +180,7 @@ class RoomConfig:
     events: tuple[RoomEvent, ...] = ()
     event_in_force: EventInForce | None = None
     lanes: tuple[Lane, ...] = ()  # empty: one implicit lane (engine/lanes.py)
+    languages: tuple[str, ...] = ()  # the visitor pages' languages, the first the default; empty: all (languages.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_event(self, before: RoomConfig | None) -> dict[str, Any]:
@@ -229,6 +232,7 @@ class RoomConfig:
             "events": [e.to_public(ms_to_iso) for e in self.events],
             "eventInForce": None if self.event_in_force is None else self.event_in_force.to_public(),
             "lanes": [lane.to_public() for lane in self.lanes],
+            "languages": list(self.languages),
         }
 
 
@@ -451,6 +455,8 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
             cfg.access_rules = parse_access_rules(value, cfg.access_rules)
         elif key == "proxyOrigin":
             cfg.proxy_origin = None if value is None else bare_origin(value)
+        elif key == "languages":
+            cfg.languages = parse_languages(value)
         elif key == "queueing":
             if value not in QUEUEING_METHODS:
                 raise bad_field(key, "queueing must be fifo, random, passthrough or reject.", "invalid_queueing")

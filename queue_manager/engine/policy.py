@@ -11,6 +11,7 @@ from typing import Any
 
 from queue_manager.engine.access_rules import AccessRule
 from queue_manager.engine.brand import Brand
+from queue_manager.engine.languages import LANGUAGES, offered
 from queue_manager.engine.model import RoomConfig
 from queue_manager.engine.origins import OriginPattern, origin_allowed, origin_of
 
@@ -31,6 +32,7 @@ class RoomPolicy:
     reject_status: int = 503
     entry: str = "open"
     access_rules: tuple[AccessRule, ...] = ()
+    languages: tuple[str, ...] = LANGUAGES  # what its visitor pages offer, the first the default
     _tag_ok: dict[str, bool] = field(default_factory=dict)
 
     def return_allowed(self, url: str) -> bool:
@@ -63,4 +65,5 @@ def policy_of(cfg: RoomConfig) -> RoomPolicy:
         reject_status=cfg.reject_status,
         entry=cfg.entry,
         access_rules=cfg.access_rules,
+        languages=offered(cfg.languages),
     )

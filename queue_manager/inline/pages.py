@@ -21,7 +21,7 @@ EXPOSE = (b"access-control-expose-headers", b"X-QM-Queued, X-QM-Origin, Retry-Af
 
 
 def origin_down_page() -> bytes:
-    """origin_down.html (one self-contained file, five languages, jittered retry), from the pages module."""
+    """origin_down.html (one self-contained file, every page language, jittered retry), from the pages module."""
     return asset.origin_down_page()
 
 

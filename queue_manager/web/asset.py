@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from queue_manager.web import static
+from queue_manager.web import static, translations
 
 
 @cache
@@ -20,18 +20,16 @@ def _text(name: str) -> str:
     return resources.files("queue_manager.web").joinpath(name).read_text(encoding="utf-8")
 
 
-LANGUAGES = ("en", "th", "es", "ja", "de")
+LANGUAGES = translations.LANGUAGES
 
 
-@cache
 def waiting_strings() -> dict[str, dict[str, str]]:
-    """The waiting page's text in every language (waiting/strings.json)."""
-    data: dict[str, dict[str, str]] = orjson.loads(_text("waiting/strings.json"))
-    return data
+    """The waiting page's text in every language (the ``waiting`` section of web/i18n/<tag>.json)."""
+    return translations.section("waiting")
 
 
 def waiting_template() -> str:
-    """waiting/page.html: placeholders __QM_*__ and {{key}} (a string of strings.json)."""
+    """waiting/page.html: placeholders __QM_*__ and {{key}} (a string of the waiting section of web/i18n/<tag>.json)."""
     return _text("waiting/page.html")
 
 
@@ -40,7 +38,8 @@ def waiting_assets() -> dict[str, static.Asset]:
     """The waiting page's style and script by their served name, waiting-<hash>.css / waiting-<hash>.js."""
     css = _text("waiting/waiting.css").encode()
     strings = orjson.dumps(waiting_strings()).decode().replace("</", "<\\/")
-    js = ("var QM_STRINGS = " + strings + ";\n" + _text("waiting/waiting.js")).encode()
+    rtl = orjson.dumps(sorted(translations.RTL)).decode()
+    js = ("var QM_STRINGS = " + strings + ";\nvar QM_RTL = " + rtl + ";\n" + _text("waiting/waiting.js")).encode()
     built = static.hashed_assets(
         [
             static.Source("waiting.css", "waiting", css, "text/css; charset=utf-8"),
@@ -100,13 +99,15 @@ _SCRIPT_ESCAPES = str.maketrans(
 
 
 def _outage_page(name: str, brand: tuple[str, str, str, str] = ("", "", "", "")) -> bytes:
-    """One self-contained outage page: outage/page.html filled from outage/<name>.json (its five languages,
-    the attempts key and the first retry delay). English is in the markup; the script repaints in qm_lang.
+    """One self-contained outage page: outage/page.html filled from outage/<name>.json (the attempts key and
+    the first retry delay) and its section of web/i18n/<tag>.json in every language. English is in the markup;
+    the script repaints in qm_lang.
 
     ``brand``: a room's (style, name line, message, data block) markup, already escaped (routes/pages/branding.py);
     put in last, so nothing in an operator's text is taken for a placeholder."""
     spec = orjson.loads(_text(f"outage/{name}.json"))
-    en = spec["strings"]["en"]
+    strings = translations.section("offline" if name == "offline" else "originDown")
+    en = strings["en"]
     page = (
         _text("outage/page.html")
         .replace("__TITLE__", html.escape(en["title"]), 1)
@@ -115,7 +116,9 @@ def _outage_page(name: str, brand: tuple[str, str, str, str] = ("", "", "", ""))
         .replace("__KEEP__", html.escape(en["keep"]), 1)
         .replace("__KEY__", script_json(spec["attemptsKey"]), 1)
         .replace("__FIRST__", str(int(spec["firstSec"])), 1)
-        .replace("__STRINGS__", script_json(spec["strings"]), 1)
+        .replace("__STRINGS__", script_json(strings), 1)
+        .replace("__RTL__", script_json(sorted(translations.RTL)), 1)
+        .replace("__OPTIONS__\n", _language_options(), 1)
     )
     style, name_line, message, data = brand
     page = (
@@ -125,6 +128,16 @@ def _outage_page(name: str, brand: tuple[str, str, str, str] = ("", "", "", ""))
         .replace("__BRAND_JSON__\n", data, 1)
     )
     return page.encode()
+
+
+def _language_options() -> str:
+    """The outage pages' picker: every language by its own name."""
+    names = waiting_strings()
+    return "".join(
+        f'          <option value="{tag}" lang="{tag}" dir="{translations.direction(tag)}">'
+        f"{html.escape(names[tag]['langName'])}</option>\n"
+        for tag in LANGUAGES
+    )
 
 
 @lru_cache(maxsize=256)
@@ -152,7 +165,9 @@ def outage_preview(page: bytes, lang: str, marks: dict[str, str]) -> bytes:
     mark = f'    <p id="t-preview" class="preview-mark" role="note">{html.escape(marks.get(lang, marks["en"]))}</p>\n'
     data = f'<script type="application/json" id="qm-preview">{script_json({"lang": lang, "mark": marks})}</script>\n'
     text = page.decode()
-    text = text.replace('<html lang="en">', f'<html lang="{html.escape(lang)}">', 1)
+    text = text.replace(
+        '<html lang="en">', f'<html lang="{html.escape(lang)}" dir="{translations.direction(lang)}">', 1
+    )
     text = text.replace('<div class="card">\n', '<div class="card">\n' + mark, 1)
     text = text.replace("<script>\n(function", data + "<script>\n(function", 1)
     return text.encode()
@@ -180,36 +195,6 @@ def qm_js() -> bytes:
     return _text("qm.js").encode()
 
 
-# The throttled navigation's page, per language: (title, heading, body with {n} for the seconds). Kept here, not in
-# waiting/strings.json, so the refusal never has to load the waiting page's tables and stays about 1 KB.
-REFUSAL_TEXT: dict[str, tuple[str, str]] = {
-    "en": (
-        "One moment, please",
-        "This page was reloaded very often from your network. It will reload by itself in {n} seconds. "
-        "Your place in line is kept.",
-    ),
-    "th": (
-        "กรุณารอสักครู่",
-        "หน้านี้ถูกโหลดซ้ำบ่อยมากจากเครือข่ายของคุณ หน้าจะโหลดใหม่เองใน {n} วินาที ลำดับของคุณในคิวยังอยู่",
-    ),
-    "es": (
-        "Un momento, por favor",
-        "Esta página se ha recargado muchas veces desde su red. Se recargará sola en {n} segundos. "
-        "Conserva su lugar en la fila.",
-    ),
-    "ja": (
-        "しばらくお待ちください",
-        "お使いのネットワークからこのページが何度も再読み込みされました。{n} 秒後に自動で再読み込みします。"
-        "列での順番はそのままです。",
-    ),
-    "de": (
-        "Einen Moment, bitte",
-        "Diese Seite wurde von Ihrem Netzwerk aus sehr oft neu geladen. Sie lädt sich in {n} Sekunden von selbst "
-        "neu. Ihr Platz in der Warteschlange bleibt erhalten.",
-    ),
-}
-
-
 def refusal_page(headers: list[tuple[bytes, bytes]], lang: str = "en") -> bytes:
     """The small self-reloading page a throttled navigation gets, in the visitor's language.
 
@@ -217,12 +202,14 @@ def refusal_page(headers: list[tuple[bytes, bytes]], lang: str = "en") -> bytes:
     a browser running scripts never sees the <noscript> one.
     """
     retry = next((v.decode() for k, v in headers if k == b"retry-after"), "30")
-    lang = lang if lang in REFUSAL_TEXT else "en"
-    head, body = REFUSAL_TEXT[lang]
+    texts = translations.section("refusal")  # its own small section: the refusal never loads the waiting page's
+    lang = lang if lang in texts else "en"
+    head, body = texts[lang]["title"], texts[lang]["body"]
     n = html.escape(retry)
     seconds = int(retry) if retry.isascii() and retry.isdigit() else 30
     return (
-        f"<!doctype html><html lang={lang}><meta charset=utf-8><meta name=robots content=noindex>"
+        f"<!doctype html><html lang={lang} dir={translations.direction(lang)}><meta charset=utf-8>"
+        "<meta name=robots content=noindex>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
         f'<noscript><meta http-equiv=refresh content="{n}"></noscript><title>{head}</title>'
         f"<script>setTimeout(function(){{location.reload()}},{seconds * 1000})</script>"
@@ -237,8 +224,8 @@ def not_found_page(room_id: str, lang: str = "en") -> bytes:
     table = waiting_strings().get(lang) or waiting_strings()["en"]
     head = html.escape(table["notFoundHead"]).replace("{room}", html.escape(room_id[:80]))
     return (
-        f'<!doctype html><html lang="{html.escape(lang)}"><meta charset=utf-8><meta name=robots content=noindex>'
-        '<meta name=viewport content="width=device-width, initial-scale=1">'
+        f'<!doctype html><html lang="{html.escape(lang)}" dir="{translations.direction(lang)}"><meta charset=utf-8>'
+        '<meta name=robots content=noindex><meta name=viewport content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(table['notFoundTitle'])}</title>"
         '<body style="font:16px/1.5 system-ui,sans-serif;margin:3rem auto;max-width:30rem;padding:0 1rem">'
         f"<h1 style=font-size:1.3rem>{head}</h1>"

@@ -18,7 +18,7 @@ FONT_FILES = (
     "Geist-SemiBold-Latin.woff2",
     "GeistMono-Regular-Latin.woff2",
 )
-LANG_NAMES = ("English", "ไทย", "Español", "日本語", "Deutsch")
+LANG_NAMES = ("English", "ไทย", "Español", "日本語", "Deutsch", "Français", "العربية", "עברית", "繁體中文", "हिन्दी")
 HTML = {"accept": "text/html"}
 IDENTITY = {"accept-encoding": "identity"}
 
@@ -105,20 +105,72 @@ def test_language_from_the_cookie_then_accept_language(server: Server) -> None:
     room = _room(server)
     with server.client() as c:
         thai = c.get(f"/w/{room}", headers={"accept-language": "th-TH,th;q=0.9,en;q=0.5"})
-        weighted = c.get(f"/w/{room}", headers={"accept-language": "fr;q=1, ja;q=0.4, de;q=0.8"})
-        unknown = c.get(f"/w/{room}", headers={"accept-language": "fr, pt"})
+        weighted = c.get(f"/w/{room}", headers={"accept-language": "xx;q=1, ja;q=0.4, de;q=0.8"})
+        unknown = c.get(f"/w/{room}", headers={"accept-language": "xx, yy"})
         c.cookies.set("qm_lang", "es")
         chosen = c.get(f"/w/{room}", headers={"accept-language": "th"})
         c.cookies.set("qm_lang", "xx")
         bogus = c.get(f"/w/{room}", headers={"accept-language": "ja"})
-    assert '<html lang="th">' in thai.text and "ห้องรอคิว" in thai.text
-    assert '<html lang="de">' in weighted.text
-    assert '<html lang="en">' in unknown.text
-    assert '<html lang="es">' in chosen.text and "Sala de espera" in chosen.text
-    assert '<html lang="ja">' in bogus.text
+    assert '<html lang="th" dir="ltr">' in thai.text and "ห้องรอคิว" in thai.text
+    assert '<html lang="de" dir="ltr">' in weighted.text
+    assert '<html lang="en" dir="ltr">' in unknown.text
+    assert '<html lang="es" dir="ltr">' in chosen.text and "Sala de espera" in chosen.text
+    assert '<html lang="ja" dir="ltr">' in bogus.text
     assert thai.headers["etag"] != chosen.headers["etag"]
     for name in LANG_NAMES:
         assert name in thai.text, f"the picker lacks {name}"
+
+
+@pytest.mark.parametrize(
+    ("accept", "lang", "direction", "word"),
+    [
+        ("pt-PT,pt;q=0.9", "pt-BR", "ltr", "Sala de espera"),
+        ("zh-TW", "zh-Hant", "ltr", "等候室"),
+        ("zh-HK,en;q=0.5", "zh-Hant", "ltr", "請保持此頁面開啟"),
+        ("zh-CN,zh;q=0.9", "zh-Hans", "ltr", "请保持此页面打开"),
+        ("zh", "zh-Hans", "ltr", "请保持此页面打开"),
+        ("ar-EG,ar;q=0.9,en;q=0.8", "ar", "rtl", "غرفة الانتظار"),
+        ("iw-IL", "he", "rtl", "חדר המתנה"),
+        ("fr-CA;q=0.8, de-AT;q=0.9", "de", "ltr", "Warteraum"),
+        ("ko-KR", "ko", "ltr", "대기실"),
+    ],
+)
+def test_accept_language_falls_back_across_regions_and_scripts(
+    server: Server, accept: str, lang: str, direction: str, word: str
+) -> None:
+    room = _room(server)
+    with server.client() as c:
+        page = c.get(f"/w/{room}", headers={"accept-language": accept})
+    assert f'<html lang="{lang}" dir="{direction}">' in page.text
+    assert word in page.text
+
+
+def test_a_room_limits_and_orders_its_languages(server: Server) -> None:
+    room = _room(server)
+    with server.admin() as admin:
+        saved = admin.post("/api/admin/rooms", json={"id": room, "languages": ["de", "FR", "ar"]})
+        assert saved.status_code == 200, saved.text
+        assert saved.json()["room"]["languages"] == ["de", "fr", "ar"]
+        for bad in (["xx"], ["de", "de"], "de", [1], ["en"] * 30):
+            refused = admin.post("/api/admin/rooms", json={"id": room, "languages": bad})
+            assert refused.status_code == 400 and refused.json()["code"] == "invalid_languages", (bad, refused.text)
+        assert admin.get(f"/api/admin/rooms/{room}").json()["room"]["languages"] == ["de", "fr", "ar"]
+    with server.client() as c:
+        default = c.get(f"/w/{room}", headers={"accept-language": "ja, en;q=0.5"})
+        french = c.get(f"/w/{room}", headers={"accept-language": "fr-BE"})
+        c.cookies.set("qm_lang", "ja")  # a choice made on another room's page: not offered here
+        remembered = c.get(f"/w/{room}", headers={"accept-language": "ar"})
+    assert '<html lang="de" dir="ltr">' in default.text, "the room's first language is its default"
+    assert '<html lang="fr" dir="ltr">' in french.text
+    assert '<html lang="ar" dir="rtl">' in remembered.text
+    options = re.findall(r'<option value="([^"]+)"', default.text)
+    assert options == ["de", "fr", "ar"]
+    with server.admin() as admin:
+        assert admin.post("/api/admin/rooms", json={"id": room, "languages": []}).status_code == 200
+    with server.client() as c:
+        every = c.get(f"/w/{room}", headers={"accept-language": "ja"})
+    assert '<html lang="ja" dir="ltr">' in every.text
+    assert len(re.findall(r"<option value=", every.text)) >= 20
 
 
 def test_assets_are_content_addressed_immutable_and_an_unknown_hash_is_404(server: Server) -> None:
@@ -201,7 +253,7 @@ def test_the_refusal_page_speaks_the_visitors_language(make_server: Any) -> None
             c.cookies.set("qm_lang", lang)
             refused = c.get(f"/w/{room}", headers={**HTML, **IDENTITY, "accept-language": "de;q=0.1, es;q=0.2"})
             assert refused.status_code == 429
-            assert f"<html lang={lang}>" in refused.text and heading in refused.text, refused.text
+            assert f"<html lang={lang} dir=ltr>" in refused.text and heading in refused.text, refused.text
             assert f"{refused.headers['retry-after']} " in refused.text.split("<p>")[1]
             assert len(refused.content) < 1500, (lang, len(refused.content))
             # it reloads itself after Retry-After: by script, and by a meta refresh only for a browser without one
@@ -209,10 +261,12 @@ def test_the_refusal_page_speaks_the_visitors_language(make_server: Any) -> None
             assert f"location.reload()}},{retry * 1000})" in refused.text
             assert f'<noscript><meta http-equiv=refresh content="{retry}"></noscript>' in refused.text
         c.cookies.delete("qm_lang")
-        refused = c.get(f"/w/{room}", headers={**HTML, **IDENTITY, "accept-language": "fr, ja-JP;q=0.9, en;q=0.5"})
-        assert "<html lang=ja>" in refused.text and REFUSED_IN["ja"] in refused.text
-        refused = c.get(f"/w/{room}", headers={**HTML, **IDENTITY, "accept-language": "fr"})
-        assert "<html lang=en>" in refused.text
+        refused = c.get(f"/w/{room}", headers={**HTML, **IDENTITY, "accept-language": "xx, ja-JP;q=0.9, en;q=0.5"})
+        assert "<html lang=ja dir=ltr>" in refused.text and REFUSED_IN["ja"] in refused.text
+        refused = c.get(f"/w/{room}", headers={**HTML, **IDENTITY, "accept-language": "xx"})
+        assert "<html lang=en dir=ltr>" in refused.text
+        refused = c.get(f"/w/{room}", headers={**HTML, **IDENTITY, "accept-language": "he"})
+        assert "<html lang=he dir=rtl>" in refused.text and "רק רגע" in refused.text
         # the console and the docs take the same refusal, in the same language
         c.cookies.set("qm_lang", "th")
         assert c.get("/docs", headers=HTML).status_code == 200

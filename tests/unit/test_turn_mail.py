@@ -126,6 +126,10 @@ def test_email_notify_needs_smtp_and_a_from_address() -> None:
         ("es", "Es su turno: Drop", "9 minutos"),
         ("ja", "順番が来ました: Drop", "9分間"),
         ("de", "Sie sind an der Reihe: Drop", "9 Minuten"),
+        ("fr", "C’est votre tour : Drop", "9 minutes"),
+        ("zh-Hant", "輪到您了：Drop", "9 分鐘"),
+        ("ko", "차례가 되었습니다: Drop", "9분"),
+        ("ar", "حان دورك: Drop", "9 د"),
     ],
 )
 def test_the_letter_in_each_language(lang: str, subject: str, held: str) -> None:
@@ -158,6 +162,19 @@ def test_short_windows_are_told_in_seconds_and_names_stay_on_one_line() -> None:
     )
     assert m["Content-Language"] == "en" and m["Subject"] == "It’s your turn: A Bcc: x"
     assert "42 seconds" in m.get_content()
+
+
+@pytest.mark.parametrize("lang", ["ar", "he"])
+def test_a_right_to_left_letter_opens_each_paragraph_right_to_left(lang: str) -> None:
+    m = turn_letter.compose(
+        sender="q@shop.example", to="v@example.com", lang=lang, room_name="Drop", link="http://h/w/r", held_sec=300
+    )
+    paragraphs = [p.removeprefix("-- \n") for p in m.get_content().strip().split("\n\n")]
+    assert len(paragraphs) == 4 and all(p.startswith("\u200f") for p in paragraphs), paragraphs
+    left = turn_letter.compose(
+        sender="q@shop.example", to="v@example.com", lang="fr", room_name="Drop", link="http://h/w/r", held_sec=300
+    )
+    assert "\u200f" not in left.get_content()
 
 
 # --------------------------------------------------------------------------- the leader's judgement

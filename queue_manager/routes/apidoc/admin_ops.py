@@ -38,6 +38,7 @@ _ROOM_CODES = (
     "invalid_auto_activate",
     "invalid_autotune",
     "invalid_lanes",
+    "invalid_languages",
     "proxy_origin_private",
 )
 _INSTANT: dict[str, Any] = {

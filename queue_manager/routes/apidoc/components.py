@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from queue_manager.engine.languages import LANGUAGES
 from queue_manager.http.cookies import CONSOLE
 
 _INT_OR_NULL: dict[str, Any] = {"type": ["integer", "null"]}
@@ -292,6 +293,14 @@ ROOM_WRITE: dict[str, Any] = {
         "autoActivate": {"type": ["object", "null"]},
         "autotune": {"type": ["object", "null"]},
         "events": {"type": "array", "maxItems": 5, "items": {"$ref": "#/components/schemas/RoomEventWrite"}},
+        "languages": {
+            "type": ["array", "null"],
+            "maxItems": len(LANGUAGES),
+            "uniqueItems": True,
+            "description": "The languages the room's visitor pages offer, in the picker's order; the first is the "
+            "page's language when none of the visitor's matches. [] or null: all of them, English first.",
+            "items": {"enum": list(LANGUAGES)},
+        },
         "lanes": {
             "type": ["array", "null"],
             "maxItems": 8,

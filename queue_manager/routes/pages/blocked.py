@@ -1,5 +1,5 @@
 """The page a room's access rules refuse a person with (a ``block`` rule on an inline host's page):
-short, in the room's brand, in the visitor's language (the five of the visitor pages), self-contained
+short, in the room's brand, in the visitor's language (those of the visitor pages), self-contained
 and without a script. 403; the JSON form is ``access_blocked`` (the door check and the join answer it too)."""
 
 from __future__ import annotations
@@ -11,33 +11,7 @@ from queue_manager.engine.brand import Brand
 from queue_manager.http.language import pick_language
 from queue_manager.http.wire import Request
 from queue_manager.routes.pages.branding import outage_css
-
-#: (title, explanation) per language
-STRINGS: dict[str, tuple[str, str]] = {
-    "en": (
-        "Access not allowed",
-        "This site does not accept requests like yours here. If you think this is a mistake, contact the site's owner.",
-    ),
-    "th": (
-        "ไม่อนุญาตให้เข้าถึง",
-        "เว็บไซต์นี้ไม่รับคำขอลักษณะนี้ หากคิดว่าเกิดความผิดพลาด โปรดติดต่อเจ้าของเว็บไซต์",
-    ),
-    "es": (
-        "Acceso no permitido",
-        "Este sitio no acepta solicitudes como la suya. Si cree que es un error, contacte con el responsable "
-        "del sitio.",
-    ),
-    "ja": (
-        "アクセスは許可されていません",
-        "このサイトはこのようなリクエストを受け付けていません。"
-        "誤りと思われる場合は、サイトの運営者にお問い合わせください。",
-    ),
-    "de": (
-        "Zugriff nicht erlaubt",
-        "Diese Website nimmt Anfragen wie Ihre hier nicht an. Wenn Sie einen Fehler vermuten, wenden Sie sich "
-        "an den Betreiber der Website.",
-    ),
-}
+from queue_manager.web import translations
 
 _STYLE = (
     ":root{--bg:#f6f7f9;--card:#fff;--text:#14181f;--muted:#4d5663;--line:#dde1e7;--accent:#1d4ed8}"
@@ -56,8 +30,9 @@ _STYLE = (
 @lru_cache(maxsize=256)
 def blocked_page(brand: Brand | None, lang: str) -> bytes:
     """The refusal page in ``lang`` (English for any other), with ``brand``'s name, logo and colours."""
-    title, text = STRINGS.get(lang, STRINGS["en"])
-    code = lang if lang in STRINGS else "en"
+    texts = translations.section("blocked")
+    code = lang if lang in texts else "en"
+    title, text = texts[code]["title"], texts[code]["body"]
     style = _STYLE
     name_line = ""
     if brand is not None:
@@ -67,7 +42,7 @@ def blocked_page(brand: Brand | None, lang: str) -> bytes:
         if logo or name:
             name_line = f'<p class="brand">{logo}{html.escape(name)}</p>'
     return (
-        f'<!doctype html><html lang="{code}"><meta charset="utf-8">'
+        f'<!doctype html><html lang="{code}" dir="{translations.direction(code)}"><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<meta name="robots" content="noindex, nofollow"><title>{html.escape(title)}</title>'
         f"<style>{style}</style><main>{name_line}<h1>{html.escape(title)}</h1><p>{html.escape(text)}</p></main>"

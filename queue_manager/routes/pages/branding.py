@@ -77,7 +77,8 @@ def logo_img(room_id: str, brand: Brand | None, prefix: str, alt: str) -> str:
 def message_html(brand: Brand | None, lang: str) -> str:
     text = None if brand is None else brand.message_for(lang)
     hidden = "" if text else " hidden"
-    return f'<p id="brand-message" class="brand-message"{hidden}>{html.escape(text or "")}</p>'
+    # dir="auto": a message the operator wrote in English (the fallback) reads left to right on an Arabic page
+    return f'<p id="brand-message" class="brand-message" dir="auto"{hidden}>{html.escape(text or "")}</p>'
 
 
 def help_html(brand: Brand | None, label: str) -> str:
@@ -116,7 +117,7 @@ def outage_page(kind: str, brand: Brand | None, lang: str = "en") -> bytes:
     name_line = f'    <p class="brand-name">{logo}{html.escape(name or "")}</p>\n' if (logo or name) else ""
     message = brand.message_for(lang)
     hidden = "" if message else " hidden"
-    lines = f'    <p id="t-brand" class="brand-note"{hidden}>{html.escape(message or "")}</p>\n'
+    lines = f'    <p id="t-brand" class="brand-note" dir="auto"{hidden}>{html.escape(message or "")}</p>\n'
     if brand.help_url is not None:
         lines += (
             f'    <p class="brand-note"><a id="t-help" href="{html.escape(brand.help_url)}" '

@@ -9,6 +9,7 @@ chosen language, without their retries. Nothing here writes: no ticket, no count
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from queue_manager.context import Context
 from queue_manager.engine.model import ROOM_ID_RE
@@ -54,8 +55,11 @@ async def preview_page(ctx: Context, req: Request, send: Send) -> None:
             ),
         )
     name = policy.name or shown.room_id
+    offered = policy.languages if shown.lang in policy.languages else (shown.lang, *policy.languages)
     html = await asyncio.to_thread(
-        waiting.build, shown.room_id, name, shown.lang, "", False, policy.brand, {"status": status}
+        functools.partial(
+            waiting.build, shown.room_id, name, shown.lang, "", False, policy.brand, {"status": status}, offered=offered
+        )
     )
     headers = [
         (b"content-type", b"text/html; charset=utf-8"),

@@ -19,7 +19,7 @@ from queue_manager.http.language import pick_language
 from queue_manager.http.sendfile import serve_payload
 from queue_manager.http.wire import NO_STORE, Request, Send, send_response
 from queue_manager.routes.pages import branding, pageguard
-from queue_manager.web import asset, static
+from queue_manager.web import asset, static, translations
 
 HTML_TYPE = (b"content-type", b"text/html; charset=utf-8")
 PAGE_CSP = (
@@ -34,13 +34,21 @@ _CACHE_MAX = 4096
 CLOSED_HEADER = (b"x-qm-closed", b"1")
 CLOSED_RETRY_AFTER = (b"retry-after", b"300")
 
-_pages: dict[tuple[str, str, str, str, bool, str, bool], static.Payload] = {}
+_Key = tuple[str, str, str, str, bool, str, bool, tuple[str, ...]]
+_pages: dict[_Key, static.Payload] = {}
 
 
 def _key(
-    room_id: str, name: str, lang: str, prefix: str, email: bool, brand: Brand | None, closed: bool = False
-) -> tuple[str, str, str, str, bool, str, bool]:
-    return (room_id, name, lang, prefix, email, "" if brand is None else brand.fingerprint, closed)
+    room_id: str,
+    name: str,
+    lang: str,
+    prefix: str,
+    email: bool,
+    brand: Brand | None,
+    closed: bool = False,
+    offered: tuple[str, ...] = asset.LANGUAGES,
+) -> _Key:
+    return (room_id, name, lang, prefix, email, "" if brand is None else brand.fingerprint, closed, offered)
 
 
 def render(
@@ -51,15 +59,17 @@ def render(
     email: bool = False,
     brand: Brand | None = None,
     closed: bool = False,
+    offered: tuple[str, ...] = asset.LANGUAGES,
 ) -> static.Payload:
     """The page for one room in one language, built once and kept. ``email``: the page offers turn e-mails;
     ``brand``: the room's brand (its fingerprint is part of the key, so a brand change renders anew);
-    ``closed``: the room is closed (queueing reject): the page says so as sent, and never joins."""
-    key = _key(room_id, name, lang, prefix, email, brand, closed)
+    ``closed``: the room is closed (queueing reject): the page says so as sent, and never joins; ``offered``: the
+    languages its picker lists (the room's ``languages``)."""
+    key = _key(room_id, name, lang, prefix, email, brand, closed, offered)
     hit = _pages.get(key)
     if hit is not None:
         return hit
-    page = build(room_id, name, lang, prefix, email, brand, closed=closed)
+    page = build(room_id, name, lang, prefix, email, brand, closed=closed, offered=offered)
     rendered = static.Payload.of(page.encode(), "text/html; charset=utf-8")
     if len(_pages) >= _CACHE_MAX:
         _pages.clear()
@@ -77,6 +87,7 @@ def build(
     preview: dict[str, Any] | None = None,
     *,
     closed: bool = False,
+    offered: tuple[str, ...] = asset.LANGUAGES,
 ) -> str:
     """The page's HTML. ``preview``: a preview's synthetic answer (routes/pages/preview.py): the page shows it,
     marked as a preview, and asks the server for nothing. ``closed``: the room's closed page (queueing reject),
@@ -87,7 +98,7 @@ def build(
     options = "".join(
         f'<option value="{code}" lang="{code}"{" selected" if code == lang else ""}>'
         f"{html.escape(strings[code]['langName'])}</option>"
-        for code in asset.LANGUAGES
+        for code in offered
     )
     if brand is not None and brand.display_name:
         name = brand.display_name
@@ -98,6 +109,7 @@ def build(
         "email": email,
         "brandMessage": {} if brand is None else dict(brand.message),
         "closed": closed,
+        "languages": list(offered),
     }
     if preview is not None:
         settings["preview"] = preview
@@ -115,6 +127,7 @@ def build(
         .replace("__QM_PREVIEW_MARK__", mark, 1)
         .replace("__QM_LANG_OPTIONS__", options, 1)
         .replace("__QM_LANG__", lang)
+        .replace("__QM_DIR__", translations.direction(lang), 1)
         .replace("__QM_TITLE__", html.escape(name))
         .replace("__QM_CSS__", asset.waiting_asset_name("css"))
         .replace("__QM_JS__", asset.waiting_asset_name("js"))
@@ -147,17 +160,18 @@ async def waiting_page(ctx: Context, req: Request, send: Send, room_id: str, pre
         await send_response(
             send,
             404,
-            asset.not_found_page(room_id, pick_language(req)),
+            asset.not_found_page(room_id, pick_language(req)),  # no room: every language is offered
             [HTML_TYPE, NO_STORE, *admitted],
             req.method == "HEAD",
         )
         return
-    name, lang = policy.name or room_id, pick_language(req)
+    offered = policy.languages
+    name, lang = policy.name or room_id, pick_language(req, offered)
     email = ctx.settings.turn_emails and ctx.addresses is not None
     closed = policy.queueing == "reject"
-    page = _pages.get(_key(room_id, name, lang, prefix, email, policy.brand, closed))
+    page = _pages.get(_key(room_id, name, lang, prefix, email, policy.brand, closed, offered))
     if page is None:  # Brotli at its best setting takes tens of ms: keep it off the event loop
-        page = await asyncio.to_thread(render, room_id, name, lang, prefix, email, policy.brand, closed)
+        page = await asyncio.to_thread(render, room_id, name, lang, prefix, email, policy.brand, closed, offered)
     headers = [
         (b"cache-control", b"private, no-cache"),
         *admitted,

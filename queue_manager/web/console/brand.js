@@ -1,8 +1,8 @@
 /* The room editor's Brand section: display name, colours (with their contrast), messages, help link, logo. */
 import { $, el } from "./ui.js";
 import { state } from "./state.js";
+import { LANGS, RTL } from "./languages.js";
 
-const LANGS = [["en", "English"], ["th", "ไทย"], ["es", "Español"], ["ja", "日本語"], ["de", "Deutsch"]];
 const AA = 4.5;
 
 function luminance(hex) {
@@ -38,8 +38,14 @@ function brandFieldset(room) {
   };
   for (const i of [bg, accent, useColours]) i.addEventListener("input", showRatio);
   showRatio();
-  const messages = LANGS.map(([code, name]) => field(`message.${code}`, `Message (${name})`,
-    text(`ed-br-msg-${code}`, (b.message || {})[code], { maxlength: "280", lang: code }), "One line, at most 280 characters."));
+  const message = ([code, name]) => field(`message.${code}`, `Message (${name})`,
+    text(`ed-br-msg-${code}`, (b.message || {})[code], { maxlength: "280", lang: code, dir: RTL.includes(code) ? "rtl" : null }),
+    "One line, at most 280 characters.");
+  // the first five open; the others folded, opened when one of them has a message
+  const more = LANGS.slice(5);
+  const messages = LANGS.slice(0, 5).map(message);
+  const folded = el("details", { class: "more-langs", open: more.some(([code]) => (b.message || {})[code]) ? true : null },
+    el("summary", { text: `Message in ${more.length} more languages` }), el("div", { class: "grid2" }, ...more.map(message)));
   const logo = b.logo;
   const preview = logo && room
     ? el("img", { src: `w/${encodeURIComponent(room.id)}/logo-${logo.sha256.slice(0, 16)}.${logo.type === "image/png" ? "png" : "svg"}`, alt: "Current logo", class: "brand-preview" })
@@ -54,7 +60,7 @@ function brandFieldset(room) {
       field("background", "Background", bg, "The page's text is black or white, whichever reads better."),
       field("accent", "Accent", accent, "Links and the button: at least 4.5:1 on the background.")),
     el("label", { class: "check" }, useColours, " Use these colours"), ratio,
-    el("div", { class: "grid2" }, ...messages),
+    el("div", { class: "grid2" }, ...messages), folded,
     field("logo", "Logo (PNG or SVG, at most 64 KB)", file, "Uploaded when you save; an SVG is cleaned of anything but drawing."),
     preview, removeLogo);
 }

@@ -33,6 +33,7 @@ const FIELDS = [
   ["protection", "Bot protection", ["", "monitor", "enforce"], "Blank: the server default."],
   ["returnOrigins", "Return origins", "lines", "One per line; https://*.shop.example covers subdomains."],
   ["tagOrigins", "Tag origins", "lines?", "One per line. Blank: same as return origins."],
+  ["languages", "Visitor page languages", "tags", "Language tags in the picker's order, e.g. de, fr, en; the first is the page's language when none of the visitor's matches. Blank: all of them, English first."],
 ];
 const AT_DEFAULT = { enabled: false, minRate: 10, maxRate: 600, targetLatencyMs: 1000 };
 const DEFAULTS = { ratePerMinute: 60, passedTtlSec: 600, sessionTtlSec: 1800, presenceSec: 30, queueMaxPerIp: 16, preQueueMaxPerIp: 16 };
@@ -65,7 +66,7 @@ function openEditor(roomId, opener) {
     } else {
       input = el("input", { id, name: key, type: kind.startsWith("int") ? "number" : kind === "datetime" ? "datetime-local" : "text", spellcheck: "false", autocomplete: "off" });
       if (kind.startsWith("int")) input.min = "0";
-      input.value = kind === "datetime" ? toLocalInput(v) : v === null || v === undefined ? (creating && key in DEFAULTS ? String(DEFAULTS[key]) : "") : String(v);
+      input.value = kind === "datetime" ? toLocalInput(v) : kind === "tags" ? (v || []).join(", ") : v === null || v === undefined ? (creating && key in DEFAULTS ? String(DEFAULTS[key]) : "") : String(v);
     }
     const helpText = key === "targetUrl" && inline && !may("owner")
       ? "An inline room's target URL decides whose traffic this server captures: changing it needs the owner role." : help;
@@ -337,6 +338,7 @@ function collect(form, room, rulesBox) {
     else if (kind === "datetime") v = raw ? new Date(raw).toISOString() : null;
     else if (kind === "lines") v = raw ? raw.split(/\s*\n\s*/).filter(Boolean) : [];
     else if (kind === "lines?") v = raw ? raw.split(/\s*\n\s*/).filter(Boolean) : null;
+    else if (kind === "tags") v = raw ? raw.split(/[\s,]+/).filter(Boolean) : [];
     else if (kind === "text?") v = raw || null;
     else v = raw === "" && key === "name" ? null : raw;
     if (room) { const cur = room[key]; if (JSON.stringify(cur === undefined ? null : cur) === JSON.stringify(v)) continue; }

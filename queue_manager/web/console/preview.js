@@ -5,6 +5,7 @@
 import { $, clock, el } from "./ui.js";
 import { api } from "./api.js";
 import { head, openDialog } from "./dialogs.js";
+import { LANGS } from "./languages.js";
 
 // One entry per state the server offers (POST /api/admin/rooms/<room>/preview): its value and what it shows.
 const STATES = [
@@ -18,7 +19,6 @@ const STATES = [
   ["origin_down", "Site down (origin down)"],
   ["offline", "Queue offline"],
 ];
-const LANGS = [["en", "English"], ["th", "ไทย (Thai)"], ["es", "Español"], ["ja", "日本語 (Japanese)"], ["de", "Deutsch"]];
 // the states the figures mean something in: a place and a wait, or the sign-ups and the time to the doors
 const FIGURES = { waiting: ["Position", "Wait (minutes)"], paused: ["Position", "Wait (minutes)"], prequeue: ["Signed up", "Doors open in (minutes)"],
   random: ["People waiting", "Middle wait (minutes)"] };

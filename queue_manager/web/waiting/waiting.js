@@ -1,4 +1,4 @@
-/* Queue Manager waiting page. Served at /assets/waiting-<hash>.js after `var QM_STRINGS = {…};` (strings.json). */
+/* Queue Manager waiting page. Served at /assets/waiting-<hash>.js after `var QM_STRINGS = {…};` (web/i18n/<tag>.json). */
 (function () {
   'use strict';
 
@@ -9,6 +9,10 @@
   var apiBase = typeof cfg.apiBase === 'string' ? cfg.apiBase.replace(/\/+$/, '') : '';
   var roomName = typeof cfg.name === 'string' && cfg.name ? cfg.name : roomId;
   var lang = STRINGS[document.documentElement.lang] ? document.documentElement.lang : 'en';
+  // the languages this room offers (its `languages`, else all); a remembered choice outside them is left alone
+  var OFFERED = Array.isArray(cfg.languages) && cfg.languages.length ? cfg.languages : Object.keys(STRINGS);
+  var RTL = (typeof QM_RTL === 'object' && QM_RTL) ? QM_RTL : [];
+  function offered(v) { return !!STRINGS[v] && OFFERED.indexOf(v) >= 0; }
   // a preview link's page: the server's synthetic answer is shown and nothing is asked of the server
   var preview = cfg.preview && typeof cfg.preview === 'object' ? cfg.preview : null;
 
@@ -45,9 +49,10 @@
   }
 
   function setLang(v) {
-    if (!STRINGS[v]) return;
+    if (!offered(v)) return;
     lang = v;
     document.documentElement.lang = v;
+    document.documentElement.dir = RTL.indexOf(v) >= 0 ? 'rtl' : 'ltr';
     var nodes = document.querySelectorAll('[data-i18n]');
     for (var i = 0; i < nodes.length; i++) nodes[i].textContent = t(nodes[i].getAttribute('data-i18n'));
     var sel = $('lang');
@@ -831,7 +836,7 @@
   if (picker) {
     picker.addEventListener('change', function () {
       var v = picker.value;
-      if (!STRINGS[v]) return;
+      if (!offered(v)) return;
       if (!preview) persistLang(v);   // a preview leaves the reader's own choice alone
       setLang(v);
     });
@@ -841,7 +846,7 @@
   // A preview shows the language it was made for.
   var fromCookie = preview ? null : cookieLang();
   var saved = preview ? null : fromCookie || storedLang();
-  if (saved && STRINGS[saved]) {
+  if (saved && offered(saved)) {
     if (!fromCookie) persistLang(saved);
     if (saved !== lang) setLang(saved);
   }
