@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from queue_manager.background import Job
+from queue_manager.background import Job, stop_if_cancelled
 from queue_manager.clock import Clock
 from queue_manager.metrics import Counters, from_wire, to_wire, total
 from queue_manager.store.valkey.keys import counters_index_key, counters_key
@@ -131,4 +131,5 @@ class FleetCounters:
                 await self.publish()
             except Exception as exc:  # Valkey unreachable: the key expires, the others count without us
                 log.debug("fleet counters: %s", exc)
+            stop_if_cancelled()  # a driver mid-call may take the stop's cancel for its own: the loop ends anyway
             await asyncio.sleep(self.every_ms / 1000)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from queue_manager.background import Job
+from queue_manager.background import Job, stop_if_cancelled
 from queue_manager.store.valkey.client import ready
 from queue_manager.store.valkey.keys import control_channel
 
@@ -101,6 +101,7 @@ class Hints:
             else:
                 delay = 0.5
             self.subscribed = False
+            stop_if_cancelled()  # a driver mid-call may take the stop's cancel for its own: the loop ends anyway
             await asyncio.sleep(delay)
 
     async def _listen(self) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from queue_manager.background import Job
+from queue_manager.background import Job, stop_if_cancelled
 from queue_manager.store.valkey.keys import leader_epoch_key, leader_key
 
 log = logging.getLogger("queue_manager.leader")
@@ -108,6 +108,7 @@ class LeaderLease:
         interval = self.lease_ms / 3000
         while True:
             await self.try_acquire()
+            stop_if_cancelled()  # a driver mid-call may take the stop's cancel for its own: the loop ends anyway
             await asyncio.sleep(interval)
 
     def start(self) -> None:

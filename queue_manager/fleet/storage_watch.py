@@ -33,7 +33,7 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
-from queue_manager.background import Job
+from queue_manager.background import Job, stop_if_cancelled
 from queue_manager.clock import Clock
 from queue_manager.journal.pg import PgJournal
 from queue_manager.store.base import StoreUnavailable
@@ -185,3 +185,4 @@ class StorageWatch:
                 await self.frame()
             except Exception as exc:
                 log.warning("storage frame: %s", exc)
+            stop_if_cancelled()  # a driver mid-call may take the stop's cancel for its own: the loop ends anyway

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from queue_manager.background import Job, cancel_all
+from queue_manager.background import Job, cancel_all, stop_if_cancelled
 from queue_manager.jobs import activation, alerting, autotune
 from queue_manager.jobs.conditions import Frame, StorageReport, evaluate, valkey_unreachable
 from queue_manager.jobs.shared_state import MemoryShared, Shared
@@ -87,6 +87,7 @@ class Autopilot:
                 await self.frame()
             except Exception:
                 log.exception("alert frame failed")
+            stop_if_cancelled()  # a driver mid-call may take the stop's cancel for its own: the loop ends anyway
             if loop.time() - next_at > 5 * self.every_ms / 1000:
                 next_at = loop.time()
 

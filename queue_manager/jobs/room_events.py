@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from queue_manager.background import Job
+from queue_manager.background import Job, stop_if_cancelled
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.model import event_fields
 from queue_manager.engine.room_events import EventInForce, RoomEvent, Step, step
@@ -107,6 +107,7 @@ class EventKeeper:
                 log.warning("room events: store unavailable: %s", exc)
             except Exception:
                 log.exception("room events: a round failed")
+            stop_if_cancelled()  # a driver mid-call may take the stop's cancel for its own: the loop ends anyway
             if loop.time() - next_at > 5.0:
                 next_at = loop.time()
 

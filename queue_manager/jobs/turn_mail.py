@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from email.message import EmailMessage
 from typing import TYPE_CHECKING, Any
 
-from queue_manager.background import Job, cancel_all
+from queue_manager.background import Job, cancel_all, stop_if_cancelled
 from queue_manager.context import Context
 from queue_manager.engine.errors import EngineError
 from queue_manager.jobs import smtp, turn_letter
@@ -104,6 +104,7 @@ class TurnMail:
                 log.warning("turn e-mails: store unavailable: %s", exc)
             except Exception:
                 log.exception("turn e-mail scan failed")
+            stop_if_cancelled()  # a driver mid-call may take the stop's cancel for its own: the loop ends anyway
             if loop.time() - next_at > 5.0:
                 next_at = loop.time()
 
