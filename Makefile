@@ -19,6 +19,9 @@ LATEST  := .venv-latest
 export UV_PYTHON           ?= $(PY)
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT = $(VENV)
+# installed packages come with their bytecode: a server start (the suite starts hundreds) never compiles them,
+# even where PYTHONDONTWRITEBYTECODE keeps Python from caching what it compiles
+export UV_COMPILE_BYTECODE := 1
 
 .PHONY: install install-dev run test check test-latest lock wheel test-unit test-conformance test-conformance-valkey test-cluster fuzz lint bench clean
 
@@ -88,6 +91,7 @@ check:
 	$(BIN)/ruff check queue_manager tests bench connectors/python
 	$(BIN)/ruff format --check queue_manager tests bench connectors/python
 	$(BIN)/mypy
+	$(BIN)/python -m compileall -q -j 0 queue_manager connectors/python >/dev/null
 	QM_UV=$(if $(UV_DEP),$(CURDIR)/$(UV),$(UV)) QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 tests
 
 ## The black-box HTTP suite alone, every server on STORE=valkey + SIDESTORE=pg (Redis 7 + PostgreSQL 15 here).

@@ -234,7 +234,17 @@ def _install_into(home: Path, latest: str, pins: list[str]) -> Path:
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert made.returncode == 0, made.stderr
     done = subprocess.run(
-        [UV, "pip", "install", "-q", "--python", str(python), f"queue-manager-gate[edge] @ {latest}", *pins],
+        [
+            UV,
+            "pip",
+            "install",
+            "-q",
+            "--compile-bytecode",
+            "--python",
+            str(python),
+            f"queue-manager-gate[edge] @ {latest}",
+            *pins,
+        ],
         env=env,
         capture_output=True,
         text=True,
