@@ -20,7 +20,8 @@ export UV_PYTHON           ?= $(PY)
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT = $(VENV)
 # installed packages come with their bytecode: a server start (the suite starts hundreds) never compiles them,
-# even where PYTHONDONTWRITEBYTECODE keeps Python from caching what it compiles
+# even where PYTHONDONTWRITEBYTECODE keeps Python from caching what it compiles (the suite itself runs without
+# it: each test worker would otherwise rewrite and compile every test module and pytest plugin it imports)
 export UV_COMPILE_BYTECODE := 1
 
 .PHONY: install install-dev run test check test-latest lock wheel test-unit test-conformance test-conformance-valkey test-cluster fuzz lint bench clean
@@ -91,8 +92,8 @@ check:
 	$(BIN)/ruff check queue_manager tests bench connectors/python
 	$(BIN)/ruff format --check queue_manager tests bench connectors/python
 	$(BIN)/mypy
-	$(BIN)/python -m compileall -q -j 0 queue_manager connectors/python >/dev/null
-	QM_UV=$(if $(UV_DEP),$(CURDIR)/$(UV),$(UV)) QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 tests
+	$(BIN)/python -m compileall -q -j 0 queue_manager connectors/python tests bench >/dev/null
+	env -u PYTHONDONTWRITEBYTECODE QM_UV=$(if $(UV_DEP),$(CURDIR)/$(UV),$(UV)) QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 tests
 
 ## The black-box HTTP suite alone, every server on STORE=valkey + SIDESTORE=pg (Redis 7 + PostgreSQL 15 here).
 test-conformance-valkey: $(DEVSTAMP)
@@ -124,7 +125,7 @@ test-conformance: $(DEVSTAMP)
 FUZZ_EXAMPLES ?= 500
 fuzz: $(DEVSTAMP)
 	bash scripts/services.sh
-	QM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q -n 2 tests/conformance/test_fuzz_api.py
+	QM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) QM_TEST_STORES=$(TEST_STORES) $(PYTEST) -q tests/conformance/test_fuzz_api.py
 
 ## The fault drill, outside CI (docs/OPERATIONS.md, "The fault drill"): two instances on Valkey + PostgreSQL, reached
 ## through relays it owns, under 120 joins/s through kill -9, a PostgreSQL cut, a Valkey cut and a clean restart; then

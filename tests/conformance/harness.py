@@ -448,6 +448,10 @@ def spawn_server(
     data_dir = tempfile.mkdtemp(prefix="qm-conformance-")
     full_env = build_env(env, port, data_dir, store)
     argv = list(cmd) if cmd is not None else server_command()
+    starts = os.environ.get("QM_TEST_START_LOG")  # where the suite's time goes: one line per server started
+    if starts:
+        with open(starts, "a") as log:
+            log.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '?')}\t{full_env.get('STORE', 'memory')}\n")
     try:
         return Server(argv, full_env, port, data_dir)
     except OSError:

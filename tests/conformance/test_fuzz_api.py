@@ -9,9 +9,10 @@ media type and match its schema, and a 4xx in JSON must name its ``code``. Each 
 
 ``QM_FUZZ_EXAMPLES`` sets the examples per operation, mode and pass (12 here, about 1,950 requests per store;
 ``make fuzz`` runs 500, about 75,000) and ``QM_FUZZ_ONLY`` narrows the run to the operations whose label
-holds it. Both stores on two workers take about 52 s of the 90 s the module is allowed on two cores
-(docs/testing.md): the examples are that few because there are over seventy operations, two modes and two
-passes each.
+holds it. The requests are generated once and each is sent to a server on every store under test
+(``QM_TEST_STORES``), so both stores answer the same requests and the generation, most of the module's CPU,
+is paid once (docs/testing.md has its time): the examples are that few because there are over ninety
+operations, two modes and two passes each.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import httpx
 import pytest
 import requests
 import schemathesis
-from harness import Server, unique_id
+from harness import Server, start_server, stores_under_test, unique_id
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import Case, GenerationMode
@@ -66,9 +67,16 @@ def error_names_its_code(ctx: schemathesis.CheckContext, response: schemathesis.
 
 
 @pytest.fixture(scope="module")
-def target(make_module_server: Any) -> Iterator[Server]:
-    srv: Server = make_module_server({"EMAIL_NOTIFY": "0"})
-    yield srv
+def targets() -> Iterator[dict[str, Server]]:
+    """A server on each store under test, every one sent the same generated requests."""
+    started: dict[str, Server] = {}
+    try:
+        for store in stores_under_test():
+            started[store] = start_server({"EMAIL_NOTIFY": "0"}, store=store)
+        yield started
+    finally:
+        for srv in started.values():
+            srv.stop()
 
 
 def _label(case: Case) -> str:
@@ -97,7 +105,19 @@ def _run(case: Case, base: str, headers: dict[str, str]) -> None:
     case.validate_response(resp, checks=[*CHECKS, error_names_its_code])
 
 
-def _fuzz(op: Any, base: str, headers: dict[str, str], fixed: dict[str, Any], counts: dict[str, int]) -> None:
+def _run_each(case: Case, targets: dict[str, Server]) -> None:
+    """The case on every store's server; a finding names the stores that failed it."""
+    found: list[str] = []
+    for store, target in targets.items():
+        try:
+            _run(case, target.base_url, dict(target.admin_headers))
+        except Exception as exc:
+            found.append(f"[{store}] {_finding(exc)}")
+    if found:
+        raise AssertionError(" / ".join(found))
+
+
+def _fuzz(op: Any, targets: dict[str, Server], fixed: dict[str, Any], counts: dict[str, int]) -> None:
     label = f"{op.method.upper()} {op.path}"
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
@@ -112,7 +132,7 @@ def _fuzz(op: Any, base: str, headers: dict[str, str], fixed: dict[str, Any], co
         @given(case=op.as_strategy(generation_mode=mode, **fixed))
         def run(case: Case) -> None:
             counts[label] = counts.get(label, 0) + 1
-            _run(case, base, headers)
+            _run_each(case, targets)
 
         try:
             run()
@@ -141,9 +161,10 @@ def _finding(exc: BaseException) -> str:
     return " / ".join(kept)[:1200]
 
 
-def test_every_operation_answers_as_documented_under_fuzzing(target: Server, store: str) -> None:
-    headers = dict(target.admin_headers)
-    schema = schemathesis.openapi.from_url(f"{target.base_url}/api/openapi.json", headers=headers, timeout=TIMEOUT_SEC)
+def test_every_operation_answers_as_documented_under_fuzzing(targets: dict[str, Server]) -> None:
+    first = next(iter(targets.values()))
+    headers = dict(first.admin_headers)
+    schema = schemathesis.openapi.from_url(f"{first.base_url}/api/openapi.json", headers=headers, timeout=TIMEOUT_SEC)
     operations = sorted(
         (r.ok() for r in schema.get_all_operations()), key=lambda op: (op.method == "delete", op.path, op.method)
     )
@@ -152,21 +173,28 @@ def test_every_operation_answers_as_documented_under_fuzzing(target: Server, sto
     room = unique_id("fz")
     counts: dict[str, int] = {}
     failures: list[str] = []
-    with target.admin() as admin:
+    admins = {store: srv.admin() for store, srv in targets.items()}
+    try:
         for op in operations:
             label = f"{op.method.upper()} {op.path}"
             if label in NOT_FUZZED or ONLY not in label:
                 continue
-            made = admin.post("/api/admin/rooms", json={"id": room, "targetUrl": "https://shop.example/"})
-            assert made.status_code in (200, 201), made.text  # again each time: a DELETE may have taken it
+            for admin in admins.values():
+                made = admin.post("/api/admin/rooms", json={"id": room, "targetUrl": "https://shop.example/"})
+                assert made.status_code in (200, 201), made.text  # again each time: a DELETE may have taken it
             on_room = _on_room(op, room)
             for fixed in ({}, on_room) if on_room else ({},):
                 try:
-                    _fuzz(op, target.base_url, headers, fixed, counts)
+                    _fuzz(op, targets, fixed, counts)
                 except (Exception, BaseExceptionGroup) as exc:  # every operation is fuzzed; findings reported at once
                     failures.append(f"{label} {'on a room' if fixed else 'free'}: {_finding(exc)}")
+    finally:
+        for admin in admins.values():
+            admin.close()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)  # what ran, for make fuzz's report (its workers print nothing)
-    summary = {"store": store, "examples": EXAMPLES, "cases": sum(counts.values()), "perOperation": counts}
-    (ARTIFACTS / f"{store}.json").write_text(json.dumps(summary, indent=1) + "\n" + "\n\n".join(failures))
+    for store in targets:
+        summary = {"store": store, "examples": EXAMPLES, "cases": sum(counts.values()), "perOperation": counts}
+        (ARTIFACTS / f"{store}.json").write_text(json.dumps(summary, indent=1) + "\n" + "\n\n".join(failures))
     assert not failures, "\n\n".join(failures)
-    assert httpx.get(f"{target.base_url}/healthz", timeout=TIMEOUT_SEC).status_code == 200
+    for srv in targets.values():
+        assert httpx.get(f"{srv.base_url}/healthz", timeout=TIMEOUT_SEC).status_code == 200
