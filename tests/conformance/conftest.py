@@ -4,7 +4,8 @@ Every test here runs once per store the suite is asked for (``QM_TEST_STORES=mem
 default is ``memory``, or ``valkey`` with ``STORE=valkey``): its id ends in ``[memory]`` or
 ``[valkey]`` and every server it starts, through these fixtures or ``start_server``, runs on that
 store. A module marked ``pytest.mark.stores("valkey")`` runs on the stores it names only; when none of
-them is asked for its tests are skipped, which ``CI=true`` turns into failures (tests/conftest.py).
+them is asked for its tests are skipped, which ``CI=true`` turns into failures (tests/conftest.py). A test
+marked ``all_stores_at_once`` starts a server on every store itself and runs once.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"QM_TEST_STORES={','.join(marker.args)}, TEST_VALKEY_URL and TEST_DATABASE_URL (make test)"
         )
         kinds = [pytest.param(k, marks=pytest.mark.skip(reason=reason)) for k in marker.args]
+    if metafunc.definition.get_closest_marker("all_stores_at_once") is not None:
+        kinds = kinds[:1]  # it covers every store itself
     # session scope: pytest orders a worker's tests store by store, so shared servers are started once each
     metafunc.parametrize("store", kinds, scope="session")
 

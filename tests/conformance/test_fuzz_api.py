@@ -161,6 +161,7 @@ def _finding(exc: BaseException) -> str:
     return " / ".join(kept)[:1200]
 
 
+@pytest.mark.all_stores_at_once
 def test_every_operation_answers_as_documented_under_fuzzing(targets: dict[str, Server]) -> None:
     first = next(iter(targets.values()))
     headers = dict(first.admin_headers)
