@@ -128,7 +128,14 @@ class LiveLines:
             replica.saw(max(f[2] for f in fed))  # a replica behind what the store answered: a message lost?
         out: list[tuple[VisitorView, object]] = []
         for view, lseq, lf, cv in fed:
-            answerable = local and lseq is not None and view.state == "waiting" and view.position is not None
+            # a room before its opening instant turns active with the clock, not with a change: the store answers
+            answerable = (
+                local
+                and lseq is not None
+                and view.state == "waiting"
+                and view.position is not None
+                and view.room_state != "scheduled"
+            )
             out.append((view, Seen(view, lseq if answerable else None, lf, cv, held, every, now)))
         return out
 
@@ -140,8 +147,7 @@ class LiveLines:
         replica = self.replicas.get(room_id)
         if replica is None or memo.held != self.store.held:
             return False, None
-        position = replica.position(memo.gen, memo.lf, memo.cv, memo.lseq)
-        if position is None:
+        if not replica.holds(memo.gen, memo.lf, memo.cv, memo.lseq):
             return False, None
         if now - memo.marked >= memo.every:
             memo.marked = now
@@ -149,8 +155,11 @@ class LiveLines:
             if marks is None:
                 marks = self.marks[room_id] = {}
             marks[memo.n] = memo.gen
+        if now < memo.quiet_until:  # far back: still in line, the next numbers later
+            return True, None
         view = memo.view
-        if position == view.position or (position > FAR_POSITION and now < memo.quiet_until):
+        position = replica.index.rank(memo.lseq)
+        if position == view.position:
             return True, None
         shown = VisitorView(**{name: getattr(view, name) for name in _VIEW_FIELDS})
         shown.position = position

@@ -81,15 +81,17 @@ class LineReplica:
         if lf > self.wanted:
             self.wanted = lf
 
-    def position(self, gen: int, lf: int, cv: int, lseq: int) -> int | None:
-        """The position of the waiting ticket with line sequence ``lseq``, whose store read saw generation
-        ``gen``, feed sequence ``lf`` and config version ``cv``; None: only the store can answer (out of sync,
-        behind that read, another generation or config, or the ticket no longer waits)."""
+    def holds(self, gen: int, lf: int, cv: int, lseq: int) -> bool:
+        """Whether this replica answers for the waiting ticket with line sequence ``lseq``, whose store read saw
+        generation ``gen``, feed sequence ``lf`` and config version ``cv``; False: only the store can (out of
+        sync, behind that read, another generation or config, or the ticket no longer waits)."""
         if not self.synced or gen != self.gen:
-            return None
+            return False
         if lf > self.lf:
             self.saw(lf)
-            return None
-        if cv != self.cv or lseq not in self.index:
-            return None
-        return self.index.rank(lseq)
+            return False
+        return cv == self.cv and lseq in self.index
+
+    def position(self, gen: int, lf: int, cv: int, lseq: int) -> int | None:
+        """The ticket's position when this replica ``holds`` it; else None."""
+        return self.index.rank(lseq) if self.holds(gen, lf, cv, lseq) else None
