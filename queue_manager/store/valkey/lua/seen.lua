@@ -14,15 +14,17 @@ end
 if #names == 0 then
   return '{"k":"ok","m":0}'
 end
-local raws = redis.call('HMGET', K.t, unpack(names))
+-- the record's "sn" is rewritten in place (no decode and encode of the whole record: the cost of a mark
+-- is what keeps this call cheap); a record that is not a waiting ticket's is left alone
+local now = I(NOW)
 local put = {}
+local raws = redis.call('HMGET', K.t, unpack(names))
 for i, raw in ipairs(raws) do
-  if raw then
-    local t = cjson.decode(raw)
-    if t.s == 'waiting' and t.sn < NOW then
-      t.sn = NOW
+  if raw and string.find(raw, '"s":"waiting"', 1, true) then
+    local sn = tonumber(string.match(raw, '"sn":(%-?[%d%.eE%+]+)'))
+    if sn ~= nil and sn < NOW then
       put[#put + 1] = names[i]
-      put[#put + 1] = cjson.encode(t)
+      put[#put + 1] = string.gsub(raw, '"sn":%-?[%d%.eE%+]+', '"sn":' .. now, 1)
     end
   end
 end
