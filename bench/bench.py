@@ -606,6 +606,10 @@ def _sse_scale_run(server: Server, streams: int, store_pid: int | None = None) -
     return out
 
 
+def _pids(name: str) -> list[str]:
+    return subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout.split()
+
+
 def _sse_scale_server(name: str, tree: str) -> tuple[Server, int | None, Any]:
     """The ``ssescale`` server (BENCH_SSE_STORE: memory, or valkey+pg as the fleet phase runs it), the Valkey
     server's pid (valkey only) and what cleans up after it."""
@@ -621,8 +625,9 @@ def _sse_scale_server(name: str, tree: str) -> tuple[Server, int | None, Any]:
     spool = tempfile.mkdtemp(prefix="qmbench-sse-spool-")
     fleet._cleanup([tag])
     env = fleet._valkey_env(tag, spool, **extra)
-    found = subprocess.run(["pgrep", "-x", "redis-server"], capture_output=True, text=True).stdout.split()
-    found += subprocess.run(["pgrep", "-x", "valkey-server"], capture_output=True, text=True).stdout.split()
+    # BENCH_VALKEY_PID: the Valkey server BENCH_VALKEY_URL names, when more than one runs on the machine
+    pinned = os.environ.get("BENCH_VALKEY_PID")
+    found = [pinned] if pinned else _pids("redis-server") + _pids("valkey-server")
 
     def cleanup() -> None:
         fleet._cleanup([tag])

@@ -144,7 +144,9 @@ class Context:
         store = parts.store
         inline_steps = parts.status_now is not None  # the store's calls never suspend
         # a store over the network: a room's streams read their frames in batches
-        broadcaster = Broadcaster(inline_steps=inline_steps, status_many=None if inline_steps else store.status_many)
+        broadcaster = Broadcaster(
+            inline_steps=inline_steps, status_many=None if inline_steps else store.status_many, live=parts.live_reads
+        )
         store.on_change(broadcaster.notify)
         started_ms = clock.wall_ms()
         series = SeriesRecorder(parts.timeline)

@@ -11,6 +11,7 @@ from queue_manager.access.records.base import AccessStore
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.view import VisitorView
 from queue_manager.engine.visitor import Presented
+from queue_manager.services.sse import LiveReads
 from queue_manager.sidestores.entrybook.base import EntryBook
 from queue_manager.sidestores.entrycodes.base import EntryCodes
 from queue_manager.sidestores.entrykeys.base import EntryKeys
@@ -47,3 +48,6 @@ class Parts:
     access_records: AccessStore  # operators, monitor links, the audit trail
     auth_failures: AuthBudget  # the wrong-key budget (this process's, or the fleet's)
     fleet: FleetParts | None  # on STORE=valkey: the journal, the Valkey connection, the lease, recovery
+    #: live streams' frames answered in this process while they can be (STORE=valkey: its replicas of the
+    #: lines, store/valkey/live.py); None: every frame reads the store
+    live_reads: LiveReads | None = None

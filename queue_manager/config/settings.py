@@ -312,6 +312,14 @@ class Settings:
     )
     sse_per_ip: int = integer("SSE_PER_IP", 20, "Open event streams per address.", unit="streams (0 = off)")
     sse_max_total: int = integer("SSE_MAX_TOTAL", 8000, "Open event streams in this process.", unit="streams (0 = off)")
+    presence_mark_sec: int = integer(
+        "PRESENCE_MARK_SEC",
+        10,
+        "Most seconds between the presence marks of a visitor whose stream frames a replica answers.",
+        unit="seconds",
+        minimum=1,
+        maximum=60,
+    )
     rate_limit_max_keys: int = integer(
         "RATE_LIMIT_MAX_KEYS", 200000, "Addresses each rate-limit map holds.", unit="addresses (0 = off)"
     )

@@ -91,6 +91,7 @@ class FleetConnection:
             self.clock,
             journal=rooms,
             writer=settings.instance_id,
+            presence_mark_sec=settings.presence_mark_sec,
         )
         self.redis = self.store.redis
         # the fleet's own keys: one hash tag on a cluster (keys.fleet_prefix), the rooms spread by theirs

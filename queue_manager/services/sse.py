@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from queue_manager.access.principal import Principal
 from queue_manager.engine.model import ClientId
@@ -26,6 +26,23 @@ FAN_OUT_SLICE = 200  # frames written before a fan-out round lets other work in 
 
 #: the store's ``status_many``: the views of many streams of one room in one call
 StatusMany = Callable[[str, Sequence[tuple[ClientId, Presented | None]]], Awaitable[list[VisitorView]]]
+
+
+class LiveReads(Protocol):
+    """A store's reads for live streams that answer frames in this process when they can (the Valkey
+    store's replicas of the line, store/valkey/live.py). ``read`` is ``status_many`` with, for each view,
+    what the stream's next frames are answered from (its memo); ``local`` answers a frame from a memo:
+    (False, None) when the store must, else (True, the view to send or None when nothing changed)."""
+
+    def open(self, room_id: str) -> None: ...
+
+    def close(self, room_id: str) -> None: ...
+
+    async def read(
+        self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]
+    ) -> list[tuple[VisitorView, object]]: ...
+
+    def local(self, room_id: str, memo: object, now: float) -> tuple[bool, VisitorView | None]: ...
 
 
 class Stream:
@@ -50,6 +67,7 @@ class Stream:
         "ending",
         "frame_of",
         "last_sent",
+        "memo",
         "pending",
         "pending_since",
         "presented",
@@ -90,6 +108,7 @@ class Stream:
         self.again = False  # woken while a frame was pending: one more frame when it is done
         self.last_sent = 0.0
         self.timer: asyncio.TimerHandle | None = None  # the refresh deadline
+        self.memo: object = None  # what the last store read saw, for frames answered locally (LiveReads)
 
     def end(self) -> None:
         if not self.ending:
@@ -117,7 +136,9 @@ class Broadcaster:
     batches of STATUS_BATCH: one task and one store call per batch, then each frame is composed and
     written as the batch's answer arrives."""
 
-    def __init__(self, *, inline_steps: bool = False, status_many: StatusMany | None = None) -> None:
+    def __init__(
+        self, *, inline_steps: bool = False, status_many: StatusMany | None = None, live: LiveReads | None = None
+    ) -> None:
         self._rooms: dict[str, _Feed] = {}
         self.streams = 0
         self.per_ip: dict[str, int] = {}
@@ -129,6 +150,9 @@ class Broadcaster:
         # a store round-trip may hold timeouts bound to the task it started in.
         self.inline_steps = inline_steps
         self.status_many = status_many
+        # frames answered in this process while they can be (a store's replica of the line): a stream
+        # whose frame is answered so and unchanged gets none (the ping keeps its connection alive)
+        self.live = live
 
     def notify(self, room_ids: set[str]) -> None:
         for room_id in room_ids:
@@ -153,8 +177,11 @@ class Broadcaster:
                 feed.dirty = False
                 now = loop.time()
                 batch: list[Stream] = []
+                live = self.live
                 for i, s in enumerate(list(feed.streams), 1):
                     if self._batched(s, now):
+                        if live is not None and s.memo is not None and self._local(live, s, now):
+                            continue
                         batch.append(s)
                         if len(batch) >= STATUS_BATCH:
                             self._read_batch(batch, now)
@@ -183,6 +210,29 @@ class Broadcaster:
             and (s.deadline is None or now < s.deadline)
         )
 
+    def _local(self, live: LiveReads, s: Stream, now: float) -> bool:
+        """``s``'s frame answered in this process, sent if it changed; False: the store must answer it."""
+        try:
+            answered, view = live.local(s.room_id, s.memo, now)
+        except Exception:
+            return False
+        if not answered:
+            return False
+        if view is None:
+            return True
+        frame_of = s.frame_of
+        assert frame_of is not None
+        try:
+            body = frame_of(view)
+        except Exception:
+            s.end()
+            return True
+        s.last_sent = now
+        s.pending_since = now
+        if s.cycle is None or not write_chunk(s.cycle, body):
+            s.pending = asyncio.get_running_loop().create_task(self._send_task(s, body))
+        return True
+
     def _read_batch(self, batch: list[Stream], now: float) -> None:
         """One task reads the views of ``batch`` (streams of one room) in one store call; each stream's
         frame is pending on it meanwhile, so a wake in between asks for one more frame (``again``)."""
@@ -199,7 +249,14 @@ class Broadcaster:
         try:
             # every stream of a batch has its client (``_batched``)
             asks = [(s.client, s.presented) for s in batch if s.client is not None]
-            views = await status_many(batch[0].room_id, asks)
+            live = self.live
+            if live is None:
+                views = await status_many(batch[0].room_id, asks)
+            else:
+                read = await live.read(batch[0].room_id, asks)
+                views = [view for view, _ in read]
+                for s, (_, memo) in zip(batch, read, strict=True):
+                    s.memo = memo
         except asyncio.CancelledError:
             for s in batch:
                 s.pending = None
@@ -330,6 +387,8 @@ class Broadcaster:
         feed = self._rooms.get(s.room_id)
         if feed is None:
             feed = self._rooms[s.room_id] = _Feed()
+            if self.live is not None:
+                self.live.open(s.room_id)
         feed.streams[s] = None
         loop = asyncio.get_running_loop()
         s.last_sent = loop.time()
@@ -352,6 +411,8 @@ class Broadcaster:
             feed.streams.pop(s, None)
             if not feed.streams:
                 del self._rooms[s.room_id]
+                if self.live is not None:
+                    self.live.close(s.room_id)
 
     async def _ping(self) -> None:
         """A comment line on every stream that had no frame for PING_EVERY seconds (checked every PING_CHECK)."""

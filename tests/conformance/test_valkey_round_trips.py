@@ -10,6 +10,7 @@ commands in between: exactly one that is not background, always the same EVALSHA
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import threading
@@ -17,10 +18,12 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
+import httpx
 import pytest
-from harness import Server, create_room, join, start_server, wait_for_state
+from harness import Server, create_room, iter_sse, join, start_server, wait_for_state
 
 pytestmark = pytest.mark.stores("valkey")  # memory keeps nothing across a restart and has no Valkey to cut
 # deselected on a Valkey cluster (TEST_VALKEY_CLUSTER_URL): it counts one server's commands
@@ -186,3 +189,50 @@ def test_an_admitted_visitors_door_check_is_one_valkey_command(server: Server, v
     assert len(hot) == 1 and next(iter(hot)).startswith("EVALSHA "), report
     # a background-looking command in every window would be the check's own: it stays occasional
     assert with_background < CHECKS // 2, report
+
+
+def test_a_waiting_visitors_stream_frames_read_no_status_from_valkey(server: Server) -> None:
+    """Once an instance's replica of the line is in sync, a waiting visitor's frames (positions moving as
+    those ahead leave) are answered in the server: no status_many script call reaches Valkey, only the
+    presence marks, batched (lua/seen.lua)."""
+    from queue_manager.store.valkey.scripts import build
+
+    status_many = f"EVALSHA {build('status_many').sha}"
+    prefix = server.env["VALKEY_PREFIX"]
+    with server.admin() as admin:
+        rid = create_room(admin, ratePerMinute=0, queueMaxPerIp=None, presenceSec=8)["id"]
+        with ExitStack() as stack:
+            tickets = [join(stack.enter_context(server.client()), rid).json() for _ in range(3)]
+            watcher = stack.enter_context(server.client())
+            mine = join(watcher, rid).json()
+            assert mine["position"] == 4
+            request = watcher.build_request(
+                "GET", "/events", params={"roomId": rid, "token": mine["token"]}, timeout=httpx.Timeout(5.0, read=5.0)
+            )
+            r = watcher.send(request, stream=True)
+            try:
+                frames = (json.loads(f["data"]) for f in iter_sse(r) if f.get("event") == "message" and "data" in f)
+                assert next(frames)["position"] == 4  # the stream's first frame (a status read)
+                assert next(frames)["position"] == 4  # a round's batched read: the replica answers from here on
+                monitor = Monitor(server.env["VALKEY_URL"])
+                try:
+                    start = monitor.mark()
+                    for left, t in enumerate(tickets, start=1):
+                        # to the back of the line: the watcher moves up, each frame from the replica
+                        assert (
+                            admin.post(f"/api/admin/rooms/{rid}/eject", json={"ticket": t["ticket"]}).status_code == 200
+                        )
+                        frame = next(frames)
+                        while frame["position"] != 4 - left:
+                            frame = next(frames)
+                        assert frame["ticket"] == mine["ticket"] and frame["state"] == "waiting"
+                    end = monitor.mark()
+                    window = monitor.between(start, end)
+                finally:
+                    monitor.close()
+            finally:
+                r.close()
+    ours = {who for who, args in monitor.lines if any(prefix in a for a in args)}
+    sent = [signature(args) for who, args in window if who in ours]
+    assert sent, "no command of the server was seen"
+    assert status_many not in sent, Counter(sent)

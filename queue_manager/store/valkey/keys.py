@@ -13,7 +13,8 @@ name    type   holds
 ======  =====  ==========================================================================
 st      hash   the room generation's scalars: gen, cv (config version), next (next ticket
                number), credit, last (last tick, mono ms), seq (last event seq), lseq (line
-               sequence), counters, pqver, and the engine-relevant config fields ``c_*``
+               sequence), lfs (line feed sequence, see lf), counters, pqver, and the engine-relevant
+               config fields ``c_*``
 cfg     str    the room's config as JSON (``config.store_form``), read by Python only
 meta    hash   per room *id*, kept across deletes: gen (last generation), cv (config version
                counter), a0..a2 (the generation archived in arch0..arch2)
@@ -54,6 +55,11 @@ ob      zset   the outbox: every event a script minted, until the journal holds 
 ll      zset   the lanes' lines of a room with lanes (engine/lanes.py; not the connection lane of
                lane.py): member n, score = lane index × 2^40 + line sequence, so each lane is a score
                range in the line's order (ZCOUNT up to a place is its position in its lane)
+lf      chan   the line feed (a sharded pub/sub channel, never a key): one message per script call that
+               changed the waiting line, the generation or the config: "<gen> <lfs> <cv> <op>…", lfs (st)
+               the room's feed sequence, each op "+<lseq>" (joined the line), "-<lseq>" (left it) or "c"
+               (the line emptied); "x" alone: the room was deleted or replaced. Instances keep a replica
+               of the line from it (replica.py)
 arch0-2 hash   archived generations (gen % 3): Ref -> ticket numbers, for previous_generation
 ======  =====  ==========================================================================
 
@@ -152,12 +158,13 @@ ROOM_KEYS: tuple[str, ...] = (
     "wt",
     "ob",
     "ll",
+    "lf",
     *ARCHIVE_KEYS,
 )
 FLEET_TAG = "{~fleet}"  # the hash tag of every fleet key on a cluster (never a room id: no '~')
 
 # What a delete removes and an import replaces: everything but meta, fence and the archives.
-LIVE_KEYS: tuple[str, ...] = tuple(k for k in ROOM_KEYS if k not in ("meta", "fence", *ARCHIVE_KEYS))
+LIVE_KEYS: tuple[str, ...] = tuple(k for k in ROOM_KEYS if k not in ("meta", "fence", "lf", *ARCHIVE_KEYS))
 
 
 def room_key(prefix: str, room_id: str, name: str) -> str:

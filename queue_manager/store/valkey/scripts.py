@@ -24,6 +24,8 @@ OPERATIONS = (
     "join",
     "status",
     "status_many",
+    "line_snap",
+    "seen",
     "check",
     "door_replay",
     "tick",

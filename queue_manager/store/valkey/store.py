@@ -43,8 +43,9 @@ from queue_manager.store.valkey.clock import SharedClock
 from queue_manager.store.valkey.cluster_lane import ClusterLanes
 from queue_manager.store.valkey.configs import ConfigCopy
 from queue_manager.store.valkey.errors import RoomFenced, translate
-from queue_manager.store.valkey.keys import DEFAULT_PREFIX, room_key
+from queue_manager.store.valkey.keys import DEFAULT_PREFIX, ROOM_KEYS, room_key
 from queue_manager.store.valkey.lane import ValkeyLane
+from queue_manager.store.valkey.live import LiveLines
 from queue_manager.store.valkey.refusals import refusal
 from queue_manager.store.valkey.registry import RoomRegistry
 from queue_manager.store.valkey.runner import RoomRunner, events_of
@@ -55,6 +56,8 @@ from queue_manager.store.valkey.writes import ConfigWrites
 log = logging.getLogger("queue_manager.store.valkey")
 
 CONFIG_FRESH_SEC = 2.0  # room_policy / room_exists answer from the config copy confirmed this recently
+
+LINE_FEED = ROOM_KEYS.index("lf")  # the line feed channel's place among a script's keys
 
 
 class Journal(Protocol):
@@ -89,6 +92,7 @@ class ValkeyStore:
         config_fresh_sec: float = CONFIG_FRESH_SEC,
         rng: RandomSource = SYSTEM_RANDOM,
         writer: str = "",
+        presence_mark_sec: float = 10.0,
     ) -> None:
         if isinstance(redis, str):
             self._redis: Redis = open_client(redis)  # waits for a free connection; hiredis packs
@@ -118,6 +122,8 @@ class ValkeyStore:
         self._registry = RoomRegistry(self._calls)
         self._writes = ConfigWrites(self._runner, self._registry, self._finish)
         self._listeners: list[ChangeListener] = []
+        # the live streams' reads: waiting visitors' frames from this process's replicas of the lines
+        self.lines = LiveLines(self, mark_every=presence_mark_sec)
 
     @property
     def redis(self) -> Redis:
@@ -150,6 +156,7 @@ class ValkeyStore:
             )
 
     async def close(self) -> None:
+        await self.lines.stop()
         self.takebacks.flush(force=True)
         if self._calls.lane is not None:
             await self._calls.lane.close()
@@ -345,18 +352,49 @@ class ValkeyStore:
 
     async def status_many(self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]) -> list[VisitorView]:
         """One script call per STATUS_BATCH asks (lua/status_many.lua), every part at the same instant."""
+        return [view for view, _, _, _ in await self.status_many_fed(room_id, asks)]
+
+    async def status_many_fed(
+        self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]
+    ) -> list[tuple[VisitorView, int | None, int, int]]:
+        """``status_many``, each view with what a replica of the line answers from (live.py): the ticket's line
+        sequence (None: not a waiting ticket of a room without lanes), the line feed sequence it was read at
+        and the config version it was rendered with."""
         if not asks:
             return []
         runner = self._runner
         now = await runner.now()
-        out: list[VisitorView] = []
+        out: list[tuple[VisitorView, int | None, int, int]] = []
         for start in range(0, len(asks), STATUS_BATCH):
             args = asks_args(asks[start : start + STATUS_BATCH])
             reply, events = await runner.run("status_many", room_id, now, always(args))
             await self._finish(events)
-            gen, cfg = int(reply["gen"]), runner.configs.required(room_id).cfg
-            out.extend(codec.visitor_view(room_id, gen, cfg, r, *now) for r in reply["vs"])
+            gen, copy = int(reply["gen"]), runner.configs.required(room_id)
+            cfg, cv, lf = copy.cfg, copy.cv, int(reply.get("lf") or 0)
+            out.extend((codec.visitor_view(room_id, gen, cfg, r, *now), r.get("ls"), lf, cv) for r in reply["vs"])
         return out
+
+    async def line_snapshot(self, room_id: str) -> tuple[int, int, int, list[int]] | None:
+        """The room's generation, line feed sequence, config version and waiting line sequences, read at one
+        instant (lua/line_snap.lua); None: no such room."""
+        reply = await self._runner.once("line_snap", room_id)
+        if reply["k"] != "ok":
+            return None
+        raw = reply["ls"]
+        seqs = [int(x) for x in raw.split(",")] if raw else []
+        return int(reply["gen"]), int(reply["lf"]), int(reply["cv"]), seqs
+
+    async def mark_seen(self, room_id: str, gen: int, numbers: Sequence[int]) -> None:
+        """Mark the waiting tickets ``numbers`` (of generation ``gen``) seen now, in one call (lua/seen.lua)."""
+        await self._runner.once("seen", room_id, [str(gen), *map(str, numbers)])
+
+    def line_channel(self, room_id: str) -> bytes:
+        """The room's line feed channel (keys.py, lf)."""
+        return self._calls.room_keys(room_id)[LINE_FEED]
+
+    def config_copy(self, room_id: str) -> ConfigCopy | None:
+        """This process's copy of the room's config (None: none read yet)."""
+        return self._runner.configs.get(room_id)
 
     async def check(
         self,

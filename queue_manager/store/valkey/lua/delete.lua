@@ -18,4 +18,5 @@ for _, name in ipairs(LIVE) do
   redis.call('DEL', K[name])
 end
 outbox(tonumber(S_raw.gen) or 0)
+redis.call('SPUBLISH', K.lf, 'x')  -- every replica of the line starts over (keys.py, lf)
 return cjson.encode({k = 'ok', ev = EV, gen = S_raw.gen})

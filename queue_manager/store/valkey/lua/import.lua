@@ -34,4 +34,5 @@ for _, name in ipairs(SETS) do
   end
 end
 redis.call('DEL', K.fence)
+redis.call('SPUBLISH', K.lf, 'x')  -- every replica of the line starts over (keys.py, lf)
 return cjson.encode({k = 'ok', cv = cv})

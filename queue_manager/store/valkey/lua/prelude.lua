@@ -95,7 +95,7 @@ end
 local NUMERIC = {
   gen = true, cv = true, next = true, credit = true, last = true, created = true, seq = true,
   lseq = true, joins = true, passes = true, wsum = true, unscoped = true, blocked = true, refused = true, ejected = true, srev = true,
-  pqver = true, pqseq = true, fseq = true, pseq = true, phseq = true,
+  pqver = true, pqseq = true, fseq = true, lfs = true, pseq = true, phseq = true,
   c_rate = true, c_maxc = true, c_pttl = true, c_sttl = true, c_smax = true, c_pres = true,
   c_qmax = true, c_pqmax = true, c_wmax = true, c_wsec = true, c_opens = true, c_rules = true,
 }
@@ -415,11 +415,22 @@ local function pick_lane(ready)  -- lanes.pick_lane; ready: lane id -> true
   return chosen
 end
 
+-- ------------------------------------------------------------------ the line feed
+-- What this call changed in the waiting line, published once by done() on K.lf (keys.py): "+lseq" joined,
+-- "-lseq" left, "c" the line emptied. Instances keep a replica of the line from it (store/valkey/replica.py).
+
+local FEED = {}
+
+local function feed(op)
+  FEED[#FEED + 1] = op
+end
+
 -- ------------------------------------------------------------------ the line, Refs, heaps
 
 local function line_push(n)
   S.lseq = (S.lseq or 0) + 1
   redis.call('ZADD', K.line, I(S.lseq), I(n))
+  feed('+' .. I(S.lseq))
   lane_push(getT(n), S.lseq)
 end
 
@@ -568,7 +579,11 @@ local function mint(ident, fp, f2, ck, joined, ret, charge_it, count, ref, lane)
 end
 
 local function leave_line(t)  -- _leave_line
-  redis.call('ZREM', K.line, I(t.n))
+  local lseq = redis.call('ZSCORE', K.line, I(t.n))
+  if lseq then
+    redis.call('ZREM', K.line, I(t.n))
+    feed('-' .. lseq)
+  end
   if t.ln ~= nil then
     redis.call('ZREM', K.ll, I(t.n))
   end
@@ -1118,12 +1133,24 @@ local function outbox(gen)
   chunked('ZADD', K.ob, put, 512)
 end
 
+-- one message per call that changed the line, the generation or the config (keys.py, lf)
+local function publish_feed()
+  if #FEED == 0 and not S_dirty.cv and not S_dirty.gen then
+    return
+  end
+  S.lfs = (S.lfs or 0) + 1
+  redis.call('SPUBLISH', K.lf, I(S.gen) .. ' ' .. I(S.lfs) .. ' ' .. I(S.cv) .. ' ' .. table.concat(FEED, ' '))
+  FEED = {}
+end
+
 local function done(reply)
+  publish_feed()
   flush()
   outbox(tonumber(S_raw.gen) or 0)
   reply.ev = EV
   reply.gen = S_raw.gen
   reply.next = S_raw.next
+  reply.lf = S_raw.lfs
   if CFG_OUT then
     reply.cv = S_raw.cv
     reply.cfg = redis.call('GET', K.cfg)

@@ -8,6 +8,7 @@ if not advance() then
 end
 local numbers = redis.call('ZRANGE', K.line, 0, -1)
 redis.call('DEL', K.line, K.ll)
+feed('c')
 for _, m in ipairs(numbers) do
   local t = getT(tonumber(m))
   if t ~= nil then

@@ -1,0 +1,282 @@
+"""The live streams' reads on a Valkey store: a waiting visitor's frame from this instance's replica of the
+line when it can be, from the store (``status_many``) when not.
+
+Each room with streams in this process has a ``LineReplica`` (replica.py), followed on the room's line feed
+(a sharded pub/sub channel, keys.py ``lf``) by one subscription per process and loaded from a snapshot when
+it starts, on a gap in the feed, on a new generation and after a reconnect. A stream's store read leaves a
+``Seen`` (its view, the ticket's line sequence, the feed sequence and config version read at); its next
+frames are answered here while
+
+- the replica is in sync, of the same generation, and has applied at least that feed sequence,
+- the ticket is still in the line (its line sequence present),
+- the room's config version and admission maintenance are as at the read (so is the effective state: a
+  config change moves the version; a room read before its opening instant is never answered here),
+- the room is FIFO without lanes and the view was a waiting ticket's position.
+
+Anything else reads the store, which knows what a replica does not (a ticket promoted, left, ejected). A
+frame answered here is the store's view with the replica's position (and its ETA): nothing is written.
+The presence marks those frames would have written go in one batched call per room (lua/seen.lua) at most
+every ``mark_every`` seconds per ticket (at most a quarter of the room's presence window). Far back in a
+long line (position > FAR_POSITION) a visitor's frame changes at most every FAR_EVERY seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from queue_manager.engine.model import ClientId
+from queue_manager.engine.view import VisitorView, eta_sec
+from queue_manager.engine.visitor import Presented
+from queue_manager.store.valkey.replica import LineReplica
+
+if TYPE_CHECKING:
+    from queue_manager.store.valkey.store import ValkeyStore
+
+log = logging.getLogger("queue_manager.store.valkey.live")
+
+FAR_POSITION = 1000  # beyond this place in line a visitor's frame changes at most every FAR_EVERY seconds
+FAR_EVERY = 5.0
+MARKS_PER_CALL = 1000  # tickets one seen.lua call marks
+BEHIND_SEC = 2.0  # a replica behind what a store read saw for this long reads a new snapshot (a lost message)
+POLL_SEC = 0.1  # how long the follower waits for a message before it looks at its rooms again
+RETRY_SEC = 1.0  # after a lost subscription or a failed snapshot
+
+
+class Seen:
+    """What a stream's last store read saw, and the view it last showed."""
+
+    __slots__ = ("cv", "every", "gen", "held", "lf", "lseq", "marked", "n", "quiet_until", "view")
+
+    def __init__(
+        self, view: VisitorView, lseq: int | None, lf: int, cv: int, held: bool, every: float, now: float
+    ) -> None:
+        self.view = view
+        self.gen = view.gen
+        self.n = view.ticket
+        self.lseq = lseq
+        self.lf = lf
+        self.cv = cv
+        self.held = held
+        self.every = every  # how often its ticket is marked seen
+        self.marked = now  # the store read marked it
+        self.quiet_until = 0.0
+
+
+class LiveLines:
+    """This process's replicas of the lines its streams wait in, and the reads that use them."""
+
+    def __init__(self, store: ValkeyStore, *, mark_every: float = 10.0) -> None:
+        self.store = store
+        self.mark_every = mark_every
+        self.replicas: dict[str, LineReplica] = {}
+        self.marks: dict[str, dict[int, int]] = {}  # room -> ticket -> generation, to be marked seen
+        #: a test's hook: a feed message for which it answers True is dropped (as if lost on the way)
+        self.drop: Callable[[str, bytes], bool] | None = None
+        self.snapshots = 0  # snapshots read (a replica started or resynchronised)
+        self._channels: dict[bytes, str] = {}
+        self._subscribed: set[bytes] = set()
+        self._follower: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ the rooms followed
+
+    def open(self, room_id: str) -> None:
+        """This process has streams of ``room_id``: follow its line."""
+        if room_id not in self.replicas:
+            replica = self.replicas[room_id] = LineReplica()
+            channel = self.store.line_channel(room_id)
+            # its snapshot is read once the subscription is confirmed (at once if it still is)
+            replica.stale = channel in self._subscribed
+            self._channels[channel] = room_id
+        if self._follower is None or self._follower.done():
+            self._follower = asyncio.get_running_loop().create_task(self._follow())
+
+    def close(self, room_id: str) -> None:
+        """No stream of ``room_id`` is left here: its replica goes."""
+        if self.replicas.pop(room_id, None) is not None:
+            self._channels.pop(self.store.line_channel(room_id), None)
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._follower, *self._tasks) if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+        self._follower = None
+
+    # ------------------------------------------------------------------ reads
+
+    async def read(
+        self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]
+    ) -> list[tuple[VisitorView, object]]:
+        """The store's views of ``asks`` (status_many), each with what its next frames are answered from."""
+        fed = await self.store.status_many_fed(room_id, asks)
+        now = asyncio.get_running_loop().time()
+        held = self.store.held
+        copy = self.store.config_copy(room_id)
+        local = copy is not None and copy.cfg.queueing == "fifo" and not copy.cfg.lanes
+        every = self.mark_every
+        if copy is not None and copy.cfg.presence_sec is not None:
+            every = min(every, copy.cfg.presence_sec / 4)
+        replica = self.replicas.get(room_id)
+        if replica is not None and fed:
+            replica.saw(max(f[2] for f in fed))  # a replica behind what the store answered: a message lost?
+        out: list[tuple[VisitorView, object]] = []
+        for view, lseq, lf, cv in fed:
+            # a room before its opening instant turns active with the clock, not with a change: the store answers
+            answerable = (
+                local
+                and lseq is not None
+                and view.state == "waiting"
+                and view.position is not None
+                and view.room_state != "scheduled"
+            )
+            out.append((view, Seen(view, lseq if answerable else None, lf, cv, held, every, now)))
+        return out
+
+    def local(self, room_id: str, memo: object, now: float) -> tuple[bool, VisitorView | None]:
+        """The next frame of a stream from the replica: (False, None) when the store must answer; else
+        (True, the view to send, or None when the visitor's numbers are unchanged)."""
+        if not isinstance(memo, Seen) or memo.lseq is None or memo.n is None:
+            return False, None
+        replica = self.replicas.get(room_id)
+        if replica is None or memo.held != self.store.held:
+            return False, None
+        if not replica.holds(memo.gen, memo.lf, memo.cv, memo.lseq):
+            return False, None
+        if now - memo.marked >= memo.every:
+            memo.marked = now
+            marks = self.marks.get(room_id)
+            if marks is None:
+                marks = self.marks[room_id] = {}
+            marks[memo.n] = memo.gen
+        if now < memo.quiet_until:  # far back: still in line, the next numbers later
+            return True, None
+        view = memo.view
+        position = replica.index.rank(memo.lseq)
+        if position == view.position:
+            return True, None
+        shown = VisitorView(**{name: getattr(view, name) for name in _VIEW_FIELDS})
+        shown.position = position
+        shown.eta_sec = eta_sec(position, view.room_state, view.rate_per_minute)
+        memo.view = shown
+        if position > FAR_POSITION:
+            memo.quiet_until = now + FAR_EVERY
+        return True, shown
+
+    # ------------------------------------------------------------------ following the feeds
+
+    async def _follow(self) -> None:
+        """One subscription for every room followed: messages applied in feed order, snapshots read when
+        a replica needs one, the presence marks sent about once a second."""
+        loop = asyncio.get_running_loop()
+        while self.replicas:
+            pubsub = self.store.redis.pubsub()
+            subscribed = self._subscribed = set()
+            try:
+                last_marks = loop.time()
+                while self.replicas:
+                    wanted = set(self._channels)
+                    if wanted - subscribed:
+                        await pubsub.ssubscribe(*(wanted - subscribed))
+                        subscribed |= wanted
+                    if subscribed - wanted:
+                        await pubsub.sunsubscribe(*(subscribed - wanted))
+                        subscribed &= wanted
+                    message = await pubsub.get_message(timeout=POLL_SEC)
+                    if message is not None:
+                        self._on_message(message)
+                    now = loop.time()
+                    self._check(now)
+                    if now - last_marks >= 1.0:
+                        last_marks = now
+                        self._send_marks()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("line feed subscription lost (%s): replicas resynchronise", exc)
+                for replica in self.replicas.values():
+                    replica.unsync()
+                    replica.stale = False  # read again once subscribed again
+                await asyncio.sleep(RETRY_SEC)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+
+    def _on_message(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        channel = message.get("channel")
+        room_id = self._channels.get(channel) if isinstance(channel, bytes) else None
+        replica = None if room_id is None else self.replicas.get(room_id)
+        if replica is None or room_id is None:
+            return
+        if kind in ("ssubscribe", b"ssubscribe"):
+            replica.unsync()  # subscribed from now on: the snapshot follows
+            return
+        data = message.get("data")
+        if not isinstance(data, bytes):
+            return
+        drop = self.drop
+        if drop is not None and drop(room_id, data):
+            return
+        replica.apply(data)
+
+    def _check(self, now: float) -> None:
+        """Snapshots for the replicas that need one; a replica left behind what a read saw resynchronises."""
+        for room_id, replica in self.replicas.items():
+            if replica.synced and replica.wanted > replica.lf:
+                if not replica.wanted_since:
+                    replica.wanted_since = now
+                elif now - replica.wanted_since >= BEHIND_SEC:
+                    replica.unsync()
+            elif replica.wanted_since:
+                replica.wanted_since = 0.0
+            if replica.stale:
+                replica.stale = False
+                replica.wanted_since = 0.0
+                self._spawn(self._snapshot(room_id, replica))
+
+    async def _snapshot(self, room_id: str, replica: LineReplica) -> None:
+        try:
+            snap = await self.store.line_snapshot(room_id)
+        except Exception as exc:
+            log.warning("room %s: line snapshot failed (%s)", room_id, exc)
+            snap = None
+        else:
+            self.snapshots += 1
+        if self.replicas.get(room_id) is not replica:
+            return
+        if snap is None:  # no such room (now), or no answer: asked again; the store answers its streams meanwhile
+            await asyncio.sleep(RETRY_SEC)
+            replica.unsync()
+            return
+        replica.load(*snap)
+
+    def _send_marks(self) -> None:
+        marks, self.marks = self.marks, {}
+        for room_id, tickets in marks.items():
+            by_gen: dict[int, list[int]] = {}
+            for n, gen in tickets.items():
+                by_gen.setdefault(gen, []).append(n)
+            for gen, numbers in by_gen.items():
+                for start in range(0, len(numbers), MARKS_PER_CALL):
+                    self._spawn(self._mark(room_id, gen, numbers[start : start + MARKS_PER_CALL]))
+
+    async def _mark(self, room_id: str, gen: int, numbers: list[int]) -> None:
+        try:
+            await self.store.mark_seen(room_id, gen, numbers)
+        except Exception as exc:  # the next marks come with the next frames; the store read marks too
+            log.warning("room %s: presence marks failed (%s)", room_id, exc)
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+_VIEW_FIELDS = tuple(VisitorView.__dataclass_fields__)

@@ -1,0 +1,262 @@
+"""The replica of the line (store/valkey/replica.py, live.py): a waiting visitor's frame answered from an
+instance's replica equals the store's ``status_many`` view of the same visitor, after joins, leaves,
+promotions, ejects, a purge and a new generation; a replica that missed feed messages, or started
+mid-stream, resynchronises before it answers again. Valkey only: the memory store answers every frame in
+its own process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from queue_manager.clock import FakeClock
+from queue_manager.engine.view import VisitorView
+from queue_manager.store.valkey import ValkeyStore
+from queue_manager.store.valkey.fenwick import LineIndex
+from queue_manager.store.valkey.live import LiveLines, Seen
+
+from .conftest import Env, RecordingJournal, Visitor, make_valkey
+
+QUIET: dict[str, Any] = {"presenceSec": None, "queueMaxPerIp": None}
+
+
+async def until(fn: Callable[[], bool], what: str, within: float = 8.0) -> None:
+    """Wait for ``fn`` to hold (the feed and the snapshots arrive over the network)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while not fn():
+        if loop.time() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def env(valkey: tuple[Redis, str]) -> Iterator[Env]:  # type: ignore[misc]
+    client, prefix = valkey
+    clock = FakeClock()
+    journal = RecordingJournal()
+    store = await make_valkey(client, prefix, clock, journal)
+    try:
+        yield Env("valkey", store, clock, journal, prefix, client)
+    finally:
+        await store.close()
+
+
+async def memos(live: LiveLines, people: list[Visitor], room_id: str = "r") -> list[Seen]:
+    read = await live.read(room_id, [(p.client, p.token) for p in people])
+    out = [memo for _, memo in read]
+    assert all(isinstance(m, Seen) for m in out)
+    return out  # type: ignore[return-value]
+
+
+async def in_sync(live: LiveLines, people: list[Visitor], room_id: str = "r") -> list[VisitorView]:
+    """The store's views of ``people`` now, once the replica has applied every change they saw."""
+    read = await live.read(room_id, [(p.client, p.token) for p in people])
+    lf = max((m.lf for _, m in read if isinstance(m, Seen)), default=0)
+    replica = live.replicas[room_id]
+    await until(lambda: replica.synced and replica.lf >= lf, f"the replica at feed {lf}")
+    return [view for view, _ in read]
+
+
+def answered(live: LiveLines, memo: Seen, room_id: str = "r") -> VisitorView | None:
+    """The replica's answer for ``memo``'s stream (None: the store must answer)."""
+    ok, view = live.local(room_id, memo, asyncio.get_running_loop().time())
+    if not ok:
+        return None
+    return view if view is not None else memo.view
+
+
+async def test_frames_from_the_replica_equal_the_store_through_joins_leaves_promotions(env: Env) -> None:
+    store: ValkeyStore = env.store
+    live = store.lines
+    await env.room(ratePerMinute=60, **QUIET)
+    people = [env.visitor() for _ in range(30)]
+    for p in people:
+        await p.join()
+    live.open("r")
+    await until(lambda: live.replicas["r"].synced, "the first snapshot")
+    seen = await memos(live, people)
+    assert all(m.lseq is not None for m in seen)
+    # joins behind them, three ejected from the middle (to the back of the line)
+    late = [env.visitor() for _ in range(5)]
+    for p in late:
+        await p.join()
+    ejected = (3, 10, 17)
+    for i in ejected:
+        await store.eject("r", str(people[i].n))
+    views = await in_sync(live, people)
+    for i, (memo, view) in enumerate(zip(seen, views, strict=True)):
+        local = answered(live, memo)
+        if i in ejected:
+            assert local is None  # sent to the back: a new place the store read tells
+        else:
+            assert local == view
+    assert answered(live, seen[20]) is not None and seen[20].view.position == 18
+    # the tick promotes the heads: their frames go to the store, the others move up
+    env.clock.advance(5)
+    await store.tick()
+    views = await in_sync(live, people)
+    promoted = [i for i, v in enumerate(views) if v.state == "passed"]
+    assert promoted
+    for i, (memo, view) in enumerate(zip(seen, views, strict=True)):
+        local = answered(live, memo)
+        if i in promoted or i in ejected:
+            assert local is None
+        else:
+            assert view.state == "waiting" and local == view
+
+
+async def test_purge_and_a_new_generation_send_every_frame_to_the_store(env: Env) -> None:
+    store: ValkeyStore = env.store
+    live = store.lines
+    await env.room(ratePerMinute=0, **QUIET)
+    people = [env.visitor() for _ in range(8)]
+    for p in people:
+        await p.join()
+    live.open("r")
+    await until(lambda: live.replicas["r"].synced, "the first snapshot")
+    seen = await memos(live, people)
+    await in_sync(live, people)
+    assert all(answered(live, m) is not None for m in seen)
+    await store.purge("r")
+    await in_sync(live, people)
+    assert all(answered(live, m) is None for m in seen)
+    again = [env.visitor() for _ in range(4)]
+    for p in again:
+        await p.join()
+    seen = await memos(live, again)
+    views = await in_sync(live, again)
+    assert [answered(live, m) for m in seen] == views
+    # a new generation: the replica starts over; the old generation's reads are never answered
+    await store.delete_room("r")
+    await env.room(ratePerMinute=0, **QUIET)
+    fresh = [env.visitor() for _ in range(3)]
+    for p in fresh:
+        await p.join()
+    await until(lambda: live.replicas["r"].synced and live.replicas["r"].gen == fresh[0].token.gen, "the new gen")  # type: ignore[union-attr]
+    assert all(answered(live, m) is None for m in seen)
+    seen = await memos(live, fresh)
+    views = await in_sync(live, fresh)
+    assert [answered(live, m) for m in seen] == views
+
+
+async def test_a_replica_that_missed_messages_resynchronises(env: Env) -> None:
+    store: ValkeyStore = env.store
+    live = store.lines
+    await env.room(ratePerMinute=0, **QUIET)
+    people = [env.visitor() for _ in range(12)]
+    for p in people:
+        await p.join()
+    live.open("r")
+    await until(lambda: live.replicas["r"].synced, "the first snapshot")
+    seen = await memos(live, people)
+    await in_sync(live, people)
+    dropped: list[bytes] = []
+
+    def drop_next(count: int) -> None:
+        """The next ``count`` feed messages are lost on the way."""
+        dropped.clear()
+
+        def drop(room: str, data: bytes) -> bool:
+            if len(dropped) < count:
+                dropped.append(data)
+                return True
+            return False
+
+        live.drop = drop
+
+    # the last changes are lost: the next read sees a feed sequence the replica never reached
+    before = live.snapshots
+    drop_next(4)
+    for p in people[:4]:
+        await store.eject("r", str(p.n))
+    await until(lambda: len(dropped) == 4, "four messages dropped")
+    views = await in_sync(live, people)
+    assert live.snapshots > before
+    for i, (memo, view) in enumerate(zip(seen, views, strict=True)):
+        assert answered(live, memo) == (None if i < 4 else view)
+    # a gap: one message dropped, the next one shows it
+    seen = await memos(live, people)
+    before = live.snapshots
+    drop_next(1)
+    await store.eject("r", str(people[6].n))
+    await until(lambda: len(dropped) == 1, "a message dropped")
+    await env.visitor().join()
+    views = await in_sync(live, people)
+    assert live.snapshots > before
+    for i, (memo, view) in enumerate(zip(seen, views, strict=True)):
+        assert answered(live, memo) == (None if i == 6 else view)
+
+
+async def test_a_replica_started_mid_stream_answers_as_the_store(env: Env, valkey: tuple[Redis, str]) -> None:
+    store: ValkeyStore = env.store
+    await env.room(ratePerMinute=0, **QUIET)
+    people = [env.visitor() for _ in range(10)]
+    for p in people:
+        await p.join()
+    for p in people[2:5]:
+        await store.eject("r", str(p.n))
+    # another instance, with streams of the room from now on
+    other = await make_valkey(valkey[0], env.prefix, env.clock, RecordingJournal())
+    try:
+        live = other.lines
+        live.open("r")
+        await until(lambda: live.replicas["r"].synced, "the other instance's snapshot")
+        waiting = [p for i, p in enumerate(people) if not 2 <= i < 5]
+        seen = await memos(live, waiting)
+        for p in (env.visitor(), env.visitor()):
+            await p.join()
+        await store.eject("r", str(waiting[0].n))
+        views = await in_sync(live, waiting)
+        assert [answered(live, m) for m in seen[1:]] == views[1:]
+        assert answered(live, seen[0]) is None
+        assert [v.position for v in views[1:]] == list(range(1, len(waiting)))
+    finally:
+        await other.close()
+
+
+async def test_answered_frames_write_nothing_but_batched_presence_marks(env: Env) -> None:
+    store: ValkeyStore = env.store
+    live = store.lines
+    live.mark_every = 0.0  # every answered frame asks for a mark: sent together about once a second
+    await env.room(ratePerMinute=0, presenceSec=40, queueMaxPerIp=None)
+    people = [env.visitor() for _ in range(5)]
+    for p in people:
+        await p.join()
+    live.open("r")
+    await until(lambda: live.replicas["r"].synced, "the first snapshot")
+    seen = await memos(live, people)
+    await in_sync(live, people)
+    env.clock.advance(7)
+    for memo in seen:
+        assert answered(live, memo) is not None
+    assert (await env.describe(people[0]))["lastSeenSecAgo"] == 7.0  # nothing written by the frame itself
+
+    async def marked() -> bool:
+        return bool((await env.describe(people[4]))["lastSeenSecAgo"] == 0.0)
+
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 8
+    while not await marked():
+        assert loop.time() < end, "the batched presence marks never came"
+        await asyncio.sleep(0.05)
+    for p in people:
+        assert (await env.describe(p))["lastSeenSecAgo"] == 0.0
+
+
+def test_the_line_index_counts_places_as_the_line_does() -> None:
+    index = LineIndex([5, 9, 12])
+    assert [index.rank(s) for s in (5, 9, 12)] == [1, 2, 3]
+    index.remove(9)
+    assert 9 not in index and index.rank(12) == 2
+    for s in range(13, 5000):  # grows past its window, dropping the numbers gone below the head
+        index.add(s)
+    index.remove(5)
+    assert index.rank(12) == 1 and index.rank(4999) == len(index) == 4988
+    index.clear()
+    assert len(index) == 0 and 12 not in index
