@@ -19,6 +19,9 @@ Phases (BENCH_ONLY=comma,list picks some; BENCH_DURATION / BENCH_WARMUP shorten 
   gate     (opt-in) nginx in front of an app with and without the forward-auth gate (GET /api/gate, the shipped
            connectors/nginx configuration), an admitted visitor's cookies: requests/s on one core, CPU us per
            request and the added latency, driven with ab (bench/forward_auth.py)
+  million  (opt-in) a million waiting tickets in one room on valkey+pg (WORKERS=2), filled by real joins: Valkey
+           memory per ticket (INFO memory and MEMORY USAGE per key), PostgreSQL journal and WAL bytes per join,
+           and (BENCH_MILLION_STREAMS) the live /events streams the same server holds (bench/million.py)
   memory   a fresh server, 100,000 waiting tickets in one room: VmRSS before and after; and the engine's
            own Python heap for the same line (bench/engine_heap.py, tracemalloc, in a process of its own)
 
@@ -1252,6 +1255,10 @@ def main() -> None:
 
             results["gate"] = gate_bench()
             log(gate_table(results["gate"]))
+        if "million" in PHASES:
+            from million import phase_million
+
+            phase_million(results)
         if "cluster" in PHASES:
             from cluster import phase_cluster
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
 import httpx
@@ -16,6 +16,7 @@ from queue_manager.engine.errors import EngineError
 from queue_manager.rehearse import progress
 from queue_manager.rehearse.chart import chart_html
 from queue_manager.rehearse.drive import Plan, RehearseError, Tally, rehearse
+from queue_manager.rehearse.processes import rehearse_from, run_loop
 from queue_manager.rehearse.ramp import SPEC_HELP, RampError, parse_ramp
 from queue_manager.rehearse.report import rehearsal_report, render_rehearsal, render_simulation, simulation_report
 from queue_manager.rehearse.simulate import Scenario, simulate
@@ -112,6 +113,13 @@ def _parser() -> argparse.ArgumentParser:
         "lists this machine)",
     )
     r.add_argument("--seed", type=int, default=None, help="which visitors are no-shows and streams")
+    r.add_argument(
+        "--processes",
+        type=_count,
+        default=1,
+        metavar="N",
+        help="drive the crowd from N processes (one a core), merged into one report (1)",
+    )
     _crowd(r)
     s = sub.add_parser("simulate", help="predict waits and depth with the queue's engine, no server")
     s.add_argument("--rate", type=int, metavar="PER_MIN", help="ratePerMinute (60)")
@@ -240,16 +248,6 @@ async def _run_rehearsal(plan: Plan, out: Any) -> dict[str, Any]:
     return rehearsal_report(outcome)
 
 
-def _run(coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
-    """Run the rehearsal on uvloop where it is installed: the driver's own cost per request is what limits it."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - Windows
-        return asyncio.run(coro)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)
-
-
 def _rehearse(args: argparse.Namespace) -> int:
     try:
         ramp = parse_ramp(args.arrival)
@@ -280,7 +278,12 @@ def _rehearse(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     try:
-        report = _run(_run_rehearsal(plan, sys.stderr if args.json else sys.stdout))
+        if args.processes > 1:
+            print(f"qm rehearse: driving from {args.processes} processes (no live panel)", file=sys.stderr, flush=True)
+            outcome = rehearse_from(plan, args.processes, on_start=lambda room: _warn_about(room, plan))
+            report = rehearsal_report(outcome)
+        else:
+            report = run_loop(_run_rehearsal(plan, sys.stderr if args.json else sys.stdout))
     except RehearseError as exc:
         _fail(f"qm rehearse: {exc}")
     if args.json:

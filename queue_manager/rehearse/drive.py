@@ -62,6 +62,8 @@ class Plan:
     health_every: float = 5.0
     forwarded_for: bool = False
     seed: int | None = None
+    share: tuple[int, int] = (0, 1)  # (i, n): this process drives the visitors k with k % n == i
+    start_at: float | None = None  # the wall-clock instant (time.time()) every process starts the curve at
 
 
 @dataclass(slots=True)
@@ -349,6 +351,15 @@ class Outcome:
     finished: bool
 
 
+async def read_room(plan: Plan) -> dict[str, Any]:
+    """The room as the admin API reads it, for a caller that drives no visitors itself."""
+    run = _Run(plan, Tally())
+    try:
+        return await run.room()
+    finally:
+        await run.close()
+
+
 async def rehearse(plan: Plan, tally: Tally, *, on_start: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
     """Run the surge ``plan`` describes; ``tally`` fills in as it goes."""
     run = _Run(plan, tally)
@@ -357,7 +368,10 @@ async def rehearse(plan: Plan, tally: Tally, *, on_start: Callable[[dict[str, An
         if on_start is not None:
             on_start(before)
         pick = random.Random(plan.seed)
-        health = asyncio.create_task(run.sample_health())
+        mine, processes = plan.share
+        if plan.start_at is not None:  # one instant for every process: their times add up on one axis
+            await asyncio.sleep(max(0.0, plan.start_at - time.time()))
+        health = asyncio.create_task(run.sample_health()) if mine == 0 else None
         tally.start = time.monotonic()
         visitors: set[asyncio.Task[None]] = set()
 
@@ -365,6 +379,8 @@ async def rehearse(plan: Plan, tally: Tally, *, on_start: Callable[[dict[str, An
             for k, at in enumerate(plan.ramp.arrival_times(plan.visitors)):
                 no_show = pick.random() < plan.no_show
                 stream = not no_show and pick.random() < plan.stream
+                if k % processes != mine:  # another process's visitor (drawn all the same: one crowd)
+                    continue
                 delay = at - tally.now()
                 if delay > 0:
                     await asyncio.sleep(delay)
@@ -386,8 +402,9 @@ async def rehearse(plan: Plan, tally: Tally, *, on_start: Callable[[dict[str, An
         for task in visitors:
             task.cancel()
         await asyncio.gather(arrivals, *visitors, return_exceptions=True)
-        health.cancel()
-        await asyncio.gather(health, return_exceptions=True)
+        if health is not None:
+            health.cancel()
+            await asyncio.gather(health, return_exceptions=True)
         after = await run.room()
         return Outcome(plan, tally, before, after, elapsed, finished)
     finally:

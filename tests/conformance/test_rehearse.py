@@ -12,6 +12,7 @@ Two seconds covers those two; 15 % covers the drift that accumulates over a long
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,28 @@ def test_a_rehearsal_waits_as_long_as_the_simulation_predicts(server: Server, ad
     assert predicted > 4  # a real line: the comparison means something
     assert abs(measured - predicted) <= max(2.0, 0.15 * predicted), (measured, predicted)
     assert rehearsed["errors"] == {}
+
+
+def test_two_processes_drive_one_crowd_and_report_it_as_one(server: Server, admin: httpx.Client) -> None:
+    room = create_room(admin, ratePerMinute=6000, queueMaxPerIp=None)["id"]
+    joins0, passes0 = _counters(admin, room)
+    crowd = ("--visitors", "200", "--arrival", "const:200/s", "--no-show", "0.1", "--stream", "0.3", "--seed", "3")
+    r = _rehearse(server, room, "--processes", "2", "--poll-every", "1", *crowd)
+    joins1, passes1 = _counters(admin, room)
+    assert r["finished"] is True
+    assert r["errors"] == {}
+    assert r["arrived"] == 200
+    assert r["joins"]["ok"] == 200 == joins1 - joins0
+    assert r["serverCounters"] == {"joinsTotal": joins1 - joins0, "passesTotal": passes1 - passes0}
+    # the same no-shows one process draws from the seed, and every other visitor walked in
+    pick = random.Random(3)
+    no_shows = 0
+    for _ in range(200):
+        no_show = pick.random() < 0.1
+        no_shows += no_show
+        if not no_show:
+            pick.random()
+    assert r["noShows"] == no_shows
+    assert r["passesSeen"] == r["admitted"] == 200 - no_shows
+    assert r["wait"]["count"] == 200 - no_shows
+    assert r["health"]["samples"] >= 1 and r["health"]["alwaysReady"] is True

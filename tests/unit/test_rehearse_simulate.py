@@ -108,3 +108,60 @@ def test_the_server_on_this_machine_is_read_as_the_server_reads_host_and_port(
     assert _admin_key(argparse.Namespace(admin_key="given")) == "given"
     monkeypatch.setenv("ADMIN_KEY", "")
     assert _admin_key(argparse.Namespace(admin_key=None)) == DEFAULT_ADMIN_KEY
+
+
+def test_the_guides_small_drop_predicts_what_it_always_has() -> None:
+    """The OPERATIONS guide's 3,000-visitor simulation, figure for figure as the guide prints it."""
+    room = {"ratePerMinute": 3000, "maxConcurrent": 6000, "sessionTtlSec": 120}
+    r = _run(room, "linear:0-200/s:15s", 3000, no_show=0.1, stream=0.3)
+    summary = {k: r[k] for k in ("admitted", "noShows", "peakDepth", "peakDepthAtSec", "endedSec", "outflowPerMin")}
+    assert summary == {
+        "admitted": 2680,
+        "noShows": 320,
+        "peakDepth": 1943,
+        "peakDepthAtSec": 23,
+        "endedSec": 63.0,
+        "outflowPerMin": 2993.0,
+    }
+    assert r["wait"] == {"p50": 20.0, "p90": 35.0, "max": 40.0, "count": 2680}
+    assert r["etaError"] == {
+        "count": 2680,
+        "medianSec": 1.0,
+        "medianAbsSec": 1.0,
+        "p90AbsSec": 4.0,
+        "medianRatio": 1.04,
+    }
+
+
+@pytest.mark.parametrize(
+    ("room", "arrival", "visitors", "crowd"),
+    [
+        (  # a long line, streams and polls, capacity setting the pace
+            {"ratePerMinute": 1200, "maxConcurrent": 300, "sessionTtlSec": 30},
+            "linear:0-200/s:10s",
+            1500,
+            {"no_show": 0.1, "stream": 0.3},
+        ),
+        (  # presence just longer than a poll, visitors who stay and browse
+            {"ratePerMinute": 600, "presenceSec": 6, "maxConcurrent": 100, "sessionTtlSec": 20},
+            "burst",
+            1000,
+            {"no_show": 0.2, "stream": 0.4, "stay": 15},
+        ),
+        (  # a scheduled drop: the pre-queue drawn into the line at opening
+            {"ratePerMinute": 900, "presenceSec": None},
+            "const:100/s",
+            1000,
+            {"no_show": 0.3, "stream": 0.2, "opens_after": 8, "seed": 5},
+        ),
+    ],
+)
+def test_skipping_the_looks_of_visitors_far_back_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch, room: dict[str, Any], arrival: str, visitors: int, crowd: dict[str, Any]
+) -> None:
+    """Every look made (no pacing) and far-back looks skipped give the same report, sample for sample."""
+    paced = _run(room, arrival, visitors, **crowd)
+    monkeypatch.setattr("queue_manager.rehearse.simulate._pacing", lambda sc, room: None)
+    every_look = _run(room, arrival, visitors, **crowd)
+    assert json.dumps(paced) == json.dumps(every_look)
+    assert paced["admitted"] > 0
