@@ -120,6 +120,15 @@ class Request:
             self._cookies = jar
         return self._cookies
 
+    @property
+    def parsed_cookies(self) -> dict[str, str] | None:
+        """The cookies if they were read (parsed) already, else None."""
+        return self._cookies
+
+    def reuse_cookies(self, jar: dict[str, str]) -> None:
+        """Take the cookies parsed from an identical ``Cookie`` header (read-only: the jar is shared)."""
+        self._cookies = jar
+
     async def body(self, limit: int = MAX_BODY) -> bytes:
         declared = self.headers.get(b"content-length")
         if declared is not None:

@@ -49,6 +49,7 @@ from queue_manager.inline.front import PREPARED, InlineFront
 from queue_manager.inline.heads import LINGER_SEC, waiting_for
 from queue_manager.inline.hosts import InlineRoom
 from queue_manager.inline.relay import Relay
+from queue_manager.inline.repeat import CookieJar, ResponseHead, UpstreamHead
 
 
 async def _no_receive() -> Message:  # the fast path reads bodies from the parser, never through ASGI
@@ -90,6 +91,10 @@ class InlineProtocol(HttpToolsProtocol):
             front if isinstance(front, InlineFront) and front.ctx.settings.proxy_fast_path else None
         )
         self.relay: Relay | Held | None = None
+        # what this keep-alive connection's requests repeat (inline/repeat.py)
+        self.upstream_head = UpstreamHead()
+        self.cookie_jar = CookieJar()
+        self.response_head = ResponseHead()
         self.idle_from: float | None = None
         self.idle_timer: asyncio.TimerHandle | None = None
         # request heads (inline/heads.py)
@@ -374,6 +379,8 @@ class InlineProtocol(HttpToolsProtocol):
         if skip is not None:  # a static subresource: no door check at all
             self._decided(req, room, skip, keep_alive, self.expect_100_continue, None)
             return
+        jar = self.cookie_jar
+        jar.lend(req)
         coro = proxy.door(ctx, inline, req, room)
         if ctx.store.immediate:
             try:
@@ -381,6 +388,7 @@ class InlineProtocol(HttpToolsProtocol):
             except Exception:  # e.g. the room went away: the ASGI path answers it with the right error
                 super().on_headers_complete()
                 return
+            jar.keep(req)
             self._decided(req, room, decision, keep_alive, self.expect_100_continue, None)
             return
         # a door check over the network: hold the request (and any body) until it answers
@@ -399,6 +407,7 @@ class InlineProtocol(HttpToolsProtocol):
         if decision is None:
             self._to_asgi(req.scope, held.keep_alive, held.expect_continue, held)
         else:
+            self.cookie_jar.keep(req)
             self._decided(req, room, decision, held.keep_alive, held.expect_continue, held)
         self.resume_visitor()
 
@@ -421,7 +430,7 @@ class InlineProtocol(HttpToolsProtocol):
             self._to_asgi(scope, keep_alive, expect_continue, held)
             return
         ident = ctx.identity.resolve(req)
-        head, body_kind = proxy.upstream_request(ctx, req, ident)
+        head, body_kind = self.upstream_head.get(ctx, req, ident)
         relay = Relay(
             self,
             ctx,

@@ -59,7 +59,8 @@ def admit(
 
     Not a coroutine itself: the caller awaits the check directly, one frame fewer on every gated request."""
     room_id = room.room_id
-    query_token = hand_off_token(req.scope.get("query_string") or b"")
+    qs = req.scope.get("query_string")
+    query_token = hand_off_token(qs) if qs else None
     token = query_token or req.cookies.get(cookies.TICKET + room_id)
     presented, _ = ctx.read_ticket(room_id, token)
     dk = req.cookies.get(cookies.DOOR_KEY + room_id)
@@ -154,12 +155,12 @@ async def door(ctx: Context, inline: Inline, req: Request, room: InlineRoom) -> 
             session = (token, result.door_key or req.cookies.get(cookies.DOOR_KEY + room.room_id))
         qs = req.scope.get("query_string") or b""
         # (whether the request is a page is asked only here: an admitted request forwards whatever it is)
-        if token is not None and hand_off_token(qs) and req.method == "GET" and gate.is_navigation(req.headers):
+        if qs and token is not None and hand_off_token(qs) and req.method == "GET" and gate.is_navigation(req.headers):
             # the waiting page's hand-off: keep the token in the cookie, not in the app's URLs and logs
             age = ctx.settings.queue_cookie_max_age_sec
             extra.append(cookie_header(cookies.TICKET + room.room_id, token, max_age=age, secure=secure))
             return Decision("redirect", extra, True)
-        if invitation_in(qs) and req.method == "GET" and gate.is_navigation(req.headers):
+        if qs and invitation_in(qs) and req.method == "GET" and gate.is_navigation(req.headers):
             # an invitation followed by a visitor already inside: the app never sees it
             return Decision("redirect", extra, True)
         return Decision(FORWARD_PLAIN, extra, session=session)

@@ -260,29 +260,57 @@ class Relay:
         self._cancel_timer()
         if self.finished:
             return
-        if b"revoke" in commands(conn.headers):
-            self.inline.revoke(self.room.room_id, self.session)
         status = conn.status
+        default = self.proto.server_state.default_headers
+        # everything the head is made of: the app's header lines as sent, its status and framing, the
+        # visitor's request (HEAD, HTTP/1.0, kept alive), the queue's own cookies and the server's headers
+        key = (
+            conn.headers,
+            status,
+            conn.length is None,
+            self.head_request,
+            self.http10,
+            self.keep_alive,
+            self.extra,
+            default,
+        )
+        memo = self.proto.response_head
+        made = memo.get(key)
+        if made is None:
+            made = self._response_head(conn, status, default)
+            memo.put(key, made)
+        head, self.chunked_out, self.keep_alive, revoke = made
+        if revoke:
+            self.inline.revoke(self.room.room_id, self.session)
+        self.started = True
+        self.out.append(head)
+        self.out_size += len(head)
+
+    def _response_head(
+        self, conn: Upstream, status: int, default: list[tuple[bytes, bytes]]
+    ) -> tuple[bytes, bool, bool, bool]:
+        """The head the visitor receives, whether the body goes chunked, whether the connection is kept, and
+        whether the app's ``X-QM-Command`` asks for a revoke."""
+        revoke = b"revoke" in commands(conn.headers)
         no_body = self.head_request or status in (204, 304)
         line = STATUS_LINE.get(status) or b"HTTP/1.1 %d \r\n" % status
-        lines = [k + b": " + v for k, v in self.proto.server_state.default_headers]
+        lines = [k + b": " + v for k, v in default]
         lines += [k + b": " + v for k, v in downstream_headers(conn.headers)]
         if self.extra:
             lines += [k + b": " + v for k, v in self.extra]
         parts = [line, b"\r\n".join(lines), b"\r\n"] if lines else [line]
+        chunked = False
+        keep_alive = self.keep_alive
         if conn.length is None and not no_body:
             if self.http10:
-                self.keep_alive = False  # an HTTP/1.0 visitor: the body ends with the connection
+                keep_alive = False  # an HTTP/1.0 visitor: the body ends with the connection
             else:
-                self.chunked_out = True
+                chunked = True
                 parts.append(CHUNKED)
-        if not self.keep_alive:
+        if not keep_alive:
             parts.append(CLOSE)
         parts.append(b"\r\n")
-        self.started = True
-        head = b"".join(parts)
-        self.out.append(head)
-        self.out_size += len(head)
+        return b"".join(parts), chunked, keep_alive, revoke
 
     def upstream_body(self, data: bytes) -> None:
         if self.finished or self.head_request:

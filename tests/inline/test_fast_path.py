@@ -459,6 +459,36 @@ def test_keep_alive_many_requests_then_the_idle_timeout_closes(
         assert 3.5 <= idle <= 12, f"closed after {idle:.1f} s idle"
 
 
+def test_requests_of_one_connection_that_differ_are_each_answered_as_their_own(
+    qm: Server, peer: Peer, site: tuple[str, str, str]
+) -> None:
+    """What a keep-alive connection repeats is reused only while it is repeated (inline/repeat.py): a header,
+    the method, the cookies that change between two requests change what the app and the visitor get."""
+    _room_id, host, cookie = site
+    with Wire(qm.port) as w:
+        seen = []
+        for probe in ("a", "a", "b", "a"):
+            w.send(request("GET", "/api/echo", host, cookie, X_Probe=probe))
+            a = w.answer()
+            assert echo_target(a) == "/api/echo"
+            seen.append([v for k, v in a.json()["headers"] if k == "x-probe"])
+        assert seen == [["a"], ["a"], ["b"], ["a"]]
+        for method in ("GET", "HEAD", "GET"):
+            w.send(request(method, "/page/same", host, cookie))
+            a = w.answer(head_request=method == "HEAD")
+            assert a.status == 200
+            assert a.body == (
+                b""
+                if method == "HEAD"
+                else b"<!doctype html><title>Peer</title><h1 id=app>Peer app page /page/same</h1>"
+            )
+        # the same connection without the visitor's cookies is not let in, and with them again it is
+        for jar, status in ((cookie, 200), ("", 503), ("other=1", 503), (cookie, 200)):
+            w.send(request("GET", "/page/same", host, jar, Accept="text/html"))
+            a = w.answer()
+            assert a.status == status, (jar, a.status, a.body[:200])
+
+
 # ---------------------------------------------------------------------- counted once
 
 

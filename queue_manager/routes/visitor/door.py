@@ -8,6 +8,7 @@ key the store no longer knows, gets the full check, which mints a new door key w
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 
@@ -26,8 +27,11 @@ def new_door() -> tuple[str, bytes]:
     return raw, hashlib.sha256(raw.encode()).digest()[:16]
 
 
+@functools.lru_cache(maxsize=4096)
 def door_hash(door_key: str | None) -> bytes | None:
-    """The hash the store knows a door key by; None for no key or one too long to be ours."""
+    """The hash the store knows a door key by; None for no key or one too long to be ours.
+
+    An admitted visitor shows the same key on every page: the hashes of the keys seen lately are kept."""
     if not door_key or len(door_key) > MAX_DOOR_KEY:
         return None
     return hashlib.sha256(door_key.encode()).digest()[:16]
