@@ -87,6 +87,7 @@ class Recovery:
         (journal_marks.py: PostgreSQL restored from an older copy under this Valkey) is reported in
         ``ahead`` and never rebuilt from that older journal. The marks are read before the journal."""
         marks, flagged = await self.marks.read()
+        mark = self.rooms.mark()
         positions = await self.journal.positions()
         heads = {room: (gen, seq) for room, (gen, seq, deleted) in positions.items() if not deleted}
         ahead = JournalMarks.ahead(marks, flagged, {room: (g, s) for room, (g, s, _) in positions.items()})
@@ -100,7 +101,7 @@ class Recovery:
             await self.marks.flag(new)
         self.ahead = ahead
         await self.marks.raise_to({room: pos for room, pos in heads.items() if room not in ahead})
-        self.rooms.known = set(heads)
+        self.rooms.refresh(set(heads), mark)
         self.unrebuildable = {room: kind for room, kind in self.unrebuildable.items() if room in heads}
         live = await live_heads(self.connection.redis, self.valkey_prefix, set(heads) | set(ahead))
         self.live_ahead = {room: live[room] for room in ahead}

@@ -26,6 +26,10 @@ class RoomWatch:
     def __init__(self, journal: PgJournal) -> None:
         self.journal = journal
         self.known: set[str] = set()  # refreshed from the journal every RESYNC_MS (recovery.py)
+        #: creations and deletions known since a refresh began reading the journal, each with its tick:
+        #: a refresh's read may predate them, so they are applied again on top of what it read
+        self._recent: list[tuple[int, set[str], set[str]]] = []
+        self._tick = 0
         self._store: ValkeyStore | None = None
         self._hints: Hints | None = None
         self._rereads: set[asyncio.Task[None]] = set()
@@ -61,6 +65,25 @@ class RoomWatch:
         before Valkey lost it answers 503 while it is rebuilt, never no_room)."""
         self.known |= created
         self.known -= deleted
+        self._tick += 1
+        self._recent.append((self._tick, set(created), set(deleted)))
+
+    def mark(self) -> int:
+        """Taken before a refresh reads the journal: :meth:`refresh` keeps what was learnt after it."""
+        return self._tick
+
+    def refresh(self, rooms: set[str], mark: int) -> None:
+        """The rooms the journal held when read after ``mark``; a creation or deletion known since
+        then (committed here or hinted while the read was under way) is applied on top, so a room
+        deleted a moment ago is never known again until the next refresh (its requests would answer
+        503 "being rebuilt" instead of 404)."""
+        known = set(rooms)
+        later = [entry for entry in self._recent if entry[0] > mark]
+        for _tick, created, deleted in later:
+            known |= created
+            known -= deleted
+        self.known = known
+        self._recent = later
 
     def on_hint(self, hint: dict[str, Any]) -> None:
         """Another instance's ``rooms`` hint."""

@@ -111,7 +111,7 @@ def _run_each(case: Case, targets: dict[str, Server]) -> None:
     for store, target in targets.items():
         try:
             _run(case, target.base_url, dict(target.admin_headers))
-        except Exception as exc:
+        except (Exception, BaseExceptionGroup) as exc:  # schemathesis' FailureGroup is a BaseExceptionGroup
             found.append(f"[{store}] {_finding(exc)}")
     if found:
         raise AssertionError(" / ".join(found))
