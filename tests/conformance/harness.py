@@ -45,6 +45,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
+import warm_spawn
 
 START_TIMEOUT_SEC = 15.0
 STOP_TIMEOUT_SEC = 10.0
@@ -163,15 +164,19 @@ class Server:
         self._listening = threading.Event()
         self._stderr_path = os.path.join(data_dir, "server.stderr")
         self._stderr_file = open(self._stderr_path, "wb")
-        self.proc = subprocess.Popen(
-            argv,
-            env=env,
-            cwd=data_dir,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr_file,
-            shell=False,
-        )
+        # this repository's server is forked from a pre-imported one (warm_start.py); any other command,
+        # or a warm start that is off or failed, gets a fresh interpreter
+        self.proc: Any = warm_spawn.spawn(argv, env, data_dir, self._stderr_file)
+        if self.proc is None:
+            self.proc = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=data_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr_file,
+                shell=False,
+            )
         self._reader = threading.Thread(target=self._read_stdout, name=f"qm-stdout-{port}", daemon=True)
         self._reader.start()
         self._stopped = False
