@@ -106,9 +106,9 @@ def _become(request: dict[str, Any], fds: list[int], keep_closed: list[int]) -> 
     os.environ.clear()
     os.environ.update(request["env"])
     encoding = sys.stdout.encoding
-    sys.stdin = sys.__stdin__ = open(0, encoding=encoding, closefd=False)  # noqa: SIM115
-    sys.stdout = sys.__stdout__ = open(1, "w", encoding=encoding, closefd=False)  # noqa: SIM115
-    sys.stderr = sys.__stderr__ = open(2, "w", encoding=encoding, errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stdin = sys.__stdin__ = open(0, encoding=encoding, closefd=False)
+    sys.stdout = sys.__stdout__ = open(1, "w", encoding=encoding, closefd=False)
+    sys.stderr = sys.__stderr__ = open(2, "w", encoding=encoding, errors="backslashreplace", buffering=1, closefd=False)
     sys.path.insert(0, cwd)  # what ``-m`` puts first
     sys.argv = ["-m", *request["args"]]  # runpy replaces argv[0] with the module's file
 
