@@ -409,7 +409,7 @@ def test_room_states_site_down_panels_dry_run_and_a_restart(browser: Any, artifa
         for room in (launch, held, moving, site):
             _card(page, room).wait_for(timeout=10_000)
         # one room is letting nobody through: the header leaves it out of the worst wait, and says so
-        page.locator("#t-worst-note", has_text="excludes 1 at ∞").wait_for(timeout=10_000)
+        page.locator("#t-worst-note", has_text="excludes 1 at ∞").wait_for(timeout=30_000)
         held_est = _card(page, held).locator('[data-k="est"]')
         assert held_est.inner_text() == "∞" and "resume" in (held_est.get_attribute("title") or "")
         countdown = _card(page, launch).locator('[data-k="countdown"]')

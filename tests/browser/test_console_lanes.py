@@ -62,7 +62,7 @@ def test_the_editor_sets_lanes_and_the_card_shows_each_lane(browser: Any, qm: Se
         members = lanes.locator("li").filter(has_text="members")
         assert "0 waiting" in members.inner_text() and "70 %" in members.inner_text()
         admin.post("/api/admin/rooms", json={"id": room, "ratePerMinute": 6}).raise_for_status()
-        public.get_by_text("~34s").wait_for(timeout=10_000)  # 1 place at 30 % of 6 a minute: ⌈60 / 1.8⌉
+        public.get_by_text("~34s").wait_for(timeout=30_000)  # 1 place at 30 % of 6 a minute: ⌈60 / 1.8⌉
         card.screenshot(path=str(artifacts / "console-card-lanes.png"))
         found = violations(page)
         assert not found, describe(found)

@@ -31,7 +31,9 @@ def docs_server(make_module_server: ServerFactory) -> Server:
 
 @pytest.fixture
 def client(docs_server: Server) -> Iterator[httpx.Client]:
-    with docs_server.client() as c:
+    # a guide is rendered on its first request (the Thai operations guide is half a megabyte of HTML:
+    # about 1.5 s of CPU, several times that on a loaded machine), so the read waits longer than the default
+    with docs_server.client(timeout=60.0) as c:
         yield c
 
 
