@@ -7,7 +7,8 @@ The Python counterpart of the Operations Guide's "Running the HTTP tests":
   every limit knob set to ``"0"`` (off), plus whatever the test adds (a value of ``None`` unsets a
   variable);
 * the command is ``QM_SERVER_CMD`` when set (split with :func:`shlex.split`, double quotes group a
-  token, spawned with no shell), else ``[sys.executable, "-m", "queue_manager"]``;
+  token, spawned with no shell), else ``[sys.executable, "-m", "queue_manager"]``, which is forked from a
+  program that has imported the package (``warm_start.py``; ``QM_TEST_WARM_START=0`` turns it off);
 * the server is ready once it prints a line containing ``listening`` to stdout (15 s at most); on a
   timeout or an early exit the start fails with the process's stderr;
 * on the ``valkey`` store (the test's store, see :func:`use_store`, or ``STORE=valkey``) it also gets
