@@ -825,6 +825,39 @@ async def test_records_stored_with_their_defaults_read_and_change_as_before(one:
     assert _relative(await store.export_room("r")) == _relative(snapshot.dump(memory.engine.rooms["r"]))
 
 
+async def test_full_records_are_stored_with_every_field_as_a_release_from_before_reads_them(
+    valkey: tuple[Redis, str],
+) -> None:
+    """TICKET_RECORDS=full: every record a script writes, and every record an import writes, carries ``n``
+    and each default (the form a release from before the short records reads), and reads back the same."""
+    redis, prefix = valkey
+    clock = FakeClock()
+    store = await make_valkey(redis, prefix, clock, RecordingJournal(), full_records=True)
+    try:
+        await store.upsert_room({"id": "r", "targetUrl": TARGET, "maxConcurrent": 1, **QUIET})
+        me, key = client(1), door(1)
+        token = Presented(gen=1, n=(await store.join("r", me, None, None)).ticket)
+        await store.join("r", client(2), None, None)
+        clock.advance(1)
+        await store.tick()
+        clock.advance(1)
+        assert (await store.check("r", me, token, None, None, key)).admit
+        records = await stored_tickets(store.redis, store.prefix, "r")
+        assert {n: rec["s"] for n, rec in records.items()} == {1: "admitted", 2: "waiting"}
+        for n, rec in records.items():
+            assert DEFAULTED <= rec.keys() and rec["n"] == n, rec
+        assert records[2]["pa"] == records[2]["ss"] == records[2]["sla"] == records[2]["st"] == 0
+        view = await store.status("r", client(2), Presented(gen=1, n=2))
+        assert (view.state, view.ticket, view.position) == ("waiting", 2, 1)
+        doc = await store.export_room("r")
+        await store.import_room(doc)
+        for n, rec in (await stored_tickets(store.redis, store.prefix, "r")).items():
+            assert DEFAULTED <= rec.keys() and rec["n"] == n, rec
+        assert (await store.lookup("r", "2"))["state"] == "waiting"
+    finally:
+        await store.close()
+
+
 async def test_the_registry_is_a_superset_of_the_rooms(valkey: tuple[Redis, str]) -> None:
     from .test_valkey_cluster import registry_is_a_superset
 

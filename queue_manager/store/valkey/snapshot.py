@@ -139,7 +139,9 @@ def _heap(deadline: int, n: int) -> list[str]:
     return [str(deadline), f"{n:012d}:{deadline}"]
 
 
-def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tuple[str, dict[str, Any]]:
+def import_payload(
+    snapshot: dict[str, Any], now_wall: int, now_mono: int, *, full_records: bool = False
+) -> tuple[str, dict[str, Any]]:
     if snapshot.get("v") != SNAPSHOT_VERSION:
         raise ValueError(f"unknown checkpoint format {snapshot.get('v')!r}")
     room_id = str(snapshot["room"])
@@ -190,7 +192,8 @@ def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tu
             rf=make_ref(room_id, gen, n),
             ln=_lane(cfg, doc.get("lane")),
         )
-        payload["t"] += [str(n), orjson.dumps(codec.stored_ticket(rec)).decode()]
+        stored = codec.full_ticket(rec) if full_records else codec.stored_ticket(rec)
+        payload["t"] += [str(n), orjson.dumps(stored).decode()]
         if rec.get("ln"):
             lane_of[n] = rec["ln"]
         refs.setdefault(rec["rf"], []).append(n)

@@ -14,6 +14,8 @@
 --      concatenated: each REF_WIDTH characters, no separator; one is cut out, nothing decoded)
 --   12 the tick's promotion budget  13 admission maintenance ('1': every room holds its line)
 --   14 the writer: the instance that will commit this call's events (kept with them in the outbox)
+--   15 '1': ticket records are stored with every field (TICKET_RECORDS=full), as a release from before
+--      the short form reads them
 --
 -- Records (JSON, absent field = None / False / 0 as in the Python dataclasses):
 --   ticket   {id (ident), fp, f2, ck (hex), j (joined wall), sn (seen mono), ru (return url),
@@ -52,7 +54,8 @@ local REFS_WINDOW = ARGV[11]
 local PROMOTE_MAX = tonumber(ARGV[12])
 local HOLD = ARGV[13] == '1'
 local WRITER = ARGV[14]
-local A = 14
+local FULL_RECORDS = ARGV[15] == '1'
+local A = 15
 
 local NULL = cjson.null
 
@@ -150,12 +153,20 @@ local function record(n, raw)
   return setmetatable(raw, T_META)
 end
 
--- the JSON stored for a record: without n and without the fields that hold their default
+-- the JSON stored for a record: without n and without the fields that hold their default; with
+-- TICKET_RECORDS=full, every field (n and the defaults too), the form a release from before reads
 local function stored(raw)
   local out = {}
   for k, v in pairs(raw) do
-    if k ~= 'n' and T_DEFAULT[k] ~= v then
+    if FULL_RECORDS or (k ~= 'n' and T_DEFAULT[k] ~= v) then
       out[k] = v
+    end
+  end
+  if FULL_RECORDS then
+    for k, v in pairs(T_DEFAULT) do
+      if out[k] == nil then
+        out[k] = v
+      end
     end
   end
   return cjson.encode(out)
