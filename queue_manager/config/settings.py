@@ -62,6 +62,7 @@ StoreName = Literal["memory", "valkey"]
 SidestoreName = Literal["none", "pg"]
 ProtectionMode = Literal["monitor", "enforce"]
 PassSigning = Literal["hmac", "ed25519"]
+TicketRecords = Literal["short", "full"]
 
 DEFAULT_ADMIN_KEY = "qm-dev-admin-key"
 #: The Public API key a server on the development defaults (ADMIN_KEY unset) accepts when PUBLIC_API_KEY is unset,
@@ -312,6 +313,13 @@ class Settings:
     )
     sse_per_ip: int = integer("SSE_PER_IP", 20, "Open event streams per address.", unit="streams (0 = off)")
     sse_max_total: int = integer("SSE_MAX_TOTAL", 8000, "Open event streams in this process.", unit="streams (0 = off)")
+    ticket_records: TicketRecords = choice(
+        "TICKET_RECORDS",
+        "short",
+        ("short", "full"),
+        "full: ticket records in Valkey keep every field, for a rolling deploy from a release that reads only those.",
+        noun="record form",
+    )
     presence_mark_sec: int = integer(
         "PRESENCE_MARK_SEC",
         10,

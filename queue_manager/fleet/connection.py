@@ -92,6 +92,7 @@ class FleetConnection:
             journal=rooms,
             writer=settings.instance_id,
             presence_mark_sec=settings.presence_mark_sec,
+            full_records=settings.ticket_records == "full",
         )
         self.redis = self.store.redis
         # the fleet's own keys: one hash tag on a cluster (keys.fleet_prefix), the rooms spread by theirs

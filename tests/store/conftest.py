@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 import pytest
 from redis.asyncio import Redis
 
@@ -33,6 +34,8 @@ from queue_manager.engine.view import VisitorView
 from queue_manager.engine.visitor import CheckResult, Presented
 from queue_manager.store.memory import MemoryStore
 from queue_manager.store.valkey import ValkeyStore
+from queue_manager.store.valkey.codec import TICKET_DEFAULTS
+from queue_manager.store.valkey.keys import room_key
 
 TARGET = "https://shop.example"
 VALKEY_URL = os.environ.get("TEST_VALKEY_URL", "redis://127.0.0.1:6379/15")
@@ -196,6 +199,23 @@ async def make_valkey(
     store = ValkeyStore(client, prefix=prefix, clock=clock or FakeClock(), journal=journal, **kw)
     await store.start()
     return store
+
+
+async def stored_tickets(client: Redis, prefix: str, room_id: str) -> dict[int, dict[str, Any]]:
+    """The room's live ticket records as Valkey holds them (the ``t`` hash), by number."""
+    raw = await client.hgetall(room_key(prefix, room_id, "t"))
+    return {int(n): orjson.loads(v) for n, v in raw.items()}
+
+
+async def store_as_before(client: Redis, prefix: str, room_id: str) -> int:
+    """Rewrite every live ticket record of the room as a server stored it before records left out their
+    defaults: with ``n`` and every default field written (``s`` waiting, ``pa``/``ss``/``sla``/``st`` 0)
+    unless set. What a rolling upgrade finds; returns how many records were rewritten."""
+    records = await stored_tickets(client, prefix, room_id)
+    if records:
+        older = {str(n): orjson.dumps({"n": n, **TICKET_DEFAULTS, **rec}) for n, rec in records.items()}
+        await client.hset(room_key(prefix, room_id, "t"), mapping=older)  # type: ignore[arg-type]
+    return len(records)
 
 
 async def drop_prefix(client: Redis, prefix: str) -> None:

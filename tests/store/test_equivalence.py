@@ -34,7 +34,7 @@ from queue_manager.store.memory import MemoryStore
 from queue_manager.store.valkey import ValkeyStore
 from queue_manager.store.valkey.keys import room_key
 
-from .conftest import TARGET, VALKEY_URL, RecordingJournal, drop_prefix, valkey_client
+from .conftest import TARGET, VALKEY_URL, RecordingJournal, drop_prefix, store_as_before, valkey_client
 
 ROOM = "eq"
 SEEN: collections.Counter[str] = collections.Counter()  # event types over all examples: what was exercised
@@ -461,6 +461,13 @@ class Equivalence(RuleBasedStateMachine):
             self.exists = True
         assert v == m
         self.settle_events()
+
+    @rule()
+    def records_stored_as_before(self) -> None:
+        """A rolling upgrade: every live ticket record as a server stored it before records left out their
+        defaults (with n, s waiting, pa/ss/sla/st 0). Nothing either store answers changes."""
+        if self.exists:
+            self.run(store_as_before(self.redis, self.prefix, ROOM))
 
     # the deterministic runs below call these
     def join(self, who: int, ret: str | None, lane: str | None = None) -> None:

@@ -34,7 +34,7 @@ from queue_manager.store.valkey.keys import ROOM_KEYS, room_key, script_keys
 from queue_manager.store.valkey.scripts import Script
 from queue_manager.store.valkey.takebacks import REPORT_EVERY_SEC
 
-from .conftest import TARGET, RecordingJournal, make_valkey
+from .conftest import TARGET, RecordingJournal, make_valkey, store_as_before, stored_tickets
 
 QUIET = {"presenceSec": None, "queueMaxPerIp": None}
 
@@ -719,6 +719,143 @@ async def test_an_import_replaces_the_room_and_lifts_its_fence(one: Any) -> None
     assert not await store._redis.exists(room_key(store.prefix, "cp", "fence"))
     room = await store.get_room("cp")
     assert room["nextTicket"] == doc["next"] and room["waiting"] == len(doc["line"])
+
+
+# ---------------------------------------------------------------------- ticket records
+
+DEFAULTED = {"n", "s", "pa", "ss", "sla", "st"}  # never stored while they hold their default (n: never)
+
+
+async def test_a_ticket_record_leaves_out_the_fields_at_their_default(one: Any) -> None:
+    store, clock, _ = one
+    await store.upsert_room({"id": "r", "targetUrl": TARGET, "maxConcurrent": 1, **QUIET})
+    me, key = client(1), door(1)
+    token = Presented(gen=1, n=(await store.join("r", me, None, None)).ticket)
+    await store.join("r", client(2), None, None)
+    waiting = await stored_tickets(store.redis, store.prefix, "r")
+    assert sorted(waiting) == [1, 2]
+    for rec in waiting.values():
+        assert not DEFAULTED & rec.keys(), rec
+        assert {"id", "fp", "ck", "j", "sn", "rf"} <= rec.keys()
+    clock.advance(1)
+    await store.tick()
+    passed = (await stored_tickets(store.redis, store.prefix, "r"))[1]
+    assert passed["s"] == "passed" and passed["pa"] == clock.mono_ms()
+    assert not {"n", "ss", "sla", "st"} & passed.keys()
+    assert (await stored_tickets(store.redis, store.prefix, "r"))[2] == waiting[2]  # not written again
+    clock.advance(1)
+    result = await store.check("r", me, token, None, None, key)
+    assert result.admit and result.ticket is not None
+    assert (result.ticket.n, result.ticket.state, result.ticket.pass_at) == (1, "admitted", passed["pa"])
+    admitted = (await stored_tickets(store.redis, store.prefix, "r"))[1]
+    assert admitted["s"] == "admitted" and admitted["ss"] == admitted["sla"] == admitted["st"] == clock.mono_ms()
+    assert "n" not in admitted
+    # what is read back has the defaults: a waiting ticket's view and drill-down
+    view = await store.status("r", client(2), Presented(gen=1, n=2))
+    assert (view.state, view.ticket, view.position) == ("waiting", 2, 1)
+    assert (await store.lookup("r", "2"))["state"] == "waiting"
+
+
+async def test_records_stored_with_their_defaults_read_and_change_as_before(one: Any) -> None:
+    """A rolling upgrade: the records an older server stored (n and every default written) are read and
+    changed as the new ones are; the memory store, driven alike, is the reference."""
+    store, clock, _ = one
+    mem_clock = FakeClock(wall_ms=clock.wall_ms(), mono=clock.mono())
+    memory = MemoryStore(mem_clock)
+
+    async def both(call: Any) -> Any:
+        got, want = await call(store), await call(memory)
+        assert got == want
+        return got
+
+    def advance(seconds: float) -> None:
+        clock.advance(seconds)
+        mem_clock.advance(seconds)
+
+    body = {"id": "r", "targetUrl": TARGET, "maxConcurrent": 2, "ratePerMinute": 60, **QUIET}
+    await both(lambda s: s.upsert_room(body))
+    people = [client(i) for i in range(5)]
+    tokens = []
+    for c in people:
+        view = await both(lambda s, c=c: s.join("r", c, None, None))
+        tokens.append(Presented(gen=1, n=view.ticket))
+    assert await store_as_before(store.redis, store.prefix, "r") == 5
+    older = await stored_tickets(store.redis, store.prefix, "r")
+    assert older[3]["n"] == 3 and older[3]["s"] == "waiting" and older[3]["sla"] == 0
+
+    # the presence mark of a replica's frame (lua/seen.lua) finds an older waiting record, and a new one
+    advance(2)
+    await store.mark_seen("r", 1, [3])
+    memory.engine.rooms["r"].tickets[3].seen = mem_clock.mono_ms()  # the mark, on the reference
+    marked = await stored_tickets(store.redis, store.prefix, "r")
+    assert marked[3] == {**older[3], "sn": clock.mono_ms()}
+    for n in range(1, 6):
+        await both(lambda s, n=n: s.lookup("r", str(n)))
+    for c, token in zip(people, tokens, strict=True):
+        await both(lambda s, c=c, token=token: s.status("r", c, token))
+    marks = await stored_tickets(store.redis, store.prefix, "r")  # each written whole by its status
+    assert not any(DEFAULTED & rec.keys() for rec in marks.values()), marks
+    advance(2)
+    await store.mark_seen("r", 1, [4])
+    memory.engine.rooms["r"].tickets[4].seen = mem_clock.mono_ms()
+    assert (await stored_tickets(store.redis, store.prefix, "r"))[4] == {**marks[4], "sn": clock.mono_ms()}
+
+    await store_as_before(store.redis, store.prefix, "r")
+    for _ in range(3):
+        advance(1)
+        await both(lambda s: s.tick())
+    await both(lambda s: s.get_room("r"))
+    await store_as_before(store.redis, store.prefix, "r")  # passes now, with ss, sla, st 0 written
+    key = door(1)
+    assert (await both(lambda s: s.check("r", people[0], tokens[0], None, None, key))).admit
+    await store_as_before(store.redis, store.prefix, "r")  # a session, with n written
+    advance(61)
+    await both(lambda s: s.door_replay("r", tokens[0], key[1], None))
+    await both(lambda s: s.eject("r", "2"))  # a pass sent back to the line: waiting again
+    await store_as_before(store.redis, store.prefix, "r")
+    for _ in range(5):
+        advance(20)
+        await both(lambda s: s.tick())
+    for n in range(1, 6):
+        await both(lambda s, n=n: s.lookup("r", str(n)))
+    await both(lambda s: s.get_room("r"))
+    for c, token in zip(people, tokens, strict=True):
+        await both(lambda s, c=c, token=token: s.status("r", c, token))
+    await store_as_before(store.redis, store.prefix, "r")
+    assert _relative(await store.export_room("r")) == _relative(snapshot.dump(memory.engine.rooms["r"]))
+
+
+async def test_full_records_are_stored_with_every_field_as_a_release_from_before_reads_them(
+    valkey: tuple[Redis, str],
+) -> None:
+    """TICKET_RECORDS=full: every record a script writes, and every record an import writes, carries ``n``
+    and each default (the form a release from before the short records reads), and reads back the same."""
+    redis, prefix = valkey
+    clock = FakeClock()
+    store = await make_valkey(redis, prefix, clock, RecordingJournal(), full_records=True)
+    try:
+        await store.upsert_room({"id": "r", "targetUrl": TARGET, "maxConcurrent": 1, **QUIET})
+        me, key = client(1), door(1)
+        token = Presented(gen=1, n=(await store.join("r", me, None, None)).ticket)
+        await store.join("r", client(2), None, None)
+        clock.advance(1)
+        await store.tick()
+        clock.advance(1)
+        assert (await store.check("r", me, token, None, None, key)).admit
+        records = await stored_tickets(store.redis, store.prefix, "r")
+        assert {n: rec["s"] for n, rec in records.items()} == {1: "admitted", 2: "waiting"}
+        for n, rec in records.items():
+            assert DEFAULTED <= rec.keys() and rec["n"] == n, rec
+        assert records[2]["pa"] == records[2]["ss"] == records[2]["sla"] == records[2]["st"] == 0
+        view = await store.status("r", client(2), Presented(gen=1, n=2))
+        assert (view.state, view.ticket, view.position) == ("waiting", 2, 1)
+        doc = await store.export_room("r")
+        await store.import_room(doc)
+        for n, rec in (await stored_tickets(store.redis, store.prefix, "r")).items():
+            assert DEFAULTED <= rec.keys() and rec["n"] == n, rec
+        assert (await store.lookup("r", "2"))["state"] == "waiting"
+    finally:
+        await store.close()
 
 
 async def test_the_registry_is_a_superset_of_the_rooms(valkey: tuple[Redis, str]) -> None:

@@ -80,12 +80,39 @@ def lua_fields(cfg: RoomConfig) -> list[str]:
     ]
 
 
+# The fields a stored ticket record leaves out when they hold their default (lua/prelude.lua "Records",
+# T_DEFAULT): a record without ``s`` is a waiting ticket's, one without ``pa``/``ss``/``sla``/``st`` holds 0
+# there. Its number is never stored either: it is the field of the room's ``t`` hash that holds it.
+TICKET_DEFAULTS: dict[str, Any] = {"s": "waiting", "pa": 0, "ss": 0, "sla": 0, "st": 0}
+
+
+def ticket_record(rec: dict[str, Any], n: int | str | None = None) -> dict[str, Any]:
+    """A ticket record as stored or replied (defaults absent, perhaps no ``n``) with every field set:
+    the defaults filled in, and ``n`` (the hash field it was read from) when given. A record written
+    with its defaults (by an older server) reads the same."""
+    out = {**TICKET_DEFAULTS, **rec}
+    if n is not None:
+        out["n"] = int(n)
+    return out
+
+
+def stored_ticket(rec: dict[str, Any]) -> dict[str, Any]:
+    """A ticket record as the scripts store it: without ``n`` and without the fields that hold their default."""
+    return {k: v for k, v in rec.items() if k != "n" and (k not in TICKET_DEFAULTS or TICKET_DEFAULTS[k] != v)}
+
+
+def full_ticket(rec: dict[str, Any]) -> dict[str, Any]:
+    """A ticket record with every field, ``n`` and the defaults too (``TICKET_RECORDS=full``)."""
+    return {**TICKET_DEFAULTS, **rec}
+
+
 def _bytes(value: Any) -> bytes | None:
     return None if value is None else bytes.fromhex(value)
 
 
-def ticket_of(rec: dict[str, Any]) -> Ticket:
+def ticket_of(raw: dict[str, Any]) -> Ticket:
     """A ticket record as the engine's dataclass (CheckResult.ticket)."""
+    rec = ticket_record(raw)
     return Ticket(
         n=rec["n"],
         ident=rec["id"],
@@ -100,14 +127,14 @@ def ticket_of(rec: dict[str, Any]) -> Ticket:
         reason=rec.get("r"),
         passed_ms=rec.get("pm"),
         waited_ms=rec.get("wm"),
-        pass_at=rec.get("pa", 0),
+        pass_at=rec["pa"],
         slot=bool(rec.get("sl")),
         told=bool(rec.get("tl")),
         bounced_at=rec.get("ba"),
         door=_bytes(rec.get("d")),
-        session_start=rec.get("ss", 0),
-        session_last=rec.get("sla", 0),
-        session_touched=rec.get("st", 0),
+        session_start=rec["ss"],
+        session_last=rec["sla"],
+        session_touched=rec["st"],
         lane=rec.get("ln"),
     )
 
@@ -130,10 +157,11 @@ def visitor_view(
     pre = r.get("pre")
     if pre is not None:
         return render(handle=pre["h"], pre_count=r["pc"], joined_ms=pre["j"], return_url=pre.get("ru"))
-    t = r.get("t")
-    if t is None:
+    raw = r.get("t")
+    if raw is None:
         fin = r.get("fin")
         return render(n=r.get("n"), finished_joined_ms=None if fin is None else fin["j"])
+    t = ticket_record(raw)
     return render(
         n=t["n"],
         ticket_state=t["s"],
@@ -141,7 +169,7 @@ def visitor_view(
         joined_ms=t["j"],
         return_url=t.get("ru"),
         position=r.get("pos") if t["s"] == "waiting" else None,
-        pass_at=t.get("pa", 0),
+        pass_at=t["pa"],
         waiting=r.get("wl"),
         lane=t.get("ln"),
         lane_ahead=int(r.get("la") or 0),
@@ -165,7 +193,7 @@ def describe(room_id: str, gen: int, d: dict[str, Any], now_wall: int, now_mono:
             passed_ms=fin.get("pm"),
             waited_ms=fin.get("wm"),
         )
-    t = d["t"]
+    t = ticket_record(d["t"], n)
     state = t["s"]
     return render_ticket(
         room_id,

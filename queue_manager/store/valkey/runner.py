@@ -42,7 +42,8 @@ class RoomRunner:
     process keeps between calls. ``sweep_max``: deadlines one call may process (more: the script is
     called again); ``promote_max``: promotions one tick call may make; ``held``: admission
     maintenance (every script is told); ``writer``: the instance that commits the events (kept with
-    them in the outbox); ``rng``: where a draw without a committed seed draws one."""
+    them in the outbox); ``full_records``: ticket records stored with every field (``TICKET_RECORDS=full``);
+    ``rng``: where a draw without a committed seed draws one."""
 
     def __init__(
         self,
@@ -53,6 +54,7 @@ class RoomRunner:
         sweep_max: int,
         promote_max: int,
         writer: str,
+        full_records: bool = False,
     ) -> None:
         self.calls = calls
         self.clock = clock
@@ -60,6 +62,7 @@ class RoomRunner:
         self.sweep_max = sweep_max
         self.promote_max = promote_max
         self.writer = writer
+        self.full_records = full_records
         self.held = False
         self.configs = ConfigCopies()
         self.refs = RefWindows()
@@ -91,6 +94,7 @@ class RoomRunner:
             str(self.promote_max),
             "1" if self.held else "0",
             self.writer,
+            "1" if self.full_records else "0",
         ]
 
     async def once(

@@ -30,7 +30,8 @@ def _pairs(flat: list[Any]) -> dict[str, str]:
 
 
 def _ticket_doc(t: dict[str, Any]) -> dict[str, Any]:
-    """As engine/snapshot.py writes a ticket: fields that mean nothing in its state are unset."""
+    """As engine/snapshot.py writes a ticket: fields that mean nothing in its state are unset. ``t``: a
+    record with every field set (``codec.ticket_record``)."""
     passed = t["s"] == "passed"
     admitted = t["s"] == "admitted"
     return {
@@ -46,14 +47,14 @@ def _ticket_doc(t: dict[str, Any]) -> dict[str, Any]:
         "charged": bool(t.get("ch")),
         "passed": t.get("pm"),
         "waited": t.get("wm"),
-        "passAt": t.get("pa", 0) if passed else 0,
+        "passAt": t["pa"] if passed else 0,
         "slot": bool(t.get("sl")) if passed else False,
         "told": bool(t.get("tl")) if passed else False,
         "bouncedAt": t.get("ba") if passed else None,
         "door": t.get("d") if admitted else None,
-        "sessStart": t.get("ss", 0) if admitted else 0,
-        "sessLast": t.get("sla", 0) if admitted else 0,
-        "sessTouched": t.get("st", 0) if admitted else 0,
+        "sessStart": t["ss"] if admitted else 0,
+        "sessLast": t["sla"] if admitted else 0,
+        "sessTouched": t["st"] if admitted else 0,
         **({"lane": t["ln"]} if t.get("ln") else {}),
     }
 
@@ -74,7 +75,9 @@ def _pre_doc(e: dict[str, Any]) -> dict[str, Any]:
 def export_document(room_id: str, reply: dict[str, Any]) -> dict[str, Any]:
     st = _pairs(reply["st"])
     cfg = codec.from_store(orjson.loads(reply["cfg"]))
-    tickets = sorted((orjson.loads(v) for v in _pairs(reply["t"]).values()), key=lambda t: t["n"])
+    tickets = sorted(
+        (codec.ticket_record(orjson.loads(v), n) for n, v in _pairs(reply["t"]).items()), key=lambda t: t["n"]
+    )
     fin = _pairs(reply["fin"])
     finished = []
     for n in reply["fo"] or []:
@@ -136,7 +139,9 @@ def _heap(deadline: int, n: int) -> list[str]:
     return [str(deadline), f"{n:012d}:{deadline}"]
 
 
-def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tuple[str, dict[str, Any]]:
+def import_payload(
+    snapshot: dict[str, Any], now_wall: int, now_mono: int, *, full_records: bool = False
+) -> tuple[str, dict[str, Any]]:
     if snapshot.get("v") != SNAPSHOT_VERSION:
         raise ValueError(f"unknown checkpoint format {snapshot.get('v')!r}")
     room_id = str(snapshot["room"])
@@ -187,7 +192,8 @@ def import_payload(snapshot: dict[str, Any], now_wall: int, now_mono: int) -> tu
             rf=make_ref(room_id, gen, n),
             ln=_lane(cfg, doc.get("lane")),
         )
-        payload["t"] += [str(n), orjson.dumps(rec).decode()]
+        stored = codec.full_ticket(rec) if full_records else codec.stored_ticket(rec)
+        payload["t"] += [str(n), orjson.dumps(stored).decode()]
         if rec.get("ln"):
             lane_of[n] = rec["ln"]
         refs.setdefault(rec["rf"], []).append(n)

@@ -93,6 +93,7 @@ class ValkeyStore:
         rng: RandomSource = SYSTEM_RANDOM,
         writer: str = "",
         presence_mark_sec: float = 10.0,
+        full_records: bool = False,
     ) -> None:
         if isinstance(redis, str):
             self._redis: Redis = open_client(redis)  # waits for a free connection; hiredis packs
@@ -117,7 +118,13 @@ class ValkeyStore:
         self.cluster = is_cluster(self._redis)  # a Valkey cluster: rooms spread over its masters
         self._calls = ScriptCalls(self._redis, lane, prefix, self.breaker, self.cluster)
         self._runner = RoomRunner(
-            self._calls, self.clock, rng, sweep_max=sweep_max, promote_max=promote_max, writer=writer
+            self._calls,
+            self.clock,
+            rng,
+            sweep_max=sweep_max,
+            promote_max=promote_max,
+            writer=writer,
+            full_records=full_records,
         )
         self._registry = RoomRegistry(self._calls)
         self._writes = ConfigWrites(self._runner, self._registry, self._finish)
@@ -637,7 +644,7 @@ class ValkeyStore:
     async def import_room(self, snapshot: dict[str, Any]) -> None:
         """Replace the room's live state with ``snapshot`` atomically (and lift its fence)."""
         now = await self._runner.now()
-        room_id, payload = import_payload(snapshot, now[0], now[1])
+        room_id, payload = import_payload(snapshot, now[0], now[1], full_records=self._runner.full_records)
         score = await self._registry.register(room_id)
         await self._runner.once("import", room_id, [room_id, to_json(payload)], now)
         await self._registry.register(room_id, score)

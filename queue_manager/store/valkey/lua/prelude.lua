@@ -14,12 +14,19 @@
 --      concatenated: each REF_WIDTH characters, no separator; one is cut out, nothing decoded)
 --   12 the tick's promotion budget  13 admission maintenance ('1': every room holds its line)
 --   14 the writer: the instance that will commit this call's events (kept with them in the outbox)
+--   15 '1': ticket records are stored with every field (TICKET_RECORDS=full), as a release from before
+--      the short form reads them
 --
 -- Records (JSON, absent field = None / False / 0 as in the Python dataclasses):
---   ticket   {n, id (ident), fp, f2, ck (hex), j (joined wall), sn (seen mono), ru (return url),
+--   ticket   {id (ident), fp, f2, ck (hex), j (joined wall), sn (seen mono), ru (return url),
 --             ch (charged), s (waiting|passed|admitted), r (reason), pm (passed wall), wm (waited ms),
 --             pa (pass_at mono), sl (slot), tl (told), ba (bounced_at mono), d (door hash hex),
---             ss, sla, st (session start / last / touched, mono), rf (its Ref)}
+--             ss, sla, st (session start / last / touched, mono), rf (its Ref), ln (lane)}
+--            stored without its defaults (T_DEFAULT): s absent = 'waiting'; pa, ss, sla, st absent = 0;
+--            and without n (the t hash's field is the number). A record stored with them (by an older
+--            server) reads the same, and loses them when a script next writes it whole. In memory (getT,
+--            newT) a record has its n and reads its defaults; done() stores it without them (stored()).
+--            seen.lua and Python (codec.ticket_record, snapshot.py) read the stored form.
 --   finished {j, pm, wm, r, e (ended wall), rf}
 --   pre      {h, id, fp, f2, ck, j, sn, ru}
 --
@@ -47,7 +54,8 @@ local REFS_WINDOW = ARGV[11]
 local PROMOTE_MAX = tonumber(ARGV[12])
 local HOLD = ARGV[13] == '1'
 local WRITER = ARGV[14]
-local A = 14
+local FULL_RECORDS = ARGV[15] == '1'
+local A = 15
 
 local NULL = cjson.null
 
@@ -133,6 +141,37 @@ local T_raw = {}
 local T_prox = {}
 local T_dirty = {}
 
+-- the fields a ticket record leaves out when they hold their default (see "Records" above)
+local T_DEFAULT = {s = 'waiting', pa = 0, ss = 0, sla = 0, st = 0}
+local T_META = {__index = T_DEFAULT}
+
+-- a record as read (cjson.decode of the stored JSON) or as minted: its number set, its absent defaults read
+-- through T_META. cjson encodes a table's own fields only: a reply carrying a record (T_raw) has its n but
+-- not the defaults it leaves out, which Python fills in (codec.ticket_record).
+local function record(n, raw)
+  raw.n = n
+  return setmetatable(raw, T_META)
+end
+
+-- the JSON stored for a record: without n and without the fields that hold their default; with
+-- TICKET_RECORDS=full, every field (n and the defaults too), the form a release from before reads
+local function stored(raw)
+  local out = {}
+  for k, v in pairs(raw) do
+    if FULL_RECORDS or (k ~= 'n' and T_DEFAULT[k] ~= v) then
+      out[k] = v
+    end
+  end
+  if FULL_RECORDS then
+    for k, v in pairs(T_DEFAULT) do
+      if out[k] == nil then
+        out[k] = v
+      end
+    end
+  end
+  return cjson.encode(out)
+end
+
 local function wrap(n, raw)
   local p = setmetatable({}, {
     __index = raw,
@@ -155,12 +194,13 @@ local function getT(n)
     T_prox[n] = false
     return nil
   end
-  local raw = cjson.decode(s)
+  local raw = record(n, cjson.decode(s))
   T_raw[n] = raw
   return wrap(n, raw)
 end
 
 local function newT(raw)
+  record(raw.n, raw)
   T_raw[raw.n] = raw
   T_dirty[raw.n] = true
   return wrap(raw.n, raw)
@@ -560,9 +600,8 @@ local function mint(ident, fp, f2, ck, joined, ret, charge_it, count, ref, lane)
   local n = S.next
   S.next = n + 1
   local t = newT({
-    n = n, id = ident, fp = fp, f2 = f2, ck = ck, j = joined, sn = NOW, ru = ret,
-    s = 'waiting', pa = 0, ss = 0, sla = 0, st = 0, rf = ref, ln = lane,
-  })
+    n = n, id = ident, fp = fp, f2 = f2, ck = ck, j = joined, sn = NOW, ru = ret, rf = ref, ln = lane,
+  })  -- waiting, pa, ss, sla, st: the defaults (T_DEFAULT)
   line_push(n)
   if charge_it then
     charge(t)
@@ -1108,7 +1147,7 @@ local function flush()
     local raw = T_raw[n]
     if raw then
       put[#put + 1] = I(n)
-      put[#put + 1] = cjson.encode(raw)
+      put[#put + 1] = stored(raw)
     else
       redis.call('HDEL', K.t, I(n))
     end

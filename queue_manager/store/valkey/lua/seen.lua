@@ -15,12 +15,14 @@ if #names == 0 then
   return '{"k":"ok","m":0}'
 end
 -- the record's "sn" is rewritten in place (no decode and encode of the whole record: the cost of a mark
--- is what keeps this call cheap); a record that is not a waiting ticket's is left alone
+-- is what keeps this call cheap); a record that is not a waiting ticket's is left alone. A waiting
+-- ticket's record has no "s" (the default, prelude.lua "Records"), or "s":"waiting" when written so by an
+-- older server. '"s":' matches the key s only: inside a JSON string every quote is escaped.
 local now = I(NOW)
 local put = {}
 local raws = redis.call('HMGET', K.t, unpack(names))
 for i, raw in ipairs(raws) do
-  if raw and string.find(raw, '"s":"waiting"', 1, true) then
+  if raw and (not string.find(raw, '"s":', 1, true) or string.find(raw, '"s":"waiting"', 1, true)) then
     local sn = tonumber(string.match(raw, '"sn":(%-?[%d%.eE%+]+)'))
     if sn ~= nil and sn < NOW then
       put[#put + 1] = names[i]
