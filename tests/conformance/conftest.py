@@ -5,7 +5,9 @@ default is ``memory``, or ``valkey`` with ``STORE=valkey``): its id ends in ``[m
 ``[valkey]`` and every server it starts, through these fixtures or ``start_server``, runs on that
 store. A module marked ``pytest.mark.stores("valkey")`` runs on the stores it names only; when none of
 them is asked for its tests are skipped, which ``CI=true`` turns into failures (tests/conftest.py). A test
-marked ``all_stores_at_once`` starts a server on every store itself and runs once.
+marked ``all_stores_at_once`` starts a server on every store itself and runs once; one marked
+``store_independent`` checks what no store takes part in (the guides, the wheel's files) and runs once,
+on the first store asked for.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         kinds = [pytest.param(k, marks=pytest.mark.skip(reason=reason)) for k in marker.args]
     if metafunc.definition.get_closest_marker("all_stores_at_once") is not None:
         kinds = kinds[:1]  # it covers every store itself
+    elif metafunc.definition.get_closest_marker("store_independent") is not None:
+        kinds = kinds[:1]  # the same bytes on every store
     # session scope: pytest orders a worker's tests store by store, so shared servers are started once each
     metafunc.parametrize("store", kinds, scope="session")
 

@@ -42,6 +42,7 @@ def _plain(c: httpx.Client, path: str, **headers: str) -> httpx.Response:
     return c.get(path, headers={"accept-encoding": "identity", **headers})
 
 
+@pytest.mark.store_independent
 def test_index_lists_the_guides(client: httpx.Client) -> None:
     r = _plain(client, "/docs")
     assert r.status_code == 200
@@ -54,6 +55,7 @@ def test_index_lists_the_guides(client: httpx.Client) -> None:
 
 
 @pytest.mark.parametrize(("name", "title"), GUIDES.items())
+@pytest.mark.store_independent
 def test_each_guide_renders_with_anchors_and_a_table_of_contents(client: httpx.Client, name: str, title: str) -> None:
     r = _plain(client, f"/docs/{name}")
     assert r.status_code == 200
@@ -66,6 +68,7 @@ def test_each_guide_renders_with_anchors_and_a_table_of_contents(client: httpx.C
     assert r.headers["content-language"] == "en"
 
 
+@pytest.mark.store_independent
 def test_intra_doc_links_point_at_the_site(client: httpx.Client) -> None:
     ops = _plain(client, "/docs/operations").text
     assert 'href="/docs/integration"' in ops
@@ -75,6 +78,7 @@ def test_intra_doc_links_point_at_the_site(client: httpx.Client) -> None:
     assert 'id="1-choosing-how-to-deploy"' in integration
 
 
+@pytest.mark.store_independent
 def test_thai_index_and_guides(client: httpx.Client) -> None:
     index = _plain(client, "/docs/th")
     assert index.status_code == 200
@@ -90,6 +94,7 @@ def test_thai_index_and_guides(client: httpx.Client) -> None:
     assert integration.status_code == 200 and "คู่มือการเชื่อมต่อ" in integration.text
 
 
+@pytest.mark.store_independent
 def test_thai_page_without_a_translation_falls_back_to_english_with_a_notice(client: httpx.Client) -> None:
     assert not (REPO_DOCS / "th" / "configuration.md").exists()
     r = _plain(client, "/docs/th/configuration")
@@ -101,6 +106,7 @@ def test_thai_page_without_a_translation_falls_back_to_english_with_a_notice(cli
 
 
 @pytest.mark.parametrize("path", ["/docs/nope", "/docs/th/nope", "/docs/operations/extra", "/docs/th/x/y"])
+@pytest.mark.store_independent
 def test_unknown_doc_is_a_404_page(client: httpx.Client, path: str) -> None:
     r = _plain(client, path)
     assert r.status_code == 404
@@ -118,12 +124,14 @@ def test_unknown_doc_is_a_404_page(client: httpx.Client, path: str) -> None:
         ("/docs/Integration", "/docs/integration"),
     ],
 )
+@pytest.mark.store_independent
 def test_other_spellings_redirect_to_the_canonical_address(client: httpx.Client, path: str, location: str) -> None:
     r = _plain(client, path)
     assert r.status_code == 301
     assert r.headers["location"] == location
 
 
+@pytest.mark.store_independent
 def test_etag_and_no_cache_make_a_reload_a_304(client: httpx.Client) -> None:
     first = _plain(client, "/docs/operations")
     etag = first.headers["etag"]
@@ -136,6 +144,7 @@ def test_etag_and_no_cache_make_a_reload_a_304(client: httpx.Client) -> None:
     assert other.status_code == 200
 
 
+@pytest.mark.store_independent
 def test_gzip_when_accepted(client: httpx.Client) -> None:
     plain = _plain(client, "/docs/integration")
     with client.stream("GET", "/docs/integration", headers={"accept-encoding": "gzip"}) as r:
@@ -151,6 +160,7 @@ def test_gzip_when_accepted(client: httpx.Client) -> None:
     assert "content-encoding" not in refused.headers
 
 
+@pytest.mark.store_independent
 def test_head_answers_the_headers_without_a_body(client: httpx.Client) -> None:
     get = _plain(client, "/docs/th/operations")
     head = client.head("/docs/th/operations", headers={"accept-encoding": "identity"})
@@ -160,12 +170,14 @@ def test_head_answers_the_headers_without_a_body(client: httpx.Client) -> None:
     assert client.head("/docs/nope").status_code == 404
 
 
+@pytest.mark.store_independent
 def test_post_is_refused(client: httpx.Client) -> None:
     r = client.post("/docs/operations")
     assert r.status_code == 405
     assert r.json()["code"] == "method_not_allowed"
 
 
+@pytest.mark.store_independent
 def test_no_other_origin_and_no_script_source(client: httpx.Client) -> None:
     r = _plain(client, "/docs/integration")
     csp = r.headers["content-security-policy"]
@@ -186,6 +198,7 @@ def own_docs(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.store_independent
 def test_raw_html_in_the_markdown_never_becomes_markup(make_server: ServerFactory, own_docs: Path) -> None:
     srv = make_server({"DOCS_DIR": str(own_docs)})
     with srv.client() as c:
@@ -200,6 +213,7 @@ def test_raw_html_in_the_markdown_never_becomes_markup(make_server: ServerFactor
     assert 'href="/docs/operations"' in index and 'href="/docs/integration"' not in index
 
 
+@pytest.mark.store_independent
 def test_a_changed_file_is_rendered_again_and_an_unchanged_one_is_not(
     make_server: ServerFactory, own_docs: Path
 ) -> None:
@@ -217,6 +231,7 @@ def test_a_changed_file_is_rendered_again_and_an_unchanged_one_is_not(
         assert _plain(c, "/docs/operations", **{"if-none-match": first}).status_code == 200
 
 
+@pytest.mark.store_independent
 def test_a_docs_dir_that_is_not_a_directory_warns(make_server: ServerFactory, tmp_path: Path) -> None:
     srv = make_server({"DOCS_DIR": str(tmp_path / "missing")})
     with srv.admin() as admin:
@@ -273,6 +288,7 @@ def test_on_an_inline_host_the_docs_live_under_the_queue_prefix(make_server: Ser
         assert 'href="/docs/integration"' in _plain(c, "/docs/operations").text
 
 
+@pytest.mark.store_independent
 def test_a_docs_dir_without_guides_says_how_to_point_at_them(make_server: ServerFactory, tmp_path: Path) -> None:
     srv = make_server({"DOCS_DIR": str(tmp_path)})
     with srv.client() as c:
@@ -282,6 +298,7 @@ def test_a_docs_dir_without_guides_says_how_to_point_at_them(make_server: Server
         assert _plain(c, "/docs/th/operations").status_code == 404
 
 
+@pytest.mark.store_independent
 def test_the_api_reference_lists_every_operation_of_the_document(docs_server: Server, client: httpx.Client) -> None:
     with docs_server.admin() as admin:
         doc = admin.get("/api/openapi.json").json()
@@ -308,6 +325,7 @@ def test_the_api_reference_lists_every_operation_of_the_document(docs_server: Se
     assert 'id="post_api_join"' in r.text and "<code>no_room</code>" in r.text
 
 
+@pytest.mark.store_independent
 def test_the_api_reference_renders_inline_code_not_backticks(client: httpx.Client) -> None:
     """The descriptions are written with Markdown inline code for the OpenAPI document; the page shows it as code."""
     r = _plain(client, "/docs/api")
@@ -319,6 +337,7 @@ def test_the_api_reference_renders_inline_code_not_backticks(client: httpx.Clien
     assert "(<code>ok: false</code> with <code>code</code> and <code>problems</code>)" in verify.group(1)
 
 
+@pytest.mark.store_independent
 def test_the_api_reference_is_linked_from_both_indexes_and_has_a_thai_address(client: httpx.Client) -> None:
     assert 'href="/docs/api"' in _plain(client, "/docs").text
     th = _plain(client, "/docs/th")

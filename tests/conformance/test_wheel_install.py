@@ -27,6 +27,9 @@ import httpx
 import pytest
 from harness import Server, create_room, start_server
 
+# both servers run on the embedded store whatever the run's stores: the files served are what is compared
+pytestmark = pytest.mark.store_independent
+
 ROOT = Path(__file__).resolve().parents[2]
 _HREF = re.compile(r'href="(/docs[^"#?]*)"')
 INSTALL_TIMEOUT_SEC = 300
