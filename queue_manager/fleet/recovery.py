@@ -101,7 +101,7 @@ class Recovery:
             await self.marks.flag(new)
         self.ahead = ahead
         await self.marks.raise_to({room: pos for room, pos in heads.items() if room not in ahead})
-        self.rooms.refresh(set(heads), mark)
+        self.rooms.refresh(positions, mark)
         self.unrebuildable = {room: kind for room, kind in self.unrebuildable.items() if room in heads}
         live = await live_heads(self.connection.redis, self.valkey_prefix, set(heads) | set(ahead))
         self.live_ahead = {room: live[room] for room in ahead}
@@ -121,6 +121,8 @@ class Recovery:
         held: dict[str, int] | None = None  # read once, when a room needs a rebuild
         for room_id, (gen, seq) in sorted(heads.items()):
             if room_id in ahead:  # never replace Valkey's newer state with the older journal's
+                continue
+            if room_id in self.rooms.deleting:  # deleted from Valkey, its room.delete not yet read back
                 continue
             why = live[room_id].behind(gen, seq)
             if why is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from queue_manager.engine.events import Event
@@ -30,6 +31,11 @@ class RoomWatch:
         #: a refresh's read may predate them, so they are applied again on top of what it read
         self._recent: list[tuple[int, set[str], set[str]]] = []
         self._tick = 0
+        #: rooms deleted here (or heard deleted) whose deletion the journal has not shown yet -> the generation
+        #: deleted (None: heard from another instance). Valkey no longer holds them while the journal may
+        #: still read them alive: never known, never rebuilt, until the journal shows the deletion or a newer
+        #: generation of the room.
+        self.deleting: dict[str, int | None] = {}
         self._store: ValkeyStore | None = None
         self._hints: Hints | None = None
         self._rereads: set[asyncio.Task[None]] = set()
@@ -40,6 +46,10 @@ class RoomWatch:
         self._store, self._hints = store, hints
 
     async def commit(self, events: list[Event]) -> None:
+        # a deletion is in flight from before its commit: the script has already removed the room from Valkey
+        for e in events:
+            if e.type == "room.delete":
+                self.deleting[e.room] = e.gen
         await self.journal.commit(events)
         created: set[str] = set()
         deleted: set[str] = set()
@@ -65,6 +75,10 @@ class RoomWatch:
         before Valkey lost it answers 503 while it is rebuilt, never no_room)."""
         self.known |= created
         self.known -= deleted
+        for room in created:
+            self.deleting.pop(room, None)
+        for room in deleted:
+            self.deleting.setdefault(room, None)
         self._tick += 1
         self._recent.append((self._tick, set(created), set(deleted)))
 
@@ -72,16 +86,22 @@ class RoomWatch:
         """Taken before a refresh reads the journal: :meth:`refresh` keeps what was learnt after it."""
         return self._tick
 
-    def refresh(self, rooms: set[str], mark: int) -> None:
-        """The rooms the journal held when read after ``mark``; a creation or deletion known since
-        then (committed here or hinted while the read was under way) is applied on top, so a room
-        deleted a moment ago is never known again until the next refresh (its requests would answer
-        503 "being rebuilt" instead of 404)."""
-        known = set(rooms)
+    def refresh(self, positions: Mapping[str, tuple[int, int, bool]], mark: int) -> None:
+        """The journal's rooms (room -> generation, head, deleted) as read after ``mark``. A creation or
+        deletion known since then (committed here or hinted while the read was under way) is applied on
+        top, and a room still being deleted stays unknown until the journal shows it deleted (or a newer
+        generation): a room deleted a moment ago must answer 404, never 503 "being rebuilt"."""
+        known = {room for room, (_gen, _head, deleted) in positions.items() if not deleted}
         later = [entry for entry in self._recent if entry[0] > mark]
         for _tick, created, deleted in later:
             known |= created
             known -= deleted
+        for room, gen in list(self.deleting.items()):
+            seen = positions.get(room)
+            if seen is not None and (seen[2] or (gen is not None and seen[0] > gen)):
+                del self.deleting[room]  # the journal has the deletion, or the room was made again since
+            else:
+                known.discard(room)
         self.known = known
         self._recent = later
 

@@ -196,6 +196,8 @@ def test_every_operation_answers_as_documented_under_fuzzing(targets: dict[str, 
     for store in targets:
         summary = {"store": store, "examples": EXAMPLES, "cases": sum(counts.values()), "perOperation": counts}
         (ARTIFACTS / f"{store}.json").write_text(json.dumps(summary, indent=1) + "\n" + "\n\n".join(failures))
+    if failures:  # what each server logged meanwhile, to tell a product fault from the run's conditions
+        failures += [f"--- [{name}] server stderr, its end ---\n{srv.stderr[-3000:]}" for name, srv in targets.items()]
     assert not failures, "\n\n".join(failures)
     for srv in targets.values():
         assert httpx.get(f"{srv.base_url}/healthz", timeout=TIMEOUT_SEC).status_code == 200
