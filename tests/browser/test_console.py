@@ -389,7 +389,8 @@ def test_room_states_site_down_panels_dry_run_and_a_restart(browser: Any, artifa
             when = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(opens))
             admin.post(f"/api/admin/rooms/{launch}/schedule", json={"opensAt": when}).raise_for_status()
             create_room(admin, held, name="Held line", ratePerMinute=30)
-            create_room(admin, moving, name="Moving line", ratePerMinute=30, maxConcurrent=50)
+            # one a minute: its line is still moving (not empty) however long the console takes to come up
+            create_room(admin, moving, name="Moving line", ratePerMinute=1, maxConcurrent=50)
             for room in (held, held, moving, moving, moving):
                 with srv.client() as c:
                     join(c, room).raise_for_status()
