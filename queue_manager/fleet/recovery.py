@@ -172,7 +172,9 @@ class Recovery:
             await self.store.fence(room_id)
             return False
         self.unrebuildable.pop(room_id, None)
-        await self.store.import_room(dump(room))
+        if not await self.store.import_room(dump(room)):
+            log.info("room %s: not rebuilt, its generation %d was deleted meanwhile", room_id, gen)
+            return False
         self.rebuilt_total += 1
         start = int(base["seq"]) if base else 0
         self.last_rebuild = {

@@ -17,7 +17,8 @@ st      hash   the room generation's scalars: gen, cv (config version), next (ne
                config fields ``c_*``
 cfg     str    the room's config as JSON (``config.store_form``), read by Python only
 meta    hash   per room *id*, kept across deletes: gen (last generation), cv (config version
-               counter), a0..a2 (the generation archived in arch0..arch2)
+               counter), a0..a2 (the generation archived in arch0..arch2; import.lua never puts an
+               archived generation back)
 fence   str    present while the room is being rebuilt from the journal: every script refuses
 t       hash   live tickets: n -> JSON record (see lua/prelude.lua "Records"): without n (the field)
                and without the fields holding their default (s 'waiting'; pa, ss, sla, st 0)

@@ -641,14 +641,19 @@ class ValkeyStore:
         """The room generation as a checkpoint (docs/events.md, format v1)."""
         return export_document(room_id, await self._runner.once("export", room_id))
 
-    async def import_room(self, snapshot: dict[str, Any]) -> None:
-        """Replace the room's live state with ``snapshot`` atomically (and lift its fence)."""
+    async def import_room(self, snapshot: dict[str, Any]) -> bool:
+        """Replace the room's live state with ``snapshot`` atomically (and lift its fence). False, and
+        nothing changed, when this Valkey has seen the snapshot's generation deleted (a rebuild that read
+        the journal before the deletion landed must not bring the room back)."""
         now = await self._runner.now()
         room_id, payload = import_payload(snapshot, now[0], now[1], full_records=self._runner.full_records)
         score = await self._registry.register(room_id)
-        await self._runner.once("import", room_id, [room_id, to_json(payload)], now)
+        reply = await self._runner.once("import", room_id, [room_id, to_json(payload)], now)
+        if reply.get("k") == "deleted":
+            return False
         await self._registry.register(room_id, score)
         self._runner.forget(room_id)
+        return True
 
     async def fence(self, room_id: str) -> None:
         """Mark the room as being rebuilt: every operation on it answers StoreUnavailable."""

@@ -1,8 +1,13 @@
 -- import_room: replace the room's live state with a checkpoint (prepared in Python: records,
 -- rebased clocks, derived sets, heaps and Ref indexes). Clears the fence; not an event.
 -- ARGV after the header: room id, payload JSON.
+-- A generation this Valkey has seen deleted (delete.lua archived it: meta a<gen % 3> = gen) is never
+-- put back: a rebuild that read the journal before the room.delete landed answers 'deleted' instead.
 local room_id = ARGV[A + 1]
 local p = cjson.decode(ARGV[A + 2])
+if redis.call('HGET', K.meta, 'a' .. I(tonumber(p.gen) % #ARCH)) == I(tonumber(p.gen)) then
+  return cjson.encode({k = 'deleted', gen = tonumber(p.gen)})
+end
 for _, name in ipairs(LIVE) do
   redis.call('DEL', K[name])
 end
