@@ -101,11 +101,6 @@ def stored_ticket(rec: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in rec.items() if k != "n" and (k not in TICKET_DEFAULTS or TICKET_DEFAULTS[k] != v)}
 
 
-def full_ticket(rec: dict[str, Any]) -> dict[str, Any]:
-    """A ticket record with every field, ``n`` and the defaults too (``TICKET_RECORDS=full``)."""
-    return {**TICKET_DEFAULTS, **rec}
-
-
 def _bytes(value: Any) -> bytes | None:
     return None if value is None else bytes.fromhex(value)
 

@@ -192,7 +192,7 @@ def import_payload(
             rf=make_ref(room_id, gen, n),
             ln=_lane(cfg, doc.get("lane")),
         )
-        stored = codec.full_ticket(rec) if full_records else codec.stored_ticket(rec)
+        stored = codec.ticket_record(rec) if full_records else codec.stored_ticket(rec)  # full: n and every default
         payload["t"] += [str(n), orjson.dumps(stored).decode()]
         if rec.get("ln"):
             lane_of[n] = rec["ln"]
