@@ -30,7 +30,7 @@ from queue_manager.store.memory import MemoryStore
 from queue_manager.store.valkey import SharedClock, ValkeyStore
 from queue_manager.store.valkey.breaker import ValkeyUnreachable
 from queue_manager.store.valkey.errors import RoomFenced, is_unavailable_reply, translate
-from queue_manager.store.valkey.keys import ROOM_KEYS, room_key, script_keys
+from queue_manager.store.valkey.keys import ROOM_KEYS, room_key, rooms_key, script_keys
 from queue_manager.store.valkey.scripts import Script
 from queue_manager.store.valkey.takebacks import REPORT_EVERY_SEC
 
@@ -718,6 +718,7 @@ async def test_a_generation_seen_deleted_is_never_imported_again(one: Any) -> No
     await store.delete_room("gone")
     assert await store.import_room(doc) is False
     assert not await store.room_exists("gone")
+    assert await store.redis.zscore(rooms_key(store.prefix), "gone") is None  # not left in the registry
     await store.upsert_room({"id": "gone", "targetUrl": TARGET})  # made again: the next generation
     again = await store.export_room("gone")
     assert again["gen"] == doc["gen"] + 1

@@ -650,6 +650,7 @@ class ValkeyStore:
         score = await self._registry.register(room_id)
         reply = await self._runner.once("import", room_id, [room_id, to_json(payload)], now)
         if reply.get("k") == "deleted":
+            await self._registry.unregister(room_id)  # added for the import above; the room is not back
             return False
         await self._registry.register(room_id, score)
         self._runner.forget(room_id)
