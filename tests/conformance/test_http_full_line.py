@@ -5,7 +5,8 @@ read, in /metrics and in the hourly report's ``refusedFull`` column."""
 from __future__ import annotations
 
 import httpx
-from harness import Server, create_room, join, metric, wait_until
+import pytest
+from harness import Server, create_room, join, metric, start_server, wait_until
 
 
 def test_a_full_line_refuses_new_joins_with_503(server: Server, admin: httpx.Client) -> None:
@@ -60,3 +61,39 @@ def test_bad_values_are_400(admin: httpx.Client) -> None:
     for field, value in (("maxWaiting", 0), ("maxWaitSec", "60"), ("maxWaiting", 1.5)):
         r = admin.post("/api/admin/rooms", json={"id": rid, field: value})
         assert r.status_code == 400 and r.json()["code"] == "invalid_field", r.text
+
+
+@pytest.mark.stores("valkey")
+def test_the_line_is_full_for_the_whole_fleet() -> None:
+    """Two instances on one Valkey: places taken through A fill the line for joins through B, and a limit
+    raised on A lets B take joins again."""
+    a = start_server()
+    b = None
+    try:
+        shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
+        shared["SPOOL_DIR"] = a.env["SPOOL_DIR"] + "-b"
+        b = start_server(shared)
+        with a.admin() as admin, a.client() as v1, a.client() as v2, b.client() as late:
+            rid = create_room(admin, ratePerMinute=0, queueMaxPerIp=None, maxWaiting=2)["id"]
+            assert join(v1, rid).status_code == 200
+            assert join(v2, rid).status_code == 200
+
+            refusals = 0
+
+            def refused_on_b() -> bool:
+                nonlocal refusals
+                r = join(late, rid)
+                assert r.status_code != 200, r.text  # the line A filled is the line B reads
+                refusals += r.status_code == 503 and r.json()["code"] == "queue_full"
+                return refusals > 0
+
+            wait_until(refused_on_b, timeout=10, what="B refusing a join to the full line")
+            admin.post("/api/admin/rooms", json={"id": rid, "maxWaiting": 3}).raise_for_status()
+            wait_until(lambda: join(late, rid).status_code == 200, timeout=10, what="B taking joins again")
+        with b.admin() as admin_b:
+            room = admin_b.get(f"/api/admin/rooms/{rid}").json()["room"]
+            assert (room["waiting"], room["refusedFull"]) == (3, refusals), room
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
