@@ -171,21 +171,24 @@ class GapWatch:
         else:
             held = await self.gaps.present(room, gen, low, top)
             inner = [s for s in range(low + 1, top + 1) if s not in held]
-            contiguous = inner[0] - 1
+            # none missing: the holes the count saw were filled by commits between the two reads
+            contiguous = inner[0] - 1 if inner else top
         outbox = room_key(self.room_prefix, room, "ob")
         if live_seq is None:  # a room deleted here: what its outbox holds above the journal's newest
             above: list[Any] = await self.redis.zrangebyscore(outbox, f"({top}", "+inf", withscores=True)
             tail = [int(item[1]) for item in above]
         else:
             tail = list(range(top + 1, min(live_seq, top + TAIL_MAX) + 1))
-        missing = inner + [s for s in tail if s not in inner]
+        inner_set = set(inner)
+        missing = inner + [s for s in tail if s not in inner_set]
+        missing_set = set(missing)  # membership below is per seq seen: a list would make a round quadratic
         if contiguous > low:
             self.low[(room, gen)] = contiguous
             if live_seq is not None:  # the journal holds every event up to here: the outbox no longer needs them
                 await self.redis.zremrangebyscore(outbox, "-inf", contiguous)
         seen = self.seen.setdefault((room, gen), {})
         for seq in list(seen):
-            if seq not in missing:
+            if seq not in missing_set:
                 del seen[seq]
         for seq in missing:
             seen.setdefault(seq, now)

@@ -179,3 +179,28 @@ async def test_nothing_is_rolled_forward_or_reported_during_journal_maintenance(
         await watch.round(heads, live, maintenance=True)
         rig["clock"].advance(DEADLINE_MS / 1000 + 0.1)
     assert watch.open == {} and await _seqs(journal) == [1]
+
+
+async def test_holes_filled_between_the_count_and_the_read_are_no_gap(rig: dict[str, Any]) -> None:
+    """The round counts the journal's events, then reads which seqs it holds: a writer's commit landing
+    between the two fills the holes the count saw. The round takes the journal as contiguous then."""
+    store, writer, journal, watch = rig["store"], rig["writer"], rig["journal"], rig["watch"]
+    await store.upsert_room({"id": "r", "targetUrl": "https://shop.example/", "ratePerMinute": 0})
+    await _join(store, 0)
+    writer.dead = True  # a commit still on its way
+    await _join(store, 1)
+    writer.dead = False
+    await _join(store, 2)
+    assert await _seqs(journal) == [1, 2, 4]
+    gaps = watch.gaps
+    counted = gaps.spans
+
+    async def spans_then_commit(rooms: Any) -> Any:
+        seen = await counted(rooms)  # the count sees the hole at 3 ...
+        await journal.commit(writer.dropped)  # ... and the late commit fills it before the read
+        return seen
+
+    gaps.spans = spans_then_commit
+    await _round(rig)
+    assert watch.open == {} and watch.low[("r", 1)] == 4
+    assert await rig["redis"].zcard(room_key(store.prefix, "r", "ob")) == 0
