@@ -1296,6 +1296,10 @@ def main() -> None:
             from million import phase_million
 
             phase_million(results)
+        if "draw" in PHASES:
+            from prequeue_draw import phase_draw
+
+            phase_draw(results)
         if "cluster" in PHASES:
             from cluster import phase_cluster
 

@@ -102,11 +102,12 @@ def _key_usage(client: Any, prefix: str) -> list[dict[str, Any]]:
     return out
 
 
-async def _waiting(server: Server) -> int:
+async def _waiting(server: Server, room: str = ROOM) -> int:
+    """Those waiting in ``room``, in line or in its pre-queue."""
     conn = await Conn(server.host, server.port).open()
     try:
-        stats = await room_stats(conn, ROOM)
-        return int(stats["waiting"])
+        stats = await room_stats(conn, room)
+        return int(stats["waiting"]) + int(stats.get("preQueue") or 0)
     finally:
         await conn.close()
 
@@ -120,18 +121,20 @@ async def _setup(server: Server) -> None:
         await conn.close()
 
 
-def _fill(server: Server, env: dict[str, str], valkey_pid: int | None) -> dict[str, Any]:
-    """TICKETS real joins, split over PROCESSES drivers (bench/million_joins.py) on both CPUs."""
+def _fill(
+    server: Server, env: dict[str, str], valkey_pid: int | None, room: str = ROOM, tickets: int = TICKETS
+) -> dict[str, Any]:
+    """``tickets`` real joins into ``room``, split over PROCESSES drivers (bench/million_joins.py) on both CPUs."""
     t0 = time.monotonic()
     srv0, vk0 = proc_cpu_seconds(server.pid) + _children_cpu(server.pid), proc_cpu_seconds(valkey_pid)
-    share = -(-TICKETS // PROCESSES)
+    share = -(-tickets // PROCESSES)
     procs = []
     for i in range(PROCESSES):
-        count = min(share, TICKETS - i * share)
+        count = min(share, tickets - i * share)
         cmd = [
             *(bench.PY, str(BENCH / "million_joins.py")),
             *("--valkey", VALKEY_URL, "--prefix", env["VALKEY_PREFIX"], "--database", DATABASE_URL),
-            *("--schema", env["PG_SCHEMA"], "--room", ROOM, "--count", str(count), "--first", str(i * share)),
+            *("--schema", env["PG_SCHEMA"], "--room", room, "--count", str(count), "--first", str(i * share)),
         ]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     drivers = []
@@ -144,7 +147,7 @@ def _fill(server: Server, env: dict[str, str], valkey_pid: int | None) -> dict[s
     wall = time.monotonic() - t0
     srv = proc_cpu_seconds(server.pid) + _children_cpu(server.pid) - srv0
     vk = proc_cpu_seconds(valkey_pid) - vk0
-    waiting = run(_waiting(server))
+    waiting = run(_waiting(server, room))
     joins = sum(int(d["joins"]) for d in drivers)
     return {
         "waiting": waiting,

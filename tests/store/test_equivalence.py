@@ -93,7 +93,13 @@ class Equivalence(RuleBasedStateMachine):
         self.prefix = f"qmeq:{uuid.uuid4().hex[:12]}:"
         self.journal = RecordingJournal()
         self.val = ValkeyStore(
-            self.redis, prefix=self.prefix, clock=self.clock_v, journal=self.journal, sweep_max=7, rng=self.rng_v
+            self.redis,
+            prefix=self.prefix,
+            clock=self.clock_v,
+            journal=self.journal,
+            sweep_max=7,
+            draw_chunk=3,
+            rng=self.rng_v,
         )
         self.run(self.val.start())
         self.browsers = [Browser(i) for i in range(6)]

@@ -1,9 +1,10 @@
 """The pre-queue's draw on Valkey: the seed a room change commits to, and the draw computed from it.
 
 A change that schedules a drop (or moves it) draws a seed and publishes its commitment; the script
-keeps both. At the open instant the script answers ``draw`` with the pre-queue's entries and the
-committed seed; the order is computed here (qm-draw-v1, ``engine/draw.py``), with the Refs of the
-numbers it mints, and a second call applies it if the pre-queue did not change meanwhile.
+keeps both. At the open instant the script answers ``draw`` with the pre-queue's entries (a large
+one: its first page, the rest read by the caller that claimed it, ``runner.py``) and the committed seed;
+the order is computed here (qm-draw-v1, ``engine/draw.py``), with the Refs of the numbers it mints, and
+a second call applies it if the pre-queue did not change meanwhile (a large draw in parts).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from queue_manager.store.valkey.arguments import to_json
 
 
 def draw_args(rng: RandomSource, room_id: str, reply: dict[str, Any]) -> tuple[str, str, str]:
-    """The draw itself, in Python (qm-draw-v1 of the committed seed, engine/draw.py); the script
-    applies it and keeps it as the draw's record. A drop without a committed seed (scheduled by an
-    older build) is drawn from a fresh one, published with the draw (drop.draw_seed)."""
+    """The draw itself, in Python (qm-draw-v1 of the committed seed, engine/draw.py), as the script's
+    draw arguments: version, the record it keeps, and the order with its Refs that it applies. A drop
+    without a committed seed (scheduled by an older build) is drawn from a fresh one, published with the
+    draw (drop.draw_seed)."""
     handles, groups = draw_rules.freeze((str(h), str(ident)) for h, ident in reply.get("entries") or [])
     doc: dict[str, Any] = {}
     committed = reply.get("seed")
@@ -33,7 +35,12 @@ def draw_args(rng: RandomSource, room_id: str, reply: dict[str, Any]) -> tuple[s
     doc.update(order=order, handles=handles, groups=groups)
     gen, first = int(reply["gen"]), int(reply["next"])
     refs = [make_ref(room_id, gen, first + i) for i in range(len(order))]
-    return str(reply["ver"]), to_json(doc), to_json(refs)
+    # the record (kept as sent) and what the script applies (o, r, s, c): it never decodes the record,
+    # whose handles and groups double what a large draw sends (docs/decisions.md, drawn in parts)
+    apply: dict[str, Any] = {"o": order, "r": refs}
+    if "seed" in doc:
+        apply.update(s=doc["seed"], c=doc["com"])
+    return str(reply["ver"]), to_json(doc), to_json(apply)
 
 
 def commits(opens_before: int | None, cfg: RoomConfig) -> bool:

@@ -11,6 +11,7 @@
       not allowed when used memory > 'maxmemory'")
     ResponseError "QM fenced" (a script's refusal)      ->  RoomFenced (a StoreUnavailable: being rebuilt)
     ResponseError "QM no_room"                          ->  EngineError 404 no_room
+    ResponseError "QM drawing" (export mid-draw)        ->  StoreUnavailable (ask again later)
     ClusterError (redirections or TRYAGAIN past the     ->  StoreUnavailable
       cluster client's attempts, slots not covered)
     anything else                                       ->  raised unchanged (a bug, not an outage)
@@ -101,6 +102,8 @@ def _map(exc: Exception, room_id: str | None) -> None:
                 raise no_room(room_id or "") from None
             if code == "fenced":
                 raise RoomFenced(f"room {room_id!r} is being rebuilt from the journal") from None
+            if code == "drawing":
+                raise StoreUnavailable(f"room {room_id!r} is applying its drop's draw") from None
             raise exc  # pragma: no cover - every QM code is listed above
         if isinstance(exc, _UNAVAILABLE_CLASSES) or is_unavailable_reply(message):
             raise StoreUnavailable(f"valkey: {message.split(chr(10), 1)[0][:200]}") from exc

@@ -9,8 +9,10 @@ tick's promotion budget ran out). Every call of one operation uses the same inst
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import queue_manager.engine.engine as engine_module
 import queue_manager.engine.room as room_module
@@ -28,6 +30,11 @@ from queue_manager.store.valkey.refs import RefWindows
 ArgsFn = Callable[[ConfigCopy | None], list[str]]
 
 MAX_ATTEMPTS = 50  # draws, config refreshes, Ref windows, sweep budgets: each costs one more call
+# Pre-queue entries one script call puts in line (40–70 µs of Valkey each): a larger draw is applied
+# in parts, so Valkey serves every other room and client between them (lua/prelude.lua draw_step).
+DRAW_CHUNK = 1000
+DRAW_WAIT_SEC = 0.02  # between two asks while another caller reads a large pre-queue for the draw
+DRAW_WAIT_MAX_SEC = 60.0  # past it the operation is answered as unavailable (the draw goes on)
 
 
 def events_of(room_id: str, reply: Reply) -> list[Event]:
@@ -43,7 +50,8 @@ class RoomRunner:
     called again); ``promote_max``: promotions one tick call may make; ``held``: admission
     maintenance (every script is told); ``writer``: the instance that commits the events (kept with
     them in the outbox); ``full_records``: ticket records stored with every field (``TICKET_RECORDS=full``);
-    ``rng``: where a draw without a committed seed draws one."""
+    ``draw_chunk``: pre-queue entries one call puts in line (a larger draw is applied in parts, each
+    call answering ``drawing`` until the last); ``rng``: where a draw without a committed seed draws one."""
 
     def __init__(
         self,
@@ -55,6 +63,7 @@ class RoomRunner:
         promote_max: int,
         writer: str,
         full_records: bool = False,
+        draw_chunk: int = DRAW_CHUNK,
     ) -> None:
         self.calls = calls
         self.clock = clock
@@ -63,6 +72,7 @@ class RoomRunner:
         self.promote_max = promote_max
         self.writer = writer
         self.full_records = full_records
+        self.draw_chunk = draw_chunk
         self.held = False
         self.configs = ConfigCopies()
         self.refs = RefWindows()
@@ -95,6 +105,7 @@ class RoomRunner:
             "1" if self.held else "0",
             self.writer,
             "1" if self.full_records else "0",
+            str(self.draw_chunk),
         ]
 
     async def once(
@@ -127,7 +138,9 @@ class RoomRunner:
         draw = ("", "", "")
         configs = self.configs
         next_hint = self.refs.next_hint
-        for _ in range(MAX_ATTEMPTS):
+        attempts = 0
+        waited_until = time.monotonic() + DRAW_WAIT_MAX_SEC
+        while attempts < MAX_ATTEMPTS:
             cache = configs.get(room_id)
             if first is not None:
                 reply, first = first, None
@@ -142,7 +155,23 @@ class RoomRunner:
                 next_hint[room_id] = (int(reply["gen"]), int(reply["next"]))
             events.extend(events_of(room_id, reply))
             kind = reply["k"]
+            if kind == "drawing":  # a part of a large draw went in: progress, never counted as contention
+                draw = ("", "", "")  # applied: the next calls need not carry it
+                continue
+            if kind == "drawwait":  # another caller is reading a large pre-queue for its draw
+                if time.monotonic() > waited_until:
+                    raise StoreUnavailable(f"room {room_id!r}: its drop's draw is taking long, try again")
+                await asyncio.sleep(DRAW_WAIT_SEC)
+                now = await self.now()  # a later instant: this call changed nothing
+                continue
+            attempts += 1
             if kind == "draw":
+                if reply.get("paged"):
+                    pages = await self._draw_pages(room_id, now, reply)
+                    if pages is None:  # the pre-queue changed while it was read: ask again, as the claimer
+                        draw = (str(reply["claim"]), "", "")
+                        continue
+                    reply["entries"] = pages
                 draw = draw_args(self.rng, room_id, reply)
             elif kind == "refs":
                 self.refs.missed(room_id, reply)
@@ -151,6 +180,20 @@ class RoomRunner:
                     cache.confirmed = time.monotonic()  # the script compared versions: still current
                 return reply, events
         raise StoreUnavailable(f"room {room_id!r}: too much contention, try again")
+
+    async def _draw_pages(self, room_id: str, now: tuple[int, int], first: Reply) -> list[Any] | None:
+        """A large pre-queue, page by page (draw_page.lua) after the first page the claim answered;
+        None when it changed meanwhile (its version moved)."""
+        entries: list[Any] = list(first.get("entries") or [])
+        while len(entries) < int(first["count"]):
+            page = await self.calls.eval(
+                "draw_page", room_id, [*self.header(now, "*"), str(len(entries)), str(self.draw_chunk)]
+            )
+            got = page.get("entries") or []
+            if page.get("ver") != first["ver"] or not got:
+                return None
+            entries.extend(got)
+        return entries
 
     async def read_config(self, room_id: str, rule_stats: bool = False) -> tuple[ConfigCopy | None, Reply]:
         """The room's config (None: no such room), confirmed or brought by one small call."""

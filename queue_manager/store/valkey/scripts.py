@@ -43,6 +43,7 @@ OPERATIONS = (
     "access_prune",
     "revoke",
     "export",
+    "draw_page",
     "import",
     "cfg",
 )

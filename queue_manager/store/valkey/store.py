@@ -48,7 +48,7 @@ from queue_manager.store.valkey.lane import ValkeyLane
 from queue_manager.store.valkey.live import LiveLines
 from queue_manager.store.valkey.refusals import refusal
 from queue_manager.store.valkey.registry import RoomRegistry
-from queue_manager.store.valkey.runner import RoomRunner, events_of
+from queue_manager.store.valkey.runner import DRAW_CHUNK, RoomRunner, events_of
 from queue_manager.store.valkey.snapshot import export_document, import_payload
 from queue_manager.store.valkey.takebacks import TakeBacks
 from queue_manager.store.valkey.writes import ConfigWrites
@@ -74,7 +74,8 @@ class ValkeyStore:
     pre-queue handles and the draw's order come from (the system's secure source by default).
     ``sweep_max``: deadlines one call may process (more: the store calls again); ``promote_max``:
     promotions one tick call may make; ``writer``: the instance that commits this store's events
-    (kept with them in the outbox).
+    (kept with them in the outbox); ``draw_chunk``: pre-queue entries one call puts in line when a
+    drop is drawn (a larger draw goes in over several calls, Valkey serving everyone between them).
     """
 
     kind = "valkey"
@@ -94,6 +95,7 @@ class ValkeyStore:
         writer: str = "",
         presence_mark_sec: float = 10.0,
         full_records: bool = False,
+        draw_chunk: int = DRAW_CHUNK,
     ) -> None:
         if isinstance(redis, str):
             self._redis: Redis = open_client(redis)  # waits for a free connection; hiredis packs
@@ -125,6 +127,7 @@ class ValkeyStore:
             promote_max=promote_max,
             writer=writer,
             full_records=full_records,
+            draw_chunk=draw_chunk,
         )
         self._registry = RoomRegistry(self._calls)
         self._writes = ConfigWrites(self._runner, self._registry, self._finish)

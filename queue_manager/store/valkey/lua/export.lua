@@ -3,6 +3,9 @@
 if not load_state() then
   return redis.error_reply('QM no_room')
 end
+if S.dro ~= nil then  -- a large draw half applied: no checkpoint of it (the store asks again later)
+  return redis.error_reply('QM drawing')
+end
 return cjson.encode({
   k = 'ok',
   now_wall = NOW_WALL,

@@ -55,7 +55,8 @@ local PROMOTE_MAX = tonumber(ARGV[12])
 local HOLD = ARGV[13] == '1'
 local WRITER = ARGV[14]
 local FULL_RECORDS = ARGV[15] == '1'
-local A = 15
+local DRAW_CHUNK = tonumber(ARGV[16])
+local A = 16
 
 local NULL = cjson.null
 
@@ -103,7 +104,7 @@ end
 local NUMERIC = {
   gen = true, cv = true, next = true, credit = true, last = true, created = true, seq = true,
   lseq = true, joins = true, passes = true, wsum = true, unscoped = true, blocked = true, refused = true, ejected = true, srev = true,
-  pqver = true, pqseq = true, fseq = true, lfs = true, pseq = true, phseq = true,
+  pqver = true, pqseq = true, dro = true, drn = true, dcl = true, fseq = true, lfs = true, pseq = true, phseq = true,
   c_rate = true, c_maxc = true, c_pttl = true, c_sttl = true, c_smax = true, c_pres = true,
   c_qmax = true, c_pqmax = true, c_wmax = true, c_wsec = true, c_opens = true, c_rules = true,
 }
@@ -856,7 +857,7 @@ local function sweep(now)  -- sweep; false when the budget ran out with more due
 end
 
 local function draw_due()  -- the test in drop.maybe_draw
-  if redis.call('HLEN', K.pq) == 0 then
+  if S.dro ~= nil or redis.call('HLEN', K.pq) == 0 then  -- a draw being applied is not due again
     return false
   end
   local opens = S.c_opens
@@ -905,47 +906,101 @@ end
 -- version), else asked again.
 local DRAW = nil
 
-local function draw_reply()
-  local handles = redis.call('ZRANGE', K.pqo, 0, -1)
-  local all = redis.call('HGETALL', K.pq)
-  local ident = {}
-  for i = 1, #all, 2 do
-    ident[all[i]] = cjson.decode(all[i + 1]).id
-  end
+-- The pre-queue in pages of DRAW_CHUNK (draw_page.lua reads them; draw_reply answers the first).
+local function draw_entries(from, count)
+  local handles = redis.call('ZRANGE', K.pqo, from, from + count - 1)
   local entries = {}
-  for i, h in ipairs(handles) do
-    entries[i] = {h, ident[h]}
+  if #handles > 0 then
+    local raws = redis.call('HMGET', K.pq, unpack(handles))
+    for i, h in ipairs(handles) do
+      entries[i] = {h, cjson.decode(raws[i]).id}
+    end
   end
-  return cjson.encode({k = 'draw', ver = draw_version(), gen = S.gen, next = S.next, entries = entries,
-    seed = committed_seed()})
+  return entries
+end
+
+-- A pre-queue of more than DRAW_CHUNK is read in pages by one caller, which claims the draw (S.dcl,
+-- mono ms) for 10 s plus 50 µs an entry: until then every other call of the room is answered
+-- 'drawwait' (the store waits and asks again) instead of each reading the whole pre-queue and
+-- computing the same order. A claimer that dies only delays the draw until the claim runs out; one
+-- whose pages changed under it (a pre-queue entry taken back) asks again with its claim as DRAW_VER.
+local function draw_reply()
+  local count = redis.call('HLEN', K.pq)
+  local reply = {k = 'draw', ver = draw_version(), gen = S.gen, next = S.next, seed = committed_seed(), count = count}
+  if count > DRAW_CHUNK then
+    if (S.dcl or 0) > NOW and DRAW_VER ~= 'c' .. I(S.dcl) then  -- claimed, and not by this caller
+      return cjson.encode({k = 'drawwait'})
+    end
+    local claim = NOW + 10000 + math.floor(count / 20)
+    redis.call('HSET', K.st, 'dcl', I(claim))
+    reply.paged = true
+    reply.claim = 'c' .. I(claim)
+  end
+  reply.entries = draw_entries(0, DRAW_CHUNK)
+  return cjson.encode(reply)
 end
 
 local function draw_ready()
   if DRAW_VER == '' or DRAW_VER ~= draw_version() then
     return false
   end
-  local d = cjson.decode(DRAW_ORDER)
-  if #d.order ~= redis.call('HLEN', K.pq) then
+  -- DRAW_ORDER is kept as the record, never decoded here; DRAW_REFS carries what applying needs
+  local d = cjson.decode(DRAW_REFS)
+  if #d.o ~= redis.call('HLEN', K.pq) then
     return false
   end
-  DRAW = {order = d.order, refs = cjson.decode(DRAW_REFS), seed = opt(d.seed), com = opt(d.com)}
+  DRAW = {order = d.o, refs = d.r, seed = opt(d.s), com = opt(d.c)}
   return true
 end
 
-local function apply_draw()  -- apply_draw
-  local numbers = {}
-  for i, h in ipairs(DRAW.order) do
-    local e = cjson.decode(redis.call('HGET', K.pq, h))
-    redis.call('HDEL', K.pq, h)
-    redis.call('ZREM', K.pqo, h)
-    local t = mint(e.id, e.fp, e.f2, e.ck, e.j, e.ru, true, false, DRAW.refs[i], e.ln)
-    t.sn = e.sn
-    redis.call('HSET', K.drawn, h, I(t.n))
-    numbers[i] = t.n
+-- One drawn entry into the line at the number its place in the order gives it. An entry taken back
+-- (revoke.lua) while a large draw was being applied leaves its number unused, as a revoked join does.
+local function draw_one(h, ref)
+  local raw = redis.call('HGET', K.pq, h)
+  if not raw then
+    S.next = S.next + 1
+    return
+  end
+  local e = cjson.decode(raw)
+  redis.call('HDEL', K.pq, h)
+  redis.call('ZREM', K.pqo, h)
+  local t = mint(e.id, e.fp, e.f2, e.ck, e.j, e.ru, true, false, ref, e.ln)
+  t.sn = e.sn
+  redis.call('HSET', K.drawn, h, I(t.n))
+end
+
+-- A draw of more than DRAW_CHUNK entries is applied DRAW_CHUNK entries per call, so Valkey never
+-- answers nobody else for the whole of a large drop: the order and the Refs wait in K.dq / K.dr, S.dro
+-- counts the entries applied of S.drn. Until the last part is in, every script through begin()
+-- applies the next part and answers 'drawing' (the store calls again), so no visitor of the room is
+-- answered from a half-drawn line, and nobody is minted between two parts.
+local function draw_step()
+  local from = S.dro
+  local upto = math.min(S.drn, from + DRAW_CHUNK)
+  local hs = redis.call('LRANGE', K.dq, from, upto - 1)
+  local rs = redis.call('LRANGE', K.dr, from, upto - 1)
+  for i, h in ipairs(hs) do
+    draw_one(h, rs[i])
+  end
+  if upto >= S.drn then
+    redis.call('DEL', K.dq, K.dr)
+    S.dro, S.drn = nil, nil
+  else
+    S.dro = upto
+  end
+end
+
+local function apply_draw()  -- apply_draw: the record and the event at once; the entries at once or in parts
+  local order = DRAW.order
+  local first = S.next
+  local tickets = {}
+  for i = 1, #order do
+    tickets[i] = first + i - 1
   end
   redis.call('DEL', K.ppi)
   S.pqver = (S.pqver or 0) + 1
-  local ev = {order = DRAW.order, tickets = numbers}
+  S.dcl = nil  -- the claim of the caller that read the pre-queue, if it was large
+  local ev = {order = order, tickets = tickets}
   if DRAW.seed ~= nil then  -- no seed was committed: the draw's own, published with it
     local opens = ''
     if S.c_opens ~= nil then
@@ -956,18 +1011,31 @@ local function apply_draw()  -- apply_draw
     ev.seed = DRAW.seed
   end
   if redis.call('EXISTS', K.draw) == 1 then
-    redis.call('HSET', K.draw, 'res', DRAW_ORDER, 'dat', I(NOW_WALL), 'first', I(numbers[1] or S.next))
+    redis.call('HSET', K.draw, 'res', DRAW_ORDER, 'dat', I(NOW_WALL), 'first', I(first))
   end
   emit('prequeue.draw', ev)
+  if #order <= DRAW_CHUNK then
+    for i, h in ipairs(order) do
+      draw_one(h, DRAW.refs[i])
+    end
+  else
+    chunked('RPUSH', K.dq, order, 512)
+    chunked('RPUSH', K.dr, DRAW.refs, 512)
+    S.dro, S.drn = 0, #order
+    draw_step()
+  end
   DRAW = nil
 end
 
 local DRAW_NOW = false
 
-local function advance()  -- advance: the draw when due, then the sweep
+local function advance()  -- advance: the draw when due, then the sweep (false: call again)
   if DRAW_NOW then
     DRAW_NOW = false
     apply_draw()
+    if S.dro ~= nil then  -- a large draw, in parts: the next call goes on with it (begin)
+      return false
+    end
   end
   BUDGET = SWEEP_MAX
   return sweep(NOW)
@@ -1095,30 +1163,6 @@ end
 
 local CFG_OUT = false
 
--- The common start: refuse a fenced room, load the state, compare config versions (strict: answer
--- 'cfg' and change nothing; otherwise the reply carries the config), and prepare the draw.
-local function begin(strict, advances)
-  if redis.call('EXISTS', K.fence) == 1 then
-    return redis.error_reply('QM fenced')
-  end
-  if not load_state() then
-    return redis.error_reply('QM no_room')
-  end
-  if WANT_CV ~= '*' and WANT_CV ~= I(S.cv) then
-    if strict then
-      return cjson.encode({k = 'cfg', cv = S.cv, gen = S.gen, cfg = redis.call('GET', K.cfg)})
-    end
-    CFG_OUT = true
-  end
-  if advances and draw_due() then
-    if not draw_ready() then
-      return draw_reply()
-    end
-    DRAW_NOW = true
-  end
-  return nil
-end
-
 local function flush()
   if WAITS_N > 0 then
     S.wsum = (S.wsum or 0) + WAITS_SUM
@@ -1195,6 +1239,38 @@ local function done(reply)
     reply.cfg = redis.call('GET', K.cfg)
   end
   return cjson.encode(reply)
+end
+
+local function drawing_reply()  -- the next part of a draw being applied (draw_step), answered 'drawing'
+  draw_step()
+  return done({k = 'drawing'})
+end
+
+-- The common start: refuse a fenced room, load the state, compare config versions (strict: answer
+-- 'cfg' and change nothing; otherwise the reply carries the config), and prepare the draw.
+local function begin(strict, advances)
+  if redis.call('EXISTS', K.fence) == 1 then
+    return redis.error_reply('QM fenced')
+  end
+  if not load_state() then
+    return redis.error_reply('QM no_room')
+  end
+  if WANT_CV ~= '*' and WANT_CV ~= I(S.cv) then
+    if strict then
+      return cjson.encode({k = 'cfg', cv = S.cv, gen = S.gen, cfg = redis.call('GET', K.cfg)})
+    end
+    CFG_OUT = true
+  end
+  if S.dro ~= nil then
+    return drawing_reply()
+  end
+  if advances and draw_due() then
+    if not draw_ready() then
+      return draw_reply()
+    end
+    DRAW_NOW = true
+  end
+  return nil
 end
 
 local function err(code, extra)

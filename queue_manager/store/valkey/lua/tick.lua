@@ -10,11 +10,16 @@ if early then
   return early
 end
 local now = NOW
+local last_tick = S.last
 local elapsed = math.max(0, now - S.last)
 S.last = math.max(S.last, now)
 if DRAW_NOW then
   DRAW_NOW = false
   apply_draw()
+  if S.dro ~= nil then  -- a large draw, in parts: this tick's span is credited once the line is whole
+    S.last = last_tick
+    return done({k = 'drawing'})
+  end
 end
 local state = effective_state(NOW_WALL)
 local method = S.c_qm or 'fifo'

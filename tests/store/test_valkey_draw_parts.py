@@ -1,0 +1,168 @@
+"""A large drop's draw on the Valkey store goes in over several calls (``draw_chunk`` entries each), so
+Valkey serves everyone else between them; nobody sees a half-drawn line and nobody is minted between
+two parts. The answers and the journal are those of the same draw applied at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from queue_manager.clock import FakeClock
+from queue_manager.engine import draw as draw_rules
+from queue_manager.engine.model import ClientId
+from queue_manager.engine.randomness import SeededRandom
+from queue_manager.engine.visitor import Presented
+from queue_manager.store.base import StoreUnavailable
+from queue_manager.store.valkey import ValkeyStore
+from queue_manager.store.valkey.draws import draw_args
+from queue_manager.store.valkey.keys import room_key
+
+from .conftest import TARGET, RecordingJournal, make_valkey
+
+PEOPLE = 25
+
+
+def person(i: int) -> ClientId:
+    return ClientId(ident=f"198.51.100.{i % 7}", fp=f"fp{i}".encode(), cookie=f"ck{i}".encode())
+
+
+async def _filled(
+    redis: Redis, prefix: str, chunk: int
+) -> tuple[ValkeyStore, FakeClock, RecordingJournal, list[Presented]]:
+    clock, journal = FakeClock(), RecordingJournal()
+    store = await make_valkey(redis, prefix, clock, journal, draw_chunk=chunk, rng=SeededRandom(7))
+    opens = clock.wall_ms() + 60_000
+    await store.upsert_room(
+        {
+            "id": "r",
+            "targetUrl": TARGET,
+            "opensAt": opens,
+            "ratePerMinute": 0,
+            "presenceSec": None,
+            "queueMaxPerIp": None,
+        }
+    )
+    held = []
+    for i in range(PEOPLE):
+        view = await store.join("r", person(i), None, None)
+        assert view.handle is not None and view.ticket is None
+        held.append(Presented(gen=view.gen, handle=view.handle))
+    clock.advance(60)
+    return store, clock, journal, held
+
+
+async def _begin_in_parts(store: ValkeyStore) -> dict[str, Any]:
+    """The draw asked for and its first part applied, by hand: the call a visitor's request would make."""
+    runner = store._runner
+    now = await runner.now()
+    asked = await store._calls.eval("stats", "r", [*runner.header(now, "*"), "draw"])
+    assert asked["k"] == "draw" and asked["paged"] and asked["count"] == PEOPLE and len(asked["entries"]) == 4
+    asked["entries"] = await runner._draw_pages("r", now, asked)
+    assert asked["entries"] is not None and len(asked["entries"]) == PEOPLE
+    reply: dict[str, Any] = await store._calls.eval(
+        "stats", "r", [*runner.header(now, "*", draw_args(store.rng, "r", asked)), "draw"]
+    )
+    return reply
+
+
+async def test_a_draw_in_parts_answers_as_the_draw_at_once(valkey: tuple[Redis, str]) -> None:
+    redis, prefix = valkey
+    seen: dict[int, Any] = {}
+    for chunk in (2000, 4):  # at once, then in parts of four
+        part_prefix = f"{prefix}{chunk}:"
+        store, _clock, journal, held = await _filled(redis, part_prefix, chunk)
+        try:
+            views = [await store.status("r", person(i), held[i]) for i in range(PEOPLE)]
+            record = (await store.draw_state("r")).record
+            assert record is not None and record.drawn is not None
+            drawn = record.drawn
+            assert drawn.order == draw_rules.draw_order(record.seed, drawn.handles, drawn.groups)
+            assert sorted(v.ticket for v in views if v.ticket is not None) == list(range(1, PEOPLE + 1))
+            for i, view in enumerate(views):  # ticket n is the n-th of the order
+                assert drawn.order[view.ticket - 1] == held[i].handle  # type: ignore[operator]
+            draws = [e.data for e in journal.events if e.type == "prequeue.draw"]
+            assert draws == [{"order": drawn.order, "tickets": list(range(1, PEOPLE + 1))}]
+            keys = [room_key(part_prefix, "r", k) for k in ("dq", "dr")]
+            assert await redis.exists(*keys) == 0
+            for field in ("dro", "drn", "dcl"):  # nothing of the parts or of the claim is left
+                assert await redis.hget(room_key(part_prefix, "r", "st"), field) in (None, b"")
+            seen[chunk] = ([(v.ticket, v.position, v.state) for v in views], [e.type for e in journal.events])
+        finally:
+            await store.close()
+    assert seen[4] == seen[2000]
+
+
+async def test_between_two_parts_nobody_is_minted_and_no_checkpoint_is_taken(valkey: tuple[Redis, str]) -> None:
+    redis, prefix = valkey
+    store, _clock, _journal, held = await _filled(redis, prefix, 4)
+    try:
+        reply = await _begin_in_parts(store)
+        assert reply["k"] == "again"  # the first part went in; the call did none of its own work
+        st = await redis.hgetall(room_key(prefix, "r", "st"))
+        assert (int(st[b"dro"]), int(st[b"drn"])) == (4, PEOPLE)
+        assert await redis.llen(room_key(prefix, "r", "dq")) == PEOPLE
+        assert await redis.zcard(room_key(prefix, "r", "line")) == 4
+        draws = [data for typ, _seq, _ts, data in reply["ev"] if typ == "prequeue.draw"]
+        assert [d["tickets"] for d in draws] == [list(range(1, PEOPLE + 1))]  # the whole draw, with its first part
+        with pytest.raises(StoreUnavailable):
+            await store.export_room("r")
+        late = await store.join("r", ClientId(ident="203.0.113.9", fp=b"late", cookie=b"late"), None, None)
+        assert late.ticket == PEOPLE + 1 and late.position == PEOPLE + 1  # behind everyone drawn
+        assert await redis.exists(room_key(prefix, "r", "dq"), room_key(prefix, "r", "dr")) == 0
+        tickets = [(await store.status("r", person(i), held[i])).ticket for i in range(PEOPLE)]
+        assert sorted(t for t in tickets if t is not None) == list(range(1, PEOPLE + 1))
+        snapshot = await store.export_room("r")
+        assert (snapshot["room"], len(snapshot["line"]), snapshot["prequeue"]) == ("r", PEOPLE + 1, [])
+    finally:
+        await store.close()
+
+
+async def test_an_entry_taken_back_during_the_draw_leaves_its_number_unused(valkey: tuple[Redis, str]) -> None:
+    redis, prefix = valkey
+    store, _clock, _journal, held = await _filled(redis, prefix, 4)
+    try:
+        await _begin_in_parts(store)
+        order = [h.decode() for h in await redis.lrange(room_key(prefix, "r", "dq"), 0, -1)]
+        victim = order[10]  # not yet in line
+        runner = store._runner
+        gone = await store._calls.eval(
+            "revoke", "r", [*runner.header(await runner.now(), "*"), "prequeue", "1", "0", victim, "", ""]
+        )
+        assert [e[0] for e in gone["ev"]] == ["prequeue.revoke"]
+        kept = [i for i in range(PEOPLE) if held[i].handle != victim]
+        tickets = {held[i].handle: (await store.status("r", person(i), held[i])).ticket for i in kept}
+        assert {tickets[h] for h in order if h != victim} == set(range(1, PEOPLE + 1)) - {11}
+        assert all(tickets[h] == order.index(h) + 1 for h in tickets)  # the others keep their numbers
+        assert int(await redis.hget(room_key(prefix, "r", "st"), "next")) == PEOPLE + 1
+    finally:
+        await store.close()
+
+
+async def test_one_caller_reads_a_large_pre_queue_the_others_wait_for_it(valkey: tuple[Redis, str]) -> None:
+    redis, prefix = valkey
+    store, clock, _journal, held = await _filled(redis, prefix, 4)
+    try:
+        runner = store._runner
+
+        async def ask(draw_ver: str = "") -> dict[str, Any]:
+            header = runner.header(await runner.now(), "*", (draw_ver, "", ""))
+            reply: dict[str, Any] = await store._calls.eval("stats", "r", [*header, "draw"])
+            return reply
+
+        claimed = await ask()
+        assert claimed["k"] == "draw" and claimed["claim"].startswith("c")
+        assert (await ask())["k"] == "drawwait"  # anyone else waits while the claim holds
+        clock.advance(0.001)
+        again = await ask(claimed["claim"])  # the claimer may ask again (its pages changed under it)
+        assert again["k"] == "draw" and again["claim"] != claimed["claim"]
+        assert (await ask(claimed["claim"]))["k"] == "drawwait"  # an older claim is nobody's
+        clock.advance(10 + PEOPLE / 20_000 + 0.001)  # the claim ran out: its claimer is gone
+        taken = await ask()
+        assert taken["k"] == "draw" and taken["claim"] != again["claim"]
+        clock.advance(11)  # that claimer never came back either: a store call claims, reads and draws
+        view = await store.status("r", person(0), held[0])
+        assert view.ticket is not None
+    finally:
+        await store.close()
