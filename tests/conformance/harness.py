@@ -113,23 +113,41 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+_RESERVED: set[int] = set()  # ports this test process has handed out: never twice
+
+
 def reserved_port(host: str = "127.0.0.1") -> int:
     """A free port below the kernel's ephemeral range, for a listener that binds it a while after it is
     chosen: a port from ``free_port`` can meanwhile be given to some outgoing connection of another test
-    (the kernel draws those from the same range), one below the range only to a listener that asks for it."""
+    (the kernel draws those from the same range), one below the range only to a listener that asks for it.
+    Each pytest-xdist worker draws from a slice of its own and never hands out a port twice, so two
+    tests (or two sites of one rig) that bind later never get the same one."""
     try:
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         low = 32768
+    start, end = 10_000, max(10_001, low)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    except ValueError:
+        workers = 1
+    if worker.startswith("gw") and worker[2:].isdigit() and workers > 1 and int(worker[2:]) < workers:
+        span = (end - start) // workers
+        start += int(worker[2:]) * span
+        end = start + span
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     for _ in range(200):
-        port = random.randrange(10_000, max(10_001, low))
+        port = random.randrange(start, end)
+        if port in _RESERVED:
+            continue
         with socket.socket(family, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind((host, port))
             except OSError:
                 continue
-            return port
+        _RESERVED.add(port)
+        return port
     return free_port(host)
 
 

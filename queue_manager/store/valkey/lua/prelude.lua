@@ -953,20 +953,38 @@ local function draw_ready()
   return true
 end
 
--- One drawn entry into the line at the number its place in the order gives it. An entry taken back
--- (revoke.lua) while a large draw was being applied leaves its number unused, as a revoked join does.
-local function draw_one(h, ref)
-  local raw = redis.call('HGET', K.pq, h)
-  if not raw then
-    S.next = S.next + 1
-    return
+-- Drawn entries into the line at the numbers their places in the order give them (rs: their Refs),
+-- with a few commands for all of them. An entry taken back (revoke.lua) while a large draw was being
+-- applied leaves its number unused, as a revoked join does.
+local function draw_entries_into_line(hs, rs)
+  local raws = {}
+  for i = 1, #hs, 512 do  -- the entries, 512 to a command (Lua's unpack has a stack limit)
+    local part = {}
+    for k = i, math.min(i + 511, #hs) do
+      part[#part + 1] = hs[k]
+    end
+    local got = redis.call('HMGET', K.pq, unpack(part))
+    for k = 1, #got do
+      raws[i + k - 1] = got[k]
+    end
   end
-  local e = cjson.decode(raw)
-  redis.call('HDEL', K.pq, h)
-  redis.call('ZREM', K.pqo, h)
-  local t = mint(e.id, e.fp, e.f2, e.ck, e.j, e.ru, true, false, ref, e.ln)
-  t.sn = e.sn
-  redis.call('HSET', K.drawn, h, I(t.n))
+  local gone, drawn = {}, {}
+  for i, h in ipairs(hs) do
+    local raw = raws[i]
+    if raw then
+      local e = cjson.decode(raw)
+      local t = mint(e.id, e.fp, e.f2, e.ck, e.j, e.ru, true, false, rs[i], e.ln)
+      t.sn = e.sn
+      gone[#gone + 1] = h
+      drawn[#drawn + 1] = h
+      drawn[#drawn + 1] = I(t.n)
+    else
+      S.next = S.next + 1
+    end
+  end
+  chunked('HDEL', K.pq, gone, 512)
+  chunked('ZREM', K.pqo, gone, 512)
+  chunked('HSET', K.drawn, drawn, 512)
 end
 
 -- A draw of more than DRAW_CHUNK entries is applied DRAW_CHUNK entries per call, so Valkey never
@@ -979,9 +997,7 @@ local function draw_step()
   local upto = math.min(S.drn, from + DRAW_CHUNK)
   local hs = redis.call('LRANGE', K.dq, from, upto - 1)
   local rs = redis.call('LRANGE', K.dr, from, upto - 1)
-  for i, h in ipairs(hs) do
-    draw_one(h, rs[i])
-  end
+  draw_entries_into_line(hs, rs)
   if upto >= S.drn then
     redis.call('DEL', K.dq, K.dr)
     S.dro, S.drn = nil, nil
@@ -1015,9 +1031,7 @@ local function apply_draw()  -- apply_draw: the record and the event at once; th
   end
   emit('prequeue.draw', ev)
   if #order <= DRAW_CHUNK then
-    for i, h in ipairs(order) do
-      draw_one(h, DRAW.refs[i])
-    end
+    draw_entries_into_line(order, DRAW.refs)
   else
     chunked('RPUSH', K.dq, order, 512)
     chunked('RPUSH', K.dr, DRAW.refs, 512)
