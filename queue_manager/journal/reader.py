@@ -20,6 +20,8 @@ from queue_manager.journal.database import Database
 from queue_manager.journal.describe import describe
 from queue_manager.store.base import StoreUnavailable
 
+PAGE = 10_000  # events one statement of read_events reads
+
 
 class JournalReader:
     """The journal's read side (see the module docstring)."""
@@ -40,18 +42,26 @@ class JournalReader:
             raise StoreUnavailable(f"events journal read failed: {describe(err)}") from err
 
     async def read_events(self, room: str, gen: int, after_seq: int = 0) -> list[Event]:
-        """The journal of one room generation after ``after_seq``, in seq order."""
-        rows = await self.fetch(
-            f"SELECT type, room, gen, seq, ts, lv, data FROM {self._s}.events"
-            " WHERE room = $1 AND gen = $2 AND seq > $3 ORDER BY seq",
-            room,
-            gen,
-            after_seq,
-        )
-        return [
-            Event(r["type"], r["room"], r["gen"], r["ts"], orjson.loads(r["data"]), seq=r["seq"], lv=r["lv"])
-            for r in rows
-        ]
+        """The journal of one room generation after ``after_seq``, in seq order, read ``PAGE`` events a
+        statement: each statement has the read timeout, so a long tail (a large drop's sign-ups and its
+        draw) is read in full instead of timing out as one statement, whatever its length."""
+        out: list[Event] = []
+        while True:
+            rows = await self.fetch(
+                f"SELECT type, room, gen, seq, ts, lv, data FROM {self._s}.events"
+                " WHERE room = $1 AND gen = $2 AND seq > $3 ORDER BY seq LIMIT $4",
+                room,
+                gen,
+                after_seq,
+                PAGE,
+            )
+            out.extend(
+                Event(r["type"], r["room"], r["gen"], r["ts"], orjson.loads(r["data"]), seq=r["seq"], lv=r["lv"])
+                for r in rows
+            )
+            if len(rows) < PAGE:
+                return out
+            after_seq = int(rows[-1]["seq"])
 
     async def rooms(self) -> list[tuple[str, int, dict[str, Any]]]:
         """Every room that is not deleted: (id, gen, config) — for the inline host index."""

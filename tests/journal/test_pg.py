@@ -16,6 +16,7 @@ from queue_manager.engine.events import EVENT_LOG_VERSION, Event
 from queue_manager.engine.replay import ReplayFenced, replay
 from queue_manager.engine.snapshot import dump
 from queue_manager.journal import PgJournal, migrate
+from queue_manager.journal import reader as reader_module
 from queue_manager.journal.migrations import LATEST
 from queue_manager.store.base import StoreUnavailable
 from tests.journal.conftest import make_journal
@@ -268,6 +269,24 @@ async def test_read_events_is_one_generation_in_seq_order_after_a_seq(journal):
     assert [e.seq for e in await journal.read_events("r", 1, after_seq=37)] == [38, 39, 40]
     assert [e.seq for e in await journal.read_events("r", 2)] == [1]
     assert await journal.head("r", 1) == 40 and await journal.head("nobody", 1) == 0
+
+
+async def test_a_long_tail_is_read_in_pages_each_within_the_timeout(journal, monkeypatch):
+    """A room's tail after a large drop (its sign-ups, the draw) is read a page a statement, so no single
+    statement outgrows the read timeout; the pages join up in seq order, holes and all."""
+    monkeypatch.setattr(reader_module, "PAGE", 7)
+    await journal.commit([ev(seq) for seq in range(1, 31) if seq != 14])  # 14: a seq not (yet) journaled
+    statements: list[str] = []
+    fetch = journal.reader.fetch
+
+    async def counting(sql: str, *args: Any) -> list[Any]:
+        statements.append(sql)
+        return await fetch(sql, *args)
+
+    monkeypatch.setattr(journal.reader, "fetch", counting)
+    assert [e.seq for e in await journal.read_events("r", 1)] == [s for s in range(1, 31) if s != 14]
+    assert len(statements) == 5  # 29 events, 7 a page: four full pages and one short
+    assert [e.seq for e in await journal.read_events("r", 1, after_seq=27)] == [28, 29, 30]
 
 
 async def test_the_rooms_table_follows_room_events_and_never_goes_back(journal, pg, schema):
