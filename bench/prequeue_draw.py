@@ -16,6 +16,7 @@ new seed) and the server's tick draws it. Measured:
 
     BENCH_VALKEY_URL / BENCH_DATABASE_URL   as for the fleet and million phases
     BENCH_DRAW_JOINS                        (300000)
+    BENCH_DRAW_RATE                         (0: the room lets nobody through, so the line is the draw)
     BENCH_VALKEY_PID                        (the Redis/Valkey process, when more than one runs here)
 """
 
@@ -40,6 +41,7 @@ import bench
 from bench import RESULTS, Server, admin, log, proc_cpu_seconds, room_body, room_stats, run
 
 JOINS = int(os.environ.get("BENCH_DRAW_JOINS", "300000"))
+RATE = int(os.environ.get("BENCH_DRAW_RATE", "0"))  # the room's ratePerMinute (0: nobody leaves the line)
 ROOM = "drop"
 ROOT = Path(__file__).resolve().parent.parent
 SLOW_US = 10_000
@@ -52,7 +54,7 @@ def _iso(epoch: float) -> str:
 async def _room(server: Server, **fields: Any) -> None:
     conn = await Conn(server.host, server.port).open()
     try:
-        await admin(conn, "POST", "/api/admin/rooms", room_body(ROOM, 0, preQueueMaxPerIp=None, **fields))
+        await admin(conn, "POST", "/api/admin/rooms", room_body(ROOM, RATE, preQueueMaxPerIp=None, **fields))
     finally:
         await conn.close()
 
@@ -87,7 +89,8 @@ def _draw(server: Server, client: Any, valkey_pid: int | None, schema: str, n: i
                 refused.append(str(exc)[:160])
                 time.sleep(0.05)
                 continue
-            if int(stats.get("preQueue") or 0) == 0 and int(stats["waiting"]) >= n:
+            drawn = int(stats["waiting"]) + int(stats.get("passesTotal") or 0)  # in line, or let through since
+            if int(stats.get("preQueue") or 0) == 0 and drawn >= n:
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"draw: not done after 600 s: {stats}")
@@ -179,6 +182,10 @@ def phase_draw(results: dict[str, Any]) -> None:
     finally:
         if server is not None:
             server.stop()
+            # what the server complained of meanwhile (Valkey taken for unreachable, a journal read timing out…)
+            lines = server.log_path.read_text(errors="replace").splitlines() if server.log_path.exists() else []
+            complaints = [ln for ln in lines if any(w in ln for w in ("failed", "unreachable", "lost", "rror"))]
+            out["serverComplaints"] = {"count": len(complaints), "first": complaints[:5]}
         _cleanup([tag])
         shutil.rmtree(spool, ignore_errors=True)
         client.close()
