@@ -7,6 +7,10 @@
   ``otherPushMaxMs`` is the slowest of all other pushes (scheduler noise on a shared machine).
 * gen-2 garbage collection with ``--tickets`` waiting tickets in one room (the store's join path):
   every full collection stops the server for that long.
+* a checkpoint's fold of ``--fold-events`` journal events (a room's tail: joins, then their promotions),
+  as the leader makes it: ``foldMs`` is its CPU, and the event loop's longest wait for a 1 ms ticker
+  while the checkpointer folds is ``loopLagMs`` (the fold runs in a worker thread, so the loop keeps
+  getting the interpreter every switch interval instead of stopping for the whole fold).
 
 Prints one JSON object.
 """
@@ -83,11 +87,65 @@ async def gc_pause(tickets: int) -> dict[str, Any]:
     }
 
 
+async def fold_stall(count: int) -> dict[str, Any]:
+    """A room's journal tail of ``count`` events folded as the checkpointer folds it, beside a ticker."""
+    os.environ.setdefault("SECRET", "bench-secret-0123456789abcdef0123456789abcdef")
+    from queue_manager.clock import FakeClock
+    from queue_manager.engine.model import ClientId
+    from queue_manager.engine.replay import fold
+    from queue_manager.journal.checkpoints import fold_off_loop
+    from queue_manager.store.memory import MemoryStore
+
+    clock = FakeClock()
+    store = MemoryStore(clock)
+    await store.upsert_room({"id": "r", "targetUrl": "https://shop.example", "ratePerMinute": 60_000})
+    joins = count // 2
+    for i in range(joins):
+        ident = f"198.18.{(i >> 8) & 255}.{i & 255}"
+        await store.join("r", ClientId(ident=ident, fp=i.to_bytes(12, "big"), cookie=None), None, None)
+    while len(store.engine.events) < count:
+        clock.advance(1)
+        await store.tick()
+    events = store.engine.drain_events()[:count]
+    t0 = time.perf_counter()
+    fold(events)
+    fold_ms = (time.perf_counter() - t0) * 1000.0
+    lag = 0.0
+    stop = False
+
+    async def ticker() -> None:
+        nonlocal lag
+        loop = asyncio.get_running_loop()
+        while not stop:
+            t = loop.time()
+            await asyncio.sleep(0.001)
+            lag = max(lag, (loop.time() - t - 0.001) * 1000.0)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0.01)
+    t1 = time.perf_counter()
+    await fold_off_loop(events, None)
+    threaded_ms = (time.perf_counter() - t1) * 1000.0
+    stop = True
+    await task
+    return {
+        "events": len(events),
+        "foldMs": round(fold_ms, 1),
+        "foldInThreadMs": round(threaded_ms, 1),
+        "loopLagMs": round(lag, 1),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tickets", type=int, default=100_000)
+    ap.add_argument("--fold-events", type=int, default=100_000)
     args = ap.parse_args()
-    out = {"line": line_stalls(), "gc": asyncio.run(gc_pause(args.tickets))}
+    out = {
+        "line": line_stalls(),
+        "gc": asyncio.run(gc_pause(args.tickets)),
+        "fold": asyncio.run(fold_stall(args.fold_events)),
+    }
     print(orjson.dumps(out).decode())
 
 

@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -27,6 +28,14 @@ from queue_manager.journal.database import Database
 from queue_manager.journal.reader import JournalReader
 
 log = logging.getLogger("queue_manager.journal")
+
+
+async def fold_off_loop(events: list[Event], base: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``fold`` in a worker thread: a large room's tail (a drop's sign-ups and its draw: hundreds of
+    thousands of events) takes seconds to fold, which on the event loop would stop every request and
+    stream of the leader for as long; in a thread the loop keeps its turns. The fold reads only its own
+    arguments."""
+    return await asyncio.to_thread(fold, events, base, lost_logo=_lost_logo)
 
 
 def _lost_logo(room: str, gen: int, seq: int) -> None:
@@ -151,7 +160,7 @@ class Checkpoints:
         if not events:
             return base
         try:
-            snap = fold(events, base, lost_logo=_lost_logo)
+            snap = await fold_off_loop(events, base)
         except ReplayDeleted:
             return None
         await self.save_snapshot(snap)
