@@ -235,9 +235,13 @@ def test_leader_killed_mid_incident_pages_once_and_resolves_once(
     # at-least-once is what a webhook without idempotency keys can promise)
     wait_until(lambda: alerts(first)["outbox"] == 0, timeout=20, what="the outbox drained")
     survivor = b if first is a else a
-    # both instances list the same incident (the state is the fleet's)
+    # both instances list the same incident (the state is the fleet's; each reads it again at its next frame)
     for srv in (a, b):
-        assert [f for f in alerts(srv)["firing"] if f["roomId"] == room and f["event"] == "queue_frozen"]
+        wait_until(
+            lambda srv=srv: [f for f in alerts(srv)["firing"] if f["roomId"] == room and f["event"] == "queue_frozen"],
+            timeout=10,
+            what=f"the incident listed by {srv.base_url}",
+        )
     first.kill()
     wait_until(
         lambda: (v := alerts(survivor))["leader"] and v["lastFrameAt"] and v, timeout=20, what="the survivor to lead"

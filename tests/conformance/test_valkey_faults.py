@@ -563,7 +563,7 @@ def test_the_leader_checkpoints_busy_rooms_so_a_rebuild_replays_a_bounded_tail()
 
             def rebuilt() -> dict | None:
                 r = admin.get("/api/admin/health")
-                if r.status_code == 503 and r.json().get("code") == "store_unavailable":
+                if r.status_code == 503 and r.json().get("code") == "storage_unavailable":
                     return None  # a store read met the room while it was being rebuilt: asked again
                 assert r.status_code == 200, (r.status_code, r.text)
                 last = r.json()["backend"]["recovery"]["lastRebuild"]

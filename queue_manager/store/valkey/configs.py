@@ -57,7 +57,7 @@ class ConfigCopies(dict[str, ConfigCopy]):
     def required(self, room_id: str) -> ConfigCopy:
         """The copy a reply that renders has just brought or confirmed."""
         copy = self.get(room_id)
-        if copy is None:  # pragma: no cover - every reply that renders carried the config
+        if copy is None:  # the room was forgotten after its reply (a rebuild imported it meanwhile)
             raise StoreUnavailable(f"room {room_id!r}: no config copy")
         return copy
 
