@@ -38,7 +38,7 @@ class Line:
         old = self._size
         self._size = old * 2
         if old & (old - 1) == 0:  # a power of two: the new top node covers (0, 2·old]
-            self._tree.extend(bytes(8 * old))
+            self._tree.frombytes(bytes(8 * old))  # raw zeros: ``old`` more nodes (extend would add one per byte)
             self._tree[self._size] = len(self._live)
             return
         self._tree = array("q", bytes(8 * (self._size + 1)))

@@ -118,6 +118,16 @@ def test_many_places_past_the_initial_tree_size():
     assert line.head() == model[0]
 
 
+def test_the_tree_grows_by_as_many_nodes_as_it_doubles_to():
+    """Growing doubles the tree's nodes, no more: 8 bytes a node, so a line of 300,000 holds a tree of
+    4 MB (a growth that added a node per byte held 33 MB)."""
+    line = Line()
+    for n in range(1, 300_001):
+        line.push(n)
+    assert len(line._tree) == line._size + 1 == 524_289
+    assert line.position(300_000) == 300_000 and line.position(1) == 1
+
+
 def test_empty_line():
     line = Line()
     assert len(line) == 0 and line.head() is None and list(line) == [] and line.clear() == []
