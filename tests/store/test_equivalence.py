@@ -64,6 +64,12 @@ class Browser:
         self.door: bytes | None = None
 
 
+def live_pairs(live: tuple[int, set[int]]) -> set[tuple[int, int]]:
+    """(generation, ticket) of the memory room's live sessions."""
+    gen, sessions = live
+    return {(gen, n) for n in sessions}
+
+
 def _outcome(result: Any) -> Any:
     if isinstance(result, EngineError):
         return ("error", result.status, result.code, result.message, result.extra, result.headers)
@@ -609,8 +615,15 @@ def test_long_runs_with_a_crowd(seed: int) -> None:
                 machine.delete_or_recreate(600, 3, 0)
             elif op < 0.983:
                 machine.operate("flush", 1, who, "number", "", URLS[1])
-            elif op < 0.995:  # the site ends a session: of a browser that walked in, when there is one
-                inside = [i for i, b in enumerate(machine.browsers) if b.door is not None] or [who]
+            elif op < 0.995:  # the site ends a session: of a browser in a live session, else one that walked in
+                room = machine.mem.engine.rooms.get(ROOM)
+                live = (room.gen, room.sessions) if room is not None else (0, set())
+                inside = [
+                    i
+                    for i, b in enumerate(machine.browsers)
+                    if b.door is not None and b.token_m is not None and (b.token_m.gen, b.token_m.n) in live_pairs(live)
+                ]
+                inside = inside or [i for i, b in enumerate(machine.browsers) if b.door is not None] or [who]
                 machine.operate("revoke", 1, rng.choice(inside), rng.choice(["number", "ref"]), "", URLS[1])
             else:
                 machine.do_visit("steal", who, None, None, "own")
