@@ -94,7 +94,7 @@ async def test_a_draw_in_parts_answers_as_the_draw_at_once(valkey: tuple[Redis, 
     assert seen[4] == seen[2000]
 
 
-async def test_between_two_parts_nobody_is_minted_and_no_checkpoint_is_taken(valkey: tuple[Redis, str]) -> None:
+async def test_between_two_parts_nobody_is_minted_and_the_room_is_not_exported(valkey: tuple[Redis, str]) -> None:
     redis, prefix = valkey
     store, _clock, _journal, held = await _filled(redis, prefix, 4)
     try:
