@@ -3,7 +3,7 @@
 if not load_state() then
   return redis.error_reply('QM no_room')
 end
-if S.dro ~= nil then  -- a large draw half applied: no checkpoint of it (the store asks again later)
+if S.dro ~= nil then  -- a large draw half applied: no document of it (it would read as a pre-queue still to draw)
   return redis.error_reply('QM drawing')
 end
 return cjson.encode({
