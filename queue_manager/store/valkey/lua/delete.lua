@@ -1,10 +1,8 @@
 -- delete (Engine.delete): the generation ends. Its Refs (tickets 1..ARCHIVE_TICKETS) are kept in
 -- archive slot gen % GENERATIONS_KEPT for previous_generation look-ups. ARGV after the header: room id.
-if redis.call('EXISTS', K.fence) == 1 then
-  return redis.error_reply('QM fenced')
-end
-if not load_state() then
-  return redis.error_reply('QM no_room')
+local refused = open_room()
+if refused then
+  return refused
 end
 emit('room.delete', {})
 local slot = S.gen % #ARCH

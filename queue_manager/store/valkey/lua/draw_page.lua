@@ -2,10 +2,8 @@
 -- draw a store claimed (draw_reply in the prelude); ``ver`` tells the store whether the pre-queue is
 -- still the one it began reading. A pure read: no advance, no event.
 -- ARGV after the header: from (0-based), count.
-if redis.call('EXISTS', K.fence) == 1 then
-  return redis.error_reply('QM fenced')
-end
-if not load_state() then
-  return redis.error_reply('QM no_room')
+local refused = open_room()
+if refused then
+  return refused
 end
 return cjson.encode({k = 'page', ver = draw_version(), entries = draw_entries(tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2]))})

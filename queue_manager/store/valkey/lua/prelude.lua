@@ -136,6 +136,17 @@ local function load_state()
   return true
 end
 
+-- The room's state loaded, or the refusal a room being rebuilt (fenced) or gone gets (an error reply).
+local function open_room()
+  if redis.call('EXISTS', K.fence) == 1 then
+    return redis.error_reply('QM fenced')
+  end
+  if not load_state() then
+    return redis.error_reply('QM no_room')
+  end
+  return nil
+end
+
 -- ------------------------------------------------------------------ tickets (written back at the end)
 
 local T_raw = {}
@@ -1263,11 +1274,9 @@ end
 -- The common start: refuse a fenced room, load the state, compare config versions (strict: answer
 -- 'cfg' and change nothing; otherwise the reply carries the config), and prepare the draw.
 local function begin(strict, advances)
-  if redis.call('EXISTS', K.fence) == 1 then
-    return redis.error_reply('QM fenced')
-  end
-  if not load_state() then
-    return redis.error_reply('QM no_room')
+  local refused = open_room()
+  if refused then
+    return refused
   end
   if WANT_CV ~= '*' and WANT_CV ~= I(S.cv) then
     if strict then
