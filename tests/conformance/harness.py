@@ -151,6 +151,14 @@ def reserved_port(host: str = "127.0.0.1") -> int:
     return free_port(host)
 
 
+def peer_env(server: Server) -> dict[str, str]:
+    """The environment of a second instance of ``server``'s fleet: the same Valkey prefix, PostgreSQL
+    schema, SECRET and ADMIN_KEY, and a spool directory of its own."""
+    env = {k: server.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
+    env["SPOOL_DIR"] = server.env["SPOOL_DIR"] + "-b"
+    return env
+
+
 def server_command(environ: Mapping[str, str] | None = None) -> list[str]:
     """``QM_SERVER_CMD`` split shell-style (no shell is ever run), or this repository's server."""
     source = os.environ if environ is None else environ

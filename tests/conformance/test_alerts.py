@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from harness import Server, create_room, join, spawn_server, wait_until
+from harness import Server, create_room, join, peer_env, spawn_server, wait_until
 from receiver import Receiver
 
 ServerFactory = Callable[..., Server]
@@ -218,8 +218,7 @@ def test_leader_killed_mid_incident_pages_once_and_resolves_once(
     # or a delivery still in flight when it moves is sent again by the other instance (at-least-once)
     env = alert_env(receiver, ALERT_HOLD_SEC="1", LEADER_LEASE_MS="3000")
     a = make_server(env)
-    shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
-    b = make_server({**env, **shared, "SPOOL_DIR": a.env["SPOOL_DIR"] + "-b"})
+    b = make_server({**env, **peer_env(a)})
 
     def leader() -> Server | None:
         for srv in (a, b):

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from harness import Server, create_room, join, start_server
+from harness import Server, create_room, join, peer_env, start_server
 from invites import claims, entry_key, sign
 
 pytestmark = pytest.mark.stores("valkey")
@@ -22,8 +22,7 @@ SHARED = ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")
 def pair() -> Iterator[tuple[Server, Server]]:
     a = start_server()
     try:
-        shared = {k: a.env[k] for k in SHARED}
-        b = start_server({**shared, "SPOOL_DIR": a.env["SPOOL_DIR"] + "-b"})
+        b = start_server(peer_env(a))
         try:
             yield a, b
         finally:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import httpx
 import pytest
-from harness import Server, clear_of_the_minute_turn, start_server, wait_until
+from harness import Server, clear_of_the_minute_turn, peer_env, start_server, wait_until
 
 pytestmark = pytest.mark.stores("valkey")
 
@@ -21,8 +21,7 @@ CSRF = {"X-QM-CSRF": "1"}
 def _pair(extra: dict[str, str]) -> Iterator[tuple[Server, Server]]:
     a = start_server({"ADMIN_AUTH_FAIL_PER_MIN": "3", **extra})
     try:
-        shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
-        b = start_server({**shared, "SPOOL_DIR": a.env["SPOOL_DIR"] + "-b", "ADMIN_AUTH_FAIL_PER_MIN": "3", **extra})
+        b = start_server({**peer_env(a), "ADMIN_AUTH_FAIL_PER_MIN": "3", **extra})
         try:
             yield a, b
         finally:

@@ -7,7 +7,7 @@ import signal
 from typing import Any
 
 import pytest
-from harness import Server, create_room, join, start_server, wait_until
+from harness import Server, create_room, join, peer_env, start_server, wait_until
 
 
 def _health(srv: Server) -> dict[str, Any]:
@@ -40,9 +40,7 @@ def test_health_names_the_instances_it_covers_and_the_memory_it_holds(server: Se
 
 def _second(a: Server) -> Server:
     """Another instance on A's Valkey and PostgreSQL (its own spool directory)."""
-    shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
-    shared["SPOOL_DIR"] = a.env["SPOOL_DIR"] + "-b"
-    return start_server(shared)
+    return start_server(peer_env(a))
 
 
 def _security(srv: Server) -> dict[str, Any]:

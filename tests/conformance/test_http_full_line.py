@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from harness import Server, create_room, join, metric, start_server, wait_until
+from harness import Server, create_room, join, metric, peer_env, start_server, wait_until
 
 
 def test_a_full_line_refuses_new_joins_with_503(server: Server, admin: httpx.Client) -> None:
@@ -70,9 +70,7 @@ def test_the_line_is_full_for_the_whole_fleet() -> None:
     a = start_server()
     b = None
     try:
-        shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
-        shared["SPOOL_DIR"] = a.env["SPOOL_DIR"] + "-b"
-        b = start_server(shared)
+        b = start_server(peer_env(a))
         with a.admin() as admin, a.client() as v1, a.client() as v2, b.client() as late:
             rid = create_room(admin, ratePerMinute=0, queueMaxPerIp=None, maxWaiting=2)["id"]
             assert join(v1, rid).status_code == 200

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import Server, create_room, join, start_server, status, wait_for_state, wait_until
+from harness import Server, create_room, join, peer_env, start_server, status, wait_for_state, wait_until
 
 PAGE = "https://shop.example/p"
 
@@ -124,9 +124,7 @@ def test_a_live_switch_on_one_instance_closes_and_reopens_the_room_on_the_other(
     a = start_server()
     b = None
     try:
-        shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
-        shared["SPOOL_DIR"] = a.env["SPOOL_DIR"] + "-b"
-        b = start_server(shared)
+        b = start_server(peer_env(a))
         with a.admin() as admin, b.client() as waiting, b.client() as late:
             rid = create_room(admin, ratePerMinute=0, queueMaxPerIp=None)["id"]
             held = join(waiting, rid).json()

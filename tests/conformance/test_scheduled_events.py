@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import Server, create_room, join, start_server, status, unique_id, wait_until
+from harness import Server, create_room, join, peer_env, start_server, status, unique_id, wait_until
 
 ServerFactory = Callable[..., Server]
 
@@ -148,8 +148,7 @@ def test_a_shuffled_pre_queue_is_drawn_at_the_start(server: Server, admin: httpx
 @pytest.mark.stores("valkey")
 def test_two_instances_apply_each_boundary_once(make_server: ServerFactory) -> None:
     a = make_server()
-    shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
-    b = start_server({**shared, "SPOOL_DIR": a.env["SPOOL_DIR"] + "-b"})
+    b = start_server(peer_env(a))
     try:
         rid = unique_id("ev")
         with a.admin() as admin_a, b.admin() as admin_b:

@@ -21,6 +21,7 @@ from harness import (
     iter_sse,
     join,
     metric,
+    peer_env,
     status,
     unique_id,
     wait_for_state,
@@ -316,8 +317,7 @@ def test_every_route_needs_the_owner_role(server: Server, admin: httpx.Client) -
 @pytest.fixture
 def pair(make_server: ServerFactory) -> tuple[Server, Server]:
     a = make_server()
-    shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
-    b = make_server({**shared, "SPOOL_DIR": a.env["SPOOL_DIR"] + "-b"})
+    b = make_server(peer_env(a))
     return a, b
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import Server, create_room, join, start_server, unique_id, wait_until
+from harness import Server, create_room, join, peer_env, start_server, unique_id, wait_until
 
 pytestmark = pytest.mark.stores("valkey")
 
@@ -37,8 +37,7 @@ def first_sample(admin: httpx.Client, room: str) -> None:
 def pair(extra: dict[str, str] | None = None) -> Iterator[tuple[Server, Server]]:
     a = start_server(extra)
     try:
-        shared = {k: a.env[k] for k in SHARED}
-        b = start_server({**shared, "SPOOL_DIR": a.env["SPOOL_DIR"] + "-b", **(extra or {})})
+        b = start_server({**peer_env(a), **(extra or {})})
         try:
             yield a, b
         finally:

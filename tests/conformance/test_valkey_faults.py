@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from harness import create_room, join, start_server, status, sync_valkey, valkey_services, wait_until
+from harness import create_room, join, peer_env, start_server, status, sync_valkey, valkey_services, wait_until
 from relay import Relay, relayed
 
 pytestmark = pytest.mark.stores("valkey")  # memory keeps nothing across a restart and has no Valkey to cut
@@ -119,9 +119,7 @@ def test_postgres_unreachable_answers_503_then_recovers_by_itself() -> None:
 def test_two_instances_round_robin_one_line_one_rate_one_numbering() -> None:
     a = start_server()
     try:
-        shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
-        shared["SPOOL_DIR"] = a.env["SPOOL_DIR"] + "-b"
-        b = start_server(shared)
+        b = start_server(peer_env(a))
         try:
             servers = [a, b]
             with a.admin() as admin:
@@ -326,9 +324,8 @@ def test_valkey_rolled_back_with_no_traffic_is_found_within_resync_and_rebuilt()
 
 def _pair(a_env: dict[str, str], b_env: dict[str, str]):
     a = start_server(a_env)
-    shared = {k: a.env[k] for k in ("VALKEY_PREFIX", "PG_SCHEMA", "SECRET", "ADMIN_KEY")}
     try:
-        b = start_server({**shared, "SPOOL_DIR": a.env["SPOOL_DIR"] + "-b", **b_env})
+        b = start_server({**peer_env(a), **b_env})
     except BaseException:
         a.stop()
         raise
