@@ -121,7 +121,7 @@ def fleet_parts(settings: Settings, clock: SystemClock) -> Parts:
             max_keys=settings.rate_limit_max_keys,
         ),
         fleet=fleet,
-        # waiting visitors' frames from this instance's replicas of the lines (not on a cluster: its
-        # sharded pub/sub is not followed yet, so every frame reads the store there)
-        live_reads=None if store.cluster else store.lines,
+        # waiting visitors' frames from this instance's replicas of the lines (on a cluster too: each
+        # room's feed is followed on the master that holds its slot)
+        live_reads=store.lines,
     )

@@ -229,7 +229,7 @@ async def drop_prefix(client: Redis, prefix: str) -> None:
         await client.delete(*keys)
 
 
-async def _prefixed(client: Redis) -> AsyncIterator[tuple[Redis, str]]:
+async def prefixed(client: Redis) -> AsyncIterator[tuple[Redis, str]]:
     """``client`` with a fresh key prefix; the prefix's keys deleted and the client closed afterwards."""
     prefix = f"qmtest:{uuid.uuid4().hex[:12]}:"
     try:
@@ -242,7 +242,7 @@ async def _prefixed(client: Redis) -> AsyncIterator[tuple[Redis, str]]:
 @pytest.fixture
 async def valkey() -> AsyncIterator[tuple[Redis, str]]:
     """A client on the test database and a fresh key prefix (deleted afterwards)."""
-    async for pair in _prefixed(await valkey_client()):
+    async for pair in prefixed(await valkey_client()):
         yield pair
 
 
@@ -274,7 +274,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 async def cluster() -> AsyncIterator[tuple[Redis, str]]:
     """A cluster client and a fresh key prefix (deleted afterwards); only with TEST_VALKEY_CLUSTER_URL."""
-    async for pair in _prefixed(await cluster_client()):
+    async for pair in prefixed(await cluster_client()):
         yield pair
 
 

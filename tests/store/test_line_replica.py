@@ -2,7 +2,8 @@
 instance's replica equals the store's ``status_many`` view of the same visitor, after joins, leaves,
 promotions, ejects, a purge and a new generation; a replica that missed feed messages, or started
 mid-stream, resynchronises before it answers again. Valkey only: the memory store answers every frame in
-its own process.
+its own process. With ``TEST_VALKEY_CLUSTER_URL`` (``make test-cluster``) each test runs on the cluster too,
+where the feeds are sharded channels on the masters holding the rooms' slots.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from redis.asyncio import Redis
 
 from queue_manager.clock import FakeClock
 from queue_manager.engine.view import VisitorView
@@ -20,7 +20,7 @@ from queue_manager.store.valkey import ValkeyStore
 from queue_manager.store.valkey.fenwick import LineIndex
 from queue_manager.store.valkey.live import LiveLines, Seen
 
-from .conftest import Env, RecordingJournal, Visitor, make_valkey
+from .conftest import CLUSTER_URL, Env, RecordingJournal, Visitor, cluster_client, make_valkey, prefixed, valkey_client
 
 QUIET: dict[str, Any] = {"presenceSec": None, "queueMaxPerIp": None}
 
@@ -35,16 +35,17 @@ async def until(fn: Callable[[], bool], what: str, within: float = 8.0) -> None:
         await asyncio.sleep(0.01)
 
 
-@pytest.fixture
-async def env(valkey: tuple[Redis, str]) -> Iterator[Env]:  # type: ignore[misc]
-    client, prefix = valkey
-    clock = FakeClock()
-    journal = RecordingJournal()
-    store = await make_valkey(client, prefix, clock, journal)
-    try:
-        yield Env("valkey", store, clock, journal, prefix, client)
-    finally:
-        await store.close()
+@pytest.fixture(params=["valkey", *(["cluster"] if CLUSTER_URL else [])])
+async def env(request: pytest.FixtureRequest) -> Iterator[Env]:  # type: ignore[misc]
+    opened = await (cluster_client() if request.param == "cluster" else valkey_client())
+    async for client, prefix in prefixed(opened):
+        clock = FakeClock()
+        journal = RecordingJournal()
+        store = await make_valkey(client, prefix, clock, journal)
+        try:
+            yield Env(request.param, store, clock, journal, prefix, client)
+        finally:
+            await store.close()
 
 
 async def memos(live: LiveLines, people: list[Visitor], room_id: str = "r") -> list[Seen]:
@@ -193,7 +194,7 @@ async def test_a_replica_that_missed_messages_resynchronises(env: Env) -> None:
         assert answered(live, memo) == (None if i == 6 else view)
 
 
-async def test_a_replica_started_mid_stream_answers_as_the_store(env: Env, valkey: tuple[Redis, str]) -> None:
+async def test_a_replica_started_mid_stream_answers_as_the_store(env: Env) -> None:
     store: ValkeyStore = env.store
     await env.room(ratePerMinute=0, **QUIET)
     people = [env.visitor() for _ in range(10)]
@@ -202,7 +203,7 @@ async def test_a_replica_started_mid_stream_answers_as_the_store(env: Env, valke
     for p in people[2:5]:
         await store.eject("r", str(p.n))
     # another instance, with streams of the room from now on
-    other = await make_valkey(valkey[0], env.prefix, env.clock, RecordingJournal())
+    other = await make_valkey(env.redis, env.prefix, env.clock, RecordingJournal())
     try:
         live = other.lines
         live.open("r")
@@ -247,6 +248,48 @@ async def test_answered_frames_write_nothing_but_batched_presence_marks(env: Env
         await asyncio.sleep(0.05)
     for p in people:
         assert (await env.describe(p))["lastSeenSecAgo"] == 0.0
+
+
+async def test_each_room_is_followed_on_its_own_master(env: Env) -> None:
+    """Rooms whose feeds live on different masters (on a cluster: three rooms, one a master) are each
+    followed and answered from their replicas, and a room no longer followed is unsubscribed."""
+    store: ValkeyStore = env.store
+    live = store.lines
+    rooms = _rooms_over_the_masters(store)
+    people: dict[str, list[Visitor]] = {}
+    for room_id in rooms:
+        await env.room(room_id, ratePerMinute=0, **QUIET)
+        people[room_id] = [env.visitor(room_id) for _ in range(4)]
+        for p in people[room_id]:
+            await p.join()
+        live.open(room_id)
+    for room_id in rooms:
+        replica = live.replicas[room_id]
+        await until(lambda replica=replica: replica.synced, f"{room_id}'s snapshot")  # type: ignore[misc]
+    seen = {room_id: await memos(live, people[room_id], room_id) for room_id in rooms}
+    for room_id in rooms:  # the head of each line leaves: the others move up, answered locally
+        await store.eject(room_id, str(people[room_id][0].n))
+    for room_id in rooms:
+        views = await in_sync(live, people[room_id], room_id)
+        assert [v.position for v in views[1:]] == [1, 2, 3]
+        assert [answered(live, m, room_id) for m in seen[room_id][1:]] == views[1:]
+    live.close(rooms[0])
+    gone = store.line_channel(rooms[0])
+    await until(lambda: gone not in live._subscribed, "the closed room unsubscribed")
+
+
+def _rooms_over_the_masters(store: ValkeyStore) -> list[str]:
+    """Three room ids; on a cluster, each on another master."""
+    if not store.cluster:
+        return ["ra", "rb", "rc"]
+    client: Any = store.redis
+    rooms: dict[str, str] = {}
+    for i in range(200):
+        room_id = f"r{i}"
+        node = client.get_node_from_key(store.line_channel(room_id)).name
+        rooms.setdefault(node, room_id)
+    assert len(rooms) >= 3, rooms
+    return sorted(rooms.values())[:3]
 
 
 def test_the_line_index_counts_places_as_the_line_does() -> None:

@@ -177,6 +177,9 @@ class LiveLines:
         loop = asyncio.get_running_loop()
         while self.replicas:
             pubsub = self.store.redis.pubsub()
+            # on a cluster each sharded channel is read from the master of its slot (redis-py's cluster
+            # pub/sub keeps a connection per master, follows MOVED and polls them in turn)
+            receive = pubsub.get_sharded_message if self.store.cluster else pubsub.get_message
             subscribed = self._subscribed = set()
             try:
                 last_marks = loop.time()
@@ -188,7 +191,7 @@ class LiveLines:
                     if subscribed - wanted:
                         await pubsub.sunsubscribe(*(subscribed - wanted))
                         subscribed &= wanted
-                    message = await pubsub.get_message(timeout=POLL_SEC)
+                    message = await receive(timeout=POLL_SEC)
                     if message is not None:
                         self._on_message(message)
                     now = loop.time()
