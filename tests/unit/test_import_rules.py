@@ -29,6 +29,7 @@ INLINE_MAY_USE = frozenset(
         "queue_manager.http.cookies",
         "queue_manager.http.hostname",
         "queue_manager.http.eager",
+        "queue_manager.http.lean",
         "queue_manager.http.negotiate",
         "queue_manager.http.static_paths",
         "queue_manager.context",
