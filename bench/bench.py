@@ -13,7 +13,9 @@ Phases (BENCH_ONLY=comma,list picks some; BENCH_DURATION / BENCH_WARMUP shorten 
   ssescale (opt-in) /events at scale: a fresh server per size (BENCH_SSE_SCALE, default 10000,19000 streams),
            server CPU us per frame, frame delay p50/p99, RSS per open stream; with BENCH_BASELINE, the other
            checkout's server runs each size too, interleaved, and the ratios are reported; BENCH_SSE_STORE=valkey
-           runs the servers on Valkey + PostgreSQL (as the fleet phase does) and adds Valkey's CPU us per frame
+           runs the servers on Valkey + PostgreSQL (as the fleet phase does) and adds Valkey's CPU us per frame;
+           BENCH_SSE_STORE=cluster the same on a 3-master Valkey cluster started for each server (the masters'
+           CPU summed)
   edgepass (opt-in) an admitted visitor through the edge gate Worker in workerd: the edge pass checked in the
            Worker against the /api/check round trip, requests/s per core and queue requests (bench/edgepass.py)
   gate     (opt-in) nginx in front of an app with and without the forward-auth gate (GET /api/gate, the shipped
@@ -67,7 +69,7 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 SSE_STREAMS = int(os.environ.get("BENCH_SSE_STREAMS", "2000"))
 # the file-descriptor limit is often 20,000 per process: 19,000 streams leave room for the rest
 SSE_SCALE = [int(n) for n in os.environ.get("BENCH_SSE_SCALE", "10000,19000").split(",") if n.strip()]
-SSE_STORE = os.environ.get("BENCH_SSE_STORE", "memory")  # the ssescale phase's store: memory, or valkey (+ pg)
+SSE_STORE = os.environ.get("BENCH_SSE_STORE", "memory")  # the ssescale phase's store: memory, valkey or cluster (+ pg)
 SSE_US_PER_FRAME_TARGET = 25.0
 SSE_KB_PER_STREAM_TARGET = 16.0
 SSE_VALKEY_US_PER_STREAM_SEC = 1.0  # a replica of the line: Valkey CPU per stream-second
@@ -597,11 +599,12 @@ def phase_sse(results: dict[str, Any], server: Server) -> None:
     time.sleep(1.0)  # let the server finish closing the streams
 
 
-def _sse_scale_run(server: Server, streams: int, store_pid: int | None = None) -> dict[str, Any]:
+def _sse_scale_run(server: Server, streams: int, store_pids: list[int] | None = None) -> dict[str, Any]:
     """One sse_fanout run against a fresh server holding nothing but the room ``line`` (60/min); with
-    ``store_pid`` (the Valkey server's) its CPU per frame too."""
+    ``store_pids`` (the Valkey server's, or a cluster's masters') their CPU per frame too."""
     run(_sse_room(server))
-    extra = ("--settle", "3", "--open-timeout", "120", *(("--store-pid", str(store_pid)) if store_pid else ()))
+    pids = [arg for pid in store_pids or () for arg in ("--store-pid", str(pid))]
+    extra = ("--settle", "3", "--open-timeout", "120", *pids)
     out = _fanout(server, streams, f"ssescale-{server.name}.txt", 600, *extra)
     frames = out.get("framesInWindow")
     if out.get("serverCpuSeconds") is not None and frames:
@@ -623,11 +626,12 @@ def _pids(name: str) -> list[str]:
     return subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout.split()
 
 
-def _sse_scale_server(name: str, tree: str) -> tuple[Server, int | None, Any]:
-    """The ``ssescale`` server (BENCH_SSE_STORE: memory, or valkey+pg as the fleet phase runs it), the Valkey
-    server's pid (valkey only) and what cleans up after it."""
+def _sse_scale_server(name: str, tree: str) -> tuple[Server, list[int] | None, Any]:
+    """The ``ssescale`` server (BENCH_SSE_STORE: memory; valkey, +pg as the fleet phase runs it; or cluster,
+    the same on a 3-master Valkey cluster started here), the Valkey servers' pids (none on memory) and what
+    cleans up after it."""
     extra = {"MAX_CONNECTIONS": "0"}  # past MAX_CONNECTIONS (10,000 by default) a stream would be refused
-    if SSE_STORE != "valkey":
+    if SSE_STORE not in ("valkey", "cluster"):
         return qm_server(name, tree, extra), None, lambda: None
     import tempfile
 
@@ -637,6 +641,24 @@ def _sse_scale_server(name: str, tree: str) -> tuple[Server, int | None, Any]:
     tag = name.replace("-", "")
     spool = tempfile.mkdtemp(prefix="qmbench-sse-spool-")
     fleet._cleanup([tag])
+    if SSE_STORE == "cluster":
+        cluster_dir = tempfile.mkdtemp(prefix="qmbench-sse-cluster-")
+        script = str(ROOT / "scripts" / "valkey-cluster.sh")
+        started = subprocess.run(
+            ["bash", script, "start", cluster_dir],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "CLUSTER_BASE_PORT": "7200"},
+            check=True,
+        )
+        extra["VALKEY_URL"] = started.stdout.strip().splitlines()[-1]
+        pids = [int(p.read_text().split()[0]) for p in Path(cluster_dir).glob("*.pid")]
+
+        def stop_cluster() -> None:
+            shutil.rmtree(spool, ignore_errors=True)
+            subprocess.run(["bash", script, "stop", cluster_dir], capture_output=True)
+
+        return qm_server(name, tree, fleet._valkey_env(tag, spool, **extra)), pids, stop_cluster
     env = fleet._valkey_env(tag, spool, **extra)
     # BENCH_VALKEY_PID: the Valkey server BENCH_VALKEY_URL names, when more than one runs on the machine
     pinned = os.environ.get("BENCH_VALKEY_PID")
@@ -646,7 +668,7 @@ def _sse_scale_server(name: str, tree: str) -> tuple[Server, int | None, Any]:
         fleet._cleanup([tag])
         shutil.rmtree(spool, ignore_errors=True)
 
-    return qm_server(name, tree, env), int(found[0]) if len(found) == 1 else None, cleanup
+    return qm_server(name, tree, env), [int(found[0])] if len(found) == 1 else None, cleanup
 
 
 async def _sse_room(server: Server) -> None:
@@ -665,9 +687,9 @@ def phase_sse_scale(results: dict[str, Any]) -> None:
         row: dict[str, Any] = {}
         for name, tree in trees:
             log(f"ssescale: {name}, {n} streams, STORE={SSE_STORE}")
-            server, store_pid, cleanup = _sse_scale_server(f"ssescale-{name}-{n}", tree)
+            server, store_pids, cleanup = _sse_scale_server(f"ssescale-{name}-{n}", tree)
             try:
-                r = _sse_scale_run(server, n, store_pid)
+                r = _sse_scale_run(server, n, store_pids)
             finally:
                 server.stop()
                 cleanup()
@@ -1096,7 +1118,7 @@ def targets(results: dict[str, Any]) -> dict[str, Any]:
         }
     for n, row in results.get("sseScale", {}).items():
         s = row.get("this", {})
-        if s.get("store") == "valkey" and "serverUsPerStreamSec" in s:
+        if s.get("store") in ("valkey", "cluster") and "serverUsPerStreamSec" in s:
             # a replica of the line: frames only when the numbers change, so the targets are per stream-second
             out[f"sse_valkey_store_cpu_{n}"] = {
                 "target": f"Valkey CPU <= {SSE_VALKEY_US_PER_STREAM_SEC} us per stream-second at {n} streams",
@@ -1200,7 +1222,7 @@ def table(results: dict[str, Any]) -> str:
                     + (
                         f"per stream-second: server {s['serverUsPerStreamSec']} us, Valkey "
                         f"{s.get('valkeyUsPerStreamSec')} us, "
-                        if s.get("store") == "valkey" and "serverUsPerStreamSec" in s
+                        if s.get("store") in ("valkey", "cluster") and "serverUsPerStreamSec" in s
                         else ""
                     )
                     + f"frame after its tick p50 {s.get('tickDelayMs', {}).get('p50')} ms "

@@ -12,8 +12,8 @@ clock). Frames are grouped into tick bursts (a gap of more than 250 ms in ``now`
 ``fanout`` is receipt minus the first ``now`` of the burst, i.e. how long after the tick started
 composing this stream's frame arrived; ``tickDelay`` is receipt minus the tick the frame belongs to
 (see below). With ``--server-pid``: the server's CPU time (user, system) over the window and its VmRSS
-before and after the streams open; with ``--store-pid`` (a Valkey server's), that process's CPU time over the
-same window. Prints one JSON object. Loopback only; bounded in time.
+before and after the streams open; with ``--store-pid`` (a Valkey server's; given again for each master of a cluster),
+their CPU time over the same window, summed. Prints one JSON object. Loopback only; bounded in time.
 """
 
 from __future__ import annotations
@@ -55,6 +55,12 @@ def rss_kb(pid: int | None) -> int | None:
 def cpu_ticks(pid: int | None) -> int | None:
     split = cpu_split(pid)
     return None if split is None else split[0] + split[1]
+
+
+def stores_cpu(pids: list[int] | None) -> int | None:
+    """The CPU ticks of the Valkey servers (one, or every master of a cluster), summed."""
+    ticks = [cpu_ticks(pid) for pid in pids or ()]
+    return None if not ticks or None in ticks else sum(t for t in ticks if t is not None)
 
 
 def cpu_split(pid: int | None) -> tuple[int, int] | None:
@@ -170,7 +176,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
     async def connect(st: Stream) -> None:
         async with gate:
-            await asyncio.wait_for(loop.create_connection(lambda: st, host, port), 10)
+            local = (args.source, 0) if args.source else None
+            await asyncio.wait_for(loop.create_connection(lambda: st, host, port, local_addr=local), 10)
 
     t1 = time.monotonic()
     result: dict[str, Any] = {"streamsRequested": n, "joinSeconds": round(join_s, 2)}
@@ -190,7 +197,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             result["rssPerStreamKb"] = round((rss1 - rss0) / max(1, opened[0]), 2)
         split0 = cpu_split(args.server_pid)
         cpu0 = cpu_ticks(args.server_pid)
-        store0 = cpu_ticks(args.store_pid)
+        store0 = stores_cpu(args.store_pid)
         m0 = time.monotonic()
         w0 = time.time() * 1000.0
         await asyncio.sleep(args.measure)
@@ -198,7 +205,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         w1 = w0 + elapsed * 1000.0
         cpu1 = cpu_ticks(args.server_pid)
         split1 = cpu_split(args.server_pid)
-        store1 = cpu_ticks(args.store_pid)
+        store1 = stores_cpu(args.store_pid)
         still_open = sum(1 for st in streams if not st.closed)
         await asyncio.sleep(args.grace)  # frames composed in the window but still on their way
     finally:
@@ -294,12 +301,17 @@ def main() -> None:
     ap.add_argument("--room", default="line")
     ap.add_argument("--streams", type=int, default=2000)
     ap.add_argument("--measure", type=float, default=10.0)
-    ap.add_argument("--store-pid", type=int, default=None, help="the Valkey server's pid: its CPU over the window")
+    ap.add_argument(
+        "--store-pid", type=int, action="append", help="a Valkey server's pid (again for each master): its CPU"
+    )
     ap.add_argument("--settle", type=float, default=1.5)
     ap.add_argument("--grace", type=float, default=2.0)
     ap.add_argument("--open-timeout", type=float, default=60.0)
     ap.add_argument("--connect-concurrency", type=int, default=200)
     ap.add_argument("--server-pid", type=int, default=0)
+    ap.add_argument(
+        "--source", default="", help="the streams' local address (127.0.0.k: ~28,000 more ephemeral ports each)"
+    )
     args = ap.parse_args()
     host, _ = split_url(args.base)
     if not (host.startswith("127.") or host in ("localhost", "::1")):
