@@ -31,15 +31,18 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 class Conn:
-    def __init__(self, host: str, port: int, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, host: str, port: int, headers: dict[str, str] | None = None, source: str = "") -> None:
         self.host, self.port = host, port
+        self.source = source  # the local address to connect from ('' the system's choice)
         self.extra = {"User-Agent": UA, **(headers or {})}
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.last_used = 0.0
 
     async def open(self) -> Conn:
-        self.reader, self.writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), TIMEOUT)
+        local = (self.source, 0) if self.source else None
+        opening = asyncio.open_connection(self.host, self.port, local_addr=local)
+        self.reader, self.writer = await asyncio.wait_for(opening, TIMEOUT)
         self.last_used = time.monotonic()
         return self
 
@@ -102,14 +105,16 @@ async def fan_out(
     jobs: Iterable[tuple[str, str, Any]],
     concurrency: int = 32,
     headers: dict[str, str] | None = None,
+    source: str = "",
 ) -> list[tuple[int, Any]]:
-    """Run (method, path, body) jobs over ``concurrency`` keep-alive connections; results in job order."""
+    """Run (method, path, body) jobs over ``concurrency`` keep-alive connections (from ``source``, when
+    given); results in job order."""
     todo = list(enumerate(jobs))
     results: list[tuple[int, Any]] = [(0, None)] * len(todo)
     it = iter(todo)
 
     async def worker() -> None:
-        conn = await Conn(host, port, headers).open()
+        conn = await Conn(host, port, headers, source).open()
         try:
             for i, (method, path, body) in it:
                 results[i] = await conn.json(method, path, body)

@@ -15,9 +15,11 @@ own. The server runs beside them: it ticks the room and its leader trims the out
   journal     ``pg_total_relation_size`` of every table of the schema before and after, per join; WAL bytes
               per join (``pg_current_wal_lsn`` before and after: the whole PostgreSQL cluster's WAL,
               so other databases' writes in the same window count too)
-  streams     with ``BENCH_MILLION_STREAMS`` (e.g. ``10000,19000``): ``/events`` streams opened by
+  streams     with ``BENCH_MILLION_STREAMS`` (e.g. ``19000,38000``): ``/events`` streams opened by
               ``bench/sse_fanout.py`` against the same server (its own tickets, in a room of their own),
-              how many opened and got frames; the open-file limit of this process is reported beside it
+              from as many client processes as the open-file limit needs (19,000 streams each, each
+              from its own loopback address), how many opened and got frames; the open-file limit of
+              this process is reported beside it
 
     BENCH_VALKEY_URL       (redis://127.0.0.1:6379/11; database 0 refused)
     BENCH_DATABASE_URL     (postgresql://postgres@127.0.0.1:5432/qm_bench_test; must end in _test)
@@ -167,29 +169,57 @@ def _children_cpu(pid: int) -> float:
     return sum(proc_cpu_seconds(int(child)) for child in out)
 
 
+PER_CLIENT = 19000  # streams one client process opens: its open-file limit here is 20,000
+
+
 def _streams(server: Server) -> list[dict[str, Any]]:
+    """Each count of streams opened at once by client processes of at most PER_CLIENT streams, each from a
+    loopback address of its own (127.0.0.2, .3, …: ~28,000 ephemeral ports each), their figures summed."""
     rows = []
     for count in STREAMS:
-        cmd = [
-            *("taskset", "-c", CLIENT_CPU, bench.PY, str(BENCH / "sse_fanout.py")),
-            *("--base", server.url, "--room", "line", "--streams", str(count), "--measure", "5"),
-            *("--settle", "3", "--open-timeout", "180"),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-        (RESULTS / f"million-streams-{count}.txt").write_text(" ".join(cmd) + "\n\n" + proc.stdout + proc.stderr)
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        found: dict[str, Any] = orjson.loads(lines[-1]) if lines else {}
+        clients = -(-count // PER_CLIENT)
+        procs = []
+        for i in range(clients):
+            share = min(PER_CLIENT, count - i * PER_CLIENT)
+            cmd = [
+                *("taskset", "-c", CLIENT_CPU, bench.PY, str(BENCH / "sse_fanout.py")),
+                *("--base", server.url, "--room", "line", "--streams", str(share), "--measure", "5"),
+                *("--settle", "3", "--open-timeout", "300", "--source", f"127.0.0.{2 + i}"),
+            ]
+            procs.append((cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+        found: list[dict[str, Any]] = []
+        exits = []
+        for i, (cmd, proc) in enumerate(procs):
+            stdout, _ = proc.communicate(timeout=1200)
+            exits.append(proc.returncode)
+            (RESULTS / f"million-streams-{count}-{i}.txt").write_text(" ".join(cmd) + "\n\n" + stdout)
+            lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+            found.append(orjson.loads(lines[-1]) if lines else {})
         row = {
             "asked": count,
-            "exit": proc.returncode,
-            "open": found.get("streamsOpen"),
-            "framesPerSec": found.get("framesPerSec"),
-            "delayMs": found.get("delayMs"),
+            "clients": clients,
+            "exit": exits,
+            "open": sum(int(f.get("streamsOpen") or 0) for f in found),
+            "framesPerSec": round(sum(float(f.get("framesPerSec") or 0) for f in found), 1),
+            "delayMs": [f.get("delayMs") for f in found],
+            "workersRssKb": _workers_rss_kb(server.pid),
         }
         rows.append(row)
         log(f"million: {count} streams asked, {row['open']} open, {row['framesPerSec']} frames/s")
         time.sleep(3.0)
     return rows
+
+
+def _workers_rss_kb(pid: int) -> list[int]:
+    """VmRSS of each worker a supervisor started, now (its streams closed again by then)."""
+    out = []
+    for child in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split():
+        try:
+            with open(f"/proc/{child}/status") as f:
+                out += [int(line.split()[1]) for line in f if line.startswith("VmRSS:")]
+        except OSError:
+            pass
+    return out
 
 
 def phase_million(results: dict[str, Any]) -> None:

@@ -151,7 +151,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     host, port = split_url(args.base)
     n = args.streams
     t0 = time.monotonic()
-    joined = await fan_out(host, port, [("POST", "/api/join", {"roomId": args.room})] * n, concurrency=16)
+    # joined from the address the streams come from: a stream is its visitor's only when it is
+    joined = await fan_out(
+        host, port, [("POST", "/api/join", {"roomId": args.room})] * n, concurrency=16, source=args.source
+    )
     tokens = [body["token"] for status, body in joined if status == 200 and body and body.get("token")]
     join_s = time.monotonic() - t0
     if len(tokens) < n:
