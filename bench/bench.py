@@ -642,23 +642,14 @@ def _sse_scale_server(name: str, tree: str) -> tuple[Server, list[int] | None, A
     spool = tempfile.mkdtemp(prefix="qmbench-sse-spool-")
     fleet._cleanup([tag])
     if SSE_STORE == "cluster":
-        cluster_dir = tempfile.mkdtemp(prefix="qmbench-sse-cluster-")
-        script = str(ROOT / "scripts" / "valkey-cluster.sh")
-        started = subprocess.run(
-            ["bash", script, "start", cluster_dir],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "CLUSTER_BASE_PORT": "7200"},
-            check=True,
-        )
-        extra["VALKEY_URL"] = started.stdout.strip().splitlines()[-1]
-        pids = [int(p.read_text().split()[0]) for p in Path(cluster_dir).glob("*.pid")]
+        cluster = fleet.ValkeyCluster()
+        extra["VALKEY_URL"] = cluster.url
 
         def stop_cluster() -> None:
             shutil.rmtree(spool, ignore_errors=True)
-            subprocess.run(["bash", script, "stop", cluster_dir], capture_output=True)
+            cluster.stop()
 
-        return qm_server(name, tree, fleet._valkey_env(tag, spool, **extra)), pids, stop_cluster
+        return qm_server(name, tree, fleet._valkey_env(tag, spool, **extra)), cluster.pids(), stop_cluster
     env = fleet._valkey_env(tag, spool, **extra)
     # BENCH_VALKEY_PID: the Valkey server BENCH_VALKEY_URL names, when more than one runs on the machine
     pinned = os.environ.get("BENCH_VALKEY_PID")

@@ -16,40 +16,27 @@ rooms, see "Scale on paper" in docs/benchmarks.md).
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-from fleet import VALKEY_URL, _cleanup, _guard, _valkey_env
+from fleet import VALKEY_URL, ValkeyCluster, _cleanup, _guard, _valkey_env
 from workers import measure_rounds, ratio_of, summarize
 
 import bench
 from bench import TARGET, Server, log, run
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def _redis_pids(url: str, cluster_dir: str | None) -> list[int]:
+def _redis_pids(url: str) -> list[int]:
     import redis
 
-    if cluster_dir is None:
-        client = redis.Redis.from_url(url)
-        try:
-            return [int(client.info("server")["process_id"])]
-        finally:
-            client.close()
-    pids = []
-    for pid_file in Path(cluster_dir).glob("*.pid"):
-        try:
-            pids.append(int(pid_file.read_text().split()[0]))
-        except (OSError, ValueError):
-            pass
-    return pids
+    client = redis.Redis.from_url(url)
+    try:
+        return [int(client.info("server")["process_id"])]
+    finally:
+        client.close()
 
 
 def phase_cluster(results: dict[str, Any]) -> None:
@@ -57,22 +44,14 @@ def phase_cluster(results: dict[str, Any]) -> None:
     run_tag = uuid.uuid4().hex[:8]
     tags = [f"{run_tag}s", f"{run_tag}c"]
     spool = tempfile.mkdtemp(prefix="qm-bench-spool-")
-    cluster_dir = tempfile.mkdtemp(prefix="qm-bench-cluster-")
-    script = str(ROOT / "scripts" / "valkey-cluster.sh")
-    started = subprocess.run(
-        ["bash", script, "start", cluster_dir],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CLUSTER_BASE_PORT": "7200"},
-        check=True,
-    )
-    cluster_url = started.stdout.strip().splitlines()[-1]
+    cluster = ValkeyCluster()
+    cluster_url = cluster.url
     servers: dict[str, Server] = {}
     try:
         argv = [bench.PY, "-m", "queue_manager"]
         servers["single"] = Server("cluster-single", argv, _valkey_env(tags[0], spool + "/s"))
         servers["cluster"] = Server("cluster-cluster", argv, _valkey_env(tags[1], spool + "/c", VALKEY_URL=cluster_url))
-        redis_pids = {"single": _redis_pids(VALKEY_URL, None), "cluster": _redis_pids(cluster_url, cluster_dir)}
+        redis_pids = {"single": _redis_pids(VALKEY_URL), "cluster": cluster.pids()}
         setups = {name: run(bench._http_setup(servers[name], seed=0)) for name in servers}
         origin = {"QM_ORIGIN": TARGET}
         join_env = {"QM_ROOM": "line"}
@@ -107,6 +86,6 @@ def phase_cluster(results: dict[str, Any]) -> None:
         for s in servers.values():
             s.stop()
         _cleanup(tags[:1])
-        subprocess.run(["bash", script, "stop", cluster_dir], capture_output=True)
+        cluster.stop()
         shutil.rmtree(spool, ignore_errors=True)
         time.sleep(0.2)

@@ -55,6 +55,37 @@ def _guard() -> None:
         subprocess.run(["psql", admin, "-qc", f'CREATE DATABASE "{name}"'], capture_output=True, check=True)
 
 
+class ValkeyCluster:
+    """A throw-away 3-master cluster on loopback (scripts/valkey-cluster.sh), ports from ``base_port``:
+    its URL, its masters' pids, and ``stop()``."""
+
+    def __init__(self, base_port: int = 7200) -> None:
+        self.dir = tempfile.mkdtemp(prefix="qm-bench-cluster-")
+        self.script = str(bench.ROOT / "scripts" / "valkey-cluster.sh")
+        started = subprocess.run(
+            ["bash", self.script, "start", self.dir],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "CLUSTER_BASE_PORT": str(base_port)},
+            check=True,
+        )
+        self.url = started.stdout.strip().splitlines()[-1]
+
+    def pids(self) -> list[int]:
+        out = []
+        for pid_file in sorted(os.listdir(self.dir)):
+            if pid_file.endswith(".pid"):
+                try:
+                    with open(os.path.join(self.dir, pid_file)) as f:
+                        out.append(int(f.read().split()[0]))
+                except (OSError, ValueError):
+                    pass
+        return out
+
+    def stop(self) -> None:
+        subprocess.run(["bash", self.script, "stop", self.dir], capture_output=True)
+
+
 def _valkey_env(tag: str, spool: str, **extra: str) -> dict[str, str]:
     return {
         **bench.SERVER_ENV,
