@@ -43,14 +43,15 @@ class RefWindows:
         """The room was deleted or replaced: its numbering starts again."""
         self.next_hint.pop(room_id, None)
 
-    def window(self, room_id: str) -> tuple[str, str]:
+    def window(self, room_id: str, need: int = 1) -> tuple[str, str]:
         """The window's two header arguments: ``<gen>:<first n>`` and the Refs concatenated ('' and '':
-        no number known yet, the script answers ``refs`` with it)."""
+        no number known yet, the script answers ``refs`` with it); at least ``need`` Refs (a call that
+        may mint as many numbers)."""
         hint = self.next_hint.get(room_id)
         if hint is None:
             return "", ""
         gen, first = hint
-        size = self._window.get(room_id, REF_WINDOW_MIN)
+        size = max(need, self._window.get(room_id, REF_WINDOW_MIN))
         memo = self._sent.get(room_id)
         if memo is not None and memo[0] == (gen, first, size):
             return memo[1]

@@ -125,13 +125,15 @@ class RoomRunner:
         *,
         cv: str = "loose",
         refs: bool = False,
+        refs_need: int = 1,
         first: Reply | None = None,
     ) -> tuple[Reply, list[Event]]:
         """Call a room script until it has done its work; every call uses the same instant.
 
         ``args(copy)`` builds the script's own arguments on the config copy of the call; ``cv``:
         ``loose`` (the script answers on any version, telling the new config), ``strict`` (it changes
-        nothing on an older copy) or ``any`` (no version sent). ``refs``: send the Ref window.
+        nothing on an older copy) or ``any`` (no version sent). ``refs``: send the Ref window, of at
+        least ``refs_need`` Refs.
         ``first``: a reply already had (a pipeline's), handled as the first call's.
         """
         events: list[Event] = []
@@ -146,7 +148,7 @@ class RoomRunner:
                 reply, first = first, None
             else:
                 want = "*" if cv == "any" else (str(cache.cv) if cache is not None else "0")
-                header = self.header(now, want, draw, self.refs.window(room_id) if refs else ("", ""))
+                header = self.header(now, want, draw, self.refs.window(room_id, refs_need) if refs else ("", ""))
                 reply = await self.calls.eval(name, room_id, [*header, *args(cache)])
             if isinstance(reply.get("cfg"), str):  # the room's config changed: this reply carries it
                 configs.absorb(room_id, reply)

@@ -22,6 +22,7 @@ from queue_manager.store.valkey.keys import lua_key_table
 
 OPERATIONS = (
     "join",
+    "join_many",
     "status",
     "status_many",
     "line_snap",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Protocol
 
@@ -43,6 +43,7 @@ from queue_manager.store.valkey.clock import SharedClock
 from queue_manager.store.valkey.cluster_lane import ClusterLanes
 from queue_manager.store.valkey.configs import ConfigCopy
 from queue_manager.store.valkey.errors import RoomFenced, translate
+from queue_manager.store.valkey.joins import JoinBatches
 from queue_manager.store.valkey.keys import DEFAULT_PREFIX, ROOM_KEYS, room_key
 from queue_manager.store.valkey.lane import ValkeyLane
 from queue_manager.store.valkey.live import LiveLines
@@ -52,6 +53,9 @@ from queue_manager.store.valkey.runner import DRAW_CHUNK, RoomRunner, events_of
 from queue_manager.store.valkey.snapshot import export_document, import_payload
 from queue_manager.store.valkey.takebacks import TakeBacks
 from queue_manager.store.valkey.writes import ConfigWrites
+
+#: what commits a join call's events and gives each of its asks its answer (joins.py)
+JoinFinish = Callable[[], Awaitable[list[VisitorView | BaseException]]]
 
 log = logging.getLogger("queue_manager.store.valkey")
 
@@ -134,6 +138,8 @@ class ValkeyStore:
         self._listeners: list[ChangeListener] = []
         # the live streams' reads: waiting visitors' frames from this process's replicas of the lines
         self.lines = LiveLines(self, mark_every=presence_mark_sec)
+        # a room's joins that arrive while one of its join calls is on its way go together in the next
+        self._joins: JoinBatches[list[str], VisitorView] = JoinBatches(self._join_call)
 
     @property
     def redis(self) -> Redis:
@@ -166,6 +172,7 @@ class ValkeyStore:
             )
 
     async def close(self) -> None:
+        await self._joins.stop()
         await self.lines.stop()
         self.takebacks.flush(force=True)
         if self._calls.lane is not None:
@@ -332,25 +339,42 @@ class ValkeyStore:
         *,
         lane: str | None = None,
     ) -> VisitorView:
-        runner = self._runner
-        now = await runner.now()
         handle = self.rng.token_hex(8)
         args = [*client_args(client), *presented_args(presented), return_url or "", handle, lane or ""]
-        reply, events = await runner.run("join", room_id, now, lambda _: args, refs=True)
-        try:
-            await self._commit(events)
-        except BaseException as exc:
-            if reply["k"] == "ok" and reply.get("new"):
-                if reply.get("t") is not None:
-                    await self._revoke(room_id, "join", int(reply["gen"]), n=int(reply["t"]["n"]), why=exc)
-                elif reply.get("pre") is not None:
-                    await self._revoke(room_id, "prequeue", int(reply["gen"]), handle=reply["pre"]["h"], why=exc)
-            raise
-        finally:
-            self._notify({e.room for e in events})
-        if reply["k"] == "err":
-            raise refusal(reply)
-        return codec.visitor_view(room_id, int(reply["gen"]), runner.configs.required(room_id).cfg, reply, *now)
+        return await self._joins.join(room_id, args)
+
+    async def _join_call(self, room_id: str, asks: list[list[str]]) -> JoinFinish:
+        """One call for the joins ``asks`` (each join.lua's arguments): join.lua for one, join_many.lua for
+        more (joins.py). Returns what commits the call's events and gives each ask its answer; a new place
+        whose commit failed is taken back."""
+        runner = self._runner
+        now = await runner.now()
+        if len(asks) == 1:
+            reply, events = await runner.run("join", room_id, now, always(asks[0]), refs=True)
+            replies = [reply]
+        else:
+            flat = [arg for ask in asks for arg in ask]
+            reply, events = await runner.run("join_many", room_id, now, always(flat), refs=True, refs_need=len(asks))
+            replies = reply["js"] if reply["k"] == "ok" else [reply] * len(asks)
+
+        async def finish() -> list[VisitorView | BaseException]:
+            try:
+                await self._commit(events)
+            except BaseException as exc:
+                gen = int(reply["gen"])
+                for r in replies:
+                    if r["k"] == "ok" and r.get("new"):
+                        if r.get("t") is not None:
+                            await self._revoke(room_id, "join", gen, n=int(r["t"]["n"]), why=exc)
+                        elif r.get("pre") is not None:
+                            await self._revoke(room_id, "prequeue", gen, handle=r["pre"]["h"], why=exc)
+                raise
+            finally:
+                self._notify({e.room for e in events})
+            gen, cfg = int(reply["gen"]), runner.configs.required(room_id).cfg
+            return [refusal(r) if r["k"] == "err" else codec.visitor_view(room_id, gen, cfg, r, *now) for r in replies]
+
+        return finish
 
     async def status(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView:
         runner = self._runner

@@ -1303,6 +1303,102 @@ local function err(code, extra)
   return done(reply)
 end
 
+-- visitor.join for one visitor, its 10 arguments from ARGV[i]: ident, fp, fp2, cookie, presented gen, n,
+-- handle, return url, a fresh pre-queue handle, the lane a grant names ('' none: the default lane).
+-- Re-presenting a held place returns it; anything else mints a ticket (or, before opensAt, a pre-queue
+-- entry). The reply's raw material (view_payload), or a refusal {k = 'err', code = …}; the caller ends
+-- the call (done). The Ref of every number it may mint is in the window (the caller checked).
+local function join_visitor(i)
+  local lane = opt(ARGV[i + 9])
+  if lane ~= nil and lanes().idx[lane] == nil then
+    return {k = 'err', code = 'unknown_lane', lane = lane}
+  end
+  if lane == nil and has_lanes() then
+    lane = lanes().list[1].id
+  end
+  local C = client_at(i)
+  local P = presented_at(i + 4)
+  local ret = opt(ARGV[i + 7])
+  local handle = ARGV[i + 8]
+
+  local found = resolve(P, C)
+  if found.ticket ~= nil then
+    local t = found.ticket
+    t.sn = NOW
+    if ret ~= nil and ret ~= t.ru then
+      t.ru = ret
+      emit('return.update', {n = t.n, ret = ret})
+    end
+    if t.s == 'admitted' and C.ck ~= nil and t.ck == C.ck then
+      reclaim(t)
+    end
+    return view_payload(found)
+  end
+  if found.pre ~= nil then
+    local e = found.pre
+    e.sn = NOW
+    if ret ~= nil and ret ~= e.ru then
+      e.ru = ret
+      emit('return.update', {h = e.h, ret = ret})
+    end
+    save_pre(e)
+    return view_payload(found)
+  end
+  local state = effective_state(NOW_WALL)
+  if state == 'bypass' then
+    count_arrival()
+    return view_payload({reason = found.reason})
+  end
+  if S.c_qm == 'reject' then  -- closed: nobody joins (visitor.room_closed)
+    return {k = 'err', code = 'room_closed'}
+  end
+  if state == 'scheduled' then
+    local limit = S.c_pqmax
+    if limit ~= nil and tonumber(redis.call('HGET', K.ppi, C.id) or '0') >= limit then
+      return {k = 'err', code = 'queue_identity_limit'}
+    end
+    local e = {h = handle, id = C.id, fp = C.fp, f2 = C.f2, ck = C.ck, j = NOW_WALL, sn = NOW, ru = ret, ln = lane}
+    save_pre(e)
+    S.pqseq = (S.pqseq or 0) + 1
+    redis.call('ZADD', K.pqo, I(S.pqseq), handle)
+    redis.call('HINCRBY', K.ppi, C.id, 1)
+    S.pqver = (S.pqver or 0) + 1
+    S.joins = S.joins + 1
+    redis.call('ZADD', K.jt, I(NOW), 'h' .. handle)
+    emit('prequeue.join', {
+      h = handle, ident = C.id, fp = C.fp, fp2 = jnull(C.f2), ck = jnull(C.ck), joined = NOW_WALL, ret = jnull(ret),
+      ln = lane,
+    })
+    return view_payload({pre = e, reason = found.reason, new = true})
+  end
+  local limit = S.c_qmax
+  if limit ~= nil and tonumber(redis.call('HGET', K.pi, C.id) or '0') >= limit then
+    return {k = 'err', code = 'queue_identity_limit'}
+  end
+  -- a full line (visitor.line_full): maxWaiting people, or the estimated wait of the place this join
+  -- would take past maxWaitSec. Nobody in line is touched; the refusal is counted.
+  local waiting = line_len()
+  local passthrough = S.c_qm == 'passthrough'
+  local full = not passthrough and S.c_wmax ~= nil and waiting >= S.c_wmax
+  if not full and not passthrough and S.c_wsec ~= nil and state == 'active' and S.c_rate > 0 then
+    full = math.max(1, math.ceil((waiting + 1) * 60 / S.c_rate)) > S.c_wsec
+  end
+  if full then
+    S.refused = (S.refused or 0) + 1
+    return {k = 'err', code = 'queue_full'}
+  end
+  local t = mint(C.id, C.fp, C.f2, C.ck, NOW_WALL, ret, true, true, ref_for(S.next), lane)
+  t.r = found.reason
+  emit('join', {
+    n = t.n, reason = jnull(found.reason), ident = C.id, fp = C.fp, fp2 = jnull(C.f2), ck = jnull(C.ck),
+    joined = NOW_WALL, ret = jnull(ret), ln = lane,
+  })
+  if passthrough and state == 'active' then  -- no line: the pass at once, counted like any other
+    promote(t, false, NOW)
+  end
+  return view_payload({ticket = t, n = t.n, reason = found.reason, new = true})
+end
+
 -- the config fields the rules read, from the op's arguments starting at i (see config.py)
 local CONFIG_FIELDS = {'c_state', 'c_rate', 'c_maxc', 'c_pttl', 'c_sttl', 'c_smax', 'c_pres', 'c_qmax', 'c_pqmax', 'c_wmax', 'c_wsec', 'c_qm', 'c_opens', 'c_rules', 'c_lanes'}
 
