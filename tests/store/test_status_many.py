@@ -42,6 +42,19 @@ async def test_waiting_tickets_in_order_with_their_positions(stores: Env) -> Non
     assert await env.store.status_many("r", []) == []
 
 
+async def test_in_a_room_with_lanes_each_view_names_its_lane(stores: Env) -> None:
+    env = stores
+    await env.room(ratePerMinute=0, lanes=[{"id": "main", "share": 50}, {"id": "vip", "share": 50}], **QUIET)
+    people = [env.visitor() for _ in range(4)]
+    for i, p in enumerate(people):
+        view = await env.store.join("r", p.client, None, None, lane="vip" if i % 2 else None)
+        p.token = Presented(gen=view.gen, n=view.ticket)
+    views = await batch(env, people)
+    assert [v.lane for v in views] == ["main", "vip", "main", "vip"]
+    assert [v.position for v in views] == [1, 1, 2, 2]  # each within its lane
+    assert views == await one_by_one(people)
+
+
 async def test_the_batch_marks_each_holder_seen(stores: Env) -> None:
     env = stores
     await env.room(ratePerMinute=0, **QUIET)

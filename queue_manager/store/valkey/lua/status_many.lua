@@ -21,7 +21,7 @@ for i = A + 1, #ARGV, 7 do
     view.ls = tonumber(redis.call('ZSCORE', K.line, I(t.n)))
   end
   if t ~= nil then  -- only what a view renders (codec.visitor_view): the reply stays small
-    view.t = {n = t.n, s = t.s, r = t.r, j = t.j, ru = t.ru, pa = t.pa}
+    view.t = {n = t.n, s = t.s, r = t.r, j = t.j, ru = t.ru, pa = t.pa, ln = t.ln}
   end
   views[#views + 1] = view
 end
