@@ -356,12 +356,12 @@ class ValkeyStore:
             flat = [arg for ask in asks for arg in ask]
             reply, events = await runner.run("join_many", room_id, now, always(flat), refs=True, refs_need=len(asks))
             replies = reply["js"] if reply["k"] == "ok" else [reply] * len(asks)
+        gen = int(reply["gen"])
 
         async def finish() -> list[VisitorView | BaseException]:
             try:
                 await self._commit(events)
             except BaseException as exc:
-                gen = int(reply["gen"])
                 for r in replies:
                     if r["k"] == "ok" and r.get("new"):
                         if r.get("t") is not None:
@@ -371,7 +371,7 @@ class ValkeyStore:
                 raise
             finally:
                 self._notify({e.room for e in events})
-            gen, cfg = int(reply["gen"]), runner.configs.required(room_id).cfg
+            cfg = runner.configs.required(room_id).cfg
             return [refusal(r) if r["k"] == "err" else codec.visitor_view(room_id, gen, cfg, r, *now) for r in replies]
 
         return finish
