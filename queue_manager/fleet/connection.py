@@ -93,6 +93,7 @@ class FleetConnection:
             writer=settings.instance_id,
             presence_mark_sec=settings.presence_mark_sec,
             full_records=settings.ticket_records == "full",
+            local_polls=True,  # a waiting visitor's polls from this instance's replica of the line
         )
         self.redis = self.store.redis
         # the fleet's own keys: one hash tag on a cluster (keys.fleet_prefix), the rooms spread by theirs

@@ -20,7 +20,17 @@ from queue_manager.store.valkey import ValkeyStore
 from queue_manager.store.valkey.fenwick import LineIndex
 from queue_manager.store.valkey.live import LiveLines, Seen
 
-from .conftest import CLUSTER_URL, Env, RecordingJournal, Visitor, cluster_client, make_valkey, prefixed, valkey_client
+from .conftest import (
+    CLUSTER_URL,
+    TARGET,
+    Env,
+    RecordingJournal,
+    Visitor,
+    cluster_client,
+    make_valkey,
+    prefixed,
+    valkey_client,
+)
 
 QUIET: dict[str, Any] = {"presenceSec": None, "queueMaxPerIp": None}
 
@@ -248,6 +258,39 @@ async def test_answered_frames_write_nothing_but_batched_presence_marks(env: Env
         await asyncio.sleep(0.05)
     for p in people:
         assert (await env.describe(p))["lastSeenSecAgo"] == 0.0
+
+
+async def test_polls_are_answered_from_the_replica_after_their_first_store_read(env: Env) -> None:
+    store: ValkeyStore = env.store
+    store.local_polls = True
+    live = store.lines
+    await env.room(ratePerMinute=0, **QUIET)
+    people = [env.visitor() for _ in range(10)]
+    for p in people:
+        await p.join()
+    first = [await store.status("r", p.client, p.token) for p in people]  # each a store read, kept
+    assert [v.position for v in first] == list(range(1, 11)) and live.polls_local == 0
+    await until(lambda: "r" in live.replicas and live.replicas["r"].synced, "the replica, opened by the polls")
+    # the two ahead are sent to the back: the others move up, their polls answered here as the store would
+    for p in people[:2]:
+        await store.eject("r", str(p.n))
+    truth = await in_sync(live, people[2:])
+    polled = [await store.status("r", p.client, p.token) for p in people[2:]]
+    assert live.polls_local == 8
+    assert polled == truth and [v.position for v in polled] == list(range(1, 9))
+    # the same ticket from another client: the store answers (and nothing local is kept for it)
+    stranger = env.visitor()
+    other = await store.status("r", stranger.client, people[5].token)
+    assert (live.polls_local == 8 and other.state != "waiting") or other.position is None
+    # promoted: the feed says its place left the line, so the store answers with the pass
+    await store.upsert_room({"id": "r", "targetUrl": TARGET, "ratePerMinute": 60, **QUIET})
+    env.clock.advance(2)
+    await store.tick()
+    views = await in_sync(live, people[2:])
+    assert views[0].state == "passed"
+    before = live.polls_local
+    passed = await store.status("r", people[2].client, people[2].token)
+    assert passed.state == "passed" and live.polls_local == before
 
 
 async def test_each_room_is_followed_on_its_own_master(env: Env) -> None:

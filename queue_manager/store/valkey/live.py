@@ -1,11 +1,12 @@
 """The live streams' reads on a Valkey store: a waiting visitor's frame from this instance's replica of the
 line when it can be, from the store (``status_many``) when not.
 
-Each room with streams in this process has a ``LineReplica`` (replica.py), followed on the room's line feed
-(a sharded pub/sub channel, keys.py ``lf``) by one subscription per process and loaded from a snapshot when
-it starts, on a gap in the feed, on a new generation and after a reconnect. A stream's store read leaves a
-``Seen`` (its view, the ticket's line sequence, the feed sequence and config version read at); its next
-frames are answered here while
+Each room with streams in this process, or polled here within POLL_IDLE_SEC, has a ``LineReplica``
+(replica.py), followed on the room's line feed (a sharded pub/sub channel, keys.py ``lf``) by one
+subscription per process (on a cluster, a connection per master holding such a room) and loaded from a
+snapshot when it starts, on a gap in the feed, on a new generation and after a reconnect. A stream's
+store read leaves a ``Seen`` (its view, the ticket's line sequence, the feed sequence and config version
+read at); its next frames are answered here while
 
 - the replica is in sync, of the same generation, and has applied at least that feed sequence,
 - the ticket is still in the line (its line sequence present),
@@ -15,6 +16,9 @@ frames are answered here while
 
 Anything else reads the store, which knows what a replica does not (a ticket promoted, left, ejected). A
 frame answered here is the store's view with the replica's position (and its ETA): nothing is written.
+A poll (``/api/status``, ``poll``) is answered the same way from the ``Seen`` its ticket's last store read
+here left (kept for the last POLL_MEMOS tickets polled), when it presents the same ticket from the same
+client (address, fingerprints and cookie all equal).
 The presence marks those frames would have written go in one batched call per room (lua/seen.lua) at most
 every ``mark_every`` seconds per ticket (at most a quarter of the room's presence window). Far back in a
 long line (position > FAR_POSITION) a visitor's frame changes at most every FAR_EVERY seconds.
@@ -25,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +47,8 @@ FAR_POSITION = 1000  # beyond this place in line a visitor's frame changes at mo
 FAR_EVERY = 5.0
 MARKS_PER_CALL = 1000  # tickets one seen.lua call marks
 BEHIND_SEC = 2.0  # a replica behind what a store read saw for this long reads a new snapshot (a lost message)
+POLL_MEMOS = 50_000  # the tickets whose last poll's Seen is kept (about 1 KB each), the least recent dropped
+POLL_IDLE_SEC = 60.0  # a room polled (and without streams) keeps its replica this long after its last poll
 POLL_SEC = 0.1  # how long the follower waits for a message before it looks at its rooms again
 RETRY_SEC = 1.0  # after a lost subscription or a failed snapshot
 
@@ -77,6 +84,12 @@ class LiveLines:
         #: a test's hook: a feed message for which it answers True is dropped (as if lost on the way)
         self.drop: Callable[[str, bytes], bool] | None = None
         self.snapshots = 0  # snapshots read (a replica started or resynchronised)
+        self.polls_local = 0  # polls answered here (the rest read the store)
+        self.poll_memos = POLL_MEMOS
+        # (room, gen, ticket) -> the client that polled it and what its last store read here saw
+        self._polled: OrderedDict[tuple[str, int, int], tuple[ClientId, Seen]] = OrderedDict()
+        self._streamed: set[str] = set()  # rooms with streams in this process
+        self._poll_rooms: dict[str, float] = {}  # room -> when it was last polled (loop time)
         self._channels: dict[bytes, str] = {}
         self._subscribed: set[bytes] = set()
         self._follower: asyncio.Task[None] | None = None
@@ -86,6 +99,10 @@ class LiveLines:
 
     def open(self, room_id: str) -> None:
         """This process has streams of ``room_id``: follow its line."""
+        self._streamed.add(room_id)
+        self._follow_room(room_id)
+
+    def _follow_room(self, room_id: str) -> None:
         if room_id not in self.replicas:
             replica = self.replicas[room_id] = LineReplica()
             channel = self.store.line_channel(room_id)
@@ -96,7 +113,12 @@ class LiveLines:
             self._follower = asyncio.get_running_loop().create_task(self._follow())
 
     def close(self, room_id: str) -> None:
-        """No stream of ``room_id`` is left here: its replica goes."""
+        """No stream of ``room_id`` is left here: its replica goes (once nobody polls it either)."""
+        self._streamed.discard(room_id)
+        if room_id not in self._poll_rooms:
+            self._drop(room_id)
+
+    def _drop(self, room_id: str) -> None:
         if self.replicas.pop(room_id, None) is not None:
             self._channels.pop(self.store.line_channel(room_id), None)
 
@@ -169,6 +191,55 @@ class LiveLines:
             memo.quiet_until = now + FAR_EVERY
         return True, shown
 
+    # ------------------------------------------------------------------ polls
+
+    def poll(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView | None:
+        """A poll's view from the replica (the ticket's last store read here, its position now), or None:
+        the store must answer (nothing kept of this ticket and client, or something but the position may
+        have changed)."""
+        if presented is None or presented.n is None:
+            return None
+        key = (room_id, presented.gen, presented.n)
+        kept = self._polled.get(key)
+        if kept is None or kept[0] != client:
+            return None
+        now = asyncio.get_running_loop().time()
+        self._poll_rooms[room_id] = now
+        memo = kept[1]
+        answered, view = self.local(room_id, memo, now)
+        if not answered:
+            return None
+        self._polled.move_to_end(key)
+        self.polls_local += 1
+        return view if view is not None else memo.view
+
+    async def poll_read(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView:
+        """A poll read from the store (status_many, one ask), its Seen kept for the ticket's next polls."""
+        ((view, memo),) = await self.read(room_id, [(client, presented)])
+        if isinstance(memo, Seen) and memo.lseq is not None and memo.n is not None:
+            self._poll_rooms[room_id] = asyncio.get_running_loop().time()
+            self._follow_room(room_id)
+            key = (room_id, memo.gen, memo.n)
+            self._polled[key] = (client, memo)
+            self._polled.move_to_end(key)
+            while len(self._polled) > self.poll_memos:
+                self._polled.popitem(last=False)
+        return view
+
+    def _idle_polls(self, now: float) -> None:
+        """Rooms nobody polled within POLL_IDLE_SEC: their tickets' memos go, and their replicas unless
+        streams follow them."""
+        idle = [room for room, at in self._poll_rooms.items() if now - at > POLL_IDLE_SEC]
+        if not idle:
+            return
+        for room_id in idle:
+            del self._poll_rooms[room_id]
+            if room_id not in self._streamed:
+                self._drop(room_id)
+        gone = set(idle)
+        for key in [k for k in self._polled if k[0] in gone]:
+            del self._polled[key]
+
     # ------------------------------------------------------------------ following the feeds
 
     async def _follow(self) -> None:
@@ -199,6 +270,7 @@ class LiveLines:
                     if now - last_marks >= 1.0:
                         last_marks = now
                         self._send_marks()
+                        self._idle_polls(now)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -100,6 +100,7 @@ class ValkeyStore:
         presence_mark_sec: float = 10.0,
         full_records: bool = False,
         draw_chunk: int = DRAW_CHUNK,
+        local_polls: bool = False,
     ) -> None:
         if isinstance(redis, str):
             self._redis: Redis = open_client(redis)  # waits for a free connection; hiredis packs
@@ -138,6 +139,8 @@ class ValkeyStore:
         self._listeners: list[ChangeListener] = []
         # the live streams' reads: waiting visitors' frames from this process's replicas of the lines
         self.lines = LiveLines(self, mark_every=presence_mark_sec)
+        # a waiting visitor's poll (status) from the replica too, after its first store read here (live.py)
+        self.local_polls = local_polls
         # a room's joins that arrive while one of its join calls is on its way go together in the next
         self._joins: JoinBatches[list[str], VisitorView] = JoinBatches(self._join_call)
 
@@ -377,6 +380,11 @@ class ValkeyStore:
         return finish
 
     async def status(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView:
+        if self.local_polls and presented is not None and presented.n is not None:
+            view = self.lines.poll(room_id, client, presented)
+            if view is not None:
+                return view
+            return await self.lines.poll_read(room_id, client, presented)
         runner = self._runner
         now = await runner.now()
         args = [*client_args(client), *presented_args(presented)]
