@@ -1313,6 +1313,10 @@ def main() -> None:
             from prequeue_draw import phase_draw
 
             phase_draw(results)
+        if "polls" in PHASES:
+            from polls import phase_polls
+
+            phase_polls(results)
         if "cluster" in PHASES:
             from cluster import phase_cluster
 

@@ -1,5 +1,5 @@
 """Joins of one room that arrive together: on Valkey those waiting behind the room's join call in flight go
-in one call (store/valkey/joins.py, lua/join_many.lua). Both stores answer them alike: every visitor
+in one call (store/valkey/batches.py, lua/join_many.lua). Both stores answer them alike: every visitor
 joins, in the order they asked, each with their own answer or refusal; a batch whose journal commit fails
 is taken back whole.
 """

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from queue_manager.clock import FakeClock
+from queue_manager.engine.errors import EngineError
 from queue_manager.engine.view import VisitorView
+from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey import ValkeyStore
 from queue_manager.store.valkey.fenwick import LineIndex
 from queue_manager.store.valkey.live import LiveLines, Seen
@@ -291,6 +293,77 @@ async def test_polls_are_answered_from_the_replica_after_their_first_store_read(
     before = live.polls_local
     passed = await store.status("r", people[2].client, people[2].token)
     assert passed.state == "passed" and live.polls_local == before
+
+
+async def _room_keys(env: Env, room_id: str = "r") -> list[bytes]:
+    assert env.redis is not None
+    return [k async for k in env.redis.scan_iter(match=f"{env.prefix}{{{room_id}}}:*", count=1000)]
+
+
+async def test_a_poll_is_answered_here_only_while_valkey_holds_the_room_where_the_replica_is(env: Env) -> None:
+    """Before a poll is answered from the replica, Valkey is asked (after the poll arrived) whether the room
+    is still there, of the replica's generation, not fenced and not behind the replica: a room being
+    rebuilt, rolled back to an older copy or lost is answered by the store (503 until it is rebuilt)."""
+    store: ValkeyStore = env.store
+    redis = env.redis
+    assert redis is not None
+    store.local_polls = True
+    live = store.lines
+    await env.room(ratePerMinute=0, **QUIET)
+    people = [env.visitor() for _ in range(6)]
+    for p in people:
+        await p.join()
+    for p in people:
+        await store.status("r", p.client, p.token)
+    await until(lambda: "r" in live.replicas and live.replicas["r"].synced, "the replica, opened by the polls")
+    await in_sync(live, people)
+    assert [(await store.status("r", p.client, p.token)).position for p in people] == list(range(1, 7))
+    assert live.polls_local == 6
+    # polls that arrive together share one read of the room's head
+    heads = live.heads
+    together = await asyncio.gather(*(store.status("r", p.client, p.token) for p in people))
+    assert [v.position for v in together] == list(range(1, 7))
+    assert live.polls_local == 12 and 0 < live.heads - heads < 6
+
+    # being rebuilt (fenced): the store answers, refusing
+    fence = f"{env.prefix}{{r}}:fence".encode()
+    await redis.set(fence, "1")
+    with pytest.raises(StoreUnavailable):
+        await store.status("r", people[0].client, people[0].token)
+    assert live.polls_local == 12
+    await redis.delete(fence)
+    assert (await store.status("r", people[0].client, people[0].token)).position == 1
+    assert live.polls_local == 13
+
+    # rolled back: Valkey restored from a copy older than what the replica applied
+    saved = {k: await redis.dump(k) for k in await _room_keys(env)}
+    late = [env.visitor() for _ in range(3)]
+    for p in late:
+        await p.join()
+    await in_sync(live, people)
+    assert (await store.status("r", people[1].client, people[1].token)).position == 2
+    assert live.polls_local == 14
+    for k in await _room_keys(env):
+        if k not in saved:
+            await redis.delete(k)
+    for k, value in saved.items():
+        if value is not None:
+            await redis.restore(k, 0, value, replace=True)
+    truth = (await store.status_many("r", [(people[1].client, people[1].token)]))[0]
+    assert await store.status("r", people[1].client, people[1].token) == truth
+    assert live.polls_local == 14
+    # the replica, ahead of Valkey, loaded the restored line anew; then it answers again
+    _, restored_lf, _ = await store.room_head("r")
+    replica = live.replicas["r"]
+    await until(lambda: replica.synced and replica.lf == restored_lf, "the replica reloaded from the older copy")
+    assert await store.status("r", people[1].client, people[1].token) == truth
+    assert live.polls_local == 15
+
+    # lost: every key of the room gone; the store answers (no such room), never the replica
+    await redis.delete(*await _room_keys(env))
+    with pytest.raises(EngineError):
+        await store.status("r", people[2].client, people[2].token)
+    assert live.polls_local == 15
 
 
 async def test_each_room_is_followed_on_its_own_master(env: Env) -> None:

@@ -37,7 +37,7 @@ from queue_manager.store.valkey.client import cluster_url
 from queue_manager.store.valkey.lane import ValkeyLane
 
 # where a command's key is, for the commands the store sends on its lane (others: the cluster client)
-_KEY_AT = {"EVALSHA": 3, "EVAL": 3, "HGET": 1}
+_KEY_AT = {"EVALSHA": 3, "EVAL": 3, "HGET": 1, "HMGET": 1, "EXISTS": 1}
 # error replies that mean "not here, not now": the command did not run, the cluster client follows them
 _REDIRECTS = (rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError)
 

@@ -18,7 +18,11 @@ Anything else reads the store, which knows what a replica does not (a ticket pro
 frame answered here is the store's view with the replica's position (and its ETA): nothing is written.
 A poll (``/api/status``, ``poll``) is answered the same way from the ``Seen`` its ticket's last store read
 here left (kept for the last POLL_MEMOS tickets polled), when it presents the same ticket from the same
-client (address, fingerprints and cookie all equal).
+client (address, fingerprints and cookie all equal), and once Valkey has said, in a read made after the
+poll arrived, that the room is still where the replica is (``room_head``: there, of the replica's
+generation, not fenced, its feed not behind the replica's). A room lost from Valkey, rolled back or being
+rebuilt is so answered by the store, as before (503 ``storage_unavailable`` until it is rebuilt). The
+polls of a room that arrive while such a read is out share the next one (batches.py).
 The presence marks those frames would have written go in one batched call per room (lua/seen.lua) at most
 every ``mark_every`` seconds per ticket (at most a quarter of the room's presence window). Far back in a
 long line (position > FAR_POSITION) a visitor's frame changes at most every FAR_EVERY seconds.
@@ -30,12 +34,13 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from queue_manager.engine.model import ClientId
 from queue_manager.engine.view import VisitorView, eta_sec
 from queue_manager.engine.visitor import Presented
+from queue_manager.store.valkey.batches import RoomBatches
 from queue_manager.store.valkey.replica import LineReplica
 
 if TYPE_CHECKING:
@@ -48,6 +53,7 @@ FAR_EVERY = 5.0
 MARKS_PER_CALL = 1000  # tickets one seen.lua call marks
 BEHIND_SEC = 2.0  # a replica behind what a store read saw for this long reads a new snapshot (a lost message)
 POLL_MEMOS = 50_000  # the tickets whose last poll's Seen is kept (about 1 KB each), the least recent dropped
+HEADS_BATCH = 100_000  # polls that wait for one read of the room's head (all of them, in practice)
 POLL_IDLE_SEC = 60.0  # a room polled (and without streams) keeps its replica this long after its last poll
 POLL_SEC = 0.1  # how long the follower waits for a message before it looks at its rooms again
 RETRY_SEC = 1.0  # after a lost subscription or a failed snapshot
@@ -85,6 +91,9 @@ class LiveLines:
         self.drop: Callable[[str, bytes], bool] | None = None
         self.snapshots = 0  # snapshots read (a replica started or resynchronised)
         self.polls_local = 0  # polls answered here (the rest read the store)
+        self.heads = 0  # the reads of a polled room's head in Valkey (one for the polls that wait together)
+        # a polled room's head in Valkey, read once for every poll that arrived while the last read was out
+        self._heads: RoomBatches[tuple[LineReplica, int, int], bool] = RoomBatches(self._head_call, batch=HEADS_BATCH)
         self.poll_memos = POLL_MEMOS
         # (room, gen, ticket) -> the client that polled it and what its last store read here saw
         self._polled: OrderedDict[tuple[str, int, int], tuple[ClientId, Seen]] = OrderedDict()
@@ -130,6 +139,7 @@ class LiveLines:
             with contextlib.suppress(BaseException):
                 await t
         self._follower = None
+        await self._heads.stop()
 
     # ------------------------------------------------------------------ reads
 
@@ -193,25 +203,52 @@ class LiveLines:
 
     # ------------------------------------------------------------------ polls
 
-    def poll(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView | None:
+    async def poll(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView | None:
         """A poll's view from the replica (the ticket's last store read here, its position now), or None:
-        the store must answer (nothing kept of this ticket and client, or something but the position may
-        have changed)."""
+        the store must answer (nothing kept of this ticket and client, something but the position may
+        have changed, or the room is not in Valkey where the replica is: lost, rolled back, fenced)."""
         if presented is None or presented.n is None:
             return None
         key = (room_id, presented.gen, presented.n)
         kept = self._polled.get(key)
         if kept is None or kept[0] != client:
             return None
-        now = asyncio.get_running_loop().time()
-        self._poll_rooms[room_id] = now
+        replica = self.replicas.get(room_id)
+        if replica is None or not replica.synced:
+            return None
         memo = kept[1]
-        answered, view = self.local(room_id, memo, now)
+        loop = asyncio.get_running_loop()
+        self._poll_rooms[room_id] = loop.time()
+        if memo.lseq is None or not replica.holds(memo.gen, memo.lf, memo.cv, memo.lseq):
+            return None
+        if not await self._heads.join(room_id, (replica, replica.gen, replica.lf)):
+            return None
+        answered, view = self.local(room_id, memo, loop.time())
         if not answered:
             return None
         self._polled.move_to_end(key)
         self.polls_local += 1
         return view if view is not None else memo.view
+
+    async def _head_call(
+        self, room_id: str, asks: list[tuple[LineReplica, int, int]]
+    ) -> Callable[[], Awaitable[list[bool | BaseException]]]:
+        """Whether the room in Valkey is where each ask's replica was when it asked: there, of that
+        generation, not fenced, its feed sequence not behind the replica's. Valkey's feed sequence only
+        grows, so one behind what a replica applied means the room was rolled back (restored from an
+        older copy): that replica loads a new snapshot."""
+        gen, lf, fenced = await self.store.room_head(room_id)
+        answers: list[bool | BaseException] = []
+        for replica, at_gen, at_lf in asks:
+            if gen == at_gen and lf < at_lf and self.replicas.get(room_id) is replica:
+                replica.unsync()
+            answers.append(gen == at_gen and lf >= at_lf and not fenced)
+        self.heads += 1
+
+        async def finish() -> list[bool | BaseException]:
+            return answers
+
+        return finish
 
     async def poll_read(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView:
         """A poll read from the store (status_many, one ask), its Seen kept for the ticket's next polls."""

@@ -7,6 +7,7 @@ its end is ``runner.py`` (on ``calls.py``), config changes are ``writes.py``, th
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -36,6 +37,7 @@ from queue_manager.store.valkey.arguments import (
     text,
     to_json,
 )
+from queue_manager.store.valkey.batches import RoomBatches
 from queue_manager.store.valkey.breaker import Breaker
 from queue_manager.store.valkey.calls import Reply, ScriptCalls
 from queue_manager.store.valkey.client import is_cluster, open_client
@@ -43,7 +45,6 @@ from queue_manager.store.valkey.clock import SharedClock
 from queue_manager.store.valkey.cluster_lane import ClusterLanes
 from queue_manager.store.valkey.configs import ConfigCopy
 from queue_manager.store.valkey.errors import RoomFenced, translate
-from queue_manager.store.valkey.joins import JoinBatches
 from queue_manager.store.valkey.keys import DEFAULT_PREFIX, ROOM_KEYS, room_key
 from queue_manager.store.valkey.lane import ValkeyLane
 from queue_manager.store.valkey.live import LiveLines
@@ -54,7 +55,7 @@ from queue_manager.store.valkey.snapshot import export_document, import_payload
 from queue_manager.store.valkey.takebacks import TakeBacks
 from queue_manager.store.valkey.writes import ConfigWrites
 
-#: what commits a join call's events and gives each of its asks its answer (joins.py)
+#: what commits a join call's events and gives each of its asks its answer (batches.py)
 JoinFinish = Callable[[], Awaitable[list[VisitorView | BaseException]]]
 
 log = logging.getLogger("queue_manager.store.valkey")
@@ -62,6 +63,8 @@ log = logging.getLogger("queue_manager.store.valkey")
 CONFIG_FRESH_SEC = 2.0  # room_policy / room_exists answer from the config copy confirmed this recently
 
 LINE_FEED = ROOM_KEYS.index("lf")  # the line feed channel's place among a script's keys
+STATE = ROOM_KEYS.index("st")
+FENCE = ROOM_KEYS.index("fence")
 
 
 class Journal(Protocol):
@@ -142,7 +145,7 @@ class ValkeyStore:
         # a waiting visitor's poll (status) from the replica too, after its first store read here (live.py)
         self.local_polls = local_polls
         # a room's joins that arrive while one of its join calls is on its way go together in the next
-        self._joins: JoinBatches[list[str], VisitorView] = JoinBatches(self._join_call)
+        self._joins: RoomBatches[list[str], VisitorView] = RoomBatches(self._join_call)
 
     @property
     def redis(self) -> Redis:
@@ -348,7 +351,7 @@ class ValkeyStore:
 
     async def _join_call(self, room_id: str, asks: list[list[str]]) -> JoinFinish:
         """One call for the joins ``asks`` (each join.lua's arguments): join.lua for one, join_many.lua for
-        more (joins.py). Returns what commits the call's events and gives each ask its answer; a new place
+        more (batches.py). Returns what commits the call's events and gives each ask its answer; a new place
         whose commit failed is taken back."""
         runner = self._runner
         now = await runner.now()
@@ -381,7 +384,7 @@ class ValkeyStore:
 
     async def status(self, room_id: str, client: ClientId, presented: Presented | None) -> VisitorView:
         if self.local_polls and presented is not None and presented.n is not None:
-            view = self.lines.poll(room_id, client, presented)
+            view = await self.lines.poll(room_id, client, presented)
             if view is not None:
                 return view
             return await self.lines.poll_read(room_id, client, presented)
@@ -429,6 +432,25 @@ class ValkeyStore:
     async def mark_seen(self, room_id: str, gen: int, numbers: Sequence[int]) -> None:
         """Mark the waiting tickets ``numbers`` (of generation ``gen``) seen now, in one call (lua/seen.lua)."""
         await self._runner.once("seen", room_id, [str(gen), *map(str, numbers)])
+
+    async def room_head(self, room_id: str) -> tuple[int | None, int, bool]:
+        """The room's generation (None: no such room in Valkey), line feed sequence and whether it is fenced
+        (being rebuilt), read at one instant in one round trip (two plain commands in the room's slot)."""
+        keys = self._calls.room_keys(room_id)
+        st, fence = keys[STATE], keys[FENCE]
+        lane = self._calls.lane
+        with translate(room_id, self.breaker):
+            if lane is not None:
+                head, fenced = await asyncio.gather(
+                    lane.execute("HMGET", st, "gen", "lfs"), lane.execute("EXISTS", fence)
+                )
+            else:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    pipe.hmget(st, "gen", "lfs")
+                    pipe.exists(fence)
+                    head, fenced = await pipe.execute()
+        gen, lfs = head
+        return (None if gen is None else int(gen)), int(lfs or 0), bool(fenced)
 
     def line_channel(self, room_id: str) -> bytes:
         """The room's line feed channel (keys.py, lf)."""

@@ -1,17 +1,21 @@
-"""The joins of a room in this process, one script call at a time: those that arrive while a call of the
-room is on its way wait for it and go together in the next (``lua/join_many.lua``), up to JOIN_BATCH.
+"""A room's calls in this process one at a time: the asks that arrive while a call of the room is on its
+way wait for it and go together in the next, up to the batch size.
 
-A room's joins all run on its one Valkey core, and about half of what each call costs there is paid by
-every call whatever it does (the room loaded, the prelude's closures defined, the deadlines swept:
-docs/benchmarks.md, "What a script call costs before its own work"). So under load a call that joins
-many visitors costs the room's core about half as much per visitor. Alone, a join goes as it arrives
-(``join.lua``): no waiting is added when the room is quiet.
+Joins (``ValkeyStore.join``, ``lua/join_many.lua``, up to JOIN_BATCH): a room's joins all run on its one
+Valkey core, and about half of what each call costs there is paid by every call whatever it does (the room
+loaded, the prelude's closures defined, the deadlines swept: docs/benchmarks.md, "What a script call costs
+before its own work"). So under load a call that joins many visitors costs the room's core about half as
+much per visitor. Alone, a join goes as it arrives (``join.lua``): no waiting is added when the room is
+quiet. The order stays first come, first served: the asks wait in arrival order and the script joins them
+in that order, so a join answered before another was asked for is ahead of it, as with one call each.
 
-The order stays first come, first served: the asks wait in arrival order and the script joins them in
-that order, so a join answered before another was asked for is ahead of it, as with one call each.
+Polls answered from the replica (``live.py``): the question whether the room is still where the replica
+is, one for every poll that arrived while the last one was on its way; an ask never shares a call made
+before it arrived.
+
 Each ask gets its own answer (its view, or its refusal); a failure of the call as a whole (Valkey
-unreachable, the journal's commit failed) is every ask's. The commit of one call's events and the
-answers go on while the next call of the room is made.
+unreachable, the journal's commit failed) is every ask's. The answers of one call (for joins, after the
+commit of its events) go on while the next call of the room is made.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-JOIN_BATCH = 32  # the asks one call takes at most (the rest wait for the next)
+JOIN_BATCH = 32  # the joins one call takes at most (the rest wait for the next)
 
 Ask = TypeVar("Ask")
 Answer = TypeVar("Answer")
@@ -33,7 +37,7 @@ class _Room(Generic[Ask, Answer]):
     running: bool = False
 
 
-class JoinBatches(Generic[Ask, Answer]):
+class RoomBatches(Generic[Ask, Answer]):
     """``call(room_id, asks)`` makes one call for ``asks`` and returns a coroutine that commits and gives
     each ask's answer (an Answer, or the exception it is refused with), in order."""
 
