@@ -16,7 +16,9 @@ from queue_manager.engine.model import ClientId
 # a bounced claim whose grace ran out is kept (docs/events.md). Events stamped lv 1 still replay.
 # 3: the room change that schedules a drop carries its committed ``seed``, and the draw's order is
 # qm-draw-v1 of it (a draw without a committed seed carries its own). lv 1 and 2 still replay.
-EVENT_LOG_VERSION = 3
+# 4: prequeue.draw names how many were drawn (``count``) from which ticket number (``first``), no longer the
+# order and the numbers: the order is qm-draw-v1 of the seed and the pre-queue replayed. lv 1-3 still replay.
+EVENT_LOG_VERSION = 4
 
 # Every type this build writes (and can replay).
 EVENT_TYPES = frozenset(

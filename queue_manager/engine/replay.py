@@ -49,6 +49,7 @@ from typing import Any
 from queue_manager.clock import Clock
 from queue_manager.engine.brand import resolve_logo
 from queue_manager.engine.draw import SEED_BYTES
+from queue_manager.engine.drop import draw_order, draw_seed
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import EVENT_LOG_VERSION, VOID_TYPE, Event
 from queue_manager.engine.minute import MINUTE_MS, last_minute
@@ -371,14 +372,29 @@ def _lane(data: Mapping[str, Any]) -> str | None:
 
 def _prequeue_draw(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     room = ctx.room
-    order = [str(h) for h in data["order"]]
-    if len(order) != len(room.prequeue) or set(order) != set(room.prequeue):
-        raise _Inconsistent("the drawn order is not the pre-queue")
     first = room.next_n
     seed = data.get("seed")
-    room.apply_draw(order, seed=None if seed is None else _seed(seed))
-    if [int(n) for n in data["tickets"]] != list(range(first, room.next_n)):
-        raise _Inconsistent(f"draw minted {first}..{room.next_n - 1}, the journal says {data['tickets']}")
+    fresh = None if seed is None else _seed(seed)  # a draw without a committed seed carries its own
+    if "order" in data:  # lv 1-3: the event lists the order and the numbers
+        order = [str(h) for h in data["order"]]
+        if len(order) != len(room.prequeue) or set(order) != set(room.prequeue):
+            raise _Inconsistent("the drawn order is not the pre-queue")
+        room.apply_draw(order, seed=fresh)
+        if [int(n) for n in data["tickets"]] != list(range(first, room.next_n)):
+            raise _Inconsistent(f"draw minted {first}..{room.next_n - 1}, the journal says {data['tickets']}")
+        return
+    count, at = int(data["count"]), int(data["first"])
+    if count != len(room.prequeue) or at != first:
+        raise _Inconsistent(
+            f"the draw names {count} from {at}, the pre-queue holds {len(room.prequeue)} and numbering is at {first}"
+        )
+    if fresh is None:
+        seed_used, made = draw_seed(room)
+        if made:
+            raise _Inconsistent("a draw without a seed, and none committed")
+    else:
+        seed_used = fresh
+    room.apply_draw(draw_order(room.prequeue.values(), seed_used), seed=fresh)
 
 
 def _promote(ctx: _Ctx, data: Mapping[str, Any]) -> None:

@@ -319,10 +319,12 @@ class Room:
             record = self.draw_record = DrawRecord(seed, now, self.cfg.opens_at_ms)
         if record is not None:  # (none: a journal written before draws were committed)
             record.drawn = Drawn(handles, groups, list(order), now, numbers[0] if numbers else self.next_n)
+        # the order is qm-draw-v1 of the seed and the pre-queue, both in the journal: the event names its size
+        first = numbers[0] if numbers else self.next_n
         if seed is not None:
-            self.emit("prequeue.draw", order=order, tickets=numbers, seed=seed.hex())
+            self.emit("prequeue.draw", count=len(numbers), first=first, seed=seed.hex())
         else:
-            self.emit("prequeue.draw", order=order, tickets=numbers)
+            self.emit("prequeue.draw", count=len(numbers), first=first)
 
     def promote(self, t: Ticket, *, slot: bool, now: int) -> None:
         """A waiting ticket gets its pass (holding a capacity slot when ``slot``); the pass expires

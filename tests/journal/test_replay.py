@@ -394,3 +394,24 @@ def test_rebuilt_passed_instants_are_the_journaled_ones_whatever_the_instances_c
     for n, (passed, waited, joined) in sorted(rebuilt.items()):
         assert passed == promoted.get(n), (n, passed, promoted.get(n))
         assert waited == (None if passed is None else max(0, passed - joined)), n
+
+
+def test_a_draw_replays_from_its_count_and_a_journal_of_lv_3_from_its_order():
+    """A draw's event names its count and first number (lv 4): the rebuild draws the same order from the
+    seed and the pre-queue. An lv 3 event, with the order and the numbers, still replays; a count or first
+    number the rebuilt room does not have fences it."""
+    run = _run([("schedule", 1), ("join", 0, None), ("join", 1, None), ("join", 2, None), ("wait", 2000)])
+    (draw,) = [e for e in run.events if e.type == "prequeue.draw"]
+    assert draw.data == {"count": 3, "first": 1} and draw.lv == EVENT_LOG_VERSION
+    room = replay(run.events, clock_copy(run.clock))
+    assert room.drawn == run.room.drawn and list(room.line) == list(run.room.line)
+    order = sorted(run.room.drawn, key=run.room.drawn.__getitem__)
+    older = [
+        dataclasses.replace(e, data={"order": order, "tickets": [1, 2, 3]}, lv=3) if e is draw else e
+        for e in run.events
+    ]
+    assert replay(older, clock_copy(run.clock)).drawn == run.room.drawn
+    for wrong in ({"count": 2, "first": 1}, {"count": 3, "first": 2}):
+        events = [dataclasses.replace(e, data=wrong) if e is draw else e for e in run.events]
+        with pytest.raises(ReplayFenced):
+            replay(events, clock_copy(run.clock))

@@ -869,12 +869,15 @@ async def test_pre_queue_draw_and_its_cap(stores: Env) -> None:
     assert positions == [1, 2, 3, 4, 5, 6]
     draws = [e for e in env.events() if e.type == "prequeue.draw"]
     assert len(draws) == 1
-    assert sorted(draws[0].data["order"]) == sorted(p.token.handle for p in people)  # type: ignore[union-attr]
-    assert draws[0].data["tickets"] == [1, 2, 3, 4, 5, 6]
+    assert draws[0].data == {"count": 6, "first": 1}
+    record = (await env.store.draw_state("r")).record
+    assert record is not None and record.drawn is not None
+    order = record.drawn.order
+    assert sorted(order) == sorted(p.token.handle for p in people)  # type: ignore[union-attr]
+    assert record.drawn.first_ticket == 1
     stats = await env.stats()
     assert stats["joinsTotal"] == 6 and stats["waiting"] == 6 and stats["preQueue"] == 0
     # the draw is round robin: every identity's first entry before anybody's second
-    order = draws[0].data["order"]
     owner = {p.token.handle: p.client.ident for p in people}  # type: ignore[union-attr]
     assert len({owner[h] for h in order[:3]}) == 3
 
@@ -958,7 +961,7 @@ async def test_a_drop_commits_a_seed_and_its_draw_is_qm_draw_v1_of_it(stores: En
     assert drawn.order == draw_rules.draw_order(seed, handles, groups)
     assert (drawn.at_ms, drawn.first_ticket) == (env.clock.wall_ms(), 1)
     draws = [e for e in env.events() if e.type == "prequeue.draw"]
-    assert [e.data for e in draws] == [{"order": drawn.order, "tickets": list(range(1, 8))}]
+    assert [e.data for e in draws] == [{"count": 7, "first": 1}]  # the order: qm-draw-v1 of the seed and the pre-queue
     for p in people:  # ticket n is the (n - first)-th of the order
         view = await p.status()
         assert view.ticket is not None and drawn.order[view.ticket - 1] == p.token.handle  # type: ignore[union-attr]

@@ -153,8 +153,6 @@ class Equivalence(RuleBasedStateMachine):
         if side == "v":
             if "h" in data:
                 data["h"] = self.map_handle(data["h"])
-            if "order" in data:
-                data["order"] = [self.map_handle(h) for h in data["order"]]
         return {"type": e.type, "room": e.room, "gen": e.gen, "seq": e.seq, "ts": e.ts, "lv": e.lv, "data": data}
 
     def settle_events(self) -> None:

@@ -118,8 +118,10 @@ async def test_pre_queue_seen_mark_carries_into_the_draw(stores: Env) -> None:
     await batch(env, [polled])
     env.clock.advance(40)
     await env.store.tick()
-    (draw,) = [e for e in env.events() if e.type == "prequeue.draw"]
-    ticket_of = dict(zip(draw.data["order"], draw.data["tickets"], strict=True))
+    assert [e.data for e in env.events() if e.type == "prequeue.draw"] == [{"count": 2, "first": 1}]
+    record = (await env.store.draw_state("r")).record
+    assert record is not None and record.drawn is not None
+    ticket_of = {h: record.drawn.first_ticket + i for i, h in enumerate(record.drawn.order)}
     ages = [(await env.describe(ticket_of[p.token.handle]))["lastSeenSecAgo"] for p in (polled, quiet)]  # type: ignore[union-attr]
     assert ages == [40.0, 60.0]
 

@@ -1,6 +1,8 @@
 """A large drop's draw on the Valkey store goes in over several calls (``draw_chunk`` entries each), so
 Valkey serves everyone else between them; nobody sees a half-drawn line and nobody is minted between
-two parts. The answers and the journal are those of the same draw applied at once."""
+two parts. The answers and the journal are those of the same draw applied at once. Before it is applied,
+its order, Refs and record are put in place in parts (``DRAW_STAGE`` entries each, lua/draw_stage.lua)
+by the caller that claimed it, so no call carries the whole draw."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from queue_manager.engine.randomness import SeededRandom
 from queue_manager.engine.visitor import Presented
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey import ValkeyStore
-from queue_manager.store.valkey.draws import draw_args
+from queue_manager.store.valkey import runner as runner_module
+from queue_manager.store.valkey.draws import draw_plan
 from queue_manager.store.valkey.keys import room_key
 
 from .conftest import TARGET, RecordingJournal, make_valkey
@@ -61,14 +64,19 @@ async def _begin_in_parts(store: ValkeyStore) -> dict[str, Any]:
     assert asked["k"] == "draw" and asked["paged"] and asked["count"] == PEOPLE and len(asked["entries"]) == 4
     asked["entries"] = await runner._draw_pages("r", now, asked)
     assert asked["entries"] is not None and len(asked["entries"]) == PEOPLE
+    plan = draw_plan(store.rng, "r", asked)
+    assert await runner._draw_stage("r", now, str(asked["claim"]), plan)
     reply: dict[str, Any] = await store._calls.eval(
-        "stats", "r", [*runner.header(now, "*", draw_args(store.rng, "r", asked)), "draw"]
+        "stats", "r", [*runner.header(now, "*", plan.staged_args()), "draw"]
     )
     return reply
 
 
-async def test_a_draw_in_parts_answers_as_the_draw_at_once(valkey: tuple[Redis, str]) -> None:
+async def test_a_draw_in_parts_answers_as_the_draw_at_once(
+    valkey: tuple[Redis, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     redis, prefix = valkey
+    monkeypatch.setattr(runner_module, "DRAW_STAGE", 6)  # put in place in five parts, then applied
     seen: dict[int, Any] = {}
     for chunk in (2000, 4):  # at once, then in parts of four
         part_prefix = f"{prefix}{chunk}:"
@@ -83,8 +91,8 @@ async def test_a_draw_in_parts_answers_as_the_draw_at_once(valkey: tuple[Redis, 
             for i, view in enumerate(views):  # ticket n is the n-th of the order
                 assert drawn.order[view.ticket - 1] == held[i].handle  # type: ignore[operator]
             draws = [e.data for e in journal.events if e.type == "prequeue.draw"]
-            assert draws == [{"order": drawn.order, "tickets": list(range(1, PEOPLE + 1))}]
-            keys = [room_key(part_prefix, "r", k) for k in ("dq", "dr")]
+            assert draws == [{"count": PEOPLE, "first": 1}]
+            keys = [room_key(part_prefix, "r", k) for k in ("dq", "dr", "drs")]
             assert await redis.exists(*keys) == 0
             for field in ("dro", "drn", "dcl"):  # nothing of the parts or of the claim is left
                 assert await redis.hget(room_key(part_prefix, "r", "st"), field) in (None, b"")
@@ -105,7 +113,7 @@ async def test_between_two_parts_nobody_is_minted_and_the_room_is_not_exported(v
         assert await redis.llen(room_key(prefix, "r", "dq")) == PEOPLE
         assert await redis.zcard(room_key(prefix, "r", "line")) == 4
         draws = [data for typ, _seq, _ts, data in reply["ev"] if typ == "prequeue.draw"]
-        assert [d["tickets"] for d in draws] == [list(range(1, PEOPLE + 1))]  # the whole draw, with its first part
+        assert draws == [{"count": PEOPLE, "first": 1}]  # the whole draw, with its first part
         with pytest.raises(StoreUnavailable):
             await store.export_room("r")
         late = await store.join("r", ClientId(ident="203.0.113.9", fp=b"late", cookie=b"late"), None, None)
@@ -164,5 +172,60 @@ async def test_one_caller_reads_a_large_pre_queue_the_others_wait_for_it(valkey:
         clock.advance(11)  # that claimer never came back either: a store call claims, reads and draws
         view = await store.status("r", person(0), held[0])
         assert view.ticket is not None
+    finally:
+        await store.close()
+
+
+async def test_a_draw_is_put_in_place_only_by_its_claimer_and_only_for_the_pre_queue_it_read(
+    valkey: tuple[Redis, str],
+) -> None:
+    redis, prefix = valkey
+    store, clock, _journal, held = await _filled(redis, prefix, 4)
+    try:
+        runner = store._runner
+        now = await runner.now()
+        asked = await store._calls.eval("stats", "r", [*runner.header(now, "*"), "draw"])
+        asked["entries"] = await runner._draw_pages("r", now, asked)
+        plan = draw_plan(store.rng, "r", asked)
+        dq, dr, drs = (room_key(prefix, "r", k) for k in ("dq", "dr", "drs"))
+
+        async def stage(offset: int, claim: str = str(asked["claim"]), ver: str = plan.ver) -> str:
+            handles, refs = plan.order[offset : offset + 5], plan.refs[offset : offset + 5]
+            args = [*runner.header(now, "*"), ver, claim, str(offset), "piece", str(len(handles)), *handles, *refs]
+            reply = await store._calls.eval("draw_stage", "r", args)
+            return str(reply["k"])
+
+        assert await stage(0, claim="c1") == "restage"  # not the claim
+        assert await stage(0, ver="0:0:1:") == "restage"  # not the pre-queue it read
+        assert await redis.exists(dq, dr, drs) == 0
+        assert await stage(0) == "staged" and await stage(5) == "staged"
+        assert await stage(15) == "restage"  # a part must follow the last one put
+        assert await redis.llen(dq) == 10 and await redis.get(drs) == b"piecepiece"
+        assert [h.decode() for h in await redis.lrange(dr, 0, -1)] == plan.refs[:10]
+        # an apply naming a count that is not the pre-queue's (not every part in) applies nothing
+        header = runner.header(now, "*", (plan.ver, "", '{"n": 10}'))
+        assert (await store._calls.eval("stats", "r", [*header, "draw"]))["k"] == "drawwait"
+        assert (
+            await redis.zcard(room_key(prefix, "r", "line")) == 0
+            and await redis.hlen(room_key(prefix, "r", "pq")) == PEOPLE
+        )
+        # the claimer went away; the next one starts over: its first part clears what was left
+        clock.advance(11)
+        later = await runner.now()
+        taken = await store._calls.eval("stats", "r", [*runner.header(later, "*"), "draw"])
+        assert taken["k"] == "draw" and taken["claim"] != asked["claim"]
+        now = later
+        assert await stage(0, claim=str(taken["claim"])) == "staged"
+        assert await redis.llen(dq) == 5 and await redis.get(drs) == b"piece"
+        # that claimer went away too; a store call claims, reads, puts in place and applies: everyone drawn,
+        # nothing left of the parts
+        clock.advance(11)
+        view = await store.status("r", person(0), held[0])
+        assert view.ticket is not None
+        tickets = [(await store.status("r", person(i), held[i])).ticket for i in range(PEOPLE)]
+        assert sorted(t for t in tickets if t is not None) == list(range(1, PEOPLE + 1))
+        assert await redis.exists(dq, dr, drs) == 0
+        record = (await store.draw_state("r")).record
+        assert record is not None and record.drawn is not None and len(record.drawn.order) == PEOPLE
     finally:
         await store.close()

@@ -129,7 +129,8 @@ def test_the_draw_is_recorded_as_an_event_with_its_order(drop, visitor, engine, 
     engine.tick()
     draws = [e for e in engine.drain_events() if e.type == "prequeue.draw"]
     assert len(draws) == 1
-    order, tickets = draws[0].data["order"], draws[0].data["tickets"]
+    assert draws[0].data == {"count": len(people), "first": 1}
+    order, tickets = drop.draw_record.drawn.order, list(range(1, len(people) + 1))
     assert sorted(order) == sorted(p.token.handle for p in people)
     assert list(drop.line) == tickets
     assert [drop.drawn[h] for h in order] == tickets

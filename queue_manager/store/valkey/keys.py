@@ -57,8 +57,11 @@ ob      zset   the outbox: every event a script minted, until the journal holds 
 ll      zset   the lanes' lines of a room with lanes (engine/lanes.py; not the connection lane of
                lane.py): member n, score = lane index × 2^40 + line sequence, so each lane is a score
                range in the line's order (ZCOUNT up to a place is its position in its lane)
-dq/dr   list   a large draw being applied in parts (lua/prelude.lua ``draw_step``): the drawn handles in
-               order and their Refs; gone once the last part is in (st ``dro`` / ``drn``: applied / all)
+dq/dr   list   a large draw, put there in parts by the caller that claimed it (lua/draw_stage.lua), then
+               applied in parts (lua/prelude.lua ``draw_step``): the drawn handles in order and their Refs;
+               gone once the last part is in (st ``dro`` / ``drn``: applied / all)
+drs     str    that draw's record (the JSON kept as ``draw``'s res), put there in parts beside dq/dr and
+               moved into ``draw`` when the draw is applied
 lf      chan   the line feed (a sharded pub/sub channel, never a key): one message per script call that
                changed the waiting line, the generation or the config: "<gen> <lfs> <cv> <op>…", lfs (st)
                the room's feed sequence, each op "+<lseq>" (joined the line), "-<lseq>" (left it) or "c"
@@ -164,6 +167,7 @@ ROOM_KEYS: tuple[str, ...] = (
     "ll",
     "dq",
     "dr",
+    "drs",
     "lf",
     *ARCHIVE_KEYS,
 )

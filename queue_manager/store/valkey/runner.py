@@ -23,7 +23,7 @@ from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey.calls import Reply, ScriptCalls
 from queue_manager.store.valkey.clock import SharedClock
 from queue_manager.store.valkey.configs import ConfigCopies, ConfigCopy
-from queue_manager.store.valkey.draws import draw_args
+from queue_manager.store.valkey.draws import DrawPlan, draw_plan
 from queue_manager.store.valkey.errors import translate
 from queue_manager.store.valkey.refs import RefWindows
 
@@ -33,6 +33,9 @@ MAX_ATTEMPTS = 50  # draws, config refreshes, Ref windows, sweep budgets: each c
 # Pre-queue entries one script call puts in line (40–70 µs of Valkey each): a larger draw is applied
 # in parts, so Valkey serves every other room and client between them (lua/prelude.lua draw_step).
 DRAW_CHUNK = 1000
+# Entries of a large draw one draw_stage.lua call puts in place (their handles, Refs and a piece of the
+# record: about 20 ms of Valkey), so the call that applies the draw carries none of it.
+DRAW_STAGE = 20_000
 DRAW_WAIT_SEC = 0.02  # between two asks while another caller reads a large pre-queue for the draw
 DRAW_WAIT_MAX_SEC = 60.0  # past it the operation is answered as unavailable (the draw goes on)
 
@@ -174,7 +177,13 @@ class RoomRunner:
                         draw = (str(reply["claim"]), "", "")
                         continue
                     reply["entries"] = pages
-                draw = draw_args(self.rng, room_id, reply)
+                plan = draw_plan(self.rng, room_id, reply)
+                if not reply.get("paged"):
+                    draw = plan.args()
+                elif await self._draw_stage(room_id, now, str(reply["claim"]), plan):
+                    draw = plan.staged_args()
+                else:  # the claim or the pre-queue moved while it was put in place: ask again, as the claimer
+                    draw = (str(reply["claim"]), "", "")
             elif kind == "refs":
                 self.refs.missed(room_id, reply)
             elif kind not in ("cfg", "again", "more"):
@@ -196,6 +205,19 @@ class RoomRunner:
                 return None
             entries.extend(got)
         return entries
+
+    async def _draw_stage(self, room_id: str, now: tuple[int, int], claim: str, plan: DrawPlan) -> bool:
+        """A large draw put in place part by part (draw_stage.lua) for the call that applies it; False when
+        a part was refused (the claim lapsed, or the pre-queue changed)."""
+        for offset, piece, handles, refs in plan.parts(DRAW_STAGE):
+            reply = await self.calls.eval(
+                "draw_stage",
+                room_id,
+                [*self.header(now, "*"), plan.ver, claim, str(offset), piece, str(len(handles)), *handles, *refs],
+            )
+            if reply["k"] != "staged":
+                return False
+        return True
 
     async def read_config(self, room_id: str, rule_stats: bool = False) -> tuple[ConfigCopy | None, Reply]:
         """The room's config (None: no such room), confirmed or brought by one small call."""

@@ -45,6 +45,7 @@ OPERATIONS = (
     "revoke",
     "export",
     "draw_page",
+    "draw_stage",
     "import",
     "cfg",
 )

@@ -955,12 +955,22 @@ local function draw_ready()
   if DRAW_VER == '' or DRAW_VER ~= draw_version() then
     return false
   end
-  -- DRAW_ORDER is kept as the record, never decoded here; DRAW_REFS carries what applying needs
+  -- DRAW_ORDER is kept as the record, never decoded here; DRAW_REFS carries what applying needs: the
+  -- order and its Refs (o, r), or for a large draw how many of them draw_stage.lua put in K.dq / K.dr
+  -- (n), its record waiting in K.drs
   local d = cjson.decode(DRAW_REFS)
-  if #d.o ~= redis.call('HLEN', K.pq) then
+  local count = redis.call('HLEN', K.pq)
+  if d.n ~= nil then
+    if d.n ~= count or redis.call('LLEN', K.dq) ~= count or redis.call('LLEN', K.dr) ~= count then
+      return false
+    end
+    DRAW = {count = count, seed = opt(d.s), com = opt(d.c)}
+    return true
+  end
+  if #d.o ~= count then
     return false
   end
-  DRAW = {order = d.o, refs = d.r, seed = opt(d.s), com = opt(d.c)}
+  DRAW = {order = d.o, refs = d.r, count = count, seed = opt(d.s), com = opt(d.c)}
   return true
 end
 
@@ -1017,17 +1027,16 @@ local function draw_step()
   end
 end
 
+-- The event names how many were drawn from which ticket number on, not the order: the order is
+-- qm-draw-v1 of the seed and the pre-queue the journal holds, so a replay computes it again
+-- (engine/replay.py), and a large draw's event stays a few bytes.
 local function apply_draw()  -- apply_draw: the record and the event at once; the entries at once or in parts
   local order = DRAW.order
   local first = S.next
-  local tickets = {}
-  for i = 1, #order do
-    tickets[i] = first + i - 1
-  end
   redis.call('DEL', K.ppi)
   S.pqver = (S.pqver or 0) + 1
   S.dcl = nil  -- the claim of the caller that read the pre-queue, if it was large
-  local ev = {order = order, tickets = tickets}
+  local ev = {count = DRAW.count, first = first}
   if DRAW.seed ~= nil then  -- no seed was committed: the draw's own, published with it
     local opens = ''
     if S.c_opens ~= nil then
@@ -1037,17 +1046,20 @@ local function apply_draw()  -- apply_draw: the record and the event at once; th
     redis.call('HSET', K.draw, 'seed', DRAW.seed, 'com', DRAW.com, 'at', I(NOW_WALL), 'opens', opens, 'prev', '')
     ev.seed = DRAW.seed
   end
+  local record = DRAW_ORDER
+  if order == nil then  -- staged: the record waits in K.drs
+    record = redis.call('GET', K.drs) or ''
+    redis.call('DEL', K.drs)
+  end
   if redis.call('EXISTS', K.draw) == 1 then
-    redis.call('HSET', K.draw, 'res', DRAW_ORDER, 'dat', I(NOW_WALL), 'first', I(first))
+    redis.call('HSET', K.draw, 'res', record, 'dat', I(NOW_WALL), 'first', I(first))
   end
   emit('prequeue.draw', ev)
-  if #order <= DRAW_CHUNK then
-    draw_entries_into_line(order, DRAW.refs)
-  else
-    chunked('RPUSH', K.dq, order, 512)
-    chunked('RPUSH', K.dr, DRAW.refs, 512)
-    S.dro, S.drn = 0, #order
+  if order == nil then  -- staged in K.dq / K.dr (a large draw): applied in parts from there
+    S.dro, S.drn = 0, DRAW.count
     draw_step()
+  else
+    draw_entries_into_line(order, DRAW.refs)
   end
   DRAW = nil
 end
