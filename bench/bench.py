@@ -1313,6 +1313,10 @@ def main() -> None:
             from prequeue_draw import phase_draw
 
             phase_draw(results)
+        if "rebuild" in PHASES:
+            from rebuild import phase_rebuild
+
+            phase_rebuild(results)
         if "polls" in PHASES:
             from polls import phase_polls
 

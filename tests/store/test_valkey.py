@@ -28,6 +28,7 @@ from queue_manager.engine.visitor import Presented
 from queue_manager.store.base import JournalCommitFailed, StoreUnavailable
 from queue_manager.store.memory import MemoryStore
 from queue_manager.store.valkey import SharedClock, ValkeyStore
+from queue_manager.store.valkey import store as store_module
 from queue_manager.store.valkey.breaker import ValkeyUnreachable
 from queue_manager.store.valkey.errors import RoomFenced, is_unavailable_reply, translate
 from queue_manager.store.valkey.keys import ROOM_KEYS, room_key, rooms_key, script_keys
@@ -739,6 +740,82 @@ async def test_an_import_replaces_the_room_and_lifts_its_fence(one: Any) -> None
     assert not await store._redis.exists(room_key(store.prefix, "cp", "fence"))
     room = await store.get_room("cp")
     assert room["nextTicket"] == doc["next"] and room["waiting"] == len(doc["line"])
+
+
+def _watch_imports(store: ValkeyStore, between: Any = None) -> list[tuple[str, int]]:
+    """Record each import call (its script and the payload's length) and run ``between(calls)`` after
+    each; returns the record."""
+    calls: list[tuple[str, int]] = []
+    once = store._runner.once
+
+    async def watched(name: str, room_id: str, args: Any = (), now: Any = None) -> Any:
+        reply = await once(name, room_id, args, now)
+        if name.startswith("import"):
+            calls.append((name, len(args[-1])))
+            if between is not None:
+                await between(calls)
+        return reply
+
+    store._runner.once = watched  # type: ignore[method-assign]
+    return calls
+
+
+async def test_a_large_checkpoint_is_imported_in_parts_and_fenced_until_the_last(
+    one: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A room too large for one call is imported part by part (``IMPORT_PART`` list elements each), so
+    Valkey never spends one long call on it; until the last part is in, the room answers unavailable."""
+    store, clock, _ = one
+    monkeypatch.setattr(store_module, "IMPORT_PART", 8)
+    engine, _py_clock = _python_room()
+    doc = snapshot.dump(engine.rooms["cp"])
+    fenced_between: list[bool] = []
+
+    async def between(calls: list[tuple[str, int]]) -> None:
+        fence = await store._redis.get(room_key(store.prefix, "cp", "fence"))
+        fenced_between.append(fence is not None)
+        if fence is not None:
+            with pytest.raises(StoreUnavailable):
+                await store.status("cp", client(0), Presented(gen=doc["gen"], n=doc["line"][0]))
+
+    calls = _watch_imports(store, between)
+    clock.advance(12_345)
+    assert await store.import_room(doc) is True
+    names = [name for name, _ in calls]
+    assert names[0] == "import" and set(names[1:]) == {"import_part"} and len(names) > 10
+    assert fenced_between == [True] * (len(names) - 1) + [False]  # fenced by the import until its last part
+    assert _relative(await store.export_room("cp")) == _relative(doc)
+    await store.status("cp", client(0), Presented(gen=doc["gen"], n=doc["line"][0]))
+
+
+async def test_an_import_taken_over_mid_way_leaves_the_room_fenced_for_the_next(
+    one: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another rebuild that begins while an import is in parts clears the room and fences it as its own:
+    the first import's next part is refused (StoreUnavailable), and the room stays fenced until a whole
+    import is in."""
+    store, _clock, _ = one
+    monkeypatch.setattr(store_module, "IMPORT_PART", 8)
+    engine, _py_clock = _python_room()
+    doc = snapshot.dump(engine.rooms["cp"])
+
+    taken: list[bool] = []
+
+    async def taken_over(calls: list[tuple[str, int]]) -> None:
+        if len(calls) == 2 and not taken:
+            taken.append(True)
+            await store._redis.set(room_key(store.prefix, "cp", "fence"), b"import:another")
+
+    calls = _watch_imports(store, taken_over)
+    with pytest.raises(StoreUnavailable):
+        await store.import_room(doc)
+    assert len(calls) == 3 and calls[-1][0] == "import_part"
+    assert await store._redis.get(room_key(store.prefix, "cp", "fence")) == b"import:another"
+    with pytest.raises(StoreUnavailable):
+        await store.get_room("cp")
+    calls.clear()
+    assert await store.import_room(doc) is True  # the next rebuild: a whole import, the fence lifted
+    assert _relative(await store.export_room("cp")) == _relative(doc)
 
 
 # ---------------------------------------------------------------------- ticket records

@@ -19,7 +19,8 @@ cfg     str    the room's config as JSON (``config.store_form``), read by Python
 meta    hash   per room *id*, kept across deletes: gen (last generation), cv (config version
                counter), a0..a2 (the generation archived in arch0..arch2; import.lua never puts an
                archived generation back)
-fence   str    present while the room is being rebuilt from the journal: every script refuses
+fence   str    present while the room is being rebuilt from the journal: every script refuses (``import:<name>``
+               while a large checkpoint is imported in parts, lua/import_part.lua)
 t       hash   live tickets: n -> JSON record (see lua/prelude.lua "Records"): without n (the field)
                and without the fields holding their default (s 'waiting'; pa, ss, sla, st 0)
 line    zset   the waiting line: member n, score = line sequence (ZRANK + 1 is the position)

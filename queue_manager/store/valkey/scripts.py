@@ -9,6 +9,9 @@ functions close over the call's own state, so they cannot live in a FUNCTION lib
 and all of it is garbage for Lua's collector afterwards. So each script carries only the part of
 the prelude it reaches (``trim``): the top-level definitions its own file names, and what those
 name, transitively. A statement that defines nothing is always kept.
+
+Scripts remove keys with ``UNLINK``: gone at once for every reader, a large key's memory reclaimed by
+Valkey's background thread rather than inside the call.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ OPERATIONS = (
     "draw_page",
     "draw_stage",
     "import",
+    "import_part",
     "cfg",
 )
 

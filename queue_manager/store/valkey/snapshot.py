@@ -334,3 +334,29 @@ def codec_keys() -> tuple[str, ...]:
         "sl",
         "bn",
     )
+
+
+SINGLES = frozenset({"ps", "ss", "sl", "bn"})  # sets: one element a member (the others: field/value, score/member)
+
+
+def import_parts(payload: dict[str, Any], size: int) -> list[dict[str, Any]]:
+    """``payload`` (``import_payload``'s) cut into parts of about ``size`` list elements, in the order of
+    ``codec_keys``; the first carries ``st``, ``cfg`` and ``gen`` too. Pairs (a hash's field and value, a
+    sorted set's score and member) are never cut apart. One part when the whole fits."""
+    head = {k: v for k, v in payload.items() if k not in codec_keys()}
+    parts: list[dict[str, Any]] = [dict(head)]
+    room = size
+    for name in codec_keys():
+        items: list[str] = payload.get(name) or []
+        step = 1 if name in SINGLES else 2
+        at = 0
+        while at < len(items):
+            if room < step:
+                parts.append({})
+                room = size
+            take = max(step, room - room % step)
+            chunk = items[at : at + take]
+            parts[-1].setdefault(name, []).extend(chunk)
+            room -= len(chunk)
+            at += len(chunk)
+    return parts

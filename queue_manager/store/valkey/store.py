@@ -51,7 +51,7 @@ from queue_manager.store.valkey.live import LiveLines
 from queue_manager.store.valkey.refusals import refusal
 from queue_manager.store.valkey.registry import RoomRegistry
 from queue_manager.store.valkey.runner import DRAW_CHUNK, RoomRunner, events_of
-from queue_manager.store.valkey.snapshot import export_document, import_payload
+from queue_manager.store.valkey.snapshot import export_document, import_parts, import_payload
 from queue_manager.store.valkey.takebacks import TakeBacks
 from queue_manager.store.valkey.writes import ConfigWrites
 
@@ -62,6 +62,9 @@ log = logging.getLogger("queue_manager.store.valkey")
 
 CONFIG_FRESH_SEC = 2.0  # room_policy / room_exists answer from the config copy confirmed this recently
 
+# list elements of a checkpoint one import call writes (about 10,000 tickets: ~60 ms of Valkey); a larger
+# room is imported in parts, fenced until the last
+IMPORT_PART = 20_000
 LINE_FEED = ROOM_KEYS.index("lf")  # the line feed channel's place among a script's keys
 STATE = ROOM_KEYS.index("st")
 FENCE = ROOM_KEYS.index("fence")
@@ -699,16 +702,28 @@ class ValkeyStore:
         return export_document(room_id, await self._runner.once("export", room_id))
 
     async def import_room(self, snapshot: dict[str, Any]) -> bool:
-        """Replace the room's live state with ``snapshot`` atomically (and lift its fence). False, and
-        nothing changed, when this Valkey has seen the snapshot's generation deleted (a rebuild that read
-        the journal before the deletion landed must not bring the room back)."""
+        """Replace the room's live state with ``snapshot`` (and lift its fence): at once, or for a large
+        room in parts of IMPORT_PART list elements, the room fenced (503) until the last is in, so no
+        call keeps Valkey from everyone else for long. False, and nothing changed, when this Valkey has
+        seen the snapshot's generation deleted (a rebuild that read the journal before the deletion
+        landed must not bring the room back). A part refused (another rebuild began, the room was
+        deleted) raises StoreUnavailable: the room stays fenced and is rebuilt again."""
         now = await self._runner.now()
         room_id, payload = import_payload(snapshot, now[0], now[1], full_records=self._runner.full_records)
+        parts = import_parts(payload, IMPORT_PART)
+        token = self.rng.token_hex(8) if len(parts) > 1 else None
         score = await self._registry.register(room_id)
-        reply = await self._runner.once("import", room_id, [room_id, to_json(payload)], now)
+        first = parts[0] if token is None else {**parts[0], "more": token}
+        reply = await self._runner.once("import", room_id, [room_id, to_json(first)], now)
         if reply.get("k") == "deleted":
             await self._registry.unregister(room_id)  # added for the import above; the room is not back
             return False
+        # a large checkpoint: the rest part by part, the room fenced by this import until its last part
+        for i, part in enumerate(parts[1:], start=2):
+            body = {**part, "gen": payload["gen"], "last": i == len(parts)}
+            done = await self._runner.once("import_part", room_id, [str(token), to_json(body)], now)
+            if done.get("k") != "ok":
+                raise StoreUnavailable(f"room {room_id!r}: another rebuild or a deletion took it over mid-import")
         await self._registry.register(room_id, score)
         self._runner.forget(room_id)
         return True

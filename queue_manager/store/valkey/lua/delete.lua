@@ -7,13 +7,13 @@ end
 emit('room.delete', {})
 local slot = S.gen % #ARCH
 local archive = ARCH[slot + 1]
-redis.call('DEL', archive)
+redis.call('UNLINK', archive)
 if redis.call('EXISTS', K.aref) == 1 then
   redis.call('RENAME', K.aref, archive)
 end
 redis.call('HSET', K.meta, 'a' .. I(slot), I(S.gen))
 for _, name in ipairs(LIVE) do
-  redis.call('DEL', K[name])
+  redis.call('UNLINK', K[name])
 end
 outbox(tonumber(S_raw.gen) or 0)
 redis.call('SPUBLISH', K.lf, 'x')  -- every replica of the line starts over (keys.py, lf)

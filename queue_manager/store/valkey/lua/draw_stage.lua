@@ -15,7 +15,7 @@ if S.dro ~= nil or S.dcl == nil or 'c' .. I(S.dcl) ~= claim or draw_version() ~=
   return cjson.encode({k = 'restage'})
 end
 if offset == 0 then
-  redis.call('DEL', K.dq, K.dr, K.drs)
+  redis.call('UNLINK', K.dq, K.dr, K.drs)
 end
 if redis.call('LLEN', K.dq) ~= offset then
   return cjson.encode({k = 'restage'})

@@ -20,6 +20,6 @@ for _, n in ipairs(sorted) do
     finish(t, 'flushed')
   end
 end
-redis.call('DEL', K.ps, K.ss, K.sl, K.bn, K.hp, K.hs, K.he)
+redis.call('UNLINK', K.ps, K.ss, K.sl, K.bn, K.hp, K.hs, K.he)
 emit('flush', {count = #sorted})
 return done({k = 'ok', count = #sorted})

@@ -899,7 +899,7 @@ local function commit_draw(seed, com)  -- commit_draw (after set_config: c_opens
       prev = cur[3] .. ',' .. prev
     end
   end
-  redis.call('DEL', K.draw)
+  redis.call('UNLINK', K.draw)
   local opens = ''
   if S.c_opens ~= nil then
     opens = I(S.c_opens)
@@ -1020,7 +1020,7 @@ local function draw_step()
   local rs = redis.call('LRANGE', K.dr, from, upto - 1)
   draw_entries_into_line(hs, rs)
   if upto >= S.drn then
-    redis.call('DEL', K.dq, K.dr)
+    redis.call('UNLINK', K.dq, K.dr)
     S.dro, S.drn = nil, nil
   else
     S.dro = upto
@@ -1033,7 +1033,7 @@ end
 local function apply_draw()  -- apply_draw: the record and the event at once; the entries at once or in parts
   local order = DRAW.order
   local first = S.next
-  redis.call('DEL', K.ppi)
+  redis.call('UNLINK', K.ppi)
   S.pqver = (S.pqver or 0) + 1
   S.dcl = nil  -- the claim of the caller that read the pre-queue, if it was large
   local ev = {count = DRAW.count, first = first}
@@ -1042,14 +1042,14 @@ local function apply_draw()  -- apply_draw: the record and the event at once; th
     if S.c_opens ~= nil then
       opens = I(S.c_opens)
     end
-    redis.call('DEL', K.draw)
+    redis.call('UNLINK', K.draw)
     redis.call('HSET', K.draw, 'seed', DRAW.seed, 'com', DRAW.com, 'at', I(NOW_WALL), 'opens', opens, 'prev', '')
     ev.seed = DRAW.seed
   end
   local record = DRAW_ORDER
   if order == nil then  -- staged: the record waits in K.drs
     record = redis.call('GET', K.drs) or ''
-    redis.call('DEL', K.drs)
+    redis.call('UNLINK', K.drs)
   end
   if redis.call('EXISTS', K.draw) == 1 then
     redis.call('HSET', K.draw, 'res', record, 'dat', I(NOW_WALL), 'first', I(first))
@@ -1199,6 +1199,30 @@ end
 -- ------------------------------------------------------------------ begin / done
 
 local CFG_OUT = false
+
+-- What import.lua and import_part.lua write of a checkpoint's payload (snapshot.py import_parts): each
+-- hash, sorted set and set it carries, added to (a first part found them cleared).
+local IMPORT_HASHES = {'t', 'pi', 'fin', 'refs', 'aref', 'pq', 'ppi', 'drawn', 'draw'}
+local IMPORT_ZSETS = {'line', 'hp', 'hs', 'he', 'fo', 'pqo', 'ph', 'll'}
+local IMPORT_SETS = {'ps', 'ss', 'sl', 'bn'}
+
+local function import_lists(p)
+  for _, name in ipairs(IMPORT_HASHES) do
+    if p[name] ~= nil and #p[name] > 0 then
+      chunked('HSET', K[name], p[name], 400)
+    end
+  end
+  for _, name in ipairs(IMPORT_ZSETS) do
+    if p[name] ~= nil and #p[name] > 0 then
+      chunked('ZADD', K[name], p[name], 400)
+    end
+  end
+  for _, name in ipairs(IMPORT_SETS) do
+    if p[name] ~= nil and #p[name] > 0 then
+      chunked('SADD', K[name], p[name], 400)
+    end
+  end
+end
 
 local function flush()
   if WAITS_N > 0 then
@@ -1448,7 +1472,7 @@ end
 
 local function regroup_lanes()  -- Room.regroup_lanes: the lanes changed
   LANES = nil
-  redis.call('DEL', K.ll)
+  redis.call('UNLINK', K.ll)
   S.lc = nil
   local L = lanes()
   local fallback = nil

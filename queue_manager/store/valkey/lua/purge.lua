@@ -7,7 +7,7 @@ if not advance() then
   return done({k = 'again'})
 end
 local numbers = redis.call('ZRANGE', K.line, 0, -1)
-redis.call('DEL', K.line, K.ll)
+redis.call('UNLINK', K.line, K.ll)
 feed('c')
 for _, m in ipairs(numbers) do
   local t = getT(tonumber(m))
@@ -15,7 +15,7 @@ for _, m in ipairs(numbers) do
     finish(t, 'purged')
   end
 end
-redis.call('DEL', K.pi)
+redis.call('UNLINK', K.pi)
 local handles = redis.call('ZRANGE', K.pqo, 0, -1)
 for _, h in ipairs(handles) do
   S.phseq = (S.phseq or 0) + 1
@@ -28,7 +28,7 @@ end
 if #handles > 0 then
   S.pqver = (S.pqver or 0) + 1
 end
-redis.call('DEL', K.pq, K.pqo, K.ppi)
+redis.call('UNLINK', K.pq, K.pqo, K.ppi)
 local count = #numbers + #handles
 emit('purge', {count = count})
 return done({k = 'ok', count = count})

@@ -15,7 +15,7 @@ if mode == 'create' then
     return cjson.encode({k = 'conflict'})
   end
   for _, name in ipairs(LIVE) do
-    redis.call('DEL', K[name])
+    redis.call('UNLINK', K[name])
   end
   S.gen = redis.call('HINCRBY', K.meta, 'gen', 1)
   S.cv = redis.call('HINCRBY', K.meta, 'cv', 1)
@@ -63,7 +63,7 @@ local old_stats = {}
 for j = 1, #old, 2 do
   old_stats[tonumber(old[j])] = old[j + 1]
 end
-redis.call('DEL', K.rst)
+redis.call('UNLINK', K.rst)
 for j, oi in ipairs(rule_map) do
   if oi >= 0 and old_stats[oi] ~= nil then
     redis.call('HSET', K.rst, I(j - 1), old_stats[oi])
