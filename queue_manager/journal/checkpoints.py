@@ -20,12 +20,10 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import orjson
-
 from queue_manager.engine.events import Event
 from queue_manager.engine.replay import ReplayDeleted, ReplayFenced, fold
 from queue_manager.journal.database import Database
-from queue_manager.journal.reader import JournalReader
+from queue_manager.journal.reader import SNAPSHOT_TIMEOUT_SEC, JournalReader, pack_snapshot
 
 log = logging.getLogger("queue_manager.journal")
 
@@ -68,8 +66,8 @@ class Checkpoints:
         room, gen, seq = str(snapshot["room"]), int(snapshot["gen"]), int(snapshot["seq"])
         rows = await self.reader.fetch(
             f"""WITH ins AS (
-                    INSERT INTO {self._s}.room_snapshots (room, gen, seq, snapshot)
-                    VALUES ($1, $2, $3, $4::text::jsonb) ON CONFLICT DO NOTHING RETURNING 1
+                    INSERT INTO {self._s}.room_snapshots (room, gen, seq, packed)
+                    VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING 1
                 ), old AS (
                     DELETE FROM {self._s}.room_snapshots
                     WHERE room = $1 AND gen = $2 AND seq < $3 AND seq NOT IN (
@@ -81,8 +79,9 @@ class Checkpoints:
             room,
             gen,
             seq,
-            orjson.dumps(snapshot).decode(),
+            await pack_snapshot(snapshot),
             SNAPSHOTS_KEPT - 1,
+            within_sec=SNAPSHOT_TIMEOUT_SEC,
         )
         return bool(rows[0]["inserted"])
 

@@ -10,7 +10,8 @@ Tables (all in ``schema``, default ``qm``):
 ``events``          the journal: one row per event, primary key (room, gen, seq), so a replay or a
                     spool drain never applies one twice (inserts use ON CONFLICT DO NOTHING).
                     ``ident`` is the client address of a join (the guide: the journal records it).
-``room_snapshots``  checkpoints (format v1 of docs/events.md), primary key (room, gen, seq).
+``room_snapshots``  checkpoints (format v1 of docs/events.md), primary key (room, gen, seq); ``packed``
+                    holds the document's JSON zlib-compressed (``snapshot``, jsonb, the older ones).
 ``rooms``           the current definition of every room id, kept in step by the room.* events in
                     the same statement that journals them; read to build the inline host index
                     while Valkey is down. ``seq`` orders updates, so an older event never
@@ -253,6 +254,16 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 room        text    PRIMARY KEY,
                 salt        bytea   NOT NULL
             )""",
+        ],
+    ),
+    (
+        10,
+        "room_snapshots.packed",
+        [
+            # a checkpoint's JSON, zlib-compressed: a room of a million waiting tickets is a 319 MB document,
+            # past jsonb's 256 MB limit, and 16 MB packed; ``snapshot`` stays for checkpoints written before
+            "ALTER TABLE {s}.room_snapshots ADD COLUMN IF NOT EXISTS packed bytea",
+            "ALTER TABLE {s}.room_snapshots ALTER COLUMN snapshot DROP NOT NULL",
         ],
     ),
 ]

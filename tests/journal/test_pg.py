@@ -7,8 +7,10 @@ import asyncio
 import copy
 import random
 import socket
+import zlib
 from typing import Any
 
+import orjson
 import pytest
 
 from queue_manager.clock import FakeClock
@@ -335,6 +337,32 @@ async def test_snapshots_save_and_load(journal, pg, schema):
     assert await journal.latest_snapshot("r", 2) is None and await journal.latest_snapshot("x") is None
     kept = [r["seq"] for r in await pg.fetch(f'SELECT seq FROM "{schema}".room_snapshots ORDER BY seq')]
     assert kept == [second["seq"], third["seq"]]  # the newest two of a generation are kept
+
+
+async def test_a_checkpoint_is_stored_compressed_and_one_stored_as_jsonb_before_still_loads(journal, pg, schema):
+    """Checkpoints are kept as zlib-compressed JSON (``packed``): jsonb refuses a document over 256 MB, which a
+    room of a million waiting tickets is. One written before, in the jsonb column, loads as it did."""
+    run = Run()
+    with deterministic():
+        for i in range(4):
+            run.apply(("join", i, None))
+    doc = dump(run.room)
+    assert await journal.save_snapshot(doc)
+    row = await pg.fetchrow(f'SELECT snapshot, packed FROM "{schema}".room_snapshots WHERE seq = $1', doc["seq"])
+    assert row["snapshot"] is None and zlib.decompress(row["packed"]) == orjson.dumps(doc)
+    assert len(row["packed"]) < len(orjson.dumps(doc))
+    assert await journal.latest_snapshot("r", 1) == doc
+    with deterministic():
+        run.apply(("purge",))
+    older = dump(run.room)  # as a build before packed checkpoints stored it
+    await pg.execute(
+        f'INSERT INTO "{schema}".room_snapshots (room, gen, seq, snapshot) VALUES ($1, $2, $3, $4::text::jsonb)',
+        "r",
+        1,
+        older["seq"],
+        orjson.dumps(older).decode(),
+    )
+    assert await journal.latest_snapshot("r", 1) == older
 
 
 async def test_busy_rooms_are_checkpointed_by_one_instance_at_a_time(journal, schema, tmp_path):
