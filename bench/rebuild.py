@@ -1,11 +1,12 @@
 """BENCH_ONLY=rebuild: a room of ``BENCH_REBUILD_TICKETS`` (1,000,000) waiting tickets loaded into Valkey
 from a checkpoint, as a rebuild from the journal loads it (``ValkeyStore.import_room``).
 
-In process: the room is built in the Python engine (each ticket joined, as a replay makes it), dumped as
-a checkpoint, and imported through a ``ValkeyStore`` on ``BENCH_VALKEY_URL`` (its own prefix, deleted
-after). Measured: the checkpoint's size, the import's wall seconds, Valkey's CPU over it, the calls it
-made, and the longest Valkey command meanwhile (SLOWLOG, reset first): the time Valkey answered nobody
-else.
+In process: the room is built in the Python engine (each ticket joined, as a replay makes it), dumped
+as a checkpoint, replayed from it as a rebuild does (``rebuilt``; ``dump(replay(...))`` beside it, the
+room loaded a second time as a rebuild did before), and imported through a ``ValkeyStore`` on
+``BENCH_VALKEY_URL`` (its own prefix, deleted after). Measured: the checkpoint's size, the CPU of the
+two replays, the import's wall seconds, Valkey's CPU over it, the calls it made, and the longest Valkey
+command meanwhile (SLOWLOG, reset first): the time Valkey answered nobody else.
 
     BENCH_VALKEY_PID    the Redis/Valkey process, when more than one runs here
 """
@@ -26,6 +27,7 @@ from bench import TARGET, log, proc_cpu_seconds
 from queue_manager.clock import FakeClock
 from queue_manager.engine.engine import Engine
 from queue_manager.engine.model import ClientId
+from queue_manager.engine.replay import rebuilt, replay
 from queue_manager.engine.snapshot import dump
 from queue_manager.store.valkey import ValkeyStore
 from queue_manager.store.valkey.client import open_client
@@ -83,13 +85,26 @@ async def _import(doc: dict[str, Any], pid: int | None) -> dict[str, Any]:
         await redis.aclose()
 
 
+def _from_checkpoint(doc: dict[str, Any]) -> dict[str, float]:
+    """What a rebuild does with the checkpoint before importing it, timed: ``rebuilt`` (the room replayed
+    from it, as a document) against ``dump(replay(...))`` (the room loaded a second time onto the live
+    clock first, as a rebuild did)."""
+    t0 = time.process_time()
+    rebuilt([], FakeClock(), doc)
+    t1 = time.process_time()
+    dump(replay([], FakeClock(), doc, room_events=[]))
+    t2 = time.process_time()
+    return {"rebuiltCpuSeconds": round(t1 - t0, 2), "replayAndDumpCpuSeconds": round(t2 - t1, 2)}
+
+
 def phase_rebuild(results: dict[str, Any]) -> None:
     _guard()
     pid = int(os.environ["BENCH_VALKEY_PID"]) if os.environ.get("BENCH_VALKEY_PID") else _valkey_pid()
     log(f"rebuild: a checkpoint of {TICKETS} waiting tickets")
     doc = _checkpoint()
     size = len(orjson.dumps(doc))
+    replayed = _from_checkpoint(doc)
     row = asyncio.run(_import(doc, pid))
-    row.update(tickets=TICKETS, checkpointBytes=size)
+    row.update(tickets=TICKETS, checkpointBytes=size, **replayed)
     log(f"rebuild: {row}")
     results["rebuild"] = row

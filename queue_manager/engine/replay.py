@@ -159,6 +159,19 @@ def replay(
     return out
 
 
+def rebuilt(
+    events: Iterable[Event], clock: Clock, base: Mapping[str, Any] | None = None, *, lost_logo: LostLogo | None = None
+) -> dict[str, Any]:
+    """The rebuilt room generation as a checkpoint at the later of its last event and ``clock``'s now: what
+    ``dump(replay(...))`` holds, for a store that loads it (and rebases its instants onto its own clock),
+    without loading the room a second time onto ``clock`` (a room of a million: ~11 s each way)."""
+    room, rclock = _fold(events, base, lost_logo)
+    target = max(rclock.at, clock.wall_ms())
+    rclock.set(target)
+    _accrue(room, target)
+    return dump(room)
+
+
 def fold(
     events: Iterable[Event], base: Mapping[str, Any] | None = None, lost_logo: LostLogo | None = None
 ) -> dict[str, Any]:

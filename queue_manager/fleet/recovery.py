@@ -15,8 +15,7 @@ from typing import Any
 
 from queue_manager.background import stop_if_cancelled
 from queue_manager.config import Settings
-from queue_manager.engine.replay import ReplayDeleted, ReplayFenced, replay
-from queue_manager.engine.snapshot import dump
+from queue_manager.engine.replay import ReplayDeleted, ReplayFenced, rebuilt
 from queue_manager.fleet.connection import FleetConnection, first_words
 from queue_manager.fleet.gapwatch import GapWatch
 from queue_manager.fleet.journal_marks import Ahead, JournalMarks
@@ -160,7 +159,9 @@ class Recovery:
         base = await self.journal.latest_snapshot(room_id, gen)
         events = await self.journal.read_events(room_id, gen, int(base["seq"]) if base else 0)
         try:
-            room = replay(events, self.connection.clock, base, lost_logo=self._lost_logo)
+            # off the event loop, as a checkpoint's fold: a room of a million takes tens of seconds to load
+            # and replay, and this instance's requests and streams go on meanwhile
+            doc = await asyncio.to_thread(rebuilt, events, self.connection.clock, base, lost_logo=self._lost_logo)
         except ReplayDeleted:
             return False
         except ReplayFenced as fenced:
@@ -172,7 +173,7 @@ class Recovery:
             await self.store.fence(room_id)
             return False
         self.unrebuildable.pop(room_id, None)
-        if not await self.store.import_room(dump(room)):
+        if not await self.store.import_room(doc):
             log.info("room %s: not rebuilt, its generation %d was deleted meanwhile", room_id, gen)
             return False
         self.rebuilt_total += 1
@@ -183,7 +184,7 @@ class Recovery:
             "why": why,
             "fromCheckpointSeq": start,
             "events": len(events),
-            "seq": room.event_seq,
+            "seq": int(doc["seq"]),
         }
         log.warning(
             "room %s rebuilt from the journal (%s; generation %d: checkpoint seq %d + %d events)",

@@ -23,9 +23,9 @@ from queue_manager.clock import FakeClock
 from queue_manager.engine import report
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import EVENT_LOG_VERSION, Event
-from queue_manager.engine.replay import HANDLERS, ReplayDeleted, ReplayFenced, fold, replay
+from queue_manager.engine.replay import HANDLERS, ReplayDeleted, ReplayFenced, fold, rebuilt, replay
 from queue_manager.engine.room import TOUCH_EVERY_MS
-from queue_manager.engine.snapshot import dump
+from queue_manager.engine.snapshot import dump, load
 from tests.journal.engine_run import (
     NEEDS,
     Run,
@@ -96,6 +96,20 @@ def test_replay_restores_the_outflow_credit_exactly_when_every_change_lands_on_a
         here = clock_copy(run.clock)
         rebuilt = replay(run.events, here, base=base, room_events=[])
         assert_same_room(rebuilt, run, here, pacing_exact=True, windows=False)
+
+
+@SETTINGS
+@given(room_fields(), ops(max_size=60), st.integers(0, 60))
+def test_a_rebuild_loads_the_same_room_as_a_replay_without_loading_it_twice(fields, script, cut):
+    """``rebuilt`` (what a store's rebuild imports) is the checkpoint of ``replay``'s room: loaded onto the
+    same clock, both are the same room."""
+    run, base = scripted(fields, script, cut)
+    for start in (None, base):
+        here = clock_copy(run.clock)
+        doc = rebuilt(run.events, here, start)
+        live = replay(run.events, clock_copy(run.clock), start, room_events=[])
+        mine, theirs = dump(load(doc, clock_copy(run.clock), [])), dump(load(dump(live), clock_copy(run.clock), []))
+        assert mine == theirs, diff(mine, theirs)
 
 
 @SETTINGS

@@ -709,7 +709,10 @@ class ValkeyStore:
         landed must not bring the room back). A part refused (another rebuild began, the room was
         deleted) raises StoreUnavailable: the room stays fenced and is rebuilt again."""
         now = await self._runner.now()
-        room_id, payload = import_payload(snapshot, now[0], now[1], full_records=self._runner.full_records)
+        # off the event loop: a million tickets' records take seconds to prepare
+        room_id, payload = await asyncio.to_thread(
+            import_payload, snapshot, now[0], now[1], full_records=self._runner.full_records
+        )
         parts = import_parts(payload, IMPORT_PART)
         token = self.rng.token_hex(8) if len(parts) > 1 else None
         score = await self._registry.register(room_id)
