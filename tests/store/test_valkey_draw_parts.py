@@ -1,8 +1,9 @@
-"""A large drop's draw on the Valkey store goes in over several calls (``draw_chunk`` entries each), so
-Valkey serves everyone else between them; nobody sees a half-drawn line and nobody is minted between
-two parts. The answers and the journal are those of the same draw applied at once. Before it is applied,
-its order, Refs and record are put in place in parts (``DRAW_STAGE`` entries each, lua/draw_stage.lua)
-by the caller that claimed it, so no call carries the whole draw."""
+"""A large drop's draw (and a long line's purge) on the Valkey store goes in over several calls
+(``draw_chunk`` entries each), so Valkey serves everyone else between them; nobody sees a half-drawn or
+half-purged line and nobody is minted between two parts. The answers and the journal are those of the
+same change applied at once. Before a draw is applied, its order, Refs and record are put in place in
+parts (``DRAW_STAGE`` entries each, lua/draw_stage.lua) by the caller that claimed it, so no call carries
+the whole draw."""
 
 from __future__ import annotations
 
@@ -229,3 +230,45 @@ async def test_a_draw_is_put_in_place_only_by_its_claimer_and_only_for_the_pre_q
         assert record is not None and record.drawn is not None and len(record.drawn.order) == PEOPLE
     finally:
         await store.close()
+
+
+async def test_a_long_line_is_purged_in_parts_and_answers_as_purged_at_once(valkey: tuple[Redis, str]) -> None:
+    """A purge moves the line aside at once and finishes its tickets ``draw_chunk`` at a time; the next call
+    of the room (any visitor's) applies the parts left before its own work, so nobody sees a half-purged
+    line, and the answers are those of a purge at once (finished records, lookups, the journal)."""
+    redis, prefix = valkey
+    seen: dict[int, Any] = {}
+    for chunk in (2000, 4):
+        part_prefix = f"{prefix}p{chunk}:"
+        clock, journal = FakeClock(), RecordingJournal()
+        store = await make_valkey(redis, part_prefix, clock, journal, draw_chunk=chunk, rng=SeededRandom(7))
+        try:
+            await store.upsert_room(
+                {"id": "r", "targetUrl": TARGET, "ratePerMinute": 60, "presenceSec": None, "queueMaxPerIp": None}
+            )
+            held = []
+            for i in range(PEOPLE):
+                view = await store.join("r", person(i), None, None)
+                held.append(Presented(gen=view.gen, n=view.ticket))
+            clock.advance(3)
+            await store.tick()  # a few promoted: their passes survive the purge
+            assert await store.purge("r") == PEOPLE - 3
+            st = await redis.hgetall(room_key(part_prefix, "r", "st"))
+            pgl = room_key(part_prefix, "r", "pgl")
+            if chunk == 4:  # the first part went in with the purge; the rest waits aside
+                assert st.get(b"pgo") == b"1" and await redis.zcard(pgl) == PEOPLE - 3 - 4
+            assert await redis.zcard(room_key(part_prefix, "r", "line")) == 0
+            views = [await store.status("r", person(i), held[i]) for i in range(PEOPLE)]  # the first drives the rest
+            assert await redis.exists(pgl) == 0
+            assert await redis.hget(room_key(part_prefix, "r", "st"), "pgo") in (None, b"")
+            lookups = [await store.lookup("r", str(n)) for n in range(1, PEOPLE + 1)]
+            seen[chunk] = (
+                [(v.ticket, v.state, v.position) for v in views],
+                [(d["state"], d["reason"]) for d in lookups],
+                [(e.type, e.data) for e in journal.events],
+            )
+            assert [s for _, s, _ in seen[chunk][0]].count("passed") == 3
+            assert [d["reason"] for d in lookups].count("purged") == PEOPLE - 3
+        finally:
+            await store.close()
+    assert seen[4] == seen[2000]

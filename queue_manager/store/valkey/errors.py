@@ -102,8 +102,8 @@ def _map(exc: Exception, room_id: str | None) -> None:
                 raise no_room(room_id or "") from None
             if code == "fenced":
                 raise RoomFenced(f"room {room_id!r} is being rebuilt from the journal") from None
-            if code == "drawing":
-                raise StoreUnavailable(f"room {room_id!r} is applying its drop's draw") from None
+            if code == "parts":
+                raise StoreUnavailable(f"room {room_id!r} is applying a draw or a purge in parts") from None
             raise exc  # pragma: no cover - every QM code is listed above
         if isinstance(exc, _UNAVAILABLE_CLASSES) or is_unavailable_reply(message):
             raise StoreUnavailable(f"valkey: {message.split(chr(10), 1)[0][:200]}") from exc

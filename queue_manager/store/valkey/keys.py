@@ -61,6 +61,8 @@ ll      zset   the lanes' lines of a room with lanes (engine/lanes.py; not the c
 dq/dr   list   a large draw, put there in parts by the caller that claimed it (lua/draw_stage.lua), then
                applied in parts (lua/prelude.lua ``draw_step``): the drawn handles in order and their Refs;
                gone once the last part is in (st ``dro`` / ``drn``: applied / all)
+pgl     zset   a purged line whose tickets are being finished in parts (lua/purge.lua, ``purge_step``): the
+               line as it was (member n, score its line sequence); gone with the last part (st ``pgo``)
 drs     str    that draw's record (the JSON kept as ``draw``'s res), put there in parts beside dq/dr and
                moved into ``draw`` when the draw is applied
 lf      chan   the line feed (a sharded pub/sub channel, never a key): one message per script call that
@@ -169,6 +171,7 @@ ROOM_KEYS: tuple[str, ...] = (
     "dq",
     "dr",
     "drs",
+    "pgl",
     "lf",
     *ARCHIVE_KEYS,
 )

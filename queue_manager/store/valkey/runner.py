@@ -160,7 +160,7 @@ class RoomRunner:
                 next_hint[room_id] = (int(reply["gen"]), int(reply["next"]))
             events.extend(events_of(room_id, reply))
             kind = reply["k"]
-            if kind == "drawing":  # a part of a large draw went in: progress, never counted as contention
+            if kind == "parts":  # a part of a large draw or purge went in: progress, never counted as contention
                 draw = ("", "", "")  # applied: the next calls need not carry it
                 continue
             if kind == "drawwait":  # another caller is reading a large pre-queue for its draw

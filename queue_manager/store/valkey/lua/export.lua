@@ -3,8 +3,8 @@
 if not load_state() then
   return redis.error_reply('QM no_room')
 end
-if S.dro ~= nil then  -- a large draw half applied: no document of it (it would read as a pre-queue still to draw)
-  return redis.error_reply('QM drawing')
+if S.dro ~= nil or S.pgo ~= nil then  -- a large draw or purge half applied: no document of it
+  return redis.error_reply('QM parts')
 end
 return cjson.encode({
   k = 'ok',

@@ -9,8 +9,8 @@ if redis.call('EXISTS', K.fence) == 1 then
   return redis.error_reply('QM fenced')
 end
 local exists = load_state()
-if exists and S.dro ~= nil then  -- a large draw being applied: its next part first (begin does the same)
-  return drawing_reply()
+if exists and parts_pending() then  -- a large draw or purge being applied: its next part first (as begin)
+  return parts_reply()
 end
 if exists then
   if draw_due() then

@@ -104,7 +104,7 @@ end
 local NUMERIC = {
   gen = true, cv = true, next = true, credit = true, last = true, created = true, seq = true,
   lseq = true, joins = true, passes = true, wsum = true, unscoped = true, blocked = true, refused = true, ejected = true, srev = true,
-  pqver = true, pqseq = true, dro = true, drn = true, dcl = true, fseq = true, lfs = true, pseq = true, phseq = true,
+  pqver = true, pqseq = true, dro = true, drn = true, dcl = true, pgo = true, fseq = true, lfs = true, pseq = true, phseq = true,
   c_rate = true, c_maxc = true, c_pttl = true, c_sttl = true, c_smax = true, c_pres = true,
   c_qmax = true, c_pqmax = true, c_wmax = true, c_wsec = true, c_opens = true, c_rules = true,
 }
@@ -868,7 +868,8 @@ local function sweep(now)  -- sweep; false when the budget ran out with more due
 end
 
 local function draw_due()  -- the test in drop.maybe_draw
-  if S.dro ~= nil or redis.call('HLEN', K.pq) == 0 then  -- a draw being applied is not due again
+  -- a draw being applied is not due again (nor while a purge is: it emptied the pre-queue)
+  if S.dro ~= nil or S.pgo ~= nil or redis.call('HLEN', K.pq) == 0 then
     return false
   end
   local opens = S.c_opens
@@ -1011,7 +1012,7 @@ end
 -- A draw of more than DRAW_CHUNK entries is applied DRAW_CHUNK entries per call, so Valkey never
 -- answers nobody else for the whole of a large drop: the order and the Refs wait in K.dq / K.dr, S.dro
 -- counts the entries applied of S.drn. Until the last part is in, every script through begin()
--- applies the next part and answers 'drawing' (the store calls again), so no visitor of the room is
+-- applies the next part and answers 'parts' (the store calls again), so no visitor of the room is
 -- answered from a half-drawn line, and nobody is minted between two parts.
 local function draw_step()
   local from = S.dro
@@ -1302,9 +1303,38 @@ local function done(reply)
   return cjson.encode(reply)
 end
 
-local function drawing_reply()  -- the next part of a draw being applied (draw_step), answered 'drawing'
-  draw_step()
-  return done({k = 'drawing'})
+-- A purge of a long line finishes its tickets DRAW_CHUNK at a time: purge.lua moves the line to K.pgl
+-- at once (the line is empty from then on, the event says so), and each part finishes the next tickets
+-- of it; S.pgo marks a purge with parts left.
+local function purge_step()
+  local ns = redis.call('ZRANGE', K.pgl, 0, DRAW_CHUNK - 1)
+  for _, m in ipairs(ns) do
+    local t = getT(tonumber(m))
+    if t ~= nil then
+      finish(t, 'purged')
+    end
+  end
+  if #ns > 0 then
+    redis.call('ZREM', K.pgl, unpack(ns))
+  end
+  if redis.call('EXISTS', K.pgl) == 0 then
+    S.pgo = nil
+  end
+end
+
+local function parts_pending()  -- a draw or a purge applied in parts, with parts left
+  return S.dro ~= nil or S.pgo ~= nil
+end
+
+-- The next part of a draw (draw_step) or a purge (purge_step) applied in parts, answered 'parts': every
+-- script through begin() answers so until the last part is in, and the store calls it again at once.
+local function parts_reply()
+  if S.dro ~= nil then
+    draw_step()
+  else
+    purge_step()
+  end
+  return done({k = 'parts'})
 end
 
 -- The common start: refuse a fenced room, load the state, compare config versions (strict: answer
@@ -1320,8 +1350,8 @@ local function begin(strict, advances)
     end
     CFG_OUT = true
   end
-  if S.dro ~= nil then
-    return drawing_reply()
+  if parts_pending() then
+    return parts_reply()
   end
   if advances and draw_due() then
     if not draw_ready() then

@@ -18,7 +18,7 @@ if DRAW_NOW then
   apply_draw()
   if S.dro ~= nil then  -- a large draw, in parts: this tick's span is credited once the line is whole
     S.last = last_tick
-    return done({k = 'drawing'})
+    return done({k = 'parts'})
   end
 end
 local state = effective_state(NOW_WALL)
