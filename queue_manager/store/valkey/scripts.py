@@ -28,7 +28,6 @@ OPERATIONS = (
     "join_many",
     "status",
     "status_many",
-    "line_snap",
     "seen",
     "check",
     "door_replay",

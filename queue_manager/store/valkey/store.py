@@ -67,6 +67,7 @@ CONFIG_FRESH_SEC = 2.0  # room_policy / room_exists answer from the config copy 
 IMPORT_PART = 20_000
 LINE_FEED = ROOM_KEYS.index("lf")  # the line feed channel's place among a script's keys
 STATE = ROOM_KEYS.index("st")
+LINE = ROOM_KEYS.index("line")
 FENCE = ROOM_KEYS.index("fence")
 
 
@@ -424,13 +425,27 @@ class ValkeyStore:
 
     async def line_snapshot(self, room_id: str) -> tuple[int, int, int, list[int]] | None:
         """The room's generation, line feed sequence, config version and waiting line sequences, read at one
-        instant (lua/line_snap.lua); None: no such room."""
-        reply = await self._runner.once("line_snap", room_id)
-        if reply["k"] != "ok":
+        instant (a MULTI of plain commands in the room's slot: Valkey builds the reply in C, 175 ms for a
+        line of a million where a script's loop took 786); None: no such room. A fenced room (being
+        rebuilt) raises RoomFenced."""
+        keys = self._calls.room_keys(room_id)
+        with translate(room_id, self.breaker):
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.exists(keys[FENCE])
+                pipe.hmget(keys[STATE], "gen", "lfs", "cv")
+                # without redis-py's reply callback: the members and scores as Valkey sent them
+                pipe.execute_command("ZRANGE", keys[LINE], 0, -1, "WITHSCORES")
+                fenced, head, raw = await pipe.execute()
+        if fenced:
+            raise RoomFenced(f"room {room_id!r} is being rebuilt from the journal")
+        gen, lfs, cv = head
+        if gen is None:
             return None
-        raw = reply["ls"]
-        seqs = [int(x) for x in raw.split(",")] if raw else []
-        return int(reply["gen"]), int(reply["lf"]), int(reply["cv"]), seqs
+        if raw and isinstance(raw[0], list):  # RESP3: [member, score] pairs, the scores doubles
+            seqs = [int(score) for _, score in raw]
+        else:  # RESP2: member, score, member, score …
+            seqs = [int(float(x)) for x in raw[1::2]]
+        return int(gen), int(lfs or 0), int(cv or 0), seqs
 
     async def mark_seen(self, room_id: str, gen: int, numbers: Sequence[int]) -> None:
         """Mark the waiting tickets ``numbers`` (of generation ``gen``) seen now, in one call (lua/seen.lua)."""
