@@ -47,6 +47,7 @@ def _lost_logo(room: str, gen: int, seq: int) -> None:
 
 
 CHECKPOINT_EVERY = 10_000  # events since a room's last checkpoint that make it "busy"
+CHECKPOINT_GROWTH = 4  # ...and at least a quarter of the entries that checkpoint held
 SNAPSHOTS_KEPT = 2  # checkpoints kept per room generation
 
 
@@ -66,8 +67,8 @@ class Checkpoints:
         room, gen, seq = str(snapshot["room"]), int(snapshot["gen"]), int(snapshot["seq"])
         rows = await self.reader.fetch(
             f"""WITH ins AS (
-                    INSERT INTO {self._s}.room_snapshots (room, gen, seq, packed)
-                    VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING 1
+                    INSERT INTO {self._s}.room_snapshots (room, gen, seq, packed, entries)
+                    VALUES ($1, $2, $3, $4, $6) ON CONFLICT DO NOTHING RETURNING 1
                 ), old AS (
                     DELETE FROM {self._s}.room_snapshots
                     WHERE room = $1 AND gen = $2 AND seq < $3 AND seq NOT IN (
@@ -81,23 +82,30 @@ class Checkpoints:
             seq,
             await pack_snapshot(snapshot),
             SNAPSHOTS_KEPT - 1,
+            sum(len(snapshot.get(part) or ()) for part in ("tickets", "prequeue", "finished")),
             within_sec=SNAPSHOT_TIMEOUT_SEC,
         )
         return bool(rows[0]["inserted"])
 
     async def busy_rooms(self, threshold: int = CHECKPOINT_EVERY) -> list[tuple[str, int, int, int]]:
-        """Rooms with at least ``threshold`` events since their last checkpoint:
+        """Rooms with at least ``threshold`` events since their last checkpoint, and at least a
+        CHECKPOINT_GROWTH-th of the entries that checkpoint held (tickets, pre-queue entries, finished
+        records): a checkpoint costs in proportion to the room it holds, so a room of a million is
+        checkpointed every 250,000 events, not every 10,000 (each event pays a bounded share, and a
+        rebuild replays at most about a quarter of the room after its checkpoint).
         (room, gen, checkpoint seq, newest seq)."""
         rows = await self.reader.fetch(
             f"""SELECT r.id, r.gen, coalesce(c.seq, 0) AS base, e.head
                 FROM {self._s}.rooms r
                 CROSS JOIN LATERAL (SELECT max(seq) AS head FROM {self._s}.events
                                     WHERE room = r.id AND gen = r.gen) e
-                LEFT JOIN LATERAL (SELECT max(seq) AS seq FROM {self._s}.room_snapshots
-                                   WHERE room = r.id AND gen = r.gen) c ON true
-                WHERE NOT r.deleted AND e.head - coalesce(c.seq, 0) >= $1
+                LEFT JOIN LATERAL (SELECT seq, coalesce(entries, 0) AS entries FROM {self._s}.room_snapshots
+                                   WHERE room = r.id AND gen = r.gen ORDER BY seq DESC LIMIT 1) c ON true
+                WHERE NOT r.deleted
+                  AND e.head - coalesce(c.seq, 0) >= greatest($1, coalesce(c.entries, 0) / $2)
                 ORDER BY e.head - coalesce(c.seq, 0) DESC""",
             threshold,
+            CHECKPOINT_GROWTH,
         )
         return [(r["id"], r["gen"], r["base"], r["head"]) for r in rows]
 

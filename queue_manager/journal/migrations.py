@@ -258,11 +258,13 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     ),
     (
         10,
-        "room_snapshots.packed",
+        "room_snapshots.packed, room_snapshots.entries",
         [
             # a checkpoint's JSON, zlib-compressed: a room of a million waiting tickets is a 319 MB document,
             # past jsonb's 256 MB limit, and 16 MB packed; ``snapshot`` stays for checkpoints written before
             "ALTER TABLE {s}.room_snapshots ADD COLUMN IF NOT EXISTS packed bytea",
+            # the tickets, pre-queue entries and finished records it holds: how much a checkpoint costs
+            "ALTER TABLE {s}.room_snapshots ADD COLUMN IF NOT EXISTS entries integer",
             "ALTER TABLE {s}.room_snapshots ALTER COLUMN snapshot DROP NOT NULL",
         ],
     ),

@@ -409,6 +409,29 @@ async def test_checkpoints_are_due_after_many_events_or_once_the_oldest_uncheckp
     assert await journal.quiet_rooms(3_600_000) == [] and await journal.heads() == {"r": (1, head + 1)}
 
 
+async def test_a_large_room_is_checkpointed_after_a_quarter_of_its_entries_in_events(journal, pg, schema):
+    """A checkpoint costs in proportion to the room it holds: a room whose newest checkpoint holds E
+    entries (tickets, pre-queue entries, finished records) is due again after max(CHECKPOINT_EVERY_EVENTS,
+    E / 4) events, so a room of a million is not folded anew every 10,000."""
+    run = Run()
+    with deterministic():
+        for i in range(4):
+            run.apply(("join", i, None))
+    await journal.commit(run.events)
+    assert await journal.checkpoint_due(every_events=1, every_ms=3_600_000) == [("r", run.events[-1].seq)]
+    row = await pg.fetchrow(f'SELECT entries FROM "{schema}".room_snapshots')
+    assert row["entries"] == 4  # the four tickets
+    head = run.events[-1].seq
+    with deterministic():
+        for i in range(4, 7):
+            run.apply(("join", i, None))
+    await journal.commit(run.events[-3:])
+    await pg.execute(f'UPDATE "{schema}".room_snapshots SET entries = 400')  # as if it held 400
+    assert await journal.checkpoint_due(every_events=1, every_ms=3_600_000) == []  # 3 events: not 100
+    await pg.execute(f'UPDATE "{schema}".room_snapshots SET entries = 12')
+    assert await journal.checkpoint_due(every_events=1, every_ms=3_600_000) == [("r", head + 3)]  # 3 of 12 / 4
+
+
 # ------------------------------------------------------------------------------------ end to end
 
 
