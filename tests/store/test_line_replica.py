@@ -262,17 +262,24 @@ async def test_answered_frames_write_nothing_but_batched_presence_marks(env: Env
         assert (await env.describe(p))["lastSeenSecAgo"] == 0.0
 
 
-async def test_polls_are_answered_from_the_replica_after_their_first_store_read(env: Env) -> None:
+async def _polled(env: Env, count: int) -> tuple[ValkeyStore, LiveLines, list[Visitor]]:
+    """A room of ``count`` waiting whose polls are answered from the replica, each polled once (a store
+    read, kept), the replica those polls opened in sync."""
     store: ValkeyStore = env.store
     store.local_polls = True
     live = store.lines
     await env.room(ratePerMinute=0, **QUIET)
-    people = [env.visitor() for _ in range(10)]
+    people = [env.visitor() for _ in range(count)]
     for p in people:
         await p.join()
-    first = [await store.status("r", p.client, p.token) for p in people]  # each a store read, kept
-    assert [v.position for v in first] == list(range(1, 11)) and live.polls_local == 0
+    first = [await store.status("r", p.client, p.token) for p in people]
+    assert [v.position for v in first] == list(range(1, count + 1)) and live.polls_local == 0
     await until(lambda: "r" in live.replicas and live.replicas["r"].synced, "the replica, opened by the polls")
+    return store, live, people
+
+
+async def test_polls_are_answered_from_the_replica_after_their_first_store_read(env: Env) -> None:
+    store, live, people = await _polled(env, 10)
     # the two ahead are sent to the back: the others move up, their polls answered here as the store would
     for p in people[:2]:
         await store.eject("r", str(p.n))
@@ -304,18 +311,9 @@ async def test_a_poll_is_answered_here_only_while_valkey_holds_the_room_where_th
     """Before a poll is answered from the replica, Valkey is asked (after the poll arrived) whether the room
     is still there, of the replica's generation, not fenced and not behind the replica: a room being
     rebuilt, rolled back to an older copy or lost is answered by the store (503 until it is rebuilt)."""
-    store: ValkeyStore = env.store
     redis = env.redis
     assert redis is not None
-    store.local_polls = True
-    live = store.lines
-    await env.room(ratePerMinute=0, **QUIET)
-    people = [env.visitor() for _ in range(6)]
-    for p in people:
-        await p.join()
-    for p in people:
-        await store.status("r", p.client, p.token)
-    await until(lambda: "r" in live.replicas and live.replicas["r"].synced, "the replica, opened by the polls")
+    store, live, people = await _polled(env, 6)
     await in_sync(live, people)
     assert [(await store.status("r", p.client, p.token)).position for p in people] == list(range(1, 7))
     assert live.polls_local == 6
