@@ -254,13 +254,13 @@ async def test_a_long_line_is_purged_in_parts_and_answers_as_purged_at_once(valk
             await store.tick()  # a few promoted: their passes survive the purge
             assert await store.purge("r") == PEOPLE - 3
             st = await redis.hgetall(room_key(part_prefix, "r", "st"))
-            pgl = room_key(part_prefix, "r", "pgl")
+            fq = room_key(part_prefix, "r", "fq")
             if chunk == 4:  # the first part went in with the purge; the rest waits aside
-                assert st.get(b"pgo") == b"1" and await redis.zcard(pgl) == PEOPLE - 3 - 4
+                assert st.get(b"fqr") == b"purged" and await redis.zcard(fq) == PEOPLE - 3 - 4
             assert await redis.zcard(room_key(part_prefix, "r", "line")) == 0
             views = [await store.status("r", person(i), held[i]) for i in range(PEOPLE)]  # the first drives the rest
-            assert await redis.exists(pgl) == 0
-            assert await redis.hget(room_key(part_prefix, "r", "st"), "pgo") in (None, b"")
+            assert await redis.exists(fq) == 0
+            assert await redis.hget(room_key(part_prefix, "r", "st"), "fqr") in (None, b"")
             lookups = [await store.lookup("r", str(n)) for n in range(1, PEOPLE + 1)]
             seen[chunk] = (
                 [(v.ticket, v.state, v.position) for v in views],
@@ -269,6 +269,45 @@ async def test_a_long_line_is_purged_in_parts_and_answers_as_purged_at_once(valk
             )
             assert [s for _, s, _ in seen[chunk][0]].count("passed") == 3
             assert [d["reason"] for d in lookups].count("purged") == PEOPLE - 3
+        finally:
+            await store.close()
+    assert seen[4] == seen[2000]
+
+
+async def test_a_flush_of_many_passes_finishes_them_in_parts_and_answers_as_at_once(valkey: tuple[Redis, str]) -> None:
+    """A flush empties the pass and session sets at once and finishes their tickets ``draw_chunk`` at a time,
+    in number order; the room's next call applies what is left first. The answers are a flush at once's."""
+    redis, prefix = valkey
+    seen: dict[int, Any] = {}
+    for chunk in (2000, 4):
+        part_prefix = f"{prefix}f{chunk}:"
+        clock, journal = FakeClock(), RecordingJournal()
+        store = await make_valkey(redis, part_prefix, clock, journal, draw_chunk=chunk, rng=SeededRandom(7))
+        try:
+            await store.upsert_room(
+                {"id": "r", "targetUrl": TARGET, "ratePerMinute": 600, "presenceSec": None, "queueMaxPerIp": None}
+            )
+            held = []
+            for i in range(PEOPLE):
+                view = await store.join("r", person(i), None, None)
+                held.append(Presented(gen=view.gen, n=view.ticket))
+            clock.advance(2)
+            await store.tick()  # 20 promoted, 5 still waiting
+            assert await store.flush("r") == 20
+            fq = room_key(part_prefix, "r", "fq")
+            if chunk == 4:
+                st = await redis.hgetall(room_key(part_prefix, "r", "st"))
+                assert st.get(b"fqr") == b"flushed" and await redis.zcard(fq) == 20 - 4
+            assert await redis.scard(room_key(part_prefix, "r", "ps")) == 0  # every pass ended at once
+            views = [await store.status("r", person(i), held[i]) for i in range(PEOPLE)]
+            assert await redis.exists(fq) == 0
+            lookups = [await store.lookup("r", str(n)) for n in range(1, PEOPLE + 1)]
+            assert [d["reason"] for d in lookups].count("flushed") == 20
+            seen[chunk] = (
+                [(v.ticket, v.state, v.position) for v in views],
+                [(d["state"], d["reason"]) for d in lookups],
+                [(e.type, e.data) for e in journal.events],
+            )
         finally:
             await store.close()
     assert seen[4] == seen[2000]

@@ -61,8 +61,9 @@ ll      zset   the lanes' lines of a room with lanes (engine/lanes.py; not the c
 dq/dr   list   a large draw, put there in parts by the caller that claimed it (lua/draw_stage.lua), then
                applied in parts (lua/prelude.lua ``draw_step``): the drawn handles in order and their Refs;
                gone once the last part is in (st ``dro`` / ``drn``: applied / all)
-pgl     zset   a purged line whose tickets are being finished in parts (lua/purge.lua, ``purge_step``): the
-               line as it was (member n, score its line sequence); gone with the last part (st ``pgo``)
+fq      zset   tickets being finished in parts (lua/purge.lua's line, lua/flush.lua's passes and sessions:
+               ``finish_step``), member n, in the order they are finished; gone with the last part (st
+               ``fqr``: the reason, while parts are left)
 drs     str    that draw's record (the JSON kept as ``draw``'s res), put there in parts beside dq/dr and
                moved into ``draw`` when the draw is applied
 lf      chan   the line feed (a sharded pub/sub channel, never a key): one message per script call that
@@ -171,7 +172,7 @@ ROOM_KEYS: tuple[str, ...] = (
     "dq",
     "dr",
     "drs",
-    "pgl",
+    "fq",
     "lf",
     *ARCHIVE_KEYS,
 )

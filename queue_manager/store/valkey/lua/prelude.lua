@@ -104,7 +104,7 @@ end
 local NUMERIC = {
   gen = true, cv = true, next = true, credit = true, last = true, created = true, seq = true,
   lseq = true, joins = true, passes = true, wsum = true, unscoped = true, blocked = true, refused = true, ejected = true, srev = true,
-  pqver = true, pqseq = true, dro = true, drn = true, dcl = true, pgo = true, fseq = true, lfs = true, pseq = true, phseq = true,
+  pqver = true, pqseq = true, dro = true, drn = true, dcl = true, fseq = true, lfs = true, pseq = true, phseq = true,
   c_rate = true, c_maxc = true, c_pttl = true, c_sttl = true, c_smax = true, c_pres = true,
   c_qmax = true, c_pqmax = true, c_wmax = true, c_wsec = true, c_opens = true, c_rules = true,
 }
@@ -868,8 +868,8 @@ local function sweep(now)  -- sweep; false when the budget ran out with more due
 end
 
 local function draw_due()  -- the test in drop.maybe_draw
-  -- a draw being applied is not due again (nor while a purge is: it emptied the pre-queue)
-  if S.dro ~= nil or S.pgo ~= nil or redis.call('HLEN', K.pq) == 0 then
+  -- a draw being applied is not due again (nor while tickets are finished in parts)
+  if S.dro ~= nil or S.fqr ~= nil or redis.call('HLEN', K.pq) == 0 then
     return false
   end
   local opens = S.c_opens
@@ -1303,36 +1303,42 @@ local function done(reply)
   return cjson.encode(reply)
 end
 
--- A purge of a long line finishes its tickets DRAW_CHUNK at a time: purge.lua moves the line to K.pgl
--- at once (the line is empty from then on, the event says so), and each part finishes the next tickets
--- of it; S.pgo marks a purge with parts left.
-local function purge_step()
-  local ns = redis.call('ZRANGE', K.pgl, 0, DRAW_CHUNK - 1)
+-- Many tickets finished at once (a purge's line, a flush's passes and sessions) are finished DRAW_CHUNK at
+-- a time: the operation empties what they were in at once (the line, the pass and session sets: the
+-- room is as after it from then on, and its event says so) and puts them in K.fq in the order they are
+-- finished; S.fqr is the reason while parts are left.
+local function finish_step()
+  local ns = redis.call('ZRANGE', K.fq, 0, DRAW_CHUNK - 1)
   for _, m in ipairs(ns) do
     local t = getT(tonumber(m))
     if t ~= nil then
-      finish(t, 'purged')
+      finish(t, S.fqr)
     end
   end
   if #ns > 0 then
-    redis.call('ZREM', K.pgl, unpack(ns))
+    redis.call('ZREM', K.fq, unpack(ns))
   end
-  if redis.call('EXISTS', K.pgl) == 0 then
-    S.pgo = nil
+  if redis.call('EXISTS', K.fq) == 0 then
+    S.fqr = nil
   end
 end
 
-local function parts_pending()  -- a draw or a purge applied in parts, with parts left
-  return S.dro ~= nil or S.pgo ~= nil
+local function finish_in_parts(reason)  -- K.fq holds the tickets: the first part now, the rest by parts_reply
+  S.fqr = reason
+  finish_step()
 end
 
--- The next part of a draw (draw_step) or a purge (purge_step) applied in parts, answered 'parts': every
+local function parts_pending()  -- a draw applied or tickets finished in parts, with parts left
+  return S.dro ~= nil or S.fqr ~= nil
+end
+
+-- The next part of a draw (draw_step) or of tickets being finished (finish_step), answered 'parts': every
 -- script through begin() answers so until the last part is in, and the store calls it again at once.
 local function parts_reply()
   if S.dro ~= nil then
     draw_step()
   else
-    purge_step()
+    finish_step()
   end
   return done({k = 'parts'})
 end

@@ -1,5 +1,5 @@
 -- purge (operator.purge): empty the line and the pre-queue; passes, sessions and the room survive. The
--- line is moved aside at once (K.pgl) and its tickets finished in parts of DRAW_CHUNK (purge_step, the
+-- line is moved aside at once (to K.fq) and its tickets finished in parts of DRAW_CHUNK (finish_step, the
 -- first here, the others by the next calls of the room, as a large draw's), so a line of a million never
 -- keeps Valkey from everyone else for long. Of the pre-queue only the last FINISHED_KEEP handles are kept
 -- as purged, as before.
@@ -28,9 +28,8 @@ end
 redis.call('UNLINK', K.pq, K.pqo, K.ppi, K.pi, K.ll)
 feed('c')
 if waiting > 0 then
-  redis.call('RENAME', K.line, K.pgl)
-  S.pgo = 1
-  purge_step()
+  redis.call('RENAME', K.line, K.fq)
+  finish_in_parts('purged')
 end
 local count = waiting + entries
 emit('purge', {count = count})
