@@ -311,3 +311,52 @@ async def test_a_flush_of_many_passes_finishes_them_in_parts_and_answers_as_at_o
         finally:
             await store.close()
     assert seen[4] == seen[2000]
+
+
+def _count_parts(store: ValkeyStore) -> list[str]:
+    """The script calls of ``store`` answered 'parts' (a part of a change in parts went in) from now on."""
+    parts: list[str] = []
+    calls = store._calls
+    evaluate = calls.eval
+
+    async def counted(name: str, room_id: str, args: Any) -> Any:
+        reply = await evaluate(name, room_id, args)
+        if reply.get("k") == "parts":
+            parts.append(name)
+        return reply
+
+    calls.eval = counted  # type: ignore[method-assign]
+    return parts
+
+
+async def test_lanes_changed_under_a_long_line_are_regrouped_in_parts_as_at_once(valkey: tuple[Redis, str]) -> None:
+    """A change of a room's lanes regroups its waiting line and its pre-queue ``draw_chunk`` at a time (a
+    ticket of a lane that is gone into the first lane); the next call of the room applies what is left
+    first, so positions are never read from a half-regrouped line. The answers are a regroup at once's."""
+    redis, prefix = valkey
+    lanes = [{"id": "members", "share": 70}, {"id": "public", "share": 30}]
+    seen: dict[int, Any] = {}
+    for chunk in (2000, 4):
+        part_prefix = f"{prefix}l{chunk}:"
+        clock, journal = FakeClock(), RecordingJournal()
+        store = await make_valkey(redis, part_prefix, clock, journal, draw_chunk=chunk, rng=SeededRandom(7))
+        try:
+            room = {"id": "r", "targetUrl": TARGET, "ratePerMinute": 0, "presenceSec": None, "queueMaxPerIp": None}
+            await store.upsert_room({**room, "lanes": lanes})
+            held = []
+            for i in range(PEOPLE):
+                view = await store.join("r", person(i), None, None, lane=lanes[i % 2]["id"])
+                held.append(Presented(gen=view.gen, n=view.ticket))
+            parts = _count_parts(store)
+            # the members lane goes: its tickets join the public lane, in line order
+            await store.upsert_room({**room, "lanes": [{"id": "public", "share": 100}]})
+            assert (len(parts) > 0) == (chunk == 4)  # with parts of four, calls answered 'parts' until done
+            views = [await store.status("r", person(i), held[i]) for i in range(PEOPLE)]
+            st = await redis.hgetall(room_key(part_prefix, "r", "st"))
+            assert st.get(b"rgo", b"") == b"" and st.get(b"rgq", b"") == b""  # nothing left of the parts
+            assert {v.lane for v in views} == {"public"}
+            assert sorted(v.position for v in views if v.position is not None) == list(range(1, PEOPLE + 1))
+            seen[chunk] = ([(v.ticket, v.lane, v.position) for v in views], [e.type for e in journal.events])
+        finally:
+            await store.close()
+    assert seen[4] == seen[2000]

@@ -104,7 +104,7 @@ end
 local NUMERIC = {
   gen = true, cv = true, next = true, credit = true, last = true, created = true, seq = true,
   lseq = true, joins = true, passes = true, wsum = true, unscoped = true, blocked = true, refused = true, ejected = true, srev = true,
-  pqver = true, pqseq = true, dro = true, drn = true, dcl = true, fseq = true, lfs = true, pseq = true, phseq = true,
+  pqver = true, pqseq = true, dro = true, drn = true, dcl = true, rgo = true, rgq = true, fseq = true, lfs = true, pseq = true, phseq = true,
   c_rate = true, c_maxc = true, c_pttl = true, c_sttl = true, c_smax = true, c_pres = true,
   c_qmax = true, c_pqmax = true, c_wmax = true, c_wsec = true, c_opens = true, c_rules = true,
 }
@@ -1303,6 +1303,65 @@ local function done(reply)
   return cjson.encode(reply)
 end
 
+-- Room.regroup_lanes (the lanes changed), DRAW_CHUNK tickets or entries a part: the waiting line's tickets
+-- into their lanes' index (K.ll), a ticket of a lane that is gone into the first lane, then the pre-queue's
+-- entries likewise. S.rgo / S.rgq: the next offset in the line / the pre-queue while parts are left.
+local function regroup_step()
+  local L = lanes()
+  local fallback = nil
+  if #L.list > 0 then
+    fallback = L.list[1].id
+  end
+  local budget = DRAW_CHUNK
+  if S.rgo ~= nil then
+    local members = redis.call('ZRANGE', K.line, S.rgo, S.rgo + budget - 1, 'WITHSCORES')
+    for j = 1, #members, 2 do
+      local t = getT(tonumber(members[j]))
+      if t.ln == nil or L.idx[t.ln] == nil then
+        if t.ln ~= fallback then
+          t.ln = fallback
+        end
+      end
+      if fallback ~= nil then
+        redis.call('ZADD', K.ll, I(L.idx[t.ln] * LANE_SPAN + tonumber(members[j + 1])), members[j])
+      end
+    end
+    if #members == 2 * budget then
+      S.rgo = S.rgo + budget
+      return
+    end
+    budget = budget - #members / 2
+    S.rgo, S.rgq = nil, 0
+  end
+  local handles = budget > 0 and redis.call('ZRANGE', K.pqo, S.rgq, S.rgq + budget - 1) or {}
+  local raws = #handles > 0 and redis.call('HMGET', K.pq, unpack(handles)) or {}
+  for j = 1, #handles do
+    if raws[j] then
+      local e = cjson.decode(raws[j])
+      if e.ln ~= nil and L.idx[e.ln] == nil then
+        e.ln = fallback
+        save_pre(e)
+      elseif e.ln == nil and fallback ~= nil then
+        e.ln = fallback
+        save_pre(e)
+      end
+    end
+  end
+  if budget > 0 and #handles < budget then
+    S.rgq = nil
+  else
+    S.rgq = S.rgq + #handles
+  end
+end
+
+local function regroup_lanes()  -- the lanes changed: the index anew, its first part now (parts_reply the rest)
+  LANES = nil
+  redis.call('UNLINK', K.ll)
+  S.lc = nil
+  S.rgo, S.rgq = 0, nil
+  regroup_step()
+end
+
 -- Many tickets finished at once (a purge's line, a flush's passes and sessions) are finished DRAW_CHUNK at
 -- a time: the operation empties what they were in at once (the line, the pass and session sets: the
 -- room is as after it from then on, and its event says so) and puts them in K.fq in the order they are
@@ -1328,8 +1387,8 @@ local function finish_in_parts(reason)  -- K.fq holds the tickets: the first par
   finish_step()
 end
 
-local function parts_pending()  -- a draw applied or tickets finished in parts, with parts left
-  return S.dro ~= nil or S.fqr ~= nil
+local function parts_pending()  -- a draw applied, tickets finished or lanes regrouped in parts, parts left
+  return S.dro ~= nil or S.fqr ~= nil or S.rgo ~= nil or S.rgq ~= nil
 end
 
 -- The next part of a draw (draw_step) or of tickets being finished (finish_step), answered 'parts': every
@@ -1337,8 +1396,10 @@ end
 local function parts_reply()
   if S.dro ~= nil then
     draw_step()
-  else
+  elseif S.fqr ~= nil then
     finish_step()
+  else
+    regroup_step()
   end
   return done({k = 'parts'})
 end
@@ -1504,40 +1565,6 @@ local function reschedule()  -- reschedule: fresh deadlines after a clock settin
   end
   BUDGET = SWEEP_MAX
   sweep(NOW)  -- what the budget leaves is swept by the next call's advance
-end
-
-local function regroup_lanes()  -- Room.regroup_lanes: the lanes changed
-  LANES = nil
-  redis.call('UNLINK', K.ll)
-  S.lc = nil
-  local L = lanes()
-  local fallback = nil
-  if #L.list > 0 then
-    fallback = L.list[1].id
-  end
-  local members = redis.call('ZRANGE', K.line, 0, -1, 'WITHSCORES')
-  for j = 1, #members, 2 do
-    local t = getT(tonumber(members[j]))
-    if t.ln == nil or L.idx[t.ln] == nil then
-      if t.ln ~= fallback then
-        t.ln = fallback
-      end
-    end
-    if fallback ~= nil then
-      redis.call('ZADD', K.ll, I(L.idx[t.ln] * LANE_SPAN + tonumber(members[j + 1])), members[j])
-    end
-  end
-  local pre = redis.call('HGETALL', K.pq)
-  for j = 1, #pre, 2 do
-    local e = cjson.decode(pre[j + 1])
-    if e.ln ~= nil and L.idx[e.ln] == nil then
-      e.ln = fallback
-      save_pre(e)
-    elseif e.ln == nil and fallback ~= nil then
-      e.ln = fallback
-      save_pre(e)
-    end
-  end
 end
 
 -- at most `limit` promotions (the call's budget: the tick answers 'more' and is called again)
