@@ -3,7 +3,7 @@
 if not load_state() then
   return redis.error_reply('QM no_room')
 end
-if S.dro ~= nil or S.fqr ~= nil then  -- a large draw or tickets half applied or finished: no document of it
+if parts_pending() then  -- a draw, a purge, a flush or a change of lanes half applied: no document of it
   return redis.error_reply('QM parts')
 end
 return cjson.encode({

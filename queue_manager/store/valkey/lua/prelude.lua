@@ -1391,8 +1391,9 @@ local function parts_pending()  -- a draw applied, tickets finished or lanes reg
   return S.dro ~= nil or S.fqr ~= nil or S.rgo ~= nil or S.rgq ~= nil
 end
 
--- The next part of a draw (draw_step) or of tickets being finished (finish_step), answered 'parts': every
--- script through begin() answers so until the last part is in, and the store calls it again at once.
+-- The next part of a draw (draw_step), of tickets being finished (finish_step) or of lanes being regrouped
+-- (regroup_step), answered 'parts': every script through begin() answers so until the last part is in,
+-- and the store calls it again at once.
 local function parts_reply()
   if S.dro ~= nil then
     draw_step()
