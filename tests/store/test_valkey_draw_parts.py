@@ -232,85 +232,92 @@ async def test_a_draw_is_put_in_place_only_by_its_claimer_and_only_for_the_pre_q
         await store.close()
 
 
+async def _at_once_and_in_parts(redis: Redis, prefix: str, run: Any) -> None:
+    """``run(chunk, store, clock, journal, prefix)`` on a store applying at most ``chunk`` entries a call, with
+    parts of 2,000 (everything at once here) and of four: both answer alike."""
+    seen: dict[int, Any] = {}
+    for chunk in (2000, 4):
+        part_prefix = f"{prefix}{chunk}:"
+        clock, journal = FakeClock(), RecordingJournal()
+        store = await make_valkey(redis, part_prefix, clock, journal, draw_chunk=chunk, rng=SeededRandom(7))
+        try:
+            seen[chunk] = await run(chunk, store, clock, journal, part_prefix)
+        finally:
+            await store.close()
+    assert seen[4] == seen[2000]
+
+
 async def test_a_long_line_is_purged_in_parts_and_answers_as_purged_at_once(valkey: tuple[Redis, str]) -> None:
     """A purge moves the line aside at once and finishes its tickets ``draw_chunk`` at a time; the next call
     of the room (any visitor's) applies the parts left before its own work, so nobody sees a half-purged
     line, and the answers are those of a purge at once (finished records, lookups, the journal)."""
     redis, prefix = valkey
-    seen: dict[int, Any] = {}
-    for chunk in (2000, 4):
-        part_prefix = f"{prefix}p{chunk}:"
-        clock, journal = FakeClock(), RecordingJournal()
-        store = await make_valkey(redis, part_prefix, clock, journal, draw_chunk=chunk, rng=SeededRandom(7))
-        try:
-            await store.upsert_room(
-                {"id": "r", "targetUrl": TARGET, "ratePerMinute": 60, "presenceSec": None, "queueMaxPerIp": None}
-            )
-            held = []
-            for i in range(PEOPLE):
-                view = await store.join("r", person(i), None, None)
-                held.append(Presented(gen=view.gen, n=view.ticket))
-            clock.advance(3)
-            await store.tick()  # a few promoted: their passes survive the purge
-            assert await store.purge("r") == PEOPLE - 3
-            st = await redis.hgetall(room_key(part_prefix, "r", "st"))
-            fq = room_key(part_prefix, "r", "fq")
-            if chunk == 4:  # the first part went in with the purge; the rest waits aside
-                assert st.get(b"fqr") == b"purged" and await redis.zcard(fq) == PEOPLE - 3 - 4
-            assert await redis.zcard(room_key(part_prefix, "r", "line")) == 0
-            views = [await store.status("r", person(i), held[i]) for i in range(PEOPLE)]  # the first drives the rest
-            assert await redis.exists(fq) == 0
-            assert await redis.hget(room_key(part_prefix, "r", "st"), "fqr") in (None, b"")
-            lookups = [await store.lookup("r", str(n)) for n in range(1, PEOPLE + 1)]
-            seen[chunk] = (
-                [(v.ticket, v.state, v.position) for v in views],
-                [(d["state"], d["reason"]) for d in lookups],
-                [(e.type, e.data) for e in journal.events],
-            )
-            assert [s for _, s, _ in seen[chunk][0]].count("passed") == 3
-            assert [d["reason"] for d in lookups].count("purged") == PEOPLE - 3
-        finally:
-            await store.close()
-    assert seen[4] == seen[2000]
+
+    async def run(chunk: int, store: ValkeyStore, clock: FakeClock, journal: RecordingJournal, part_prefix: str) -> Any:
+        await store.upsert_room(
+            {"id": "r", "targetUrl": TARGET, "ratePerMinute": 60, "presenceSec": None, "queueMaxPerIp": None}
+        )
+        held = []
+        for i in range(PEOPLE):
+            view = await store.join("r", person(i), None, None)
+            held.append(Presented(gen=view.gen, n=view.ticket))
+        clock.advance(3)
+        await store.tick()  # a few promoted: their passes survive the purge
+        assert await store.purge("r") == PEOPLE - 3
+        st = await redis.hgetall(room_key(part_prefix, "r", "st"))
+        fq = room_key(part_prefix, "r", "fq")
+        if chunk == 4:  # the first part went in with the purge; the rest waits aside
+            assert st.get(b"fqr") == b"purged" and await redis.zcard(fq) == PEOPLE - 3 - 4
+        assert await redis.zcard(room_key(part_prefix, "r", "line")) == 0
+        views = [await store.status("r", person(i), held[i]) for i in range(PEOPLE)]  # the first drives the rest
+        assert await redis.exists(fq) == 0
+        assert await redis.hget(room_key(part_prefix, "r", "st"), "fqr") in (None, b"")
+        lookups = [await store.lookup("r", str(n)) for n in range(1, PEOPLE + 1)]
+        result = (
+            [(v.ticket, v.state, v.position) for v in views],
+            [(d["state"], d["reason"]) for d in lookups],
+            [(e.type, e.data) for e in journal.events],
+        )
+        assert [state for _, state, _ in result[0]].count("passed") == 3
+        assert [d["reason"] for d in lookups].count("purged") == PEOPLE - 3
+        return result
+
+    await _at_once_and_in_parts(redis, f"{prefix}p", run)
 
 
 async def test_a_flush_of_many_passes_finishes_them_in_parts_and_answers_as_at_once(valkey: tuple[Redis, str]) -> None:
     """A flush empties the pass and session sets at once and finishes their tickets ``draw_chunk`` at a time,
     in number order; the room's next call applies what is left first. The answers are a flush at once's."""
     redis, prefix = valkey
-    seen: dict[int, Any] = {}
-    for chunk in (2000, 4):
-        part_prefix = f"{prefix}f{chunk}:"
-        clock, journal = FakeClock(), RecordingJournal()
-        store = await make_valkey(redis, part_prefix, clock, journal, draw_chunk=chunk, rng=SeededRandom(7))
-        try:
-            await store.upsert_room(
-                {"id": "r", "targetUrl": TARGET, "ratePerMinute": 600, "presenceSec": None, "queueMaxPerIp": None}
-            )
-            held = []
-            for i in range(PEOPLE):
-                view = await store.join("r", person(i), None, None)
-                held.append(Presented(gen=view.gen, n=view.ticket))
-            clock.advance(2)
-            await store.tick()  # 20 promoted, 5 still waiting
-            assert await store.flush("r") == 20
-            fq = room_key(part_prefix, "r", "fq")
-            if chunk == 4:
-                st = await redis.hgetall(room_key(part_prefix, "r", "st"))
-                assert st.get(b"fqr") == b"flushed" and await redis.zcard(fq) == 20 - 4
-            assert await redis.scard(room_key(part_prefix, "r", "ps")) == 0  # every pass ended at once
-            views = [await store.status("r", person(i), held[i]) for i in range(PEOPLE)]
-            assert await redis.exists(fq) == 0
-            lookups = [await store.lookup("r", str(n)) for n in range(1, PEOPLE + 1)]
-            assert [d["reason"] for d in lookups].count("flushed") == 20
-            seen[chunk] = (
-                [(v.ticket, v.state, v.position) for v in views],
-                [(d["state"], d["reason"]) for d in lookups],
-                [(e.type, e.data) for e in journal.events],
-            )
-        finally:
-            await store.close()
-    assert seen[4] == seen[2000]
+
+    async def run(chunk: int, store: ValkeyStore, clock: FakeClock, journal: RecordingJournal, part_prefix: str) -> Any:
+        await store.upsert_room(
+            {"id": "r", "targetUrl": TARGET, "ratePerMinute": 600, "presenceSec": None, "queueMaxPerIp": None}
+        )
+        held = []
+        for i in range(PEOPLE):
+            view = await store.join("r", person(i), None, None)
+            held.append(Presented(gen=view.gen, n=view.ticket))
+        clock.advance(2)
+        await store.tick()  # 20 promoted, 5 still waiting
+        assert await store.flush("r") == 20
+        fq = room_key(part_prefix, "r", "fq")
+        if chunk == 4:
+            st = await redis.hgetall(room_key(part_prefix, "r", "st"))
+            assert st.get(b"fqr") == b"flushed" and await redis.zcard(fq) == 20 - 4
+        assert await redis.scard(room_key(part_prefix, "r", "ps")) == 0  # every pass ended at once
+        views = [await store.status("r", person(i), held[i]) for i in range(PEOPLE)]
+        assert await redis.exists(fq) == 0
+        lookups = [await store.lookup("r", str(n)) for n in range(1, PEOPLE + 1)]
+        assert [d["reason"] for d in lookups].count("flushed") == 20
+        result = (
+            [(v.ticket, v.state, v.position) for v in views],
+            [(d["state"], d["reason"]) for d in lookups],
+            [(e.type, e.data) for e in journal.events],
+        )
+        return result
+
+    await _at_once_and_in_parts(redis, f"{prefix}f", run)
 
 
 def _count_parts(store: ValkeyStore) -> list[str]:
@@ -335,28 +342,24 @@ async def test_lanes_changed_under_a_long_line_are_regrouped_in_parts_as_at_once
     first, so positions are never read from a half-regrouped line. The answers are a regroup at once's."""
     redis, prefix = valkey
     lanes = [{"id": "members", "share": 70}, {"id": "public", "share": 30}]
-    seen: dict[int, Any] = {}
-    for chunk in (2000, 4):
-        part_prefix = f"{prefix}l{chunk}:"
-        clock, journal = FakeClock(), RecordingJournal()
-        store = await make_valkey(redis, part_prefix, clock, journal, draw_chunk=chunk, rng=SeededRandom(7))
-        try:
-            room = {"id": "r", "targetUrl": TARGET, "ratePerMinute": 0, "presenceSec": None, "queueMaxPerIp": None}
-            await store.upsert_room({**room, "lanes": lanes})
-            held = []
-            for i in range(PEOPLE):
-                view = await store.join("r", person(i), None, None, lane=lanes[i % 2]["id"])
-                held.append(Presented(gen=view.gen, n=view.ticket))
-            parts = _count_parts(store)
-            # the members lane goes: its tickets join the public lane, in line order
-            await store.upsert_room({**room, "lanes": [{"id": "public", "share": 100}]})
-            assert (len(parts) > 0) == (chunk == 4)  # with parts of four, calls answered 'parts' until done
-            views = [await store.status("r", person(i), held[i]) for i in range(PEOPLE)]
-            st = await redis.hgetall(room_key(part_prefix, "r", "st"))
-            assert st.get(b"rgo", b"") == b"" and st.get(b"rgq", b"") == b""  # nothing left of the parts
-            assert {v.lane for v in views} == {"public"}
-            assert sorted(v.position for v in views if v.position is not None) == list(range(1, PEOPLE + 1))
-            seen[chunk] = ([(v.ticket, v.lane, v.position) for v in views], [e.type for e in journal.events])
-        finally:
-            await store.close()
-    assert seen[4] == seen[2000]
+
+    async def run(chunk: int, store: ValkeyStore, clock: FakeClock, journal: RecordingJournal, part_prefix: str) -> Any:
+        room = {"id": "r", "targetUrl": TARGET, "ratePerMinute": 0, "presenceSec": None, "queueMaxPerIp": None}
+        await store.upsert_room({**room, "lanes": lanes})
+        held = []
+        for i in range(PEOPLE):
+            view = await store.join("r", person(i), None, None, lane=lanes[i % 2]["id"])
+            held.append(Presented(gen=view.gen, n=view.ticket))
+        parts = _count_parts(store)
+        # the members lane goes: its tickets join the public lane, in line order
+        await store.upsert_room({**room, "lanes": [{"id": "public", "share": 100}]})
+        assert (len(parts) > 0) == (chunk == 4)  # with parts of four, calls answered 'parts' until done
+        views = [await store.status("r", person(i), held[i]) for i in range(PEOPLE)]
+        st = await redis.hgetall(room_key(part_prefix, "r", "st"))
+        assert st.get(b"rgo", b"") == b"" and st.get(b"rgq", b"") == b""  # nothing left of the parts
+        assert {v.lane for v in views} == {"public"}
+        assert sorted(v.position for v in views if v.position is not None) == list(range(1, PEOPLE + 1))
+        result = ([(v.ticket, v.lane, v.position) for v in views], [e.type for e in journal.events])
+        return result
+
+    await _at_once_and_in_parts(redis, f"{prefix}l", run)
