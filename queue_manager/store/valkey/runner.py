@@ -54,7 +54,7 @@ class RoomRunner:
     maintenance (every script is told); ``writer``: the instance that commits the events (kept with
     them in the outbox); ``full_records``: ticket records stored with every field (``TICKET_RECORDS=full``);
     ``draw_chunk``: pre-queue entries one call puts in line (a larger draw is applied in parts, each
-    call answering ``drawing`` until the last); ``rng``: where a draw without a committed seed draws one."""
+    call answering ``parts`` until the last); ``rng``: where a draw without a committed seed draws one."""
 
     def __init__(
         self,
