@@ -1442,6 +1442,16 @@ end
 -- Re-presenting a held place returns it; anything else mints a ticket (or, before opensAt, a pre-queue
 -- entry). The reply's raw material (view_payload), or a refusal {k = 'err', code = …}; the caller ends
 -- the call (done). The Ref of every number it may mint is in the window (the caller checked).
+-- A re-join that names another return URL than its ticket's or entry's (rec): kept, and journaled as
+-- return.update naming the place (named: {n = …} or {h = …}).
+local function new_return(rec, ret, named)
+  if ret ~= nil and ret ~= rec.ru then
+    rec.ru = ret
+    named.ret = ret
+    emit('return.update', named)
+  end
+end
+
 local function join_visitor(i)
   local lane = opt(ARGV[i + 9])
   if lane ~= nil and lanes().idx[lane] == nil then
@@ -1459,10 +1469,7 @@ local function join_visitor(i)
   if found.ticket ~= nil then
     local t = found.ticket
     t.sn = NOW
-    if ret ~= nil and ret ~= t.ru then
-      t.ru = ret
-      emit('return.update', {n = t.n, ret = ret})
-    end
+    new_return(t, ret, {n = t.n})
     if t.s == 'admitted' and C.ck ~= nil and t.ck == C.ck then
       reclaim(t)
     end
@@ -1471,10 +1478,7 @@ local function join_visitor(i)
   if found.pre ~= nil then
     local e = found.pre
     e.sn = NOW
-    if ret ~= nil and ret ~= e.ru then
-      e.ru = ret
-      emit('return.update', {h = e.h, ret = ret})
-    end
+    new_return(e, ret, {h = e.h})
     save_pre(e)
     return view_payload(found)
   end
