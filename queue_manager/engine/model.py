@@ -44,6 +44,7 @@ DEFAULT_PRESENCE_SEC = 30
 DEFAULT_QUEUE_MAX_PER_IP = 16
 DEFAULT_PREQUEUE_MAX_PER_IP = 16
 CLAIM_WINDOW_SEC = 120
+PREQUEUE_SHARDS_MAX = 16
 MAX_RATE_PER_MINUTE = 1_000_000
 #: how a room lets people in: fifo (a line, first come first served), random (a line drawn from at each
 #: release), passthrough (no line: everyone admitted at once, counted), reject (closed: nobody joins)
@@ -68,6 +69,7 @@ ROOM_FIELDS = frozenset(
         "presenceSec",
         "queueMaxPerIp",
         "preQueueMaxPerIp",
+        "preQueueShards",
         "maxWaiting",
         "maxWaitSec",
         "queueing",
@@ -161,6 +163,9 @@ class RoomConfig:
     presence_sec: int | None = DEFAULT_PRESENCE_SEC
     queue_max_per_ip: int | None = DEFAULT_QUEUE_MAX_PER_IP
     prequeue_max_per_ip: int | None = DEFAULT_PREQUEUE_MAX_PER_IP
+    # slots a drop's pre-queue takes its sign-ups in on the Valkey store (store/valkey/shards.py): the
+    # room's own and preQueueShards - 1 more, each on its own hash slot; the draw merges them
+    prequeue_shards: int = 1
     max_waiting: int | None = None
     max_wait_sec: int | None = None
     queueing: str = "fifo"  # fifo | random | passthrough | reject (QUEUEING_METHODS)
@@ -213,6 +218,7 @@ class RoomConfig:
             "presenceSec": self.presence_sec,
             "queueMaxPerIp": self.queue_max_per_ip,
             "preQueueMaxPerIp": self.prequeue_max_per_ip,
+            "preQueueShards": self.prequeue_shards,
             "maxWaiting": self.max_waiting,
             "maxWaitSec": self.max_wait_sec,
             "queueing": self.queueing,
@@ -305,6 +311,7 @@ INT_FIELDS: dict[str, tuple[int, int, bool]] = {
     "presenceSec": (5, 86_400, True),
     "queueMaxPerIp": (1, 10_000_000, True),
     "preQueueMaxPerIp": (1, 10_000_000, True),
+    "preQueueShards": (1, PREQUEUE_SHARDS_MAX, False),
     "maxWaiting": (1, 10_000_000, True),
     "maxWaitSec": (1, 30 * 86_400, True),
 }
@@ -439,6 +446,8 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
             cfg.queue_max_per_ip = _int(body, key)
         elif key == "preQueueMaxPerIp":
             cfg.prequeue_max_per_ip = _int(body, key)
+        elif key == "preQueueShards":
+            cfg.prequeue_shards = _int(body, key)
         elif key == "maxWaiting":
             cfg.max_waiting = _int(body, key)
         elif key == "maxWaitSec":

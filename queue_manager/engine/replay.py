@@ -382,6 +382,27 @@ def _prequeue_join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     room.join_prequeue(_client(data), handle, int(data["joined"]), data.get("ret"), _lane(data))
 
 
+def _prequeue_merge(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    """The sign-ups of a pre-queue shard joining its room's pre-queue (store/valkey/shards.py)."""
+    room = ctx.room
+    for entry in data["entries"]:
+        handle = str(entry["h"])
+        if handle in room.prequeue or handle in room.drawn:
+            raise _Inconsistent(f"pre-queue handle {handle} already used")
+        room.merge_prequeue(_client(entry), handle, int(entry["joined"]), entry.get("ret"), _lane(entry))
+
+
+def _prequeue_drain(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    """A pre-queue shard's entries gone to its room: each leaves as a taken-back sign-up does."""
+    room = ctx.room
+    for handle in data["h"]:
+        entry = room.withdraw_prequeue(str(handle))
+        if entry is None:
+            raise _Inconsistent(f"drained pre-queue handle {handle} is not in the pre-queue")
+        room.joins_total = max(0, room.joins_total - 1)
+        _forget_join_time(room, entry.joined_ms)
+
+
 def _lane(data: Mapping[str, Any]) -> str | None:
     """The lane a join names (``ln``, only in a room with lanes); None: the room has none."""
     lane = data.get("ln")
@@ -589,6 +610,8 @@ HANDLERS: dict[str, Handler] = {
     "join": _join,
     "prequeue.join": _prequeue_join,
     "prequeue.draw": _prequeue_draw,
+    "prequeue.merge": _prequeue_merge,
+    "prequeue.drain": _prequeue_drain,
     "promote": _promote,
     "admit": _admit,
     "admit.revoke": _admit_revoke,

@@ -278,6 +278,18 @@ class Room:
         self.emit("prequeue.join", h=handle, **arrival_data(client, joined_ms, return_url), **extra)
         return entry
 
+    def merge_prequeue(
+        self, client: ClientId, handle: str, joined_ms: int, return_url: str | None, lane: str | None
+    ) -> PreEntry:
+        """A sign-up a pre-queue shard took joins this room's pre-queue (``prequeue.merge``, Valkey only):
+        as it was signed up, counted as a join, without a join time (the shard's minute counted it)."""
+        now = self.clock.mono_ms()
+        entry = PreEntry(handle, client.ident, client.fp, client.fp2, client.cookie, joined_ms, now, return_url, lane)
+        self.prequeue[handle] = entry
+        self.pq_per_ident[client.ident] = self.pq_per_ident.get(client.ident, 0) + 1
+        self.joins_total += 1
+        return entry
+
     def commit_draw(self, seed: bytes) -> None:
         """Transition: a drop was scheduled (or moved) for ``cfg.opens_at_ms``: ``seed`` is its secret,
         its commitment published from now on. Not an event of its own: the room change that scheduled

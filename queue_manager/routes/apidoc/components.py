@@ -252,6 +252,12 @@ ROOM_WRITE: dict[str, Any] = {
         "presenceSec": {"type": ["integer", "null"], "minimum": 1},
         "queueMaxPerIp": {"type": ["integer", "null"], "minimum": 1},
         "preQueueMaxPerIp": {"type": ["integer", "null"], "minimum": 1},
+        "preQueueShards": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 16,
+            "description": "Valkey: the hash slots a scheduled drop's pre-queue takes its sign-ups in.",
+        },
         "maxWaiting": {"type": ["integer", "null"], "minimum": 1, "description": "People the line may hold."},
         "maxWaitSec": {
             "type": ["integer", "null"],

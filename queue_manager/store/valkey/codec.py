@@ -19,6 +19,7 @@ from queue_manager.engine.model import RoomConfig, apply_fields
 from queue_manager.engine.targeting import TargetRule, match
 from queue_manager.engine.ticket import Ticket
 from queue_manager.engine.view import MintedWaits, VisitorView, render_stats, render_ticket, render_visitor_view
+from queue_manager.store.valkey.shards import is_shard
 
 # The config fields the Lua rules read, in the order lua/prelude.lua's CONFIG_FIELDS lists them.
 CONFIG_FIELD_NAMES = (
@@ -37,6 +38,7 @@ CONFIG_FIELD_NAMES = (
     "c_opens",
     "c_rules",
     "c_lanes",
+    "c_pqsh",
 )
 
 
@@ -77,6 +79,7 @@ def lua_fields(cfg: RoomConfig) -> list[str]:
         s(cfg.opens_at_ms),
         s(len(cfg.rules)),
         encode_lanes(cfg.lanes),
+        "0" if is_shard(cfg.id) else str(cfg.prequeue_shards),  # 0: this room is a pre-queue shard
     ]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import queue_manager.engine.engine as engine_module
@@ -77,6 +77,8 @@ class RoomRunner:
         self.full_records = full_records
         self.draw_chunk = draw_chunk
         self.held = False
+        # a drop's draw of a room whose pre-queue took sign-ups in shards waits for this (shard_merge.py)
+        self.merge_shards: Callable[[str, tuple[int, int]], Awaitable[None]] | None = None
         self.configs = ConfigCopies()
         self.refs = RefWindows()
 
@@ -145,6 +147,7 @@ class RoomRunner:
         next_hint = self.refs.next_hint
         attempts = 0
         waited_until = time.monotonic() + DRAW_WAIT_MAX_SEC
+        merged = False
         while attempts < MAX_ATTEMPTS:
             cache = configs.get(room_id)
             if first is not None:
@@ -171,6 +174,12 @@ class RoomRunner:
                 continue
             attempts += 1
             if kind == "draw":
+                if reply.get("shards") and self.merge_shards is not None and not merged:
+                    # the drop took sign-ups in shards: this caller holds the claim and merges them first
+                    await self.merge_shards(room_id, now)
+                    merged = True
+                    draw = (str(reply["claim"]), "", "")
+                    continue
                 if reply.get("paged"):
                     pages = await self._draw_pages(room_id, now, reply)
                     if pages is None:  # the pre-queue changed while it was read: ask again, as the claimer

@@ -51,6 +51,10 @@ OPERATIONS = (
     "import",
     "import_part",
     "cfg",
+    "shard_seal",
+    "shard_page",
+    "shard_drain",
+    "prequeue_merge",
 )
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

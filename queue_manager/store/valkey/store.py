@@ -20,7 +20,7 @@ from queue_manager.clock import Clock
 from queue_manager.engine.draw import DrawState
 from queue_manager.engine.errors import EngineError, no_room
 from queue_manager.engine.events import Event
-from queue_manager.engine.model import ClientId, RoomConfig
+from queue_manager.engine.model import ClientId, RoomConfig, check_room_id
 from queue_manager.engine.policy import RoomPolicy
 from queue_manager.engine.randomness import SYSTEM_RANDOM, RandomSource
 from queue_manager.engine.view import MintedWaits, VisitorView
@@ -50,7 +50,16 @@ from queue_manager.store.valkey.lane import ValkeyLane
 from queue_manager.store.valkey.live import LiveLines
 from queue_manager.store.valkey.refusals import refusal
 from queue_manager.store.valkey.registry import RoomRegistry
-from queue_manager.store.valkey.runner import DRAW_CHUNK, RoomRunner, events_of
+from queue_manager.store.valkey.runner import DRAW_CHUNK, ArgsFn, RoomRunner, events_of
+from queue_manager.store.valkey.shard_merge import ShardKeeper
+from queue_manager.store.valkey.shards import (
+    handle_in,
+    is_shard,
+    parent,
+    shard_id,
+    shard_of_handle,
+    shard_of_ident,
+)
 from queue_manager.store.valkey.snapshot import export_document, import_parts, import_payload
 from queue_manager.store.valkey.takebacks import TakeBacks
 from queue_manager.store.valkey.writes import ConfigWrites
@@ -143,6 +152,9 @@ class ValkeyStore:
         )
         self._registry = RoomRegistry(self._calls)
         self._writes = ConfigWrites(self._runner, self._registry, self._finish)
+        # a drop's pre-queue over several hash slots (shards.py, shard_merge.py)
+        self.shards = ShardKeeper(self._runner, self._registry, self._writes, self._commit, self._delete)
+        self._runner.merge_shards = self.shards.merge_for_draw
         self._listeners: list[ChangeListener] = []
         # the live streams' reads: waiting visitors' frames from this process's replicas of the lines
         self.lines = LiveLines(self, mark_every=presence_mark_sec)
@@ -247,7 +259,7 @@ class ValkeyStore:
         """Every room's summary; given ``after`` (a reader's cursors), each room's unread waits too, read
         by the same ``stats`` call."""
         runner = self._runner
-        ids = await self._registry.ids()
+        ids = [i for i in await self._registry.ids() if not is_shard(i)]  # a shard is part of its room
         now = await runner.now()
         calls = []
         extra: dict[str, list[str]] = {}
@@ -283,15 +295,21 @@ class ValkeyStore:
         reply, events = await runner.run("stats", room_id, now, lambda _: args or ["stats"], first=first)
         cache = runner.configs.required(room_id)
         gen = int(reply["gen"])
+        count = self.shards.count(room_id)
+        if count > 1:  # the drop's sign-ups in shards are the room's pre-queue
+            reply["pq"] = await self.shards.total(room_id, count)
         stats = codec.stats(gen, cache.cfg, reply, now[0])
         return {**cache.cfg.to_public(logo_data=False, secrets=False), **stats}, events, codec.minted_waits(gen, reply)
 
     async def get_room(self, room_id: str) -> dict[str, Any]:
+        _visible(room_id)
         summary, events, _ = await self._summary(room_id, await self._runner.now())
         await self._finish(events)
         return summary
 
     async def room_exists(self, room_id: str) -> bool:
+        if is_shard(room_id):
+            return False
         if self._runner.configs.fresh(room_id, self.config_fresh_sec) is not None:
             return True
         return await self._registry.live(room_id)
@@ -299,6 +317,8 @@ class ValkeyStore:
     async def room_policy(self, room_id: str) -> RoomPolicy | None:
         """From this process's copy when a script confirmed it within ``config_fresh_sec`` (the
         HTTP layer asks on every request); otherwise one small read."""
+        if is_shard(room_id):
+            return None
         fresh = self._runner.configs.fresh(room_id, self.config_fresh_sec)
         if fresh is not None:
             return fresh.policy
@@ -313,13 +333,27 @@ class ValkeyStore:
         expect: Mapping[str, Any] | None = None,
         system: bool = False,
     ) -> tuple[dict[str, Any], bool, list[str]]:
-        room_id, created, changed = await self._writes.upsert(body, expect_state, expect, system)
+        room_id = body.get("id")
+        if isinstance(room_id, str) and is_shard(room_id):
+            check_room_id(room_id)  # a shard's id is never a room's: refused as any malformed id
+        before = await self._sharded_before(room_id, body)
+        try:
+            room_id, created, changed = await self._writes.upsert(body, expect_state, expect, system)
+        finally:
+            await self._shards_after(room_id, before)
         if "accessRules" in changed and not created:  # a changed rule counts anew: its old counters go
             kept = [rule.key for rule in self._runner.configs.required(room_id).cfg.access_rules]
             await self._runner.once("access_prune", room_id, kept)
         return await self.get_room(room_id), created, changed
 
     async def delete_room(self, room_id: str) -> None:
+        _visible(room_id)
+        await self._delete(room_id)
+        for sid in await self.shards.present(room_id):  # its pre-queue shards go with it
+            with contextlib.suppress(EngineError):
+                await self._delete(sid)
+
+    async def _delete(self, room_id: str) -> None:
         reply = await self._runner.once("delete", room_id, [room_id])
         self._runner.forget(room_id)
         await self._registry.unregister(room_id)
@@ -329,14 +363,47 @@ class ValkeyStore:
             await self._redis.delete(room_key(self.prefix, self._calls.slot_id(room_id), "ob"))
 
     async def schedule(self, room_id: str, body: Any) -> dict[str, Any]:
-        await self._writes.schedule(room_id, body)
+        _visible(room_id)
+        before = await self._sharded_before(room_id, body if isinstance(body, dict) else {})
+        try:
+            await self._writes.schedule(room_id, body)
+        finally:
+            await self._shards_after(room_id, before)
         return await self.get_room(room_id)
 
+    async def _sharded_before(self, room_id: Any, body: Mapping[str, Any]) -> bool | None:
+        """Before a change of a room whose drop takes (or may take) sign-ups in shards: when the change moves
+        or cancels the drop or changes the shard count, every shard is merged into the room and sealed first.
+        None: the room has no shards to keep (nothing to do after the change either); else whether it merged."""
+        if not isinstance(room_id, str) or is_shard(room_id):
+            return None
+        copy = self._runner.configs.get(room_id)
+        if copy is None:
+            copy, _ = await self._runner.read_config(room_id)
+        # a copy behind the room's config is safe: a sharded room's draw is due whatever its own pre-queue
+        # holds and merges first (draw_due), and the shards a change no longer wants are merged before they go
+        sharded = copy is not None and copy.cfg.prequeue_shards > 1
+        if not sharded and (body.get("preQueueShards") or 1) == 1:
+            return None
+        merge = sharded and ("opensAt" in body or "preQueueShards" in body)
+        if merge:
+            await self.shards.seal_all(room_id)
+        return merge
+
+    async def _shards_after(self, room_id: Any, before: bool | None) -> None:
+        """After the change (made or refused): the shards given the room's config, those it no longer wants
+        merged and deleted, sealed ones opened again."""
+        if before is not None and isinstance(room_id, str):
+            await self.shards.sync(room_id, merge_first=before)
+
     async def draw_state(self, room_id: str) -> DrawState:
+        _visible(room_id)
         runner = self._runner
         reply, events = await runner.run("stats", room_id, await runner.now(), lambda _: ["draw"])
         await self._finish(events)  # a draw that was due is committed before it is shown
-        return DrawState(codec.draw_record(reply.get("draw")), reply["eff"] == "scheduled", int(reply["pq"]))
+        count = self.shards.count(room_id)
+        pre = await self.shards.total(room_id, count) if count > 1 else int(reply["pq"])
+        return DrawState(codec.draw_record(reply.get("draw")), reply["eff"] == "scheduled", pre)
 
     # ------------------------------------------------------------------ visitors
 
@@ -349,9 +416,44 @@ class ValkeyStore:
         *,
         lane: str | None = None,
     ) -> VisitorView:
-        handle = self.rng.token_hex(8)
+        count = self.shards.count(room_id)
+        target = room_id
+        if count > 1 and (presented is None or presented.n is None):
+            # a sign-up of a drop spread over shards: the shard of the handle presented, or of the address
+            held = presented.handle if presented is not None else None
+            k = shard_of_handle(held, count) if held else shard_of_ident(client.ident, count)
+            handle = handle_in(self.rng, k, count)
+            if k:
+                target = shard_id(room_id, k, count)
+        else:
+            handle = self.rng.token_hex(8)
         args = [*client_args(client), *presented_args(presented), return_url or "", handle, lane or ""]
+        if target != room_id:
+            with contextlib.suppress(_Moved):
+                return await self._joins.join(target, args)
         return await self._joins.join(room_id, args)
+
+    async def _shard_view(self, sid: str, r: Reply, now: tuple[int, int]) -> VisitorView | BaseException:
+        """A pre-queue shard's answer as its room's: the room's generation, config and whole pre-queue count;
+        ``moved`` (the shard does not hold it, or takes no sign-ups now) as _Moved, for the room to answer."""
+        if r["k"] == "moved":
+            return _Moved()
+        if r["k"] == "err":
+            return refusal(r)
+        room_id = parent(sid)
+        copy = self._runner.configs.required(room_id)
+        await self._sum_prequeue(room_id, [r], sid)
+        return codec.visitor_view(room_id, copy.gen, copy.cfg, r, *now)
+
+    async def _sum_prequeue(self, room_id: str, replies: Sequence[Reply], source: str) -> None:
+        """A pre-queue entry's view of a room whose drop takes sign-ups in shards shows the whole pre-queue;
+        ``source``: the room or shard that answered (its own count is in each such view)."""
+        count = self.shards.count(room_id)
+        pre = [r for r in replies if r.get("pre") is not None]
+        if count > 1 and pre:
+            total = await self.shards.total(room_id, count, (source, int(pre[-1]["pc"])))
+            for r in pre:
+                r["pc"] = total
 
     async def _join_call(self, room_id: str, asks: list[list[str]]) -> JoinFinish:
         """One call for the joins ``asks`` (each join.lua's arguments): join.lua for one, join_many.lua for
@@ -381,7 +483,10 @@ class ValkeyStore:
                 raise
             finally:
                 self._notify({e.room for e in events})
+            if is_shard(room_id):  # answered by a pre-queue shard: rendered as its room's
+                return [await self._shard_view(room_id, r, now) for r in replies]
             cfg = runner.configs.required(room_id).cfg
+            await self._sum_prequeue(room_id, replies, room_id)
             return [refusal(r) if r["k"] == "err" else codec.visitor_view(room_id, gen, cfg, r, *now) for r in replies]
 
         return finish
@@ -395,9 +500,37 @@ class ValkeyStore:
         runner = self._runner
         now = await runner.now()
         args = [*client_args(client), *presented_args(presented)]
+        sid = self._shard_of(room_id, presented)
+        if sid is not None:
+            with contextlib.suppress(_Moved):
+                return await self._shard_call("status", sid, now, args)
         reply, events = await runner.run("status", room_id, now, lambda _: args)
         await self._finish(events)
+        await self._sum_prequeue(room_id, [reply], room_id)
         return codec.visitor_view(room_id, int(reply["gen"]), runner.configs.required(room_id).cfg, reply, *now)
+
+    def _shard_of(self, room_id: str, presented: Presented | None) -> str | None:
+        """The pre-queue shard a presented handle names, while the room's drop takes sign-ups in shards (None:
+        the room itself answers)."""
+        if presented is None or presented.n is not None or not presented.handle:
+            return None
+        count = self.shards.count(room_id)
+        k = shard_of_handle(presented.handle, count) if count > 1 else 0
+        return shard_id(room_id, k, count) if k else None
+
+    async def _shard_call(self, name: str, sid: str, now: tuple[int, int], args: list[str]) -> VisitorView:
+        """A visitor's call answered by the pre-queue shard ``sid`` (raises _Moved when its room answers)."""
+        try:
+            reply, events = await self._runner.run(name, sid, now, lambda _: args)
+        except EngineError as err:
+            if err.code == "no_room":
+                raise _Moved from None  # retired meanwhile: its entries are the room's
+            raise
+        await self._finish(events)
+        view = await self._shard_view(sid, reply, now)
+        if isinstance(view, BaseException):
+            raise view
+        return view
 
     async def status_many(self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]) -> list[VisitorView]:
         """One script call per STATUS_BATCH asks (lua/status_many.lua), every part at the same instant."""
@@ -411,6 +544,50 @@ class ValkeyStore:
         and the config version it was rendered with."""
         if not asks:
             return []
+        if self.shards.count(room_id) > 1:
+            return await self._status_many_sharded(room_id, asks)
+        return await self._status_many_in(room_id, asks)
+
+    async def _status_many_sharded(
+        self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]
+    ) -> list[tuple[VisitorView, int | None, int, int]]:
+        """``status_many_fed`` of a room whose drop takes sign-ups in shards: each pre-queue handle asked of
+        its shard, the rest (and whatever a shard says is the room's) of the room, answers in order."""
+        runner = self._runner
+        now = await runner.now()
+        out: list[tuple[VisitorView, int | None, int, int] | None] = [None] * len(asks)
+        by_shard: dict[str, list[int]] = {}
+        for i, (_, presented) in enumerate(asks):
+            sid = self._shard_of(room_id, presented)
+            if sid is not None:
+                by_shard.setdefault(sid, []).append(i)
+        for sid, idx in by_shard.items():
+            for start in range(0, len(idx), STATUS_BATCH):
+                part = idx[start : start + STATUS_BATCH]
+                args = asks_args([asks[i] for i in part])
+                try:
+                    reply, events = await runner.run("status_many", sid, now, always(args))
+                except EngineError as err:
+                    if err.code != "no_room":
+                        raise
+                    continue  # retired meanwhile: the room answers
+                await self._finish(events)
+                for i, view in zip(part, reply["vs"], strict=True):
+                    if view.get("moved"):
+                        continue
+                    rendered = await self._shard_view(sid, {**view, "k": "ok"}, now)
+                    if isinstance(rendered, VisitorView):
+                        out[i] = (rendered, None, 0, runner.configs.required(room_id).cv)
+        rest = [i for i, got in enumerate(out) if got is None]
+        for i, answer in zip(rest, await self._status_many_in(room_id, [asks[i] for i in rest]), strict=True):
+            out[i] = answer
+        return [answer for answer in out if answer is not None]
+
+    async def _status_many_in(
+        self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]
+    ) -> list[tuple[VisitorView, int | None, int, int]]:
+        if not asks:
+            return []
         runner = self._runner
         now = await runner.now()
         out: list[tuple[VisitorView, int | None, int, int]] = []
@@ -420,6 +597,7 @@ class ValkeyStore:
             await self._finish(events)
             gen, copy = int(reply["gen"]), runner.configs.required(room_id)
             cfg, cv, lf = copy.cfg, copy.cv, int(reply.get("lf") or 0)
+            await self._sum_prequeue(room_id, reply["vs"], room_id)
             out.extend((codec.visitor_view(room_id, gen, cfg, r, *now), r.get("ls"), lf, cv) for r in reply["vs"])
         return out
 
@@ -493,7 +671,7 @@ class ValkeyStore:
             matched["rule"] = rule_id
             return [*fixed, rule_index, unprotected, door[1].hex()]
 
-        reply, events = await runner.run("check", room_id, now, check_args, cv="strict")
+        reply, events = await self._check_run(room_id, presented, now, check_args)
         try:
             await self._commit(events)
         except BaseException as exc:
@@ -522,6 +700,23 @@ class ValkeyStore:
             session_expires_ms=reply.get("sx"),
             rule=None if state == "bypass" else matched.get("rule"),
         )
+
+    async def _check_run(
+        self, room_id: str, presented: Presented | None, now: tuple[int, int], args: ArgsFn
+    ) -> tuple[Reply, list[Event]]:
+        """The door check, of the pre-queue shard a presented handle names first (it answers only for an entry
+        it holds; anything else is the room's)."""
+        sid = self._shard_of(room_id, presented)
+        if sid is not None:
+            try:
+                reply, events = await self._runner.run("check", sid, now, args, cv="strict")
+            except EngineError as err:
+                if err.code != "no_room":
+                    raise
+            else:
+                if reply["k"] != "moved":
+                    return reply, events
+        return await self._runner.run("check", room_id, now, args, cv="strict")
 
     async def door_replay(
         self, room_id: str, presented: Presented, door_hash: bytes, url: str | None
@@ -612,6 +807,7 @@ class ValkeyStore:
     # ------------------------------------------------------------------ operators
 
     async def eject(self, room_id: str, query: str) -> dict[str, Any]:
+        _visible(room_id)
         runner = self._runner
         now = await runner.now()
         stripped, kind, number, ref = query_args(query)
@@ -625,18 +821,22 @@ class ValkeyStore:
         return codec.describe(room_id, int(reply["gen"]), reply["d"], *now)
 
     async def purge(self, room_id: str) -> int:
+        _visible(room_id)
         runner = self._runner
+        await self.shards.merge(room_id, await runner.now(), reopen=True)  # the whole pre-queue goes
         reply, events = await runner.run("purge", room_id, await runner.now(), lambda _: [], cv="any")
         await self._finish(events)
         return int(reply["count"])
 
     async def flush(self, room_id: str) -> int:
+        _visible(room_id)
         runner = self._runner
         reply, events = await runner.run("flush", room_id, await runner.now(), lambda _: [], cv="any")
         await self._finish(events)
         return int(reply["count"])
 
     async def lookup(self, room_id: str, query: str) -> dict[str, Any]:
+        _visible(room_id)
         runner = self._runner
         now = await runner.now()
         stripped, kind, number, ref = query_args(query)
@@ -647,6 +847,7 @@ class ValkeyStore:
         return codec.lookup_answer(room_id, ref, reply, *now)
 
     async def match_rule(self, room_id: str, url: str) -> dict[str, Any]:
+        _visible(room_id)
         cache, reply = await self._runner.read_config(room_id, rule_stats=True)
         if cache is None:
             raise no_room(room_id)
@@ -701,6 +902,10 @@ class ValkeyStore:
         finally:
             rooms = {e.room for e in events} | set(ids)
             self._notify(rooms)
+        try:  # pre-queue shards no room wants any more: merged and deleted
+            await self.shards.housekeep(ids)
+        except (StoreUnavailable, EngineError) as exc:
+            failure = failure or exc
         if isinstance(failure, StoreUnavailable):
             raise failure
         return rooms
@@ -709,6 +914,9 @@ class ValkeyStore:
 
     async def export_room(self, room_id: str) -> dict[str, Any]:
         """The room generation as a checkpoint (docs/events.md, format v1)."""
+        _visible(room_id)
+        # a drop's sign-ups in shards are the room's: in its document
+        await self.shards.merge(room_id, await self._runner.now(), reopen=True)
         return export_document(room_id, await self._runner.once("export", room_id))
 
     async def import_room(self, snapshot: dict[str, Any]) -> bool:
@@ -749,6 +957,16 @@ class ValkeyStore:
     async def unfence(self, room_id: str) -> None:
         with translate(room_id, self.breaker):
             await self._redis.delete(room_key(self.prefix, room_id, "fence"))
+
+
+class _Moved(Exception):
+    """A pre-queue shard's answer: not its visitor (or no sign-ups now); the room answers instead."""
+
+
+def _visible(room_id: str) -> None:
+    """A pre-queue shard is part of its room, never a room of its own to anyone outside the store."""
+    if is_shard(room_id):
+        raise no_room(room_id)
 
 
 def _implements_the_contract(store: ValkeyStore) -> Store:

@@ -15,7 +15,14 @@ from typing import Any
 import queue_manager.engine.engine as engine_module
 from queue_manager.engine.errors import EngineError, bad_field, no_room
 from queue_manager.engine.events import Event
-from queue_manager.engine.model import apply_fields, check_room_id, check_schedule_body, normalise_body, parse_opens_at
+from queue_manager.engine.model import (
+    RoomConfig,
+    apply_fields,
+    check_room_id,
+    check_schedule_body,
+    normalise_body,
+    parse_opens_at,
+)
 from queue_manager.store.base import StoreUnavailable
 from queue_manager.store.valkey import codec
 from queue_manager.store.valkey.arguments import to_json
@@ -70,12 +77,52 @@ class ConfigWrites:
 
     async def _create(self, room_id: str, body: dict[str, Any]) -> list[str]:
         check_room_id(room_id)
-        runner = self._runner
         cfg, changed = apply_fields(None, body)
-        seed = OneSeed(runner.rng)
-        commit = commits(None, cfg)
+        await self._create_with(room_id, cfg, changed)
+        return changed
+
+    async def put(self, room_id: str, cfg: RoomConfig) -> None:
+        """Give ``room_id`` (a pre-queue shard, shards.py) the config ``cfg`` as a whole, created if it is not
+        there; a change journaled as any other, no drop seed committed (a shard never draws)."""
+        for _ in range(MAX_ATTEMPTS):
+            cur, _reply = await self._runner.read_config(room_id)
+            try:
+                if cur is None:
+                    await self._create_with(room_id, cfg, [], seed=False)
+                elif cur.cfg != cfg:
+                    await self._replace(room_id, cfg, cur)
+                return
+            except _Retry:
+                continue
+        raise StoreUnavailable(f"room {room_id!r}: too much contention, try again")
+
+    async def _replace(self, room_id: str, cfg: RoomConfig, cur: ConfigCopy) -> None:
+        held: dict[str, RoomConfig] = {}
+
+        def put_args(cache: ConfigCopy | None) -> list[str]:
+            base = held["base"] = cache.cfg if cache is not None else cur.cfg
+            old_rules = {(r.id, r.pattern, r.action): i for i, r in enumerate(base.rules)}
+            rule_map = [old_rules.get((r.id, r.pattern, r.action), -1) for r in cfg.rules]
+            # a shard holds no ticket: rescheduling its clocks and restarting its pacing cost nothing
+            args = ["update", room_id, to_json(codec.store_form(cfg)), *codec.lua_fields(cfg), "1", "1"]
+            return [*args, to_json(rule_map), "", ""]
+
+        runner = self._runner
+        try:
+            _, events = await runner.run("upsert", room_id, await runner.now(), put_args, cv="strict")
+        except EngineError as err:
+            if err.code == "no_room":
+                raise _Retry from None
+            raise
+        data = {"fields": [], "config": cfg.to_event(held["base"])}
+        await self._finish([_with_data(e, "room.update", data) for e in events])
+
+    async def _create_with(self, room_id: str, cfg: RoomConfig, changed: list[str], *, seed: bool = True) -> None:
+        runner = self._runner
+        seeds = OneSeed(runner.rng)
+        commit = seed and commits(None, cfg)
         args = [*runner.header(await runner.now(), "*"), "create", room_id, to_json(codec.store_form(cfg))]
-        args += [*codec.lua_fields(cfg), "0", "0", "[]", *seed.args(commit)]
+        args += [*codec.lua_fields(cfg), "0", "0", "[]", *seeds.args(commit)]
         score = await self._registry.register(room_id)
         reply = await runner.calls.eval("upsert", room_id, args)
         if reply["k"] == "conflict":
@@ -83,9 +130,8 @@ class ConfigWrites:
         await self._registry.register(room_id, score)
         runner.configs.absorb(room_id, reply)
         runner.refs.note(room_id, reply)
-        data = {"fields": changed, "config": cfg.to_event(None), **seed.data(commit)}
+        data = {"fields": changed, "config": cfg.to_event(None), **seeds.data(commit)}
         await self._finish([_with_data(e, "room.create", data) for e in events_of(room_id, reply)])
-        return changed
 
     async def _update(
         self,

@@ -27,6 +27,14 @@ local function no(reply)
   return done(reply)
 end
 
+if is_shard() then
+  -- a pre-queue shard answers a door check only for an entry it holds on a protected URL (as its room
+  -- would: waiting), and counts nothing; anything else is its room's
+  if (url_sent and unprotected) or P == nil or resolve(P, C).pre == nil then
+    return done({k = 'moved'})
+  end
+  return no({k = 'ok', admit = false, reason = 'waiting'})
+end
 local state = effective_state(NOW_WALL)
 if state == 'bypass' then
   count_arrival()

@@ -106,7 +106,7 @@ local NUMERIC = {
   lseq = true, joins = true, passes = true, wsum = true, unscoped = true, blocked = true, refused = true, ejected = true, srev = true,
   pqver = true, pqseq = true, dro = true, drn = true, dcl = true, rgo = true, rgq = true, fseq = true, lfs = true, pseq = true, phseq = true,
   c_rate = true, c_maxc = true, c_pttl = true, c_sttl = true, c_smax = true, c_pres = true,
-  c_qmax = true, c_pqmax = true, c_wmax = true, c_wsec = true, c_opens = true, c_rules = true,
+  c_qmax = true, c_pqmax = true, c_wmax = true, c_wsec = true, c_opens = true, c_rules = true, c_pqsh = true,
 }
 local S_raw = {}
 local S_dirty = {}
@@ -238,6 +238,16 @@ local function emit(typ, data)
 end
 
 -- ------------------------------------------------------------------ config-derived rules
+
+-- a pre-queue shard (store/valkey/shards.py): a hidden room that only holds a drop's sign-ups
+local function is_shard()
+  return S.c_pqsh == 0
+end
+
+-- a room whose drop takes its sign-ups in shards
+local function sharded()
+  return (S.c_pqsh or 1) > 1
+end
 
 local function effective_state(wall)
   if S.c_state == 'bypass' then
@@ -867,15 +877,6 @@ local function sweep(now)  -- sweep; false when the budget ran out with more due
   return true
 end
 
-local function draw_due()  -- the test in drop.maybe_draw
-  -- a draw being applied is not due again (nor while tickets are finished in parts)
-  if S.dro ~= nil or S.fqr ~= nil or redis.call('HLEN', K.pq) == 0 then
-    return false
-  end
-  local opens = S.c_opens
-  return not (opens ~= nil and NOW_WALL < opens)  -- a cancelled drop with people waiting opens now
-end
-
 -- The drop's committed seed (K.draw, a hash): seed, com (its commitment), at (committed, wall ms),
 -- opens (the instant committed for, '' none), prev ('<commitment>:<replaced at>' joined by ','); once
 -- drawn: res (the draw as the store sent it: JSON order, handles, groups), dat (wall ms), first
@@ -886,6 +887,24 @@ local function committed_seed()  -- the seed the next draw uses (drop.draw_seed)
     return cur[1]
   end
   return nil
+end
+
+local function draw_due()  -- the test in drop.maybe_draw
+  -- a draw being applied is not due again (nor while tickets are finished in parts); a shard never draws
+  if S.dro ~= nil or S.fqr ~= nil or is_shard() then
+    return false
+  end
+  local opens = S.c_opens
+  if opens ~= nil and NOW_WALL < opens then
+    return false
+  end
+  if redis.call('HLEN', K.pq) > 0 then
+    return true  -- a cancelled drop with people waiting opens now
+  end
+  -- a room whose drop took sign-ups in shards: due, whatever its own pre-queue holds, until the store has
+  -- merged the shards into it for this drop (prequeue_merge.lua 'done' keeps the drop's seed in S.shd)
+  local seed = committed_seed()
+  return sharded() and seed ~= nil and S.shd ~= seed
 end
 
 local function commit_draw(seed, com)  -- commit_draw (after set_config: c_opens is the new instant)
@@ -939,13 +958,20 @@ end
 local function draw_reply()
   local count = redis.call('HLEN', K.pq)
   local reply = {k = 'draw', ver = draw_version(), gen = S.gen, next = S.next, seed = committed_seed(), count = count}
-  if count > DRAW_CHUNK then
+  local merge = sharded() and S.shd ~= reply.seed
+  if merge then
+    reply.shards = S.c_pqsh  -- the claimer merges the shards first (shard_merge.py), then asks again
+  end
+  if count > DRAW_CHUNK or merge then
     if (S.dcl or 0) > NOW and DRAW_VER ~= 'c' .. I(S.dcl) then  -- claimed, and not by this caller
       return cjson.encode({k = 'drawwait'})
     end
     local claim = NOW + 10000 + math.floor(count / 20)
+    if merge then
+      claim = claim + 20000  -- the shards' entries are not counted yet
+    end
     redis.call('HSET', K.st, 'dcl', I(claim))
-    reply.paged = true
+    reply.paged = count > DRAW_CHUNK
     reply.claim = 'c' .. I(claim)
   end
   reply.entries = draw_entries(0, DRAW_CHUNK)
@@ -1084,6 +1110,19 @@ end
 local function resolve(P, C)  -- resolve
   if P == nil then
     return {}
+  end
+  if is_shard() then
+    -- a shard answers for the entries it holds while its pre-queue is open; anything else is its room's
+    -- (the token names the room's generation, not the shard's)
+    local raw = P.h and S.sld == nil and effective_state(NOW_WALL) == 'scheduled' and redis.call('HGET', K.pq, P.h)
+    if not raw then
+      return {moved = true}
+    end
+    local e = cjson.decode(raw)
+    if owns(e, C) then
+      return {pre = e}
+    end
+    return {reason = 'not_owner'}
   end
   if P.gen ~= S.gen then
     return {reason = 'previous_generation'}
@@ -1465,7 +1504,13 @@ local function join_visitor(i)
   local ret = opt(ARGV[i + 7])
   local handle = ARGV[i + 8]
 
+  if is_shard() and (S.sld ~= nil or effective_state(NOW_WALL) ~= 'scheduled') then
+    return {k = 'moved'}  -- a shard takes sign-ups only while its pre-queue is open
+  end
   local found = resolve(P, C)
+  if found.moved then
+    return {k = 'moved'}
+  end
   if found.ticket ~= nil then
     local t = found.ticket
     t.sn = NOW
@@ -1538,7 +1583,7 @@ local function join_visitor(i)
 end
 
 -- the config fields the rules read, from the op's arguments starting at i (see config.py)
-local CONFIG_FIELDS = {'c_state', 'c_rate', 'c_maxc', 'c_pttl', 'c_sttl', 'c_smax', 'c_pres', 'c_qmax', 'c_pqmax', 'c_wmax', 'c_wsec', 'c_qm', 'c_opens', 'c_rules', 'c_lanes'}
+local CONFIG_FIELDS = {'c_state', 'c_rate', 'c_maxc', 'c_pttl', 'c_sttl', 'c_smax', 'c_pres', 'c_qmax', 'c_pqmax', 'c_wmax', 'c_wsec', 'c_qm', 'c_opens', 'c_rules', 'c_lanes', 'c_pqsh'}
 
 local function set_config(i)
   LANES = nil

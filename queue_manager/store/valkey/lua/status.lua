@@ -10,5 +10,8 @@ end
 local C = client_at(A + 1)
 local P = presented_at(A + 5)
 local found = resolve(P, C)
+if found.moved then  -- a pre-queue shard that does not hold it: the room answers
+  return done({k = 'moved'})
+end
 mark_polled(found)
 return done(view_payload(found))

@@ -13,9 +13,12 @@ end
 local views = {}
 for i = A + 1, #ARGV, 7 do
   local found = resolve(presented_at(i + 4), client_at(i))
-  mark_polled(found)
-  local view = view_payload(found)
-  view.k = nil
+  local view = {moved = true}  -- a pre-queue shard that does not hold it: the room answers
+  if not found.moved then
+    mark_polled(found)
+    view = view_payload(found)
+    view.k = nil
+  end
   local t = view.t
   if view.pos ~= nil and view.la == nil then
     view.ls = tonumber(redis.call('ZSCORE', K.line, I(t.n)))
