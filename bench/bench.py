@@ -1321,6 +1321,10 @@ def main() -> None:
             from polls import phase_polls
 
             phase_polls(results)
+        if "shards" in PHASES:
+            from prequeue_shards import phase_shards
+
+            phase_shards(results)
         if "cluster" in PHASES:
             from cluster import phase_cluster
 

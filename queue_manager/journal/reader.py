@@ -84,8 +84,11 @@ class JournalReader:
             after_seq = int(rows[-1]["seq"])
 
     async def rooms(self) -> list[tuple[str, int, dict[str, Any]]]:
-        """Every room that is not deleted: (id, gen, config) — for the inline host index."""
-        rows = await self.fetch(f"SELECT id, gen, config FROM {self._s}.rooms WHERE NOT deleted ORDER BY id")
+        """Every room that is not deleted: (id, gen, config) — for the inline host index. A drop's pre-queue
+        shard (its id holds ``~``: store/valkey/shards.py) carries its room's config and is part of it: left out."""
+        rows = await self.fetch(
+            f"SELECT id, gen, config FROM {self._s}.rooms WHERE NOT deleted AND strpos(id, '~') = 0 ORDER BY id"
+        )
         return [(r["id"], r["gen"], orjson.loads(r["config"]) if r["config"] else {}) for r in rows]
 
     async def heads(self) -> dict[str, tuple[int, int]]:

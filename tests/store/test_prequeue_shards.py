@@ -158,9 +158,9 @@ async def test_two_instances_merging_at_once_add_each_entry_once(valkey: tuple[R
         await store.close()
 
 
-async def test_a_change_of_the_drop_or_the_count_merges_first(valkey: tuple[Redis, str]) -> None:
+async def test_a_change_of_the_count_merges_first_and_a_cancel_draws_the_shards(valkey: tuple[Redis, str]) -> None:
     redis, prefix = valkey
-    store, _clock, _journal, held = await _drop(redis, prefix)
+    store, clock, _journal, held = await _drop(redis, prefix)
     try:
         await store.upsert_room({"id": "r", "preQueueShards": 2})
         assert sorted(await store.shards.present("r")) == shard_ids("r", 2)
@@ -172,6 +172,9 @@ async def test_a_change_of_the_drop_or_the_count_merges_first(valkey: tuple[Redi
         assert {s: await _held_in(redis, prefix, s) for s in shard_ids("r", 2)} == before
         config = await store._runner.read_config(shard_ids("r", 2)[0])
         assert config[0] is not None and config[0].cfg.name == "Drop"
+        # moving the drop leaves the shards as they are; they are merged by its draw whenever it comes
+        await store.schedule("r", {"opensAt": clock.wall_ms() + 120_000})
+        assert {s: await _held_in(redis, prefix, s) for s in shard_ids("r", 2)} == before
         # cancelling the drop draws everyone at once, shards included
         await store.schedule("r", {"opensAt": None})
         views = [await store.status("r", person(i), p) for i, p in enumerate(held)]

@@ -1,9 +1,10 @@
 """Keeping a room's pre-queue shards (shards.py): their configs, their merge into the room, their end.
 
 - **Opened with the drop.** While a room with ``preQueueShards`` N > 1 has a drop scheduled, it has N - 1
-  shards, each given the room's config on every change of it (``sync``). A change that moves or cancels the
-  drop, or changes N, merges the shards into the room first, so no sign-up is left behind in a shard the
-  change makes unreachable.
+  shards, each given the room's config on every change of it (``sync``). A change of N merges the shards
+  into the room first: a handle names its shard by N, so no sign-up is left in a shard its visitor would
+  no longer be sent to. A drop moved or cancelled needs nothing first: a shard whose config is not synced
+  yet either answers ``moved`` (the room takes the sign-up) or is sealed by the draw before it is read.
 - **Merged, then let go.** ``merge`` seals a shard (from then on it answers ``moved``: its visitors are the
   room's), reads its entries, puts them in the room's pre-queue in parts (``prequeue_merge.lua``: an entry
   the room holds already is skipped, so two instances merging at once add each entry once), commits the
@@ -82,7 +83,8 @@ class ShardKeeper:
             pipe = calls.redis.pipeline(transaction=False)
             for rid in ids:
                 pipe.hlen(room_key(calls.prefix, calls.slot_id(rid), "pq"))
-            held = self._counts[room_id] = (time.monotonic(), dict(zip(ids, map(int, await pipe.execute()))))
+            counts = [int(n) for n in await pipe.execute()]
+            held = self._counts[room_id] = (time.monotonic(), dict(zip(ids, counts, strict=True)))
         if seen is not None:
             held[1][seen[0]] = seen[1]
         return sum(held[1].values())

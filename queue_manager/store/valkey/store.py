@@ -372,8 +372,9 @@ class ValkeyStore:
         return await self.get_room(room_id)
 
     async def _sharded_before(self, room_id: Any, body: Mapping[str, Any]) -> bool | None:
-        """Before a change of a room whose drop takes (or may take) sign-ups in shards: when the change moves
-        or cancels the drop or changes the shard count, every shard is merged into the room and sealed first.
+        """Before a change of a room whose drop takes (or may take) sign-ups in shards: when the change changes
+        the shard count, every shard is merged into the room and sealed first (a drop moved or cancelled needs
+        nothing first: its draw merges the shards whenever it comes, draw_due).
         None: the room has no shards to keep (nothing to do after the change either); else whether it merged."""
         if not isinstance(room_id, str) or is_shard(room_id):
             return None
@@ -385,7 +386,13 @@ class ValkeyStore:
         sharded = copy is not None and copy.cfg.prequeue_shards > 1
         if not sharded and (body.get("preQueueShards") or 1) == 1:
             return None
-        merge = sharded and ("opensAt" in body or "preQueueShards" in body)
+        # a handle names its shard by the count: a new count would send the shards' visitors elsewhere
+        merge = (
+            sharded
+            and "preQueueShards" in body
+            and copy is not None
+            and body["preQueueShards"] != copy.cfg.prequeue_shards
+        )
         if merge:
             await self.shards.seal_all(room_id)
         return merge
