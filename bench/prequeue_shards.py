@@ -40,6 +40,10 @@ from bench import RESULTS, Server, admin, log, proc_cpu_seconds, room_body, room
 JOINS = int(os.environ.get("BENCH_SHARDS_JOINS", "50000"))
 DRAW = int(os.environ.get("BENCH_SHARDS_DRAW", "300000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
+# joins in flight in each driver process: the same for both rooms, or (BENCH_SHARDS_PER_SLOT=1) that many for
+# each slot the room's sign-ups go to, so each master sees the same load as the one slot did
+CONCURRENCY = int(os.environ.get("BENCH_SHARDS_CONCURRENCY", "64"))
+PER_SLOT = os.environ.get("BENCH_SHARDS_PER_SLOT", "0") == "1"
 DRIVERS = 2
 BENCH = Path(__file__).resolve().parent
 SLOW_US = 10_000
@@ -69,8 +73,30 @@ def _cpu(pids: list[int]) -> list[float]:
     return [proc_cpu_seconds(pid) for pid in pids]
 
 
-def _fill(url: str, env: dict[str, str], room: str, count: int, first: int, pids: list[int]) -> dict[str, Any]:
+def _commands(masters: list[Any], joins: int) -> list[dict[str, float]]:
+    """Each master's Valkey time per sign-up by command (INFO commandstats since the fill began), the top 4."""
+    out = []
+    for m in masters:
+        stats = m.info("commandstats")
+        per = {k.removeprefix("cmdstat_"): round(v["usec"] / max(1, joins), 1) for k, v in stats.items()}
+        out.append(dict(sorted(per.items(), key=lambda kv: -kv[1])[:4]))
+    return out
+
+
+def _fill(
+    url: str,
+    env: dict[str, str],
+    room: str,
+    count: int,
+    first: int,
+    pids: list[int],
+    slots: int = 1,
+    masters: list[Any] | None = None,
+) -> dict[str, Any]:
     """``count`` sign-ups into ``room`` from DRIVERS processes; each master's CPU per sign-up."""
+    concurrency = CONCURRENCY * (slots if PER_SLOT else 1)
+    for m in masters or []:
+        m.config_resetstat()
     cpu0 = _cpu(pids)
     t0 = time.monotonic()
     share = -(-count // DRIVERS)
@@ -81,6 +107,7 @@ def _fill(url: str, env: dict[str, str], room: str, count: int, first: int, pids
             *(bench.PY, str(BENCH / "million_joins.py")),
             *("--valkey", url, "--prefix", env["VALKEY_PREFIX"], "--database", DATABASE_URL),
             *("--schema", env["PG_SCHEMA"], "--room", room, "--count", str(n), "--first", str(first + i * share)),
+            *("--concurrency", str(concurrency)),
         ]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     joins = failed = 0
@@ -97,11 +124,13 @@ def _fill(url: str, env: dict[str, str], room: str, count: int, first: int, pids
     return {
         "joins": joins,
         "failed": failed,
+        "inFlightPerDriver": concurrency,
         "seconds": round(wall, 1),
         "joinsPerSec": round(joins / wall, 1),
         "valkeyUsPerJoinByMaster": per,
         "busiestMasterUsPerJoin": max(per),
         "allMastersUsPerJoin": round(sum(per), 1),
+        "commandUsPerJoinByMaster": _commands(masters or [], joins),
     }
 
 
@@ -190,7 +219,7 @@ def phase_shards(results: dict[str, Any]) -> None:
     spool = tempfile.mkdtemp(prefix="qm-bench-shards-")
     cluster = ValkeyCluster(base_port=7300)
     server: Server | None = None
-    out: dict[str, Any] = {"joinsPerFill": JOINS, "rounds": ROUNDS}
+    out: dict[str, Any] = {"joinsPerFill": JOINS, "rounds": ROUNDS, "perSlot": PER_SLOT}
     masters: list[Any] = []
     try:
         masters = _masters(cluster)
@@ -205,7 +234,7 @@ def phase_shards(results: dict[str, Any]) -> None:
         first = 0
         for r in range(ROUNDS):
             for room in ("one", "three"):
-                got = _fill(cluster.url, env, room, JOINS, first, pids)
+                got = _fill(cluster.url, env, room, JOINS, first, pids, 3 if room == "three" else 1, masters)
                 first += JOINS
                 fills[room].append(got)
                 log(
