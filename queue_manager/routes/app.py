@@ -12,6 +12,7 @@ from collections.abc import Awaitable
 
 from queue_manager.context import Context
 from queue_manager.engine.errors import EngineError
+from queue_manager.engine.model import ROOM_ID_RE
 from queue_manager.http.wire import HttpError, Request, Scope, Send, send_error, send_response
 from queue_manager.routes import health
 from queue_manager.routes.authn import authenticate, require
@@ -130,9 +131,13 @@ class App:
             await send_error(send, HttpError(500, "internal_error", "Something went wrong on our side."), head)
 
     def _recovering(self, err: HttpError) -> HttpError:
-        """A room the journal has but Valkey lost is being rebuilt: 503 with Retry-After, never no_room."""
+        """A room the journal has but Valkey lost is being rebuilt: 503 with Retry-After, never no_room. An id
+        no room can have (a drop's pre-queue shard is journaled under one) stays no_room."""
         fleet = self.ctx.fleet
-        if fleet is None or err.code != "no_room" or err.extra.get("roomId") not in fleet.rooms.known:
+        room_id = err.extra.get("roomId")
+        if fleet is None or err.code != "no_room" or room_id not in fleet.rooms.known:
+            return err
+        if not isinstance(room_id, str) or not ROOM_ID_RE.match(room_id):
             return err
         return HttpError(
             503,

@@ -204,3 +204,75 @@ def test_a_room_rebuilt_from_the_journal_after_the_open_reveals_the_same_draw(pr
     assert after == before
     done = _verify(proxied.base_url, room)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.stores("valkey")
+def test_a_drop_whose_sign_ups_went_to_shards_draws_and_rebuilds_as_one_room(proxied: Server) -> None:
+    """``preQueueShards``: the sign-ups spread over hidden shard rooms, which nobody outside the store sees;
+    the drop still draws everyone once, verifiably, and the room's journal alone rebuilds that draw."""
+    room = unique_id("sharded")
+    prefix = proxied.env["VALKEY_PREFIX"]
+    with proxied.admin() as admin:
+        create_room(admin, room, ratePerMinute=0, presenceSec=None, preQueueShards=3)
+        _schedule(admin, room, 600_000)
+    visitors = []
+    for i in range(12):
+        c = proxied.client(headers={"X-Forwarded-For": f"198.51.100.{i + 1}"})
+        body = join(c, room).json()
+        assert body["state"] == "scheduled" and body["handle"], body
+        visitors.append((c, body["token"]))
+    client = sync_valkey(proxied.env["VALKEY_URL"])
+    shards = {k.decode().split("}")[0].split("{")[1] for k in client.scan_iter(match=f"{prefix}{{{room}~*", count=1000)}
+    assert len(shards) == 2  # the room itself and two hidden shards
+    held = sum(client.hlen(f"{prefix}{{{s}}}:pq") for s in shards)
+    assert 0 < held < 12  # some sign-ups in the shards, some in the room
+    time.sleep(1.1)  # the whole pre-queue's count is read again at most once a second
+    handles = []
+    for c, token in visitors:  # each answered from wherever their entry is, with the whole count
+        s = status(c, room, token)
+        assert s["state"] == "scheduled" and s["preCount"] == 12, s
+        handles.append(s["handle"])
+    with proxied.admin() as admin:
+        listed = [r for r in admin.get("/api/admin/rooms").json()["rooms"] if r["id"].startswith(room)]
+        assert [(r["id"], r["preQueue"], r["preQueueShards"]) for r in listed] == [(room, 12, 3)]
+        hidden = admin.get(f"/api/admin/rooms/{sorted(shards)[0]}")
+        assert hidden.status_code == 404, hidden.text
+    views = _open(proxied, room, visitors)
+    drawn = _draw(proxied, room)
+    assert drawn["handles"] == sorted(handles) and drawn["state"] == "drawn"
+    for handle, view in zip(handles, views, strict=True):
+        assert drawn["order"][view["ticket"] - drawn["firstTicket"]] == handle
+    done = _verify(proxied.base_url, room)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def retired() -> bool:  # the shards are deleted once the room no longer wants them
+        left = [k for s in shards for k in client.scan_iter(match=f"{prefix}{{{s}}}:*", count=1000)]
+        return all(k.endswith(b":meta") for k in left)
+
+    wait_until(retired, timeout=15, what="the shards retired")
+    keys = list(client.scan_iter(match=f"{prefix}{{{room}}}:*", count=1000))
+    client.delete(*keys)  # the room lost: rebuilt from its own journal, the shards' sign-ups included
+    client.close()
+
+    def rebuilt() -> dict[str, Any] | None:
+        with proxied.client() as c:
+            r = c.get(f"/api/rooms/{room}/draw")
+        return None if r.status_code == 503 else r.json()
+
+    assert wait_until(rebuilt, timeout=30, what="the room rebuilt from the journal") == drawn
+    for (c, token), view in zip(visitors, views, strict=True):
+        assert status(c, room, token)["ticket"] == view["ticket"]
+
+
+@pytest.mark.stores("memory")
+def test_pre_queue_shards_are_kept_and_change_nothing_on_the_memory_store(proxied: Server) -> None:
+    room = unique_id("unsharded")
+    with proxied.admin() as admin:
+        made = create_room(admin, room, ratePerMinute=0, presenceSec=None, preQueueShards=4)
+        assert made["preQueueShards"] == 4
+        bad = admin.post("/api/admin/rooms", json={"id": room, "preQueueShards": 17})
+        assert bad.status_code == 400 and bad.json()["code"] == "invalid_field"
+        _schedule(admin, room, 600_000)
+    visitors = [(c, join(c, room).json()["token"]) for c in (proxied.client() for _ in range(3))]
+    views = _open(proxied, room, visitors)
+    assert sorted(v["ticket"] for v in views) == [1, 2, 3]

@@ -265,3 +265,28 @@ async def test_a_cancel_from_an_instance_whose_copy_is_behind_still_draws_the_sh
     finally:
         await other.close()
         await store.close()
+
+
+async def test_on_a_cluster_each_shard_has_a_master_of_its_own_and_the_drop_draws(
+    cluster: tuple[Redis, str],
+) -> None:
+    from typing import cast
+
+    from redis.asyncio.cluster import RedisCluster
+
+    client, prefix = cluster
+    nodes = cast(RedisCluster, client)
+    store, clock, _journal, held = await _drop(client, prefix, shards=3, people=30)
+    try:
+        masters = {nodes.get_node_from_key(room_key(prefix, rid, "st")).name for rid in ["r", *shard_ids("r", 3)]}
+        assert len(masters) == 3  # the cluster's slots are split evenly: one master each
+        for sid in shard_ids("r", 3):
+            assert await _held_in(client, prefix, sid)  # each took sign-ups on its own master
+        clock.advance(61)
+        views = [await store.status("r", person(i), p) for i, p in enumerate(held)]
+        assert sorted(v.ticket for v in views if v.ticket is not None) == list(range(1, 31))
+        record = (await store.draw_state("r")).record
+        assert record is not None and record.drawn is not None
+        assert sorted(record.drawn.handles) == sorted(str(p.handle) for p in held)
+    finally:
+        await store.close()
