@@ -75,6 +75,10 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
         page.locator("#ed-maxConcurrent").fill("25")
         page.locator("#ed-maxWaiting").fill("5000")
         page.locator("#ed-maxWaitSec").fill("3600")
+        assert page.locator("#ed-preQueueShards").input_value() == "1"  # a new room: its own slot
+        page.locator("#ed-preQueueShards").fill("3")
+        page.locator("#ed-preQueueShards").scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "console-editor-shards.png"))
         page.locator("#ed-aa-enabled").check()
         page.locator("#ed-aa-joins").fill("500")
         page.screenshot(path=str(artifacts / "console-editor.png"))
@@ -85,6 +89,7 @@ def test_operator_runs_a_room_from_the_console(browser: Any, qm: Any, artifacts:
         card.wait_for(timeout=10_000)
         assert _room(admin, room)["maxConcurrent"] == 25
         assert (_room(admin, room)["maxWaiting"], _room(admin, room)["maxWaitSec"]) == (5000, 3600)
+        assert _room(admin, room)["preQueueShards"] == 3
         assert _room(admin, room)["autoActivate"]["enabled"] is True
         card.get_by_text("AUTO ≥500/MIN").wait_for(timeout=10_000)
         assert card.locator('[data-k="capacity"]').inner_text() == "0/25"
