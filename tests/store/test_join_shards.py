@@ -10,6 +10,7 @@ import asyncio
 import random
 from dataclasses import dataclass
 
+import orjson
 import pytest
 from redis.asyncio import Redis
 
@@ -56,8 +57,9 @@ async def _take(store: ValkeyStore, i: int, handle: str) -> None:
 
 
 async def _outcome(redis: Redis, prefix: str, handle: str) -> int | str:
+    """The ticket number a round put the join in line as, or its refusal's code."""
     got = (await redis.hget(room_key(prefix, "r", "mgd"), handle)).decode()
-    return got[1:] if got.startswith("-") else int(got)
+    return got[1:] if got.startswith("-") else int(orjson.loads(got)["n"])
 
 
 async def test_a_join_is_answered_with_its_place_once_a_round_puts_it_in_line(valkey: tuple[Redis, str]) -> None:

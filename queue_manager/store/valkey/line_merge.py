@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 
 import orjson
@@ -49,7 +48,7 @@ LAG_MS = 50  # a take leaves the joins of the last LAG_MS to the next: they may 
 ROUND_SEC = 0.02  # between two rounds while joins of the room wait here
 CLAIM_MS = 5000  # a round's claim on the room, should its instance die mid-round
 WAIT_SEC = 10.0  # a join waits at most this long for its place (then 503: the round will still place it)
-POLL_SEC = 0.005  # how often a waiting join looks for its outcome
+LOOKUP_PART = 1000  # waiting joins' outcomes one HMGET reads
 MERGE_PART = 500  # joins one line_merge.lua call puts in line
 
 Commit = Callable[[list[Event]], Awaitable[None]]
@@ -60,7 +59,7 @@ class LineMerges:
         self._runner = runner
         self._commit = commit
         self._token = token  # this instance's claim value
-        self._waiting: dict[str, int] = {}
+        self._waiting: dict[str, dict[str, asyncio.Future[str]]] = {}
         self._loops: dict[str, asyncio.Task[None]] = {}
 
     async def stop(self) -> None:
@@ -72,35 +71,45 @@ class LineMerges:
         await asyncio.gather(*loops, return_exceptions=True)
         self._loops.clear()
 
-    async def settle(self, room_id: str, count: int, handle: str) -> int | str:
-        """Wait until the room holds the join ``handle`` a shard took: its ticket number, or its refusal's code."""
-        self._waiting[room_id] = self._waiting.get(room_id, 0) + 1
+    async def settle(self, room_id: str, count: int, handle: str) -> str:
+        """Wait until the room holds the join ``handle`` a shard took: its view as line_merge.lua kept it (JSON),
+        or ``-`` and its refusal's code. The joins waiting here for one room are looked up together, one HMGET
+        after each round."""
+        waiting = self._waiting.setdefault(room_id, {})
+        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        waiting[handle] = done
         loop = self._loops.get(room_id)
         if loop is None or loop.done():
             self._loops[room_id] = asyncio.create_task(self._rounds(room_id, count))
-        calls = self._runner.calls
-        key = room_key(calls.prefix, calls.slot_id(room_id), "mgd")
-        deadline = time.monotonic() + WAIT_SEC
         try:
-            while True:
-                with translate(room_id, calls.breaker):
-                    got = await calls.redis.hget(key, handle)
-                if got is not None:
-                    outcome = text(got)
-                    return outcome[1:] if outcome.startswith("-") else int(outcome)
-                if time.monotonic() > deadline:
-                    raise StoreUnavailable(f"room {room_id!r}: the join was not put in line in time, try again")
-                await asyncio.sleep(POLL_SEC)
+            return await asyncio.wait_for(done, WAIT_SEC)
+        except TimeoutError:
+            raise StoreUnavailable(f"room {room_id!r}: the join was not put in line in time, try again") from None
         finally:
-            self._waiting[room_id] -= 1
+            waiting.pop(handle, None)
 
     async def _rounds(self, room_id: str, count: int) -> None:
-        while self._waiting.get(room_id):
+        waiting = self._waiting.get(room_id) or {}
+        while waiting:
             try:
                 await self.round(room_id, count)
+                await self._look_up(room_id, waiting)
             except (StoreUnavailable, EngineError) as exc:
                 log.warning("room %s: a round putting its shards' joins in line failed: %s", room_id, exc)
             await asyncio.sleep(ROUND_SEC)
+
+    async def _look_up(self, room_id: str, waiting: dict[str, asyncio.Future[str]]) -> None:
+        calls = self._runner.calls
+        key = room_key(calls.prefix, calls.slot_id(room_id), "mgd")
+        handles = list(waiting)
+        for start in range(0, len(handles), LOOKUP_PART):
+            part = handles[start : start + LOOKUP_PART]
+            with translate(room_id, calls.breaker):
+                got = await calls.redis.hmget(key, part)
+            for handle, value in zip(part, got, strict=True):
+                future = waiting.get(handle)
+                if value is not None and future is not None and not future.done():
+                    future.set_result(text(value))
 
     async def round(self, room_id: str, count: int, *, everything: bool = False) -> int:
         """One round (see the module's text), if no other instance's is under way; how many joined.

@@ -11,10 +11,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
 from functools import partial
 from typing import Any, Protocol
 
+import orjson
 from redis.asyncio import Redis
 
 from queue_manager.clock import Clock
@@ -465,11 +465,10 @@ class ValkeyStore:
                 raise _Moved from None  # the shard is gone (retired, or not made yet): the room takes it
             raise
         outcome = await self.shards.lines.settle(room_id, count, handle)
-        if isinstance(outcome, str):
-            raise refusal({"k": "err", "code": outcome})
-        gen = self._runner.configs.required(room_id).gen
-        view = await self.status(room_id, client, Presented(gen=gen, n=outcome))
-        return replace(view, new=True)
+        if outcome.startswith("-"):
+            raise refusal({"k": "err", "code": outcome[1:]})
+        copy = self._runner.configs.required(room_id)
+        return codec.visitor_view(room_id, copy.gen, copy.cfg, orjson.loads(outcome), *await self._runner.now())
 
     async def _shard_view(self, sid: str, r: Reply, now: tuple[int, int]) -> VisitorView | BaseException:
         """A pre-queue shard's answer as its room's: the room's generation, config and whole pre-queue count;

@@ -1,7 +1,9 @@
 -- line_merge (a FIFO room whose joins are taken in shards, line_merge.py): the shards' joins of one take, in
 -- the order of their stamps, each joined as join.lua joins a visitor (the same refusals: a closed room, the
--- address's places, a full line) and journaled as a join at its stamp. Each handle's outcome is kept a minute
--- in K.mgd: its ticket number, or '-<code>'; a handle already there is not joined twice.
+-- address's places, a full line) and journaled as a join at its stamp. Each handle's outcome is kept ten
+-- seconds (as long as its request waits for it) in K.mgd: the join's view as join.lua answers it (its ticket,
+-- its place), or '-<code>'; a handle already there is not joined twice. So the waiting request answers
+-- without another call to the room.
 -- ARGV after the header: the entries' stored records (JSON text), in order.
 local early = begin(false, true)
 if early then
@@ -49,14 +51,14 @@ for i = A + 1, #ARGV do
         n = t.n, reason = NULL, ident = e.id, fp = e.fp, fp2 = jnull(e.f2), ck = jnull(e.ck), joined = e.j,
         ret = jnull(e.ru), ln = e.ln,
       })
-      redis.call('HSET', K.mgd, e.h, I(t.n))
+      redis.call('HSET', K.mgd, e.h, cjson.encode(view_payload({ticket = t, n = t.n, new = true})))
       joined = joined + 1
     end
     redis.call('ZADD', K.mgt, I(NOW_WALL), e.h)
   end
 end
--- the outcomes of joins put in line more than a minute ago are forgotten (their visitors hold a ticket)
-local old = redis.call('ZRANGEBYSCORE', K.mgt, '-inf', NOW_WALL - 60000, 'LIMIT', 0, 1000)
+-- the outcomes of ten seconds ago are forgotten: their requests had them, or stopped waiting
+local old = redis.call('ZRANGEBYSCORE', K.mgt, '-inf', NOW_WALL - 10000, 'LIMIT', 0, 1000)
 if #old > 0 then
   redis.call('HDEL', K.mgd, unpack(old))
   redis.call('ZREM', K.mgt, unpack(old))
