@@ -44,9 +44,6 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 # each slot the room's sign-ups go to, so each master sees the same load as the one slot did
 CONCURRENCY = int(os.environ.get("BENCH_SHARDS_CONCURRENCY", "64"))
 PER_SLOT = os.environ.get("BENCH_SHARDS_PER_SLOT", "0") == "1"
-# a fifo room's joins (joinShards 1 against 3), each driver keeping this many in flight for either room: a join
-# taken in a shard waits for the round that puts it in line (50-100 ms), so many are in flight at once
-FIFO_IN_FLIGHT = int(os.environ.get("BENCH_SHARDS_FIFO_IN_FLIGHT", "512"))
 DRIVERS = 2
 BENCH = Path(__file__).resolve().parent
 SLOW_US = 10_000
@@ -95,10 +92,9 @@ def _fill(
     pids: list[int],
     slots: int = 1,
     masters: list[Any] | None = None,
-    in_flight: int | None = None,
 ) -> dict[str, Any]:
     """``count`` sign-ups into ``room`` from DRIVERS processes; each master's CPU per sign-up."""
-    concurrency = in_flight or CONCURRENCY * (slots if PER_SLOT else 1)
+    concurrency = CONCURRENCY * (slots if PER_SLOT else 1)
     for m in masters or []:
         m.config_resetstat()
     cpu0 = _cpu(pids)
@@ -233,8 +229,6 @@ def phase_shards(results: dict[str, Any]) -> None:
         day = _iso(time.time() + 86_400)
         run(_room(server, "one", opensAt=day))
         run(_room(server, "three", opensAt=day, preQueueShards=3))
-        run(_room(server, "fifo1"))
-        run(_room(server, "fifo3", joinShards=3))
         time.sleep(1.0)
         fills: dict[str, list[dict[str, Any]]] = {"one": [], "three": []}
         first = 0
@@ -252,21 +246,6 @@ def phase_shards(results: dict[str, Any]) -> None:
         out["busiestMasterUsPerJoin"] = busiest
         out["ratio"] = [round(t / o, 3) for o, t in zip(busiest["one"], busiest["three"], strict=True)]
         log(f"shards: the busiest master's Valkey µs a sign-up, one slot {busiest['one']}, three {busiest['three']}")
-        fifo: dict[str, list[dict[str, Any]]] = {"fifo1": [], "fifo3": []}
-        for r in range(ROUNDS):
-            for room in ("fifo1", "fifo3"):
-                got = _fill(cluster.url, env, room, JOINS, first, pids, 1, masters, FIFO_IN_FLIGHT)
-                first += JOINS
-                fifo[room].append(got)
-                log(
-                    f"shards: round {r + 1} {room}: {got['joins']} joins ({got['failed']} failed) in "
-                    f"{got['seconds']} s, Valkey µs a join by master {got['valkeyUsPerJoinByMaster']}"
-                )
-        out["fifo"] = fifo
-        out["fifoBusiestMasterUsPerJoin"] = {
-            room: sorted(f["busiestMasterUsPerJoin"] for f in fifo[room]) for room in fifo
-        }
-        log(f"shards: fifo, the busiest master's Valkey µs a join: {out['fifoBusiestMasterUsPerJoin']}")
         if DRAW:
             n = sum(f["joins"] for f in fills["three"])  # what the drivers were told is signed up
             if DRAW > n:

@@ -70,7 +70,6 @@ ROOM_FIELDS = frozenset(
         "queueMaxPerIp",
         "preQueueMaxPerIp",
         "preQueueShards",
-        "joinShards",
         "maxWaiting",
         "maxWaitSec",
         "queueing",
@@ -167,9 +166,6 @@ class RoomConfig:
     # slots a drop's pre-queue takes its sign-ups in on the Valkey store (store/valkey/shards.py): the
     # room's own and preQueueShards - 1 more, each on its own hash slot; the draw merges them
     prequeue_shards: int = 1
-    # slots a FIFO room's new joins are taken in on the Valkey store (store/valkey/line_merge.py), put in
-    # line by the room in the order of their arrival
-    join_shards: int = 1
     max_waiting: int | None = None
     max_wait_sec: int | None = None
     queueing: str = "fifo"  # fifo | random | passthrough | reject (QUEUEING_METHODS)
@@ -223,7 +219,6 @@ class RoomConfig:
             "queueMaxPerIp": self.queue_max_per_ip,
             "preQueueMaxPerIp": self.prequeue_max_per_ip,
             "preQueueShards": self.prequeue_shards,
-            "joinShards": self.join_shards,
             "maxWaiting": self.max_waiting,
             "maxWaitSec": self.max_wait_sec,
             "queueing": self.queueing,
@@ -317,7 +312,6 @@ INT_FIELDS: dict[str, tuple[int, int, bool]] = {
     "queueMaxPerIp": (1, 10_000_000, True),
     "preQueueMaxPerIp": (1, 10_000_000, True),
     "preQueueShards": (1, PREQUEUE_SHARDS_MAX, False),
-    "joinShards": (1, PREQUEUE_SHARDS_MAX, False),
     "maxWaiting": (1, 10_000_000, True),
     "maxWaitSec": (1, 30 * 86_400, True),
 }
@@ -454,8 +448,6 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
             cfg.prequeue_max_per_ip = _int(body, key)
         elif key == "preQueueShards":
             cfg.prequeue_shards = _int(body, key)
-        elif key == "joinShards":
-            cfg.join_shards = _int(body, key)
         elif key == "maxWaiting":
             cfg.max_waiting = _int(body, key)
         elif key == "maxWaitSec":
@@ -508,13 +500,6 @@ def apply_fields(base: RoomConfig | None, body: dict[str, Any]) -> tuple[RoomCon
             cfg.event_in_force = parse_in_force(value)
         elif key == "lanes":
             cfg.lanes = parse_lanes(value)
-    if cfg.join_shards > 1 and (cfg.queueing != "fifo" or cfg.prequeue_shards > 1):
-        raise bad_field(
-            "joinShards",
-            "joinShards spreads a fifo room's joins; a room spreads either its joins or its drop's sign-ups "
-            "(preQueueShards), not both.",
-            "invalid_field",
-        )
     if cfg.proxy_origin is not None:
         target = origin_of(cfg.target_url)
         proxy = origin_of(cfg.proxy_origin)

@@ -258,12 +258,6 @@ ROOM_WRITE: dict[str, Any] = {
             "maximum": 16,
             "description": "Valkey: the hash slots a scheduled drop's pre-queue takes its sign-ups in.",
         },
-        "joinShards": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 16,
-            "description": "Valkey, fifo rooms: the hash slots new joins are taken in, put in line by arrival.",
-        },
         "maxWaiting": {"type": ["integer", "null"], "minimum": 1, "description": "People the line may hold."},
         "maxWaitSec": {
             "type": ["integer", "null"],

@@ -39,7 +39,6 @@ CONFIG_FIELD_NAMES = (
     "c_rules",
     "c_lanes",
     "c_pqsh",
-    "c_jsh",
 )
 
 
@@ -80,8 +79,7 @@ def lua_fields(cfg: RoomConfig) -> list[str]:
         s(cfg.opens_at_ms),
         s(len(cfg.rules)),
         encode_lanes(cfg.lanes),
-        "0" if is_shard(cfg.id) else str(cfg.prequeue_shards),  # 0: this room is a shard
-        str(cfg.join_shards),
+        "0" if is_shard(cfg.id) else str(cfg.prequeue_shards),  # 0: this room is a pre-queue shard
     ]
 
 

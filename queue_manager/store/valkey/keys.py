@@ -55,10 +55,6 @@ ob      zset   the outbox: every event a script minted, until the journal holds 
                member = JSON [gen, type, seq, ts, data, writer instance] (the row that instance
                commits). The leader rolls an event that never reached the journal forward from here
                and trims what the journal holds (fleet/gapwatch.py)
-mgd     hash   a room whose joins are taken in shards (``joinShards``, line_merge.py): handle -> the view
-               its join was put in line with (JSON, as join.lua answers), or ``-<code>`` when it was
-               refused; kept ten seconds
-mgt     zset   the same handles, scored by when they were put in line (what the minute is counted from)
 ll      zset   the lanes' lines of a room with lanes (engine/lanes.py; not the connection lane of
                lane.py): member n, score = lane index × 2^40 + line sequence, so each lane is a score
                range in the line's order (ZCOUNT up to a place is its position in its lane)
@@ -177,8 +173,6 @@ ROOM_KEYS: tuple[str, ...] = (
     "dr",
     "drs",
     "fq",
-    "mgd",
-    "mgt",
     "lf",
     *ARCHIVE_KEYS,
 )

@@ -55,8 +55,6 @@ OPERATIONS = (
     "shard_page",
     "shard_drain",
     "prequeue_merge",
-    "shard_take",
-    "line_merge",
 )
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -30,7 +29,6 @@ from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import RoomConfig
 from queue_manager.store.valkey.keys import room_key
-from queue_manager.store.valkey.line_merge import LineMerges
 from queue_manager.store.valkey.registry import RoomRegistry
 from queue_manager.store.valkey.runner import RoomRunner, events_of
 from queue_manager.store.valkey.shards import is_shard, parent, shard_ids
@@ -45,39 +43,19 @@ Commit = Callable[[list[Event]], Awaitable[None]]
 Delete = Callable[[str], Awaitable[None]]
 
 
-def prequeue_wanted(cfg: RoomConfig, now_wall: int) -> int:
-    """The shards a room's drop takes its sign-ups in now: ``preQueueShards`` while the drop is scheduled."""
+def wanted(cfg: RoomConfig, now_wall: int) -> int:
+    """How many shards the room's sign-ups are spread over now: its ``preQueueShards`` while its drop is
+    scheduled, else 1 (the room alone)."""
     if cfg.prequeue_shards > 1 and cfg.opens_at_ms is not None and now_wall < cfg.opens_at_ms:
         return cfg.prequeue_shards
     return 1
 
 
-def join_wanted(cfg: RoomConfig, now_wall: int) -> int:
-    """The shards a FIFO room's joins are taken in now (line_merge.py): ``joinShards`` while it is open
-    (no drop ahead, not bypassing, queueing fifo)."""
-    scheduled = cfg.opens_at_ms is not None and now_wall < cfg.opens_at_ms
-    if cfg.join_shards > 1 and cfg.queueing == "fifo" and cfg.state != "bypass" and not scheduled:
-        return cfg.join_shards
-    return 1
-
-
-def wanted(cfg: RoomConfig, now_wall: int) -> int:
-    """How many shards the room is spread over now (1: the room alone)."""
-    return max(prequeue_wanted(cfg, now_wall), join_wanted(cfg, now_wall))
-
-
 class ShardKeeper:
     def __init__(
-        self,
-        runner: RoomRunner,
-        registry: RoomRegistry,
-        writes: ConfigWrites,
-        commit: Commit,
-        delete: Delete,
-        lines: LineMerges,
+        self, runner: RoomRunner, registry: RoomRegistry, writes: ConfigWrites, commit: Commit, delete: Delete
     ) -> None:
         self._runner = runner
-        self.lines = lines
         self._registry = registry
         self._writes = writes
         self._commit = commit
@@ -87,19 +65,12 @@ class ShardKeeper:
     # ------------------------------------------------------------------ routing
 
     def count(self, room_id: str) -> int:
-        """The shards a pre-queue visitor of ``room_id`` is routed over, from this process's copy of its config
-        (1: none). A copy that is behind costs nothing but a call: a shard not taking sign-ups answers ``moved``."""
+        """The shards a visitor of ``room_id`` is routed over, from this process's copy of its config (1: none).
+        A copy that is behind costs nothing but a call: a shard that is not taking sign-ups answers ``moved``."""
         copy = self._runner.configs.get(room_id)
         if copy is None:
             return 1
-        return prequeue_wanted(copy.cfg, self._runner.clock.wall_ms())
-
-    def join_count(self, room_id: str) -> int:
-        """The shards a new join of the FIFO room ``room_id`` is taken in (1: the room takes it), as ``count``."""
-        copy = self._runner.configs.get(room_id)
-        if copy is None:
-            return 1
-        return join_wanted(copy.cfg, self._runner.clock.wall_ms())
+        return wanted(copy.cfg, self._runner.clock.wall_ms())
 
     async def total(self, room_id: str, count: int, seen: tuple[str, int] | None = None) -> int:
         """The room's pre-queue summed over its shards (what its visitors and its stats show): each shard's
@@ -214,33 +185,15 @@ class ShardKeeper:
         return _keeps_shard(room_id, sid, cfg, self._runner.clock.wall_ms())
 
     async def retire(self, room_id: str, sid: str, now: tuple[int, int]) -> None:
-        """A shard the room no longer wants: what it still holds merged (a join shard's joins put in line, a
-        pre-queue shard's sign-ups into the pre-queue), then deleted."""
-        copy, _ = await self._runner.read_config(sid)
-        if copy is not None and copy.cfg.join_shards > 1:
-            count = copy.cfg.join_shards
-            for _ in range(100):  # another instance's round may be under way: it takes them, or the next does
-                if await self.lines.round(room_id, count, everything=True) or not await self._holds(sid):
-                    break
-                await asyncio.sleep(0.05)
-        else:
-            await self._merge_one(room_id, sid, now, reopen=False)
+        """A shard the room no longer wants: merged when it still holds anything, then deleted."""
+        await self._merge_one(room_id, sid, now, reopen=False)
         await self._delete(sid)
-
-    async def _holds(self, sid: str) -> bool:
-        calls = self._runner.calls
-        return bool(await calls.redis.hlen(room_key(calls.prefix, calls.slot_id(sid), "pq")))
 
     async def housekeep(self, ids: Sequence[str]) -> None:
         """The tick's: every shard whose room is gone, has no drop scheduled or counts another N, retired. A
         room this process has no config of yet is left to a later tick."""
         rooms = set(ids)
         now: tuple[int, int] | None = None
-        for room_id in ids:  # a room that wants shards it lacks (a FIFO room's join shards once its drop opened)
-            copy = None if is_shard(room_id) else self._runner.configs.get(room_id)
-            count = 0 if copy is None else wanted(copy.cfg, self._runner.clock.wall_ms())
-            if count > 1 and not set(shard_ids(room_id, count)) <= rooms:
-                await self.sync(room_id, merge_first=False)
         for sid in ids:
             if not is_shard(sid):
                 continue

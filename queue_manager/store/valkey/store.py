@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Protocol
 
-import orjson
 from redis.asyncio import Redis
 
 from queue_manager.clock import Clock
@@ -48,7 +47,6 @@ from queue_manager.store.valkey.configs import ConfigCopy
 from queue_manager.store.valkey.errors import RoomFenced, translate
 from queue_manager.store.valkey.keys import DEFAULT_PREFIX, ROOM_KEYS, room_key
 from queue_manager.store.valkey.lane import ValkeyLane
-from queue_manager.store.valkey.line_merge import LineMerges
 from queue_manager.store.valkey.live import LiveLines
 from queue_manager.store.valkey.refusals import refusal
 from queue_manager.store.valkey.registry import RoomRegistry
@@ -155,8 +153,7 @@ class ValkeyStore:
         self._registry = RoomRegistry(self._calls)
         self._writes = ConfigWrites(self._runner, self._registry, self._finish)
         # a drop's pre-queue over several hash slots (shards.py, shard_merge.py)
-        lines = LineMerges(self._runner, self._commit, rng.token_hex(8))
-        self.shards = ShardKeeper(self._runner, self._registry, self._writes, self._commit, self._delete, lines)
+        self.shards = ShardKeeper(self._runner, self._registry, self._writes, self._commit, self._delete)
         self._runner.merge_shards = self.shards.merge_for_draw
         self._listeners: list[ChangeListener] = []
         # the live streams' reads: waiting visitors' frames from this process's replicas of the lines
@@ -199,7 +196,6 @@ class ValkeyStore:
     async def close(self) -> None:
         await self._joins.stop()
         await self.lines.stop()
-        await self.shards.lines.stop()
         self.takebacks.flush(force=True)
         if self._calls.lane is not None:
             await self._calls.lane.close()
@@ -387,14 +383,14 @@ class ValkeyStore:
             copy, _ = await self._runner.read_config(room_id)
         # a copy behind the room's config is safe: a sharded room's draw is due whatever its own pre-queue
         # holds and merges first (draw_due), and the shards a change no longer wants are merged before they go
-        sharded = copy is not None and (copy.cfg.prequeue_shards > 1 or copy.cfg.join_shards > 1)
-        if not sharded and (body.get("preQueueShards") or 1) == 1 and (body.get("joinShards") or 1) == 1:
+        sharded = copy is not None and copy.cfg.prequeue_shards > 1
+        if not sharded and (body.get("preQueueShards") or 1) == 1:
             return None
-        # a handle names its pre-queue shard by the count: a new count would send their visitors elsewhere
+        # a handle names its shard by the count: a new count would send the shards' visitors elsewhere
         merge = (
-            copy is not None
-            and copy.cfg.prequeue_shards > 1
+            sharded
             and "preQueueShards" in body
+            and copy is not None
             and body["preQueueShards"] != copy.cfg.prequeue_shards
         )
         if merge:
@@ -427,10 +423,6 @@ class ValkeyStore:
         *,
         lane: str | None = None,
     ) -> VisitorView:
-        joins = self.shards.join_count(room_id)
-        if joins > 1 and presented is None:
-            with contextlib.suppress(_Moved):
-                return await self._join_in_shard(room_id, client, return_url, lane, joins)
         count = self.shards.count(room_id)
         target = room_id
         if count > 1 and (presented is None or presented.n is None):
@@ -448,35 +440,11 @@ class ValkeyStore:
                 return await self._joins.join(target, args)
         return await self._joins.join(room_id, args)
 
-    async def _join_in_shard(
-        self, room_id: str, client: ClientId, return_url: str | None, lane: str | None, count: int
-    ) -> VisitorView:
-        """A new join of a FIFO room whose joins are taken in shards (line_merge.py): taken by the shard of the
-        address, then answered once the room has put it in line (its ticket's view, as a join's), or refused."""
-        k = 1 + shard_of_ident(client.ident, count - 1)  # shards 1 .. count - 1: the room only puts them in line
-        handle = self.rng.token_hex(8)
-        args = [*client_args(client), *presented_args(None), return_url or "", handle, lane or ""]
-        try:
-            await self._joins.join(shard_id(room_id, k, count), args)
-        except _Pending:
-            pass
-        except EngineError as err:
-            if err.code == "no_room":
-                raise _Moved from None  # the shard is gone (retired, or not made yet): the room takes it
-            raise
-        outcome = await self.shards.lines.settle(room_id, count, handle)
-        if outcome.startswith("-"):
-            raise refusal({"k": "err", "code": outcome[1:]})
-        copy = self._runner.configs.required(room_id)
-        return codec.visitor_view(room_id, copy.gen, copy.cfg, orjson.loads(outcome), *await self._runner.now())
-
     async def _shard_view(self, sid: str, r: Reply, now: tuple[int, int]) -> VisitorView | BaseException:
         """A pre-queue shard's answer as its room's: the room's generation, config and whole pre-queue count;
         ``moved`` (the shard does not hold it, or takes no sign-ups now) as _Moved, for the room to answer."""
         if r["k"] == "moved":
             return _Moved()
-        if r["k"] == "pending":  # a join shard took it: the room puts it in line (line_merge.py)
-            return _Pending()
         if r["k"] == "err":
             return refusal(r)
         room_id = parent(sid)
@@ -1000,10 +968,6 @@ class ValkeyStore:
 
 class _Moved(Exception):
     """A pre-queue shard's answer: not its visitor (or no sign-ups now); the room answers instead."""
-
-
-class _Pending(Exception):
-    """A join shard's answer: it took the join; the room's next round puts it in line."""
 
 
 def _visible(room_id: str) -> None:

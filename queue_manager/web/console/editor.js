@@ -24,7 +24,6 @@ const FIELDS = [
   ["queueMaxPerIp", "Places per address", "int?", "Blank: no limit."],
   ["preQueueMaxPerIp", "Pre-queue per address", "int?", "Blank: no limit."],
   ["preQueueShards", "Pre-queue shards", "int", "STORE=valkey on a cluster: the hash slots a drop's sign-ups spread over, 1 to 16. 1: the room's own."],
-  ["joinShards", "Join shards", "int", "STORE=valkey on a cluster, fifo rooms: the hash slots new joins are taken in, put in line by arrival. 1: the room's own."],
   ["maxWaiting", "Line holds at most", "int?", "People in line; new joins past it are refused. Blank: no limit."],
   ["maxWaitSec", "Line full past wait (s)", "int?", "Estimated wait past which new joins are refused. Blank: no limit."],
   ["queueing", "Queueing method", ["fifo", "random", "passthrough", "reject"], "fifo: in order of arrival. random: drawn at each release. passthrough: no line, everyone let in and counted. reject: closed, nobody joins."],
@@ -38,7 +37,7 @@ const FIELDS = [
   ["languages", "Visitor page languages", "tags", "Language tags in the picker's order, e.g. de, fr, en; the first is the page's language when none of the visitor's matches. Blank: all of them, English first."],
 ];
 const AT_DEFAULT = { enabled: false, minRate: 10, maxRate: 600, targetLatencyMs: 1000 };
-const DEFAULTS = { ratePerMinute: 60, passedTtlSec: 600, sessionTtlSec: 1800, presenceSec: 30, queueMaxPerIp: 16, preQueueMaxPerIp: 16, preQueueShards: 1, joinShards: 1 };
+const DEFAULTS = { ratePerMinute: 60, passedTtlSec: 600, sessionTtlSec: 1800, presenceSec: 30, queueMaxPerIp: 16, preQueueMaxPerIp: 16, preQueueShards: 1 };
 function toLocalInput(iso) {
   if (!iso) return "";
   const d = new Date(iso); const p = (n) => String(n).padStart(2, "0");

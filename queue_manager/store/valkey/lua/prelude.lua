@@ -106,7 +106,7 @@ local NUMERIC = {
   lseq = true, joins = true, passes = true, wsum = true, unscoped = true, blocked = true, refused = true, ejected = true, srev = true,
   pqver = true, pqseq = true, dro = true, drn = true, dcl = true, rgo = true, rgq = true, fseq = true, lfs = true, pseq = true, phseq = true,
   c_rate = true, c_maxc = true, c_pttl = true, c_sttl = true, c_smax = true, c_pres = true,
-  c_qmax = true, c_pqmax = true, c_wmax = true, c_wsec = true, c_opens = true, c_rules = true, c_pqsh = true, c_jsh = true,
+  c_qmax = true, c_pqmax = true, c_wmax = true, c_wsec = true, c_opens = true, c_rules = true, c_pqsh = true,
 }
 local S_raw = {}
 local S_dirty = {}
@@ -1491,26 +1491,6 @@ local function new_return(rec, ret, named)
   end
 end
 
--- A FIFO room's join taken by one of its join shards (``joinShards``, line_merge.py): kept as an entry stamped
--- with the call's instant, and put in line by a round of the room in the order of the stamps (one that
--- arrives after the round whose watermark its stamp was under goes with the next). Counted and journaled as
--- a pre-queue sign-up is, and drained the same way once the room holds it.
-local function pending_join(C, handle, ret, lane)
-  local j = NOW_WALL
-  local e = {h = handle, id = C.id, fp = C.fp, f2 = C.f2, ck = C.ck, j = j, sn = NOW, ru = ret, ln = lane}
-  save_pre(e)
-  S.pqseq = (S.pqseq or 0) + 1
-  redis.call('ZADD', K.pqo, I(S.pqseq), handle)
-  redis.call('HINCRBY', K.ppi, C.id, 1)
-  S.pqver = (S.pqver or 0) + 1
-  S.joins = S.joins + 1
-  redis.call('ZADD', K.jt, I(NOW), 'h' .. handle)
-  emit('prequeue.join', {
-    h = handle, ident = C.id, fp = C.fp, fp2 = jnull(C.f2), ck = jnull(C.ck), joined = j, ret = jnull(ret), ln = lane,
-  })
-  return {k = 'pending', h = handle}
-end
-
 local function join_visitor(i)
   local lane = opt(ARGV[i + 9])
   if lane ~= nil and lanes().idx[lane] == nil then
@@ -1524,14 +1504,8 @@ local function join_visitor(i)
   local ret = opt(ARGV[i + 7])
   local handle = ARGV[i + 8]
 
-  if is_shard() then
-    local state = effective_state(NOW_WALL)
-    if S.sld == nil and P == nil and (S.c_jsh or 1) > 1 and S.c_qm == 'fifo' and state ~= 'scheduled' and state ~= 'bypass' then
-      return pending_join(C, handle, ret, lane)
-    end
-    if S.sld ~= nil or state ~= 'scheduled' then
-      return {k = 'moved'}  -- a pre-queue shard takes sign-ups only while its pre-queue is open
-    end
+  if is_shard() and (S.sld ~= nil or effective_state(NOW_WALL) ~= 'scheduled') then
+    return {k = 'moved'}  -- a shard takes sign-ups only while its pre-queue is open
   end
   local found = resolve(P, C)
   if found.moved then
@@ -1609,7 +1583,7 @@ local function join_visitor(i)
 end
 
 -- the config fields the rules read, from the op's arguments starting at i (see config.py)
-local CONFIG_FIELDS = {'c_state', 'c_rate', 'c_maxc', 'c_pttl', 'c_sttl', 'c_smax', 'c_pres', 'c_qmax', 'c_pqmax', 'c_wmax', 'c_wsec', 'c_qm', 'c_opens', 'c_rules', 'c_lanes', 'c_pqsh', 'c_jsh'}
+local CONFIG_FIELDS = {'c_state', 'c_rate', 'c_maxc', 'c_pttl', 'c_sttl', 'c_smax', 'c_pres', 'c_qmax', 'c_pqmax', 'c_wmax', 'c_wsec', 'c_qm', 'c_opens', 'c_rules', 'c_lanes', 'c_pqsh'}
 
 local function set_config(i)
   LANES = nil
