@@ -130,38 +130,49 @@ def _fill(
     """``tickets`` real joins into ``room``, split over PROCESSES drivers (bench/million_joins.py) on both CPUs."""
     t0 = time.monotonic()
     srv0, vk0 = proc_cpu_seconds(server.pid) + _children_cpu(server.pid), proc_cpu_seconds(valkey_pid)
-    share = -(-tickets // PROCESSES)
-    procs = []
-    for i in range(PROCESSES):
-        count = min(share, tickets - i * share)
-        cmd = [
-            *(bench.PY, str(BENCH / "million_joins.py")),
-            *("--valkey", VALKEY_URL, "--prefix", env["VALKEY_PREFIX"], "--database", DATABASE_URL),
-            *("--schema", env["PG_SCHEMA"], "--room", room, "--count", str(count), "--first", str(i * share)),
-        ]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    drivers = []
-    for proc in procs:
-        stdout, stderr = proc.communicate(timeout=7200)
-        lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
-        if proc.returncode != 0 or not lines:
-            raise RuntimeError(f"million_joins failed:\n{stdout}\n{stderr}")
-        drivers.append(orjson.loads(lines[-1]))
+    joins, failed = drive(VALKEY_URL, env, room, tickets, 0, PROCESSES)
     wall = time.monotonic() - t0
     srv = proc_cpu_seconds(server.pid) + _children_cpu(server.pid) - srv0
     vk = proc_cpu_seconds(valkey_pid) - vk0
     waiting = run(_waiting(server, room))
-    joins = sum(int(d["joins"]) for d in drivers)
     return {
         "waiting": waiting,
         "joins": joins,
-        "failed": sum(int(d["failed"]) for d in drivers),
+        "failed": failed,
         "processes": PROCESSES,
         "seconds": round(wall, 1),
         "joinsPerSec": round(joins / wall, 1),
         "valkeyUsPerJoin": round(vk * 1e6 / joins, 1) if valkey_pid and joins else None,
         "serverCpuSeconds": round(srv, 1),
     }
+
+
+def drive(
+    url: str, env: dict[str, str], room: str, count: int, first: int, processes: int, in_flight: int | None = None
+) -> tuple[int, int]:
+    """``count`` real joins into ``room`` (visitors ``first`` on) from ``processes`` driver processes
+    (bench/million_joins.py, ``in_flight`` joins each at once: its default when None). (joins, failed)."""
+    share = -(-count // processes)
+    procs = []
+    for i in range(processes):
+        n = min(share, count - i * share)
+        cmd = [
+            *(bench.PY, str(BENCH / "million_joins.py")),
+            *("--valkey", url, "--prefix", env["VALKEY_PREFIX"], "--database", DATABASE_URL),
+            *("--schema", env["PG_SCHEMA"], "--room", room, "--count", str(n), "--first", str(first + i * share)),
+            *(("--concurrency", str(in_flight)) if in_flight else ()),
+        ]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    joins = failed = 0
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=7200)
+        lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(f"million_joins failed:\n{stdout}\n{stderr}")
+        got = orjson.loads(lines[-1])
+        joins += int(got["joins"])
+        failed += int(got["failed"])
+    return joins, failed
 
 
 def _children_cpu(pid: int) -> float:

@@ -152,6 +152,13 @@ def _verify(server: Server) -> dict[str, Any]:
     }
 
 
+def complaints(server: Server) -> dict[str, Any]:
+    """What the server complained of in its log (Valkey taken for unreachable, a journal read timing out…)."""
+    lines = server.log_path.read_text(errors="replace").splitlines() if server.log_path.exists() else []
+    found = [ln for ln in lines if any(w in ln for w in ("failed", "unreachable", "lost", "rror"))]
+    return {"count": len(found), "first": found[:5]}
+
+
 def phase_draw(results: dict[str, Any]) -> None:
     import redis
 
@@ -182,10 +189,7 @@ def phase_draw(results: dict[str, Any]) -> None:
     finally:
         if server is not None:
             server.stop()
-            # what the server complained of meanwhile (Valkey taken for unreachable, a journal read timing out…)
-            lines = server.log_path.read_text(errors="replace").splitlines() if server.log_path.exists() else []
-            complaints = [ln for ln in lines if any(w in ln for w in ("failed", "unreachable", "lost", "rror"))]
-            out["serverComplaints"] = {"count": len(complaints), "first": complaints[:5]}
+            out["serverComplaints"] = complaints(server)
         _cleanup([tag])
         shutil.rmtree(spool, ignore_errors=True)
         client.close()

@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from fleet import DATABASE_URL, ValkeyCluster, _cleanup, _guard, _valkey_env
+from fleet import ValkeyCluster, _cleanup, _guard, _valkey_env
 from httpc import Conn
-from million import _children_cpu, _psql
+from million import _children_cpu, _psql, drive
+from prequeue_draw import complaints
 
 import bench
 from bench import RESULTS, Server, admin, log, proc_cpu_seconds, room_body, room_stats, run
@@ -99,26 +100,7 @@ def _fill(
         m.config_resetstat()
     cpu0 = _cpu(pids)
     t0 = time.monotonic()
-    share = -(-count // DRIVERS)
-    procs = []
-    for i in range(DRIVERS):
-        n = min(share, count - i * share)
-        cmd = [
-            *(bench.PY, str(BENCH / "million_joins.py")),
-            *("--valkey", url, "--prefix", env["VALKEY_PREFIX"], "--database", DATABASE_URL),
-            *("--schema", env["PG_SCHEMA"], "--room", room, "--count", str(n), "--first", str(first + i * share)),
-            *("--concurrency", str(concurrency)),
-        ]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    joins = failed = 0
-    for proc in procs:
-        stdout, stderr = proc.communicate(timeout=7200)
-        lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
-        if proc.returncode != 0 or not lines:
-            raise RuntimeError(f"million_joins failed:\n{stdout}\n{stderr}")
-        got = orjson.loads(lines[-1])
-        joins += int(got["joins"])
-        failed += int(got["failed"])
+    joins, failed = drive(url, env, room, count, first, DRIVERS, concurrency)
     wall = time.monotonic() - t0
     per = [round((b - a) * 1e6 / max(1, joins), 1) for a, b in zip(cpu0, _cpu(pids), strict=True)]
     return {
@@ -266,9 +248,7 @@ def phase_shards(results: dict[str, Any]) -> None:
     finally:
         if server is not None:
             server.stop()
-            lines = server.log_path.read_text(errors="replace").splitlines() if server.log_path.exists() else []
-            complaints = [ln for ln in lines if any(w in ln for w in ("failed", "unreachable", "lost", "rror"))]
-            out["serverComplaints"] = {"count": len(complaints), "first": complaints[:5]}
+            out["serverComplaints"] = complaints(server)
         for m in masters:
             m.close()
         cluster.stop()

@@ -374,21 +374,24 @@ def _join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     room.join_line(_client(data), int(data["joined"]), data.get("ret"), data.get("reason"), _lane(data))
 
 
-def _prequeue_join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
-    room = ctx.room
+def _new_handle(room: Room, data: Mapping[str, Any]) -> str:
+    """The handle a pre-queue entry joins under: never one the room used before."""
     handle = str(data["h"])
     if handle in room.prequeue or handle in room.drawn:
         raise _Inconsistent(f"pre-queue handle {handle} already used")
-    room.join_prequeue(_client(data), handle, int(data["joined"]), data.get("ret"), _lane(data))
+    return handle
+
+
+def _prequeue_join(ctx: _Ctx, data: Mapping[str, Any]) -> None:
+    handle = _new_handle(ctx.room, data)
+    ctx.room.join_prequeue(_client(data), handle, int(data["joined"]), data.get("ret"), _lane(data))
 
 
 def _prequeue_merge(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     """The sign-ups of a pre-queue shard joining its room's pre-queue (store/valkey/shards.py)."""
     room = ctx.room
     for entry in data["entries"]:
-        handle = str(entry["h"])
-        if handle in room.prequeue or handle in room.drawn:
-            raise _Inconsistent(f"pre-queue handle {handle} already used")
+        handle = _new_handle(room, entry)
         room.merge_prequeue(_client(entry), handle, int(entry["joined"]), entry.get("ret"), _lane(entry))
 
 

@@ -615,6 +615,22 @@ local function uncharge(key, ident)
   end
 end
 
+-- Room.withdraw_prequeue, and the join it counted: a pre-queue entry leaves (a sign-up taken back, or a
+-- shard's entry its room now holds). True when the entry was there.
+local function withdraw_pre(h)
+  local raw = redis.call('HGET', K.pq, h)
+  if not raw then
+    return false
+  end
+  redis.call('HDEL', K.pq, h)
+  redis.call('ZREM', K.pqo, h)
+  uncharge(K.ppi, cjson.decode(raw).id)
+  S.pqver = (S.pqver or 0) + 1
+  S.joins = S.joins - 1
+  redis.call('ZREM', K.jt, 'h' .. h)
+  return true
+end
+
 local function mint(ident, fp, f2, ck, joined, ret, charge_it, count, ref, lane)  -- _mint
   if line_len() == 0 then
     settle_credit()  -- credit earned while nobody waited banks at most one slot
@@ -1107,6 +1123,32 @@ end
 
 -- ------------------------------------------------------------------ reading
 
+-- the pre-queue entry of handle h, as resolve answers a token naming it (nil: no such entry here)
+local function held_entry(h, C)
+  local raw = redis.call('HGET', K.pq, h)
+  if not raw then
+    return nil
+  end
+  local e = cjson.decode(raw)
+  if owns(e, C) then
+    return {pre = e}
+  end
+  return {reason = 'not_owner'}
+end
+
+-- a script that only a pre-queue shard runs (shard_merge.py): the room opened as open_room does, refused
+-- when it is not a shard
+local function open_shard()
+  local refused = open_room()
+  if refused then
+    return refused
+  end
+  if not is_shard() then
+    return redis.error_reply('QM not_a_shard')
+  end
+  return nil
+end
+
 local function resolve(P, C)  -- resolve
   if P == nil then
     return {}
@@ -1114,28 +1156,17 @@ local function resolve(P, C)  -- resolve
   if is_shard() then
     -- a shard answers for the entries it holds while its pre-queue is open; anything else is its room's
     -- (the token names the room's generation, not the shard's)
-    local raw = P.h and S.sld == nil and effective_state(NOW_WALL) == 'scheduled' and redis.call('HGET', K.pq, P.h)
-    if not raw then
-      return {moved = true}
-    end
-    local e = cjson.decode(raw)
-    if owns(e, C) then
-      return {pre = e}
-    end
-    return {reason = 'not_owner'}
+    local held = P.h and S.sld == nil and effective_state(NOW_WALL) == 'scheduled' and held_entry(P.h, C)
+    return held or {moved = true}
   end
   if P.gen ~= S.gen then
     return {reason = 'previous_generation'}
   end
   local n
   if P.h ~= nil then
-    local raw = redis.call('HGET', K.pq, P.h)
-    if raw then
-      local e = cjson.decode(raw)
-      if owns(e, C) then
-        return {pre = e}
-      end
-      return {reason = 'not_owner'}
+    local held = held_entry(P.h, C)
+    if held then
+      return held
     end
     n = tonumber(redis.call('HGET', K.drawn, P.h) or '')
     if n == nil then

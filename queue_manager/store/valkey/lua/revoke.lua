@@ -46,15 +46,7 @@ if what == 'join' then
     emit('join.revoke', {n = n})
   end
 elseif what == 'prequeue' then
-  local raw = redis.call('HGET', K.pq, h)
-  if raw then
-    local e = cjson.decode(raw)
-    redis.call('HDEL', K.pq, h)
-    redis.call('ZREM', K.pqo, h)
-    uncharge(K.ppi, e.id)
-    S.pqver = (S.pqver or 0) + 1
-    S.joins = S.joins - 1
-    redis.call('ZREM', K.jt, 'h' .. h)
+  if withdraw_pre(h) then
     emit('prequeue.revoke', {h = h})
   else
     local m = tonumber(redis.call('HGET', K.drawn, h) or '')

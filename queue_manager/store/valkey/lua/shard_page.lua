@@ -1,7 +1,7 @@
 -- shard_page (a pre-queue shard, shards.py): entries [from, from + count) of the shard's pre-queue in
 -- join order, each its stored record (JSON text), for the store that merges the shard into its room. A
 -- pure read. ARGV after the header: from (0-based), count.
-local refused = open_room()
+local refused = open_shard()
 if refused then
   return refused
 end
