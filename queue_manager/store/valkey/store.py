@@ -50,16 +50,10 @@ from queue_manager.store.valkey.lane import ValkeyLane
 from queue_manager.store.valkey.live import LiveLines
 from queue_manager.store.valkey.refusals import refusal
 from queue_manager.store.valkey.registry import RoomRegistry
-from queue_manager.store.valkey.runner import DRAW_CHUNK, ArgsFn, RoomRunner, events_of
+from queue_manager.store.valkey.runner import DRAW_CHUNK, RoomRunner, events_of
 from queue_manager.store.valkey.shard_merge import ShardKeeper
-from queue_manager.store.valkey.shards import (
-    handle_in,
-    is_shard,
-    parent,
-    shard_id,
-    shard_of_handle,
-    shard_of_ident,
-)
+from queue_manager.store.valkey.shard_routes import Moved, ShardRoutes
+from queue_manager.store.valkey.shards import is_shard
 from queue_manager.store.valkey.snapshot import export_document, import_parts, import_payload
 from queue_manager.store.valkey.takebacks import TakeBacks
 from queue_manager.store.valkey.writes import ConfigWrites
@@ -155,6 +149,7 @@ class ValkeyStore:
         # a drop's pre-queue over several hash slots (shards.py, shard_merge.py)
         self.shards = ShardKeeper(self._runner, self._registry, self._writes, self._commit, self._delete)
         self._runner.merge_shards = self.shards.merge_for_draw
+        self.routes = ShardRoutes(self._runner, self.shards, self._finish, rng)
         self._listeners: list[ChangeListener] = []
         # the live streams' reads: waiting visitors' frames from this process's replicas of the lines
         self.lines = LiveLines(self, mark_every=presence_mark_sec)
@@ -423,44 +418,12 @@ class ValkeyStore:
         *,
         lane: str | None = None,
     ) -> VisitorView:
-        count = self.shards.count(room_id)
-        target = room_id
-        if count > 1 and (presented is None or presented.n is None):
-            # a sign-up of a drop spread over shards: the shard of the handle presented, or of the address
-            held = presented.handle if presented is not None else None
-            k = shard_of_handle(held, count) if held else shard_of_ident(client.ident, count)
-            handle = handle_in(self.rng, k, count)
-            if k:
-                target = shard_id(room_id, k, count)
-        else:
-            handle = self.rng.token_hex(8)
+        target, handle = self.routes.join_target(room_id, client, presented)
         args = [*client_args(client), *presented_args(presented), return_url or "", handle, lane or ""]
         if target != room_id:
-            with contextlib.suppress(_Moved):
+            with contextlib.suppress(Moved):
                 return await self._joins.join(target, args)
         return await self._joins.join(room_id, args)
-
-    async def _shard_view(self, sid: str, r: Reply, now: tuple[int, int]) -> VisitorView | BaseException:
-        """A pre-queue shard's answer as its room's: the room's generation, config and whole pre-queue count;
-        ``moved`` (the shard does not hold it, or takes no sign-ups now) as _Moved, for the room to answer."""
-        if r["k"] == "moved":
-            return _Moved()
-        if r["k"] == "err":
-            return refusal(r)
-        room_id = parent(sid)
-        copy = self._runner.configs.required(room_id)
-        await self._sum_prequeue(room_id, [r], sid)
-        return codec.visitor_view(room_id, copy.gen, copy.cfg, r, *now)
-
-    async def _sum_prequeue(self, room_id: str, replies: Sequence[Reply], source: str) -> None:
-        """A pre-queue entry's view of a room whose drop takes sign-ups in shards shows the whole pre-queue;
-        ``source``: the room or shard that answered (its own count is in each such view)."""
-        count = self.shards.count(room_id)
-        pre = [r for r in replies if r.get("pre") is not None]
-        if count > 1 and pre:
-            total = await self.shards.total(room_id, count, (source, int(pre[-1]["pc"])))
-            for r in pre:
-                r["pc"] = total
 
     async def _join_call(self, room_id: str, asks: list[list[str]]) -> JoinFinish:
         """One call for the joins ``asks`` (each join.lua's arguments): join.lua for one, join_many.lua for
@@ -491,9 +454,9 @@ class ValkeyStore:
             finally:
                 self._notify({e.room for e in events})
             if is_shard(room_id):  # answered by a pre-queue shard: rendered as its room's
-                return [await self._shard_view(room_id, r, now) for r in replies]
+                return [await self.routes.view(room_id, r, now) for r in replies]
             cfg = runner.configs.required(room_id).cfg
-            await self._sum_prequeue(room_id, replies, room_id)
+            await self.routes.sum_prequeue(room_id, replies, room_id)
             return [refusal(r) if r["k"] == "err" else codec.visitor_view(room_id, gen, cfg, r, *now) for r in replies]
 
         return finish
@@ -507,37 +470,14 @@ class ValkeyStore:
         runner = self._runner
         now = await runner.now()
         args = [*client_args(client), *presented_args(presented)]
-        sid = self._shard_of(room_id, presented)
+        sid = self.routes.shard_of(room_id, presented)
         if sid is not None:
-            with contextlib.suppress(_Moved):
-                return await self._shard_call("status", sid, now, args)
+            with contextlib.suppress(Moved):
+                return await self.routes.call("status", sid, now, args)
         reply, events = await runner.run("status", room_id, now, lambda _: args)
         await self._finish(events)
-        await self._sum_prequeue(room_id, [reply], room_id)
+        await self.routes.sum_prequeue(room_id, [reply], room_id)
         return codec.visitor_view(room_id, int(reply["gen"]), runner.configs.required(room_id).cfg, reply, *now)
-
-    def _shard_of(self, room_id: str, presented: Presented | None) -> str | None:
-        """The pre-queue shard a presented handle names, while the room's drop takes sign-ups in shards (None:
-        the room itself answers)."""
-        if presented is None or presented.n is not None or not presented.handle:
-            return None
-        count = self.shards.count(room_id)
-        k = shard_of_handle(presented.handle, count) if count > 1 else 0
-        return shard_id(room_id, k, count) if k else None
-
-    async def _shard_call(self, name: str, sid: str, now: tuple[int, int], args: list[str]) -> VisitorView:
-        """A visitor's call answered by the pre-queue shard ``sid`` (raises _Moved when its room answers)."""
-        try:
-            reply, events = await self._runner.run(name, sid, now, lambda _: args)
-        except EngineError as err:
-            if err.code == "no_room":
-                raise _Moved from None  # retired meanwhile: its entries are the room's
-            raise
-        await self._finish(events)
-        view = await self._shard_view(sid, reply, now)
-        if isinstance(view, BaseException):
-            raise view
-        return view
 
     async def status_many(self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]) -> list[VisitorView]:
         """One script call per STATUS_BATCH asks (lua/status_many.lua), every part at the same instant."""
@@ -552,43 +492,8 @@ class ValkeyStore:
         if not asks:
             return []
         if self.shards.count(room_id) > 1:
-            return await self._status_many_sharded(room_id, asks)
+            return await self.routes.status_many(room_id, asks, self._status_many_in)
         return await self._status_many_in(room_id, asks)
-
-    async def _status_many_sharded(
-        self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]
-    ) -> list[tuple[VisitorView, int | None, int, int]]:
-        """``status_many_fed`` of a room whose drop takes sign-ups in shards: each pre-queue handle asked of
-        its shard, the rest (and whatever a shard says is the room's) of the room, answers in order."""
-        runner = self._runner
-        now = await runner.now()
-        out: list[tuple[VisitorView, int | None, int, int] | None] = [None] * len(asks)
-        by_shard: dict[str, list[int]] = {}
-        for i, (_, presented) in enumerate(asks):
-            sid = self._shard_of(room_id, presented)
-            if sid is not None:
-                by_shard.setdefault(sid, []).append(i)
-        for sid, idx in by_shard.items():
-            for start in range(0, len(idx), STATUS_BATCH):
-                part = idx[start : start + STATUS_BATCH]
-                args = asks_args([asks[i] for i in part])
-                try:
-                    reply, events = await runner.run("status_many", sid, now, always(args))
-                except EngineError as err:
-                    if err.code != "no_room":
-                        raise
-                    continue  # retired meanwhile: the room answers
-                await self._finish(events)
-                for i, view in zip(part, reply["vs"], strict=True):
-                    if view.get("moved"):
-                        continue
-                    rendered = await self._shard_view(sid, {**view, "k": "ok"}, now)
-                    if isinstance(rendered, VisitorView):
-                        out[i] = (rendered, None, 0, runner.configs.required(room_id).cv)
-        rest = [i for i, got in enumerate(out) if got is None]
-        for i, answer in zip(rest, await self._status_many_in(room_id, [asks[i] for i in rest]), strict=True):
-            out[i] = answer
-        return [answer for answer in out if answer is not None]
 
     async def _status_many_in(
         self, room_id: str, asks: Sequence[tuple[ClientId, Presented | None]]
@@ -604,7 +509,7 @@ class ValkeyStore:
             await self._finish(events)
             gen, copy = int(reply["gen"]), runner.configs.required(room_id)
             cfg, cv, lf = copy.cfg, copy.cv, int(reply.get("lf") or 0)
-            await self._sum_prequeue(room_id, reply["vs"], room_id)
+            await self.routes.sum_prequeue(room_id, reply["vs"], room_id)
             out.extend((codec.visitor_view(room_id, gen, cfg, r, *now), r.get("ls"), lf, cv) for r in reply["vs"])
         return out
 
@@ -678,7 +583,7 @@ class ValkeyStore:
             matched["rule"] = rule_id
             return [*fixed, rule_index, unprotected, door[1].hex()]
 
-        reply, events = await self._check_run(room_id, presented, now, check_args)
+        reply, events = await self.routes.check(room_id, presented, now, check_args)
         try:
             await self._commit(events)
         except BaseException as exc:
@@ -707,23 +612,6 @@ class ValkeyStore:
             session_expires_ms=reply.get("sx"),
             rule=None if state == "bypass" else matched.get("rule"),
         )
-
-    async def _check_run(
-        self, room_id: str, presented: Presented | None, now: tuple[int, int], args: ArgsFn
-    ) -> tuple[Reply, list[Event]]:
-        """The door check, of the pre-queue shard a presented handle names first (it answers only for an entry
-        it holds; anything else is the room's)."""
-        sid = self._shard_of(room_id, presented)
-        if sid is not None:
-            try:
-                reply, events = await self._runner.run("check", sid, now, args, cv="strict")
-            except EngineError as err:
-                if err.code != "no_room":
-                    raise
-            else:
-                if reply["k"] != "moved":
-                    return reply, events
-        return await self._runner.run("check", room_id, now, args, cv="strict")
 
     async def door_replay(
         self, room_id: str, presented: Presented, door_hash: bytes, url: str | None
@@ -964,10 +852,6 @@ class ValkeyStore:
     async def unfence(self, room_id: str) -> None:
         with translate(room_id, self.breaker):
             await self._redis.delete(room_key(self.prefix, room_id, "fence"))
-
-
-class _Moved(Exception):
-    """A pre-queue shard's answer: not its visitor (or no sign-ups now); the room answers instead."""
 
 
 def _visible(room_id: str) -> None:
