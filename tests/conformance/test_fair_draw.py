@@ -215,11 +215,12 @@ def test_a_drop_whose_sign_ups_went_to_shards_draws_and_rebuilds_as_one_room(pro
     with proxied.admin() as admin:
         create_room(admin, room, ratePerMinute=0, presenceSec=None, preQueueShards=3)
         _schedule(admin, room, 600_000)
+    commitment = _draw(proxied, room)["commitment"]
     visitors = []
     for i in range(12):
         c = proxied.client(headers={"X-Forwarded-For": f"198.51.100.{i + 1}"})
         body = join(c, room).json()
-        assert body["state"] == "scheduled" and body["handle"], body
+        assert body["state"] == "scheduled" and body["handle"] and body["drawCommitment"] == commitment, body
         visitors.append((c, body["token"]))
     client = sync_valkey(proxied.env["VALKEY_URL"])
     shards = {k.decode().split("}")[0].split("{")[1] for k in client.scan_iter(match=f"{prefix}{{{room}~*", count=1000)}
@@ -230,7 +231,7 @@ def test_a_drop_whose_sign_ups_went_to_shards_draws_and_rebuilds_as_one_room(pro
     handles = []
     for c, token in visitors:  # each answered from wherever their entry is, with the whole count
         s = status(c, room, token)
-        assert s["state"] == "scheduled" and s["preCount"] == 12, s
+        assert s["state"] == "scheduled" and s["preCount"] == 12 and s["drawCommitment"] == commitment, s
         handles.append(s["handle"])
     with proxied.admin() as admin:
         listed = [r for r in admin.get("/api/admin/rooms").json()["rooms"] if r["id"].startswith(room)]

@@ -71,10 +71,14 @@ async def test_sign_ups_spread_over_the_shards_of_their_address(valkey: tuple[Re
         for p in held:  # each entry lives in the shard its handle names
             k = shard_of_handle(str(p.handle), SHARDS)
             assert p.handle in where["r" if k == 0 else shard_id("r", k, SHARDS)]
-        # a poll and a re-join by handle are answered by the shard, as the room's, with the whole count
+        # a poll and a re-join by handle are answered by the shard, as the room's, with the whole count and
+        # the room's drop's commitment
+        record = (await store.draw_state("r")).record
+        assert record is not None
         for i, p in enumerate(held):
             view = await store.status("r", person(i), p)
             assert (view.room_id, view.gen, view.handle, view.pre_count) == ("r", p.gen, p.handle, PEOPLE)
+            assert view.draw_commitment == record.commitment
             again = await store.join("r", person(i), p, None)
             assert again.handle == p.handle
         views = await store.status_many("r", [(person(i), p) for i, p in enumerate(held)])
@@ -172,9 +176,15 @@ async def test_a_change_of_the_count_merges_first_and_a_cancel_draws_the_shards(
         assert {s: await _held_in(redis, prefix, s) for s in shard_ids("r", 2)} == before
         config = await store._runner.read_config(shard_ids("r", 2)[0])
         assert config[0] is not None and config[0].cfg.name == "Drop"
-        # moving the drop leaves the shards as they are; they are merged by its draw whenever it comes
+        # moving the drop leaves the shards as they are (they are merged by its draw whenever it comes) and
+        # shows their visitors the new commitment
         await store.schedule("r", {"opensAt": clock.wall_ms() + 120_000})
         assert {s: await _held_in(redis, prefix, s) for s in shard_ids("r", 2)} == before
+        record = (await store.draw_state("r")).record
+        assert record is not None
+        assert {(await store.status("r", person(i), p)).draw_commitment for i, p in enumerate(held)} == {
+            record.commitment
+        }
         # cancelling the drop draws everyone at once, shards included
         await store.schedule("r", {"opensAt": None})
         views = [await store.status("r", person(i), p) for i, p in enumerate(held)]

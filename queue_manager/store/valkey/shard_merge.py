@@ -28,6 +28,8 @@ from dataclasses import replace
 from queue_manager.engine.errors import EngineError
 from queue_manager.engine.events import Event
 from queue_manager.engine.model import RoomConfig
+from queue_manager.store.valkey.arguments import text
+from queue_manager.store.valkey.errors import translate
 from queue_manager.store.valkey.keys import room_key
 from queue_manager.store.valkey.registry import RoomRegistry
 from queue_manager.store.valkey.runner import RoomRunner, events_of
@@ -96,9 +98,9 @@ class ShardKeeper:
         return [i for i in await self._registry.ids() if is_shard(i) and parent(i) == room_id]
 
     async def sync(self, room_id: str, *, merge_first: bool) -> None:
-        """After a change of the room: its shards given its new config, those it no longer wants merged and
-        deleted. ``merge_first``: the change moved the drop or changed the shard count (every shard was merged
-        before it, and stays sealed until it has its new config)."""
+        """After a change of the room: its shards given its new config and its drop's commitment (what their
+        visitors are shown), those it no longer wants merged and deleted. ``merge_first``: the change changed
+        the shard count (every shard was merged before it, and stays sealed until it has its new config)."""
         runner = self._runner
         cfg, _ = await runner.read_config(room_id)
         present = await self.present(room_id)
@@ -109,10 +111,18 @@ class ShardKeeper:
                 await self.retire(room_id, sid, now)
         if cfg is None:
             return
+        commitment = await self._commitment(room_id) if keep else ""
         for sid in keep:
             await self._writes.put(sid, replace(cfg.cfg, id=sid))
-            if merge_first or sid not in present:
-                await runner.once("shard_seal", sid, ["0"], now)
+            opened = merge_first or sid not in present
+            await runner.once("shard_seal", sid, ["0" if opened else "=", commitment], now)
+
+    async def _commitment(self, room_id: str) -> str:
+        """The room's drop's published commitment while it waits for its draw ('' none)."""
+        calls = self._runner.calls
+        with translate(room_id, calls.breaker):
+            com, drawn = await calls.redis.hmget(room_key(calls.prefix, calls.slot_id(room_id), "draw"), ["com", "dat"])
+        return "" if com is None or drawn is not None else text(com)
 
     async def seal_all(self, room_id: str) -> None:
         """Before a change that moves the drop or changes the shard count: every shard merged into the room
