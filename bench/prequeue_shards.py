@@ -37,6 +37,7 @@ from prequeue_draw import complaints
 
 import bench
 from bench import RESULTS, Server, admin, log, proc_cpu_seconds, room_body, room_stats, run
+from queue_manager.store.valkey.shards import slot_of
 
 JOINS = int(os.environ.get("BENCH_SHARDS_JOINS", "50000"))
 DRAW = int(os.environ.get("BENCH_SHARDS_DRAW", "300000"))
@@ -45,6 +46,9 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 # each slot the room's sign-ups go to, so each master sees the same load as the one slot did
 CONCURRENCY = int(os.environ.get("BENCH_SHARDS_CONCURRENCY", "64"))
 PER_SLOT = os.environ.get("BENCH_SHARDS_PER_SLOT", "0") == "1"
+# BENCH_SHARDS_BUSY=1: while room `one` fills, redis-benchmark keeps the two masters it does not use busy, so its
+# master shares the two cores with as many busy Valkey processes as in `three`'s fills
+BUSY = os.environ.get("BENCH_SHARDS_BUSY", "0") == "1"
 DRIVERS = 2
 BENCH = Path(__file__).resolve().parent
 SLOW_US = 10_000
@@ -75,12 +79,15 @@ def _cpu(pids: list[int]) -> list[float]:
 
 
 def _commands(masters: list[Any], joins: int) -> list[dict[str, float]]:
-    """Each master's Valkey time per sign-up by command (INFO commandstats since the fill began), the top 4."""
+    """Each master's Valkey time per sign-up by command (INFO commandstats since the fill began), the top 4,
+    and its script calls per 100 sign-ups (``evalsha/100``)."""
     out = []
     for m in masters:
         stats = m.info("commandstats")
         per = {k.removeprefix("cmdstat_"): round(v["usec"] / max(1, joins), 1) for k, v in stats.items()}
-        out.append(dict(sorted(per.items(), key=lambda kv: -kv[1])[:4]))
+        top = dict(sorted(per.items(), key=lambda kv: -kv[1])[:4])
+        top["evalsha/100"] = round(100 * stats.get("cmdstat_evalsha", {}).get("calls", 0) / max(1, joins), 1)
+        out.append(top)
     return out
 
 
@@ -187,6 +194,16 @@ def _verify(server: Server, room: str) -> dict[str, Any]:
     }
 
 
+def _busy(masters: list[Any]) -> list[subprocess.Popen[bytes]]:
+    """redis-benchmark on each of ``masters`` (GETs of keys of its own slots), until terminated."""
+    procs = []
+    for m in masters:
+        port = str(m.connection_pool.connection_kwargs["port"])
+        cmd = ["redis-benchmark", "-p", port, "-c", "4", "-n", "1000000000", "-t", "ping", "-q"]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return procs
+
+
 def _masters(cluster: ValkeyCluster) -> list[Any]:
     """A client on each master (the ports scripts/valkey-cluster.sh wrote), in port order."""
     import redis
@@ -214,9 +231,16 @@ def phase_shards(results: dict[str, Any]) -> None:
         time.sleep(1.0)
         fills: dict[str, list[dict[str, Any]]] = {"one": [], "three": []}
         first = 0
+        own = slot_of("one") * 3 // 16384  # the master (in port order) that holds room `one`
         for r in range(ROUNDS):
             for room in ("one", "three"):
-                got = _fill(cluster.url, env, room, JOINS, first, pids, 3 if room == "three" else 1, masters)
+                load = _busy([m for i, m in enumerate(masters) if i != own]) if BUSY and room == "one" else []
+                try:
+                    got = _fill(cluster.url, env, room, JOINS, first, pids, 3 if room == "three" else 1, masters)
+                finally:
+                    for proc in load:
+                        proc.terminate()
+                        proc.wait()
                 first += JOINS
                 fills[room].append(got)
                 log(
