@@ -63,6 +63,7 @@ class ShardKeeper:
         self._commit = commit
         self._delete = delete
         self._counts: dict[str, tuple[float, dict[str, int]]] = {}
+        self._commitments: dict[str, str | None] = {}
 
     # ------------------------------------------------------------------ routing
 
@@ -77,7 +78,7 @@ class ShardKeeper:
     async def total(self, room_id: str, count: int, seen: tuple[str, int] | None = None) -> int:
         """The room's pre-queue summed over its shards (what its visitors and its stats show): each shard's
         count as last seen here (``seen``: a reply's own count, (shard, count)), all of them read again at most
-        once a second per room (one HLEN per shard, in one pipeline)."""
+        once a second per room (one HLEN per shard, in one pipeline, with the room's drop's commitment)."""
         held = self._counts.get(room_id)
         if held is None or time.monotonic() - held[0] >= COUNT_FRESH_SEC:
             calls = self._runner.calls
@@ -85,11 +86,18 @@ class ShardKeeper:
             pipe = calls.redis.pipeline(transaction=False)
             for rid in ids:
                 pipe.hlen(room_key(calls.prefix, calls.slot_id(rid), "pq"))
-            counts = [int(n) for n in await pipe.execute()]
-            held = self._counts[room_id] = (time.monotonic(), dict(zip(ids, counts, strict=True)))
+            pipe.hmget(room_key(calls.prefix, calls.slot_id(room_id), "draw"), ["com", "dat"])
+            *counts, (com, drawn) = await pipe.execute()
+            held = self._counts[room_id] = (time.monotonic(), dict(zip(ids, map(int, counts), strict=True)))
+            self._commitments[room_id] = None if com is None or drawn is not None else text(com)
         if seen is not None:
             held[1][seen[0]] = seen[1]
         return sum(held[1].values())
+
+    def commitment(self, room_id: str) -> str | None:
+        """The room's drop's commitment as ``total`` last read it (what a shard's visitor is shown, should the
+        shard's own copy be missing: a shard rebuilt from its journal has none until the room's next change)."""
+        return self._commitments.get(room_id)
 
     # ------------------------------------------------------------------ configs
 
@@ -118,7 +126,7 @@ class ShardKeeper:
             await runner.once("shard_seal", sid, ["0" if opened else "=", commitment], now)
 
     async def _commitment(self, room_id: str) -> str:
-        """The room's drop's published commitment while it waits for its draw ('' none)."""
+        """The room's drop's published commitment while it waits for its draw ('' none), read now."""
         calls = self._runner.calls
         with translate(room_id, calls.breaker):
             com, drawn = await calls.redis.hmget(room_key(calls.prefix, calls.slot_id(room_id), "draw"), ["com", "dat"])

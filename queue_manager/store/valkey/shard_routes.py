@@ -70,6 +70,8 @@ class ShardRoutes:
         room_id = parent(sid)
         copy = self._runner.configs.required(room_id)
         await self.sum_prequeue(room_id, [r], sid)
+        if r.get("pre") is not None and not r.get("dc"):  # the shard's copy of the commitment is missing
+            r["dc"] = self._shards.commitment(room_id)
         return codec.visitor_view(room_id, copy.gen, copy.cfg, r, *now)
 
     async def sum_prequeue(self, room_id: str, replies: Sequence[Reply], source: str) -> None:
