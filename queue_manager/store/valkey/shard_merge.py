@@ -89,7 +89,7 @@ class ShardKeeper:
             pipe.hmget(room_key(calls.prefix, calls.slot_id(room_id), "draw"), ["com", "dat"])
             *counts, (com, drawn) = await pipe.execute()
             held = self._counts[room_id] = (time.monotonic(), dict(zip(ids, map(int, counts), strict=True)))
-            self._commitments[room_id] = None if com is None or drawn is not None else text(com)
+            self._commitments[room_id] = _waiting(com, drawn) or None
         if seen is not None:
             held[1][seen[0]] = seen[1]
         return sum(held[1].values())
@@ -113,7 +113,8 @@ class ShardKeeper:
         cfg, _ = await runner.read_config(room_id)
         present = await self.present(room_id)
         now = await runner.now()
-        keep = shard_ids(room_id, wanted(cfg.cfg, now[0])) if cfg is not None and wanted(cfg.cfg, now[0]) > 1 else []
+        count = wanted(cfg.cfg, now[0]) if cfg is not None else 1
+        keep = shard_ids(room_id, count) if count > 1 else []
         for sid in present:
             if sid not in keep:
                 await self.retire(room_id, sid, now)
@@ -130,7 +131,7 @@ class ShardKeeper:
         calls = self._runner.calls
         with translate(room_id, calls.breaker):
             com, drawn = await calls.redis.hmget(room_key(calls.prefix, calls.slot_id(room_id), "draw"), ["com", "dat"])
-        return "" if com is None or drawn is not None else text(com)
+        return _waiting(com, drawn)
 
     async def seal_all(self, room_id: str) -> None:
         """Before a change that moves the drop or changes the shard count: every shard merged into the room
@@ -232,6 +233,11 @@ class ShardKeeper:
             except EngineError as err:
                 if err.code != "no_room":
                     raise
+
+
+def _waiting(com: bytes | str | None, drawn: bytes | str | None) -> str:
+    """The commitment of the room's draw hash (``com``, ``dat``) while its drop waits to be drawn ('' none)."""
+    return "" if com is None or drawn is not None else text(com)
 
 
 def _keeps_shard(room_id: str, sid: str, cfg: RoomConfig, now_wall: int) -> bool:
